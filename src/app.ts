@@ -1,0 +1,48 @@
+/**
+ * createApp(deps): the whole HTTP surface, with no environment reads and no I/O of its own.
+ * Order matters: errors first (global), then request plumbing, then the features.
+ */
+import { Elysia } from "elysia";
+import type { AppContext, AppDeps } from "./context";
+import { errorsPlugin } from "./errors";
+import { authPlugin, createAuthenticator } from "./features/auth/guard";
+import { actuatorRoutes } from "./features/actuator/routes";
+import { usersRoutes } from "./features/users/routes";
+import { bodyParser } from "./http/body-parser";
+import { requestContext } from "./http/request-context";
+import { routeTable } from "./http/route-table";
+
+export function createApp(deps: AppDeps) {
+  const authenticator = createAuthenticator(deps.db, deps.tokens);
+  const ctx: AppContext = {
+    ...deps,
+    now: deps.now ?? Date.now,
+    logger: deps.logging.root,
+    authenticator,
+    auth: authPlugin(authenticator),
+  };
+  const { config } = deps;
+
+  const app = new Elysia({
+    prefix: config.basePath,
+    serve: {
+      // Uploads stream past MAX_BODY_BYTES up to their own limit; JSON bodies are held to theirs by bodyParser.
+      maxRequestBodySize: Math.max(config.maxUploadBytes, config.maxBodyBytes) + 64 * 1024,
+      idleTimeout: 20,
+    },
+  } as never)
+    .use(
+      errorsPlugin({
+        logger: deps.logging.get("http"),
+        isAuthenticated: async (request) => (await authenticator.callerOf(request)) !== undefined,
+        routes: routeTable(() => app),
+      }),
+    )
+    .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
+    .use(bodyParser(config.maxBodyBytes))
+    .use(actuatorRoutes(ctx))
+    .use(usersRoutes(ctx));
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,155 @@
+/**
+ * The one reader of the environment. `loadConfig` takes the variables as a plain object
+ * (process.env merged with `--flags` by the CLI), fills defaults, converts types and
+ * reports every bad key at once, so a misconfigured start stops before the database opens.
+ */
+export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
+const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  /** Context-path prefix such as "/svc"; "" serves at the root. */
+  readonly basePath: string;
+  readonly databaseUrl: string;
+  readonly databaseAuthToken?: string;
+  readonly databaseSyncUrl?: string;
+  /** HS512 key (UTF-8 bytes). Undefined: main.ts generates one and keeps it in dataDir. */
+  readonly jwtSecret?: string;
+  readonly dataDir: string;
+  /** A folder, or s3://bucket/prefix. */
+  readonly fileStorage: string;
+  readonly maxUploadBytes: number;
+  readonly maxBodyBytes: number;
+  readonly adminEmail?: string;
+  readonly adminPassword?: string;
+  readonly logLevel: LogLevel;
+  readonly logFormat: "json" | "pretty";
+  readonly notifyWebhookUrl?: string;
+  readonly loginMaxFailures: number;
+  readonly loginMaxFailuresPerIp: number;
+  readonly metricsToken?: string;
+  /** Processes sharing the port (SO_REUSEPORT); "auto" resolves to the core count. */
+  readonly workers: number;
+}
+
+export type Env = Record<string, string | undefined>;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join("; "));
+  }
+}
+
+/** Every variable the service reads; the CLI accepts each as a --kebab-case flag too. */
+export const CONFIG_VARIABLES = [
+  "PORT", "HOST", "BASE_PATH", "DATABASE_URL", "DATABASE_AUTH_TOKEN", "DATABASE_SYNC_URL",
+  "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
+  "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL",
+  "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "METRICS_TOKEN", "WORKERS",
+] as const;
+
+const MIN_JWT_SECRET_BYTES = 64;
+const DATABASE_SCHEMES = ["file:", "libsql:", "http:", "https:", "ws:", "wss:"];
+
+export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Config {
+  const problems: string[] = [];
+  const read = (key: string) => {
+    const value = env[key]?.trim();
+    return value === "" ? undefined : value;
+  };
+  const integer = (key: string, fallback: number, min: number, max: number) => {
+    const raw = read(key);
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw) || value < min || value > max) {
+      problems.push(`${key} must be a whole number from ${min} to ${max} (got "${raw}")`);
+      return fallback;
+    }
+    return value;
+  };
+  const oneOf = <T extends string>(key: string, allowed: readonly T[], fallback: T): T => {
+    const raw = read(key)?.toLowerCase();
+    if (raw === undefined) return fallback;
+    if (!allowed.includes(raw as T)) {
+      problems.push(`${key} must be one of ${allowed.join(", ")} (got "${raw}")`);
+      return fallback;
+    }
+    return raw as T;
+  };
+  const url = (key: string, schemes: string[]) => {
+    const raw = read(key);
+    if (raw === undefined) return undefined;
+    let scheme = "";
+    try {
+      scheme = new URL(raw).protocol;
+    } catch {
+      // reported below
+    }
+    if (!schemes.includes(scheme)) problems.push(`${key} must be a ${schemes.join(" / ")} URL (got "${raw}")`);
+    return raw;
+  };
+
+  const port = integer("PORT", 8080, 0, 65535);
+  const host = read("HOST") ?? "0.0.0.0";
+
+  let basePath = read("BASE_PATH") ?? "";
+  if (basePath !== "") {
+    basePath = "/" + basePath.replace(/^\/+|\/+$/g, "");
+    if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(basePath)) {
+      problems.push(`BASE_PATH must be a path such as /svc (got "${env.BASE_PATH}")`);
+      basePath = "";
+    }
+  }
+
+  const dataDir = read("DATA_DIR") ?? "./data";
+  const databaseUrl = url("DATABASE_URL", DATABASE_SCHEMES) ?? `file:${dataDir}/usersvc.db`;
+  const databaseSyncUrl = url("DATABASE_SYNC_URL", ["libsql:", "http:", "https:", "ws:", "wss:"]);
+  if (databaseSyncUrl && !databaseUrl.startsWith("file:")) {
+    problems.push("DATABASE_SYNC_URL needs a file: DATABASE_URL for the embedded replica");
+  }
+
+  const jwtSecret = read("JWT_SECRET");
+  if (jwtSecret !== undefined && new TextEncoder().encode(jwtSecret).length < MIN_JWT_SECRET_BYTES) {
+    problems.push(`JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes for HS512`);
+  }
+
+  const fileStorage = read("FILE_STORAGE") ?? `${dataDir}/uploads`;
+  if (fileStorage.startsWith("s3:") && !/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/.test(fileStorage)) {
+    problems.push(`FILE_STORAGE must be a folder or s3://bucket/prefix (got "${fileStorage}")`);
+  }
+
+  const adminEmail = read("ADMIN_EMAIL");
+  const adminPassword = read("ADMIN_PASSWORD");
+  if ((adminEmail === undefined) !== (adminPassword === undefined)) {
+    problems.push("ADMIN_EMAIL and ADMIN_PASSWORD must be set together");
+  }
+
+  const rawWorkers = read("WORKERS");
+  const workers = rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : integer("WORKERS", 1, 1, 64);
+
+  const config: Config = {
+    port,
+    host,
+    basePath,
+    databaseUrl,
+    databaseAuthToken: read("DATABASE_AUTH_TOKEN"),
+    databaseSyncUrl,
+    jwtSecret,
+    dataDir,
+    fileStorage,
+    maxUploadBytes: integer("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 2 ** 40),
+    maxBodyBytes: integer("MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 2 ** 31),
+    adminEmail,
+    adminPassword,
+    logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
+    logFormat: oneOf("LOG_FORMAT", ["json", "pretty"] as const, "json"),
+    notifyWebhookUrl: url("NOTIFY_WEBHOOK_URL", ["http:", "https:"]),
+    loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
+    loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
+    metricsToken: read("METRICS_TOKEN"),
+    workers,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

@@ -1,0 +1,34 @@
+/**
+ * What createApp hands every feature: built once per app, passed as an argument (never
+ * imported as a global), so tests and worker processes can build as many apps as they like.
+ */
+import type { Config } from "./config";
+import type { Db } from "./db/client";
+import type { Logging } from "./logging/logger";
+import type { Metrics } from "./metrics";
+import type { Authenticator, authPlugin } from "./features/auth/guard";
+import type { Tokens } from "./features/auth/tokens";
+
+/** Whether the process accepts traffic; readiness reports DOWN while starting or draining. */
+export interface Lifecycle {
+  ready: boolean;
+}
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  metrics: Metrics;
+  logging: Logging;
+  tokens: Tokens;
+  lifecycle: Lifecycle;
+  /** The clock, injectable where a test is about time (login throttling windows). */
+  now?: () => number;
+}
+
+export interface AppContext extends AppDeps {
+  now: () => number;
+  logger: Logging["root"];
+  authenticator: Authenticator;
+  /** The access guard plugin: `.use(ctx.auth)` then `{ auth: "USER" }` on a route or group. */
+  auth: ReturnType<typeof authPlugin>;
+}

@@ -1,0 +1,189 @@
+/**
+ * Every table in one place. Times are epoch milliseconds (indexable, compare cheaply) and
+ * are rendered as ISO 8601 UTC at the edge; money is integer cents, never a binary float.
+ */
+import { sql } from "drizzle-orm";
+import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+const now = sql`(unixepoch('subsec') * 1000)`;
+const millis = (name: string) => integer(name, { mode: "timestamp_ms" });
+
+export const departments = sqliteTable("departments", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  name: text("name").notNull().unique(),
+  description: text("description"),
+  createdAt: millis("created_at").notNull().default(now),
+});
+
+export const users = sqliteTable(
+  "users",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    name: text("name").notNull(),
+    /** Stored trimmed and lower-cased: the unique index is the one arbiter of "taken". */
+    email: text("email").notNull(),
+    departmentId: integer("department_id").references(() => departments.id, { onDelete: "set null" }),
+    phone: text("phone"),
+    active: integer("active", { mode: "boolean" }).notNull().default(true),
+    age: integer("age"),
+    salaryCents: integer("salary_cents"),
+    passwordHash: text("password_hash"),
+    /** Bumped by logout and password changes: tokens carrying an older value are refused. */
+    tokenVersion: integer("token_version").notNull().default(0),
+    /** Optimistic-lock version, +1 on every update. */
+    version: integer("version").notNull().default(0),
+    createdAt: millis("created_at").notNull(),
+    updatedAt: millis("updated_at").notNull(),
+    lastLogin: millis("last_login"),
+  },
+  (t) => [
+    uniqueIndex("users_email_unique").on(t.email),
+    index("users_department_idx").on(t.departmentId),
+    index("users_active_age_idx").on(t.active, t.age),
+    index("users_last_login_idx").on(t.lastLogin),
+    index("users_created_at_idx").on(t.createdAt),
+  ],
+);
+
+export const roles = sqliteTable("roles", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  /** RoleName, stored as text: USER, ADMIN. */
+  name: text("name").notNull().unique(),
+  description: text("description"),
+});
+
+export const userRoles = sqliteTable(
+  "user_roles",
+  {
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    roleId: integer("role_id").notNull().references(() => roles.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.roleId] }), index("user_roles_role_idx").on(t.roleId)],
+);
+
+export const userProfiles = sqliteTable("user_profiles", {
+  /** Shares the user's id (one-to-one). */
+  userId: integer("user_id").primaryKey().references(() => users.id, { onDelete: "cascade" }),
+  avatarUrl: text("avatar_url"),
+  bio: text("bio"),
+  /** yyyy-MM-dd */
+  birthDate: text("birth_date"),
+  address: text("address"),
+});
+
+export const userSkills = sqliteTable(
+  "user_skills",
+  {
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    /** As the user wrote it. */
+    name: text("name").notNull(),
+    /** Lower-cased, for case-insensitive matching and de-duplication. */
+    nameKey: text("name_key").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.nameKey] }), index("user_skills_name_key_idx").on(t.nameKey)],
+);
+
+/** Failed-login counters; in the database so every worker process shares them. */
+export const loginThrottle = sqliteTable("login_throttle", {
+  /** "email:<address>" or "ip:<address>" */
+  key: text("key").primaryKey(),
+  failures: integer("failures").notNull(),
+  windowStartedAt: millis("window_started_at").notNull(),
+});
+
+export const files = sqliteTable(
+  "files",
+  {
+    /** The generated storage name: <uuid><.ext>. */
+    id: text("id").primaryKey(),
+    originalName: text("original_name").notNull(),
+    contentType: text("content_type").notNull(),
+    size: integer("size").notNull(),
+    sha256: text("sha256").notNull(),
+    uploadedBy: integer("uploaded_by").references(() => users.id, { onDelete: "set null" }),
+    createdAt: millis("created_at").notNull(),
+  },
+  (t) => [index("files_uploaded_by_idx").on(t.uploadedBy)],
+);
+
+export const products = sqliteTable(
+  "products",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    name: text("name").notNull(),
+    code: text("code").notNull().unique(),
+    priceCents: integer("price_cents").notNull(),
+    description: text("description"),
+    /** ProductStatus: ACTIVE, INACTIVE, DISCONTINUED. */
+    status: text("status").notNull(),
+    stock: integer("stock").notNull().default(0),
+    createdAt: millis("created_at").notNull(),
+    updatedAt: millis("updated_at").notNull(),
+    createdBy: text("created_by"),
+    updatedBy: text("updated_by"),
+  },
+  (t) => [check("products_stock_non_negative", sql`${t.stock} >= 0`), check("products_price_non_negative", sql`${t.priceCents} >= 0`)],
+);
+
+export const orders = sqliteTable(
+  "orders",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id").notNull().references(() => users.id),
+    /** OrderStatus: PENDING, PROCESSING (claimed for payment), PAID, PAYMENT_FAILED. */
+    status: text("status").notNull(),
+    totalCents: integer("total_cents").notNull(),
+    paymentId: text("payment_id"),
+    paidAt: millis("paid_at"),
+    createdAt: millis("created_at").notNull(),
+    updatedAt: millis("updated_at").notNull(),
+  },
+  (t) => [index("orders_user_idx").on(t.userId)],
+);
+
+export const orderItems = sqliteTable(
+  "order_items",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    orderId: integer("order_id").notNull().references(() => orders.id, { onDelete: "cascade" }),
+    productId: integer("product_id").notNull().references(() => products.id),
+    productName: text("product_name").notNull(),
+    quantity: integer("quantity").notNull(),
+    unitPriceCents: integer("unit_price_cents").notNull(),
+    totalPriceCents: integer("total_price_cents").notNull(),
+  },
+  (t) => [index("order_items_order_idx").on(t.orderId)],
+);
+
+/** Transactional outbox: written with the change it describes, delivered later. */
+export const outbox = sqliteTable(
+  "outbox",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    /** WELCOME, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS */
+    kind: text("kind").notNull(),
+    recipient: text("recipient"),
+    payload: text("payload", { mode: "json" }).notNull(),
+    createdAt: millis("created_at").notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: millis("next_attempt_at").notNull(),
+    deliveredAt: millis("delivered_at"),
+    lastError: text("last_error"),
+  },
+  (t) => [index("outbox_pending_idx").on(t.deliveredAt, t.nextAttemptAt)],
+);
+
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    action: text("action").notNull(),
+    /** E-mail of the caller, or "system". */
+    actor: text("actor").notNull(),
+    subjectType: text("subject_type").notNull(),
+    subjectId: text("subject_id").notNull(),
+    details: text("details", { mode: "json" }),
+    createdAt: millis("created_at").notNull(),
+  },
+  (t) => [index("audit_log_created_idx").on(t.createdAt)],
+);

@@ -1,0 +1,169 @@
+/**
+ * One error path. Services throw AppError (or a Violations failure); errorsPlugin, registered
+ * first and global, turns every error into the envelope with the interface's status codes.
+ * Nothing else writes an error response.
+ */
+import { Elysia, ValidationError } from "elysia";
+import type { Logger } from "pino";
+import { failure } from "./envelope";
+import { languageOf, translate, type Lang, type MessageKey } from "./i18n";
+import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
+import type { RouteTable } from "./http/route-table";
+
+/** The code catalogue: status and message of every errorCode a client can see. */
+export const ERRORS = {
+  USER_NOT_FOUND: { status: 404, message: "error.userNotFound" },
+  DUPLICATE_EMAIL: { status: 409, message: "error.duplicateEmail" },
+  DATA_INTEGRITY_VIOLATION: { status: 409, message: "error.integrity.other" },
+  OPTIMISTIC_LOCK_CONFLICT: { status: 409, message: "error.optimisticLock" },
+  ACCESS_DENIED: { status: 403, message: "error.accessDenied" },
+  UNAUTHORIZED: { status: 401, message: "error.unauthorized" },
+  NOT_FOUND: { status: 404, message: "error.notFound" },
+  METHOD_NOT_ALLOWED: { status: 405, message: "error.methodNotAllowed" },
+  PAYLOAD_TOO_LARGE: { status: 413, message: "error.payloadTooLarge" },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: "error.unsupportedMediaType" },
+  TOO_MANY_REQUESTS: { status: 429, message: "error.tooManyRequests" },
+  INTERNAL_ERROR: { status: 500, message: "error.internal" },
+} as const satisfies Record<string, { status: number; message: MessageKey }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** A feature's own codes join the catalogue here, so every code has one definition. */
+const featureErrors: Record<string, { status: number; message: string }> = {};
+export function defineErrors<C extends string>(entries: Record<C, { status: number; message: string }>) {
+  Object.assign(featureErrors, entries);
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode | (string & {}),
+    readonly params: Record<string, string | number> = {},
+    readonly options: { headers?: Record<string, string>; errors?: string[]; messageKey?: string } = {},
+  ) {
+    super(code);
+  }
+
+  get status(): number {
+    return (ERRORS as Record<string, { status: number }>)[this.code]?.status ?? featureErrors[this.code]?.status ?? 500;
+  }
+
+  messageIn(lang: Lang): string {
+    const key = this.options.messageKey ?? (ERRORS as Record<string, { message: string }>)[this.code]?.message ?? featureErrors[this.code]?.message;
+    return key ? translate(key as MessageKey, lang, this.params) : this.code;
+  }
+}
+
+/**
+ * A validation failure found by a service (a rule no schema can check, e.g. a Luhn digit):
+ * answered like a schema failure, 400 with `errors` and no errorCode.
+ */
+export class Violations extends Error {
+  constructor(readonly on: "body" | "params", readonly violations: Violation[]) {
+    super("validation");
+  }
+}
+
+export function formatViolations(violations: Violation[], lang: Lang): string[] {
+  return violations.map((v) => `${v.path}: ${translate(v.key, lang, v.params)}`);
+}
+
+/** SQLite constraint failures, whichever wrapper (drizzle, libsql) they arrive in. */
+export function integrityKind(error: unknown): "duplicate" | "foreignKey" | "other" | undefined {
+  for (let e: any = error, depth = 0; e && depth < 5; e = e.cause, depth++) {
+    const code = String(e.code ?? "") + " " + String(e.extendedCode ?? "");
+    const text = String(e.message ?? "");
+    if (code.includes("SQLITE_CONSTRAINT") || text.includes("constraint failed")) {
+      if (code.includes("UNIQUE") || code.includes("PRIMARYKEY") || text.includes("UNIQUE constraint")) return "duplicate";
+      if (code.includes("FOREIGNKEY") || text.includes("FOREIGN KEY constraint")) return "foreignKey";
+      return "other";
+    }
+  }
+  return undefined;
+}
+
+/** SQLITE_BUSY / locked: the database is momentarily unavailable, never a 500. */
+export function isBusy(error: unknown): boolean {
+  for (let e: any = error, depth = 0; e && depth < 5; e = e.cause, depth++) {
+    if (/SQLITE_BUSY|SQLITE_LOCKED|database is locked/.test(`${e.code ?? ""} ${e.message ?? ""}`)) return true;
+  }
+  return false;
+}
+
+const INTEGRITY_MESSAGE = {
+  duplicate: "error.integrity.duplicate",
+  foreignKey: "error.integrity.foreignKey",
+  other: "error.integrity.other",
+} as const;
+
+export interface ErrorsPluginDeps {
+  logger: Logger;
+  /** Unknown paths answer 401 to anonymous callers and 404 (or 405) to authenticated ones. */
+  isAuthenticated(request: Request): Promise<boolean>;
+  routes: RouteTable;
+}
+
+function queryOf(url: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [key, value] of new URL(url).searchParams) {
+    const seen = out[key];
+    out[key] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return out;
+}
+
+export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDeps) =>
+  new Elysia({ name: "errors" }).onError({ as: "global" }, async ({ code, error: raised, set, request, route }) => {
+    // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415) keep their meaning.
+    const error = code === "PARSE" && (raised as Error).cause instanceof AppError ? ((raised as Error).cause as AppError) : raised;
+    const lang = languageOf(request.headers.get("accept-language"));
+    const reply = (status: number, body: ReturnType<typeof failure>, headers?: Record<string, string>) => {
+      set.status = status;
+      if (headers) Object.assign(set.headers, headers);
+      return body;
+    };
+
+    if (error instanceof AppError) {
+      const errors = error.options.errors;
+      return reply(error.status, failure(error.messageIn(lang), error.code, errors), error.options.headers);
+    }
+    if (error instanceof Violations) {
+      const key = error.on === "body" ? "validation.body" : "validation.params";
+      return reply(400, failure(translate(key, lang), undefined, formatViolations(error.violations, lang)));
+    }
+    if (code === "VALIDATION" && error instanceof ValidationError) {
+      if (error.type === "body") {
+        const schema = (error.validator as any)?.schema ?? error.validator;
+        return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, error.value), lang)));
+      }
+      if (error.type === "response") {
+        // A response that does not fit its schema is our bug, not the client's.
+        logger.error({ err: error, route }, "response failed its schema");
+        return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+      }
+      // "property" is how Elysia reports one bad query value, without its name: check the whole query.
+      const part = error.type === "property" ? "query" : (error.type as "query" | "params" | "headers");
+      const schema = routes.schemaOf(request.method, route, part) ?? (error.validator as any)?.schema;
+      const raw = part === "query" ? queryOf(request.url) : (error.value as Record<string, unknown>);
+      const violations = schema ? parameterViolationsOf(schema, raw ?? {}) : [];
+      return reply(400, failure(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
+    }
+    if (code === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
+    if (code === "NOT_FOUND") {
+      if (!(await isAuthenticated(request))) {
+        return reply(401, failure(translate("error.unauthorized", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
+      }
+      const methods = routes.methodsFor(new URL(request.url).pathname);
+      if (methods.length > 0 && !methods.includes(request.method)) {
+        return reply(405, failure(translate("error.methodNotAllowed", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
+      }
+      return reply(404, failure(translate("error.notFound", lang), "NOT_FOUND"));
+    }
+    const integrity = integrityKind(error);
+    if (integrity) return reply(409, failure(translate(INTEGRITY_MESSAGE[integrity], lang), "DATA_INTEGRITY_VIOLATION"));
+    if (isBusy(error)) {
+      logger.warn({ err: error }, "database busy");
+      return reply(503, failure(translate("error.tooManyRequests", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
+    }
+    logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
+    return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+  });

@@ -1,0 +1,35 @@
+/**
+ * ADMIN_EMAIL / ADMIN_PASSWORD and `usersvc admin create`: make sure an ADMIN exists.
+ * Idempotent: an existing account is promoted and re-activated; its password is kept
+ * (a restart with the same variables must not revoke the admin's tokens), unless it has none.
+ */
+import { eq } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { users } from "../../db/schema";
+import { grantRoles, normalizeEmail } from "../users/service";
+import { writeAudit } from "../notifications/outbox";
+import { hashPassword } from "./passwords";
+
+export async function ensureAdmin(db: Db, input: { email: string; password: string; name?: string }): Promise<{ id: number; created: boolean }> {
+  const email = normalizeEmail(input.email);
+  const passwordHash = await hashPassword(input.password);
+  return db.transaction(async (tx) => {
+    const now = new Date();
+    const [existing] = await tx.select({ id: users.id, passwordHash: users.passwordHash }).from(users).where(eq(users.email, email));
+    let id = existing?.id;
+    if (id === undefined) {
+      [{ id }] = await tx
+        .insert(users)
+        .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, createdAt: now, updatedAt: now })
+        .returning({ id: users.id });
+      await writeAudit(tx, { action: "USER_CREATED", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, now);
+    } else {
+      await tx
+        .update(users)
+        .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, updatedAt: now })
+        .where(eq(users.id, id));
+    }
+    await grantRoles(tx, id, ["USER", "ADMIN"]);
+    return { id, created: existing === undefined };
+  });
+}

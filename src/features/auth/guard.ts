@@ -1,0 +1,89 @@
+/**
+ * The one access guard. Routes declare who may call them with the `auth` macro
+ * (`{ auth: "authenticated" | "USER" | "ADMIN" }`, usually on a group); the guard turns the
+ * bearer token into a `caller` or answers 401 / 403 through the errors plugin.
+ * A token counts only if it verifies, its subject exists and is active, and it carries
+ * the user's current token version.
+ */
+import { Elysia } from "elysia";
+import { eq, sql } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { users } from "../../db/schema";
+import { roleNamesOfUser } from "../users/service";
+import { AppError } from "../../errors";
+import type { Tokens } from "./tokens";
+
+export type RoleName = "USER" | "ADMIN";
+export type AccessRule = "authenticated" | RoleName;
+
+export interface Caller {
+  id: number;
+  email: string;
+  roles: RoleName[];
+}
+
+export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");
+
+/** ADMIN includes USER. */
+export function satisfies(caller: Caller, rule: AccessRule): boolean {
+  if (rule === "authenticated") return true;
+  if (isAdmin(caller)) return true;
+  return caller.roles.includes(rule);
+}
+
+/** PATCH /api/users/{id}, profiles: the user themself or an ADMIN. */
+export function assertSelfOrAdmin(caller: Caller, userId: number) {
+  if (caller.id !== userId && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
+}
+
+export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
+
+export function bearerToken(request: Request): string | undefined {
+  const header = request.headers.get("authorization");
+  if (!header) return undefined;
+  const [scheme, token] = header.split(" ");
+  return scheme?.toLowerCase() === "bearer" && token ? token : undefined;
+}
+
+export interface Authenticator {
+  /** The caller behind the request's bearer token, or undefined. */
+  callerOf(request: Request): Promise<Caller | undefined>;
+}
+
+export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
+  const findByEmail = db
+    .select({
+      id: users.id,
+      email: users.email,
+      active: users.active,
+      tokenVersion: users.tokenVersion,
+      roles: roleNamesOfUser,
+    })
+    .from(users)
+    .where(eq(users.email, sql.placeholder("email")))
+    .prepare();
+
+  return {
+    async callerOf(request) {
+      const token = bearerToken(request);
+      if (!token) return undefined;
+      const claims = await tokens.verify(token);
+      if (!claims) return undefined;
+      const [user] = await findByEmail.all({ email: claims.sub });
+      if (!user || !user.active || user.tokenVersion !== claims.ver) return undefined;
+      return { id: user.id, email: user.email, roles: (user.roles?.split(",") ?? []) as RoleName[] };
+    },
+  };
+}
+
+export const authPlugin = (authenticator: Authenticator) =>
+  new Elysia({ name: "auth" }).macro({
+    auth: (rule: AccessRule) => ({
+      async resolve({ request }) {
+        const caller = await authenticator.callerOf(request);
+        if (!caller) throw unauthorized();
+        if (!satisfies(caller, rule)) throw new AppError("ACCESS_DENIED");
+        return { caller };
+      },
+    }),
+  });

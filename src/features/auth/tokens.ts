@@ -1,0 +1,45 @@
+/**
+ * Bearer tokens: HS512 over the UTF-8 bytes of JWT_SECRET, claims sub (the e-mail), iat,
+ * exp = iat + 18000 and ver (the user's token version, so logout can revoke). Signing and
+ * verifying are @elysiajs/jwt's (jose underneath); verification pins the algorithm, so
+ * alg:none, HS256 or RS* tokens never pass whatever their signature.
+ */
+import { jwt } from "@elysiajs/jwt";
+
+export const TOKEN_TTL_SECONDS = 18_000;
+
+export interface TokenClaims {
+  sub: string;
+  ver: number;
+  iat: number;
+  exp: number;
+}
+
+export interface Tokens {
+  issue(email: string, tokenVersion: number): Promise<string>;
+  /** The claims of a valid, unexpired HS512 token; undefined for anything else. */
+  verify(token: string): Promise<TokenClaims | undefined>;
+}
+
+const MAX_TOKEN_LENGTH = 4096;
+
+export function createTokens(secret: string, now: () => number = Date.now): Tokens {
+  const codec = jwt({ name: "jwt", secret, alg: "HS512" }).decorator.jwt;
+  return {
+    issue(email, tokenVersion) {
+      const iat = Math.floor(now() / 1000);
+      return codec.sign({ sub: email, ver: tokenVersion, iat, exp: iat + TOKEN_TTL_SECONDS });
+    },
+    async verify(token) {
+      if (token.length > MAX_TOKEN_LENGTH) return undefined;
+      const claims = await codec.verify(token, {
+        algorithms: ["HS512"],
+        requiredClaims: ["sub", "exp", "iat"],
+        currentDate: new Date(now()),
+      });
+      if (!claims || typeof claims.sub !== "string" || typeof claims.exp !== "number") return undefined;
+      const ver = typeof claims.ver === "number" ? claims.ver : 0;
+      return { sub: claims.sub, ver, iat: claims.iat as number, exp: claims.exp };
+    },
+  };
+}

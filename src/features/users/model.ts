@@ -1,0 +1,83 @@
+/** TypeBox shapes of the users API: what clients send and what they get back. */
+import { t, type Static } from "elysia";
+import { NotBlankString } from "../../validation";
+
+export const PHONE_PATTERN = "^[0-9-+()\\s]*$";
+export const PASSWORD_PATTERN = "^(?=.*[a-z])(?=.*[A-Z])(?=.*\\d)(?=.*[@$!%*?&])[A-Za-z\\d@$!%*?&]+$";
+
+export const Email = t.String({
+  format: "email",
+  maxLength: 255,
+  pattern: "\\S",
+  messages: { required: "field.email.blank", pattern: "field.email.blank", format: "field.email.format", maxLength: "field.email.length" },
+} as never);
+
+export const Phone = t.String({
+  maxLength: 20,
+  pattern: PHONE_PATTERN,
+  messages: { pattern: "field.phone.pattern", maxLength: "field.phone.pattern" },
+} as never);
+
+export const Password = t.String({
+  minLength: 8,
+  maxLength: 20,
+  pattern: PASSWORD_PATTERN,
+  messages: { required: "field.password.blank", minLength: "field.password.length", maxLength: "field.password.length", pattern: "field.password.pattern" },
+} as never);
+
+const UserName = NotBlankString({
+  minLength: 2,
+  maxLength: 100,
+  messages: { required: "field.name.blank", blank: "field.name.blank", minLength: "field.name.length.user", maxLength: "field.name.length.user" },
+});
+
+const Department = t.String({ maxLength: 50, messages: { maxLength: "field.department.length" } } as never);
+const Version = t.Integer({ minimum: 0, description: "The version you read; a stale one gives 409 OPTIMISTIC_LOCK_CONFLICT" });
+
+/** POST and PUT body. `id`, `active` and timestamps are the service's: sent ones are ignored. */
+export const UserBody = t.Object({
+  name: UserName,
+  email: Email,
+  department: t.Optional(Department),
+  phone: t.Optional(Phone),
+  password: t.Optional(Password),
+  version: t.Optional(Version),
+});
+export type UserBody = Static<typeof UserBody>;
+
+/** PATCH body: any of name, email, department; absent or null fields stay as they are. */
+export const UserPatch = t.Object({
+  name: t.Optional(UserName),
+  email: t.Optional(Email),
+  department: t.Optional(Department),
+  version: t.Optional(Version),
+});
+export type UserPatch = Static<typeof UserPatch>;
+
+export const User = t.Object(
+  {
+    id: t.Integer(),
+    name: t.String(),
+    email: t.String(),
+    department: t.Nullable(t.String()),
+    phone: t.Nullable(t.String()),
+    active: t.Boolean(),
+    createdAt: t.String({ format: "date-time" }),
+    updatedAt: t.String({ format: "date-time" }),
+    lastLogin: t.Nullable(t.String({ format: "date-time" })),
+    version: t.Integer(),
+    roles: t.Array(t.String()),
+  },
+  { title: "User" },
+);
+export type User = Static<typeof User>;
+
+export const SORTABLE_FIELDS = ["id", "name", "email", "createdAt", "updatedAt", "lastLogin", "active"] as const;
+
+export const UserListQuery = t.Object({
+  page: t.Optional(t.Integer({ minimum: 0 })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
+  sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } } as never)),
+});
+
+export const UserIdParams = t.Object({ id: t.Integer({ minimum: 1 }) });

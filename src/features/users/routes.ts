@@ -1,0 +1,82 @@
+/** /api/users: thin HTTP over the users service, with the interface's access rules. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { assertSelfOrAdmin } from "../auth/guard";
+import { ErrorEnvelope } from "../../envelope";
+import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
+import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
+
+/** PUT/PATCH send null for "not given"; dropping nulls before validation keeps one schema. */
+const dropNulls = ({ body }: { body: unknown }) => {
+  if (body && typeof body === "object" && !Array.isArray(body)) {
+    for (const [key, value] of Object.entries(body)) if (value === null) delete (body as Record<string, unknown>)[key];
+  }
+};
+
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
+
+export const usersRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/users", tags: ["Users"] } as never)
+    .use(ctx.auth)
+    .get(
+      "",
+      async ({ query, set }) => {
+        const { users, total } = await listUsers(ctx.db, query);
+        set.headers["x-total-count"] = String(total);
+        return users;
+      },
+      {
+        auth: "USER",
+        query: UserListQuery,
+        response: { 200: t.Array(User), ...errors },
+        detail: { summary: "List users", description: "Every user, or one page when page or size is given. The total is in X-Total-Count." },
+      },
+    )
+    .get(
+      "/:id",
+      async ({ params, set }) => {
+        const user = await findUser(ctx.db, params.id);
+        set.headers.etag = `"${user.version}"`;
+        return user;
+      },
+      { auth: "authenticated", params: UserIdParams, response: { 200: User, ...errors }, detail: { summary: "Get a user", description: "Sends ETag: \"<version>\" for If-Match." } },
+    )
+    .post(
+      "",
+      async ({ body, caller, set }) => {
+        set.status = 201;
+        return createUser(ctx, body, caller.email);
+      },
+      { auth: "ADMIN", body: UserBody, transform: dropNulls, response: { 201: User, ...errors }, detail: { summary: "Create a user" } },
+    )
+    .put("/:id", ({ params, body, request }) => replaceUser(ctx, params.id, body, request.headers.get("if-match")), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      body: UserBody,
+      transform: dropNulls,
+      response: { 200: User, ...errors },
+      detail: { summary: "Replace a user's name, email and department" },
+    })
+    .patch(
+      "/:id",
+      ({ params, body, request, caller }) => {
+        assertSelfOrAdmin(caller, params.id);
+        return patchUser(ctx, params.id, body, request.headers.get("if-match"));
+      },
+      {
+        auth: "authenticated",
+        params: UserIdParams,
+        body: UserPatch,
+        transform: dropNulls,
+        response: { 200: User, ...errors },
+        detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN." },
+      },
+    )
+    .delete(
+      "/:id",
+      async ({ params, set }) => {
+        await deleteUser(ctx, params.id);
+        set.status = 204;
+      },
+      { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+    );

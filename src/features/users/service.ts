@@ -1,0 +1,228 @@
+/**
+ * The users business layer: plain functions over the database, usable without HTTP.
+ * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
+ * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
+ */
+import { and, asc, count, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { departments, roles, userRoles, users } from "../../db/schema";
+import { AppError, integrityKind } from "../../errors";
+import type { Metrics } from "../../metrics";
+import { timed } from "../../metrics";
+import { enqueueNotification, writeAudit } from "../notifications/outbox";
+import { hashPassword } from "../auth/passwords";
+import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
+
+export interface UsersDeps {
+  db: Db;
+  metrics: Metrics;
+  logger: { warn(obj: object, msg: string): void };
+}
+
+type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+type Reader = Pick<Db, "select">;
+
+/**
+ * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
+ * unqualified in single-table selects, which would bind "id" to the inner table.
+ */
+export const roleNamesOfUser = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = "users"."id")`;
+
+/** Everything a User answer shows, in one query: the department name and role names come along. */
+export const userColumns = {
+  id: users.id,
+  name: users.name,
+  email: users.email,
+  department: departments.name,
+  phone: users.phone,
+  active: users.active,
+  createdAt: users.createdAt,
+  updatedAt: users.updatedAt,
+  lastLogin: users.lastLogin,
+  version: users.version,
+  roles: roleNamesOfUser,
+};
+
+type UserRow = { [K in keyof typeof userColumns]: any };
+
+export function toUser(row: UserRow): User {
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    department: row.department ?? null,
+    phone: row.phone ?? null,
+    active: Boolean(row.active),
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    lastLogin: row.lastLogin ? row.lastLogin.toISOString() : null,
+    version: row.version,
+    roles: row.roles ? row.roles.split(",").sort() : [],
+  };
+}
+
+/** The users matching `where` (all when undefined), as API Users. */
+export function selectUsers(db: Reader, where?: SQL) {
+  const query = db.select(userColumns).from(users).leftJoin(departments, eq(departments.id, users.departmentId));
+  return where ? query.where(where) : query;
+}
+
+export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+
+export async function findUser(db: Reader, id: number): Promise<User> {
+  const [row] = await selectUsers(db, eq(users.id, id));
+  if (!row) throw new AppError("USER_NOT_FOUND", { id });
+  return toUser(row);
+}
+
+const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], any> = {
+  id: users.id,
+  name: users.name,
+  email: users.email,
+  createdAt: users.createdAt,
+  updatedAt: users.updatedAt,
+  lastLogin: users.lastLogin,
+  active: users.active,
+};
+
+export function orderBy(sort: string | undefined) {
+  const [field = "id", direction = "asc"] = (sort ?? "id").split(",");
+  const column = SORT_COLUMNS[field as keyof typeof SORT_COLUMNS] ?? users.id;
+  const primary = direction.toLowerCase() === "desc" ? desc(column) : asc(column);
+  // id breaks ties, so pages never overlap or skip.
+  return column === users.id ? [primary] : [primary, asc(users.id)];
+}
+
+export async function listUsers(db: Db, query: { page?: number; size?: number; sort?: string }) {
+  const paged = query.page !== undefined || query.size !== undefined;
+  const size = query.size ?? 20;
+  const page = query.page ?? 0;
+  const base = selectUsers(db).orderBy(...orderBy(query.sort));
+  const [rows, [{ total }]] = await Promise.all([
+    paged ? base.limit(size).offset(page * size) : base,
+    db.select({ total: count() }).from(users),
+  ]);
+  return { users: rows.map(toUser), total };
+}
+
+/** The id of the named department, created on first use (a User carries its department by name). */
+export async function departmentId(tx: Tx, name: string | undefined): Promise<number | null> {
+  const trimmed = name?.trim();
+  if (!trimmed) return null;
+  await tx.insert(departments).values({ name: trimmed }).onConflictDoNothing();
+  const [row] = await tx.select({ id: departments.id }).from(departments).where(eq(departments.name, trimmed));
+  return row.id;
+}
+
+export async function grantRoles(tx: Tx, userId: number, names: string[]) {
+  const found = await tx.select({ id: roles.id }).from(roles).where(inArray(roles.name, names));
+  if (found.length > 0) await tx.insert(userRoles).values(found.map((r) => ({ userId, roleId: r.id }))).onConflictDoNothing();
+}
+
+/** A unique-index failure on users.email, whichever statement hit it. */
+function duplicateEmail(error: unknown, email: string) {
+  return integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
+}
+
+export async function emailTaken(db: Reader, email: string) {
+  const [row] = await db.select({ id: users.id }).from(users).where(eq(users.email, normalizeEmail(email)));
+  return row !== undefined;
+}
+
+export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
+  return timed(deps.metrics, "create", async () => {
+    const email = normalizeEmail(input.email);
+    // Uniqueness first, as the interface orders it; the unique index settles races.
+    if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
+    const passwordHash = input.password ? await hashPassword(input.password) : null;
+    const now = new Date();
+    try {
+      const id = await deps.db.transaction(async (tx) => {
+        const [{ id }] = await tx
+          .insert(users)
+          .values({
+            name: input.name.trim(),
+            email,
+            departmentId: await departmentId(tx, input.department),
+            phone: input.phone ?? null,
+            passwordHash,
+            active: true,
+            createdAt: now,
+            updatedAt: now,
+          })
+          .returning({ id: users.id });
+        await grantRoles(tx, id, ["USER"]);
+        // Welcome and audit commit with the user: if either cannot be written, there is no user.
+        await enqueueNotification(tx, "WELCOME", email, { userId: id, name: input.name.trim() }, now);
+        await writeAudit(tx, { action: "USER_CREATED", actor, subjectType: "User", subjectId: id, details: { email } }, now);
+        return id;
+      });
+      deps.metrics.usersCreated.inc();
+      return findUser(deps.db, id);
+    } catch (error) {
+      throw duplicateEmail(error, email);
+    }
+  });
+}
+
+/** Version check for PUT/PATCH: the body's `version` or an If-Match header, whichever is given. */
+export function expectedVersion(bodyVersion: number | undefined, ifMatch: string | null | undefined): number | undefined {
+  if (bodyVersion !== undefined) return bodyVersion;
+  if (!ifMatch || ifMatch.trim() === "*") return undefined;
+  const parsed = Number(ifMatch.replace(/^W\//, "").replaceAll('"', "").trim());
+  return Number.isInteger(parsed) ? parsed : -1;
+}
+
+async function applyUpdate(
+  deps: UsersDeps,
+  id: number,
+  changes: { name?: string; email?: string; department?: string | null },
+  expected: number | undefined,
+  operation: string,
+): Promise<User> {
+  return timed(deps.metrics, operation, async () => {
+    const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
+    try {
+      await deps.db.transaction(async (tx) => {
+        const [current] = await tx.select({ version: users.version, email: users.email }).from(users).where(eq(users.id, id));
+        if (!current) throw new AppError("USER_NOT_FOUND", { id });
+        if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
+        if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
+        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(), version: current.version + 1 };
+        if (changes.name !== undefined) set.name = changes.name.trim();
+        if (email !== undefined) set.email = email;
+        if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
+        // The version in the WHERE makes the check and the write one step.
+        const updated = await tx.update(users).set(set).where(and(eq(users.id, id), eq(users.version, current.version))).returning({ id: users.id });
+        if (updated.length === 0) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
+      });
+    } catch (error) {
+      throw email ? duplicateEmail(error, email) : error;
+    }
+    const user = await findUser(deps.db, id);
+    // The update notification is not part of the update: failing to queue it never undoes it.
+    try {
+      await enqueueNotification(deps.db, "USER_UPDATED", user.email, { userId: id });
+    } catch (error) {
+      deps.logger.warn({ err: error, userId: id }, "user-updated notification not queued");
+    }
+    return user;
+  });
+}
+
+/** PUT: replaces name, email and department (absent department clears it). */
+export function replaceUser(deps: UsersDeps, id: number, input: UserBody, ifMatch?: string | null) {
+  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department ?? null }, expectedVersion(input.version, ifMatch), "update");
+}
+
+/** PATCH: changes only the supplied fields among name, email and department. */
+export function patchUser(deps: UsersDeps, id: number, input: UserPatch, ifMatch?: string | null) {
+  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department }, expectedVersion(input.version, ifMatch), "patch");
+}
+
+export async function deleteUser(deps: UsersDeps, id: number) {
+  await timed(deps.metrics, "delete", async () => {
+    const deleted = await deps.db.delete(users).where(eq(users.id, id)).returning({ id: users.id });
+    if (deleted.length === 0) throw new AppError("USER_NOT_FOUND", { id });
+  });
+}

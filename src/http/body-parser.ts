@@ -1,0 +1,42 @@
+/**
+ * Request bodies: JSON up to MAX_BODY_BYTES, refused with 413 before it is read in full;
+ * unparsable JSON is 400 "Malformed JSON request"; a body of a type no route takes is 415.
+ * Multipart goes on to the route that asked for it (file upload) with its own limit.
+ */
+import { Elysia, ParseError } from "elysia";
+import { AppError } from "../errors";
+
+async function readLimited(request: Request, limit: number): Promise<string> {
+  const declared = Number(request.headers.get("content-length") ?? NaN);
+  if (declared > limit) throw new AppError("PAYLOAD_TOO_LARGE");
+  if (!request.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body) {
+    size += chunk.byteLength;
+    if (size > limit) throw new AppError("PAYLOAD_TOO_LARGE");
+    chunks.push(chunk);
+  }
+  return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
+}
+
+const isJson = (type: string) => type.startsWith("application/json") || /^application\/[\w.+-]+\+json/.test(type);
+
+export const bodyParser = (maxBodyBytes: number) =>
+  new Elysia({ name: "body-parser" }).onParse({ as: "global" }, async ({ request, contentType }) => {
+    const type = (contentType ?? "").toLowerCase();
+    if (isJson(type)) {
+      const text = await readLimited(request, maxBodyBytes);
+      if (text.trim() === "") return null;
+      try {
+        return JSON.parse(text);
+      } catch {
+        throw new ParseError();
+      }
+    }
+    if (type.startsWith("multipart/form-data")) return; // the route's own parser takes it
+    const length = request.headers.get("content-length");
+    const hasBody = request.body !== null && length !== "0";
+    if (hasBody) throw new AppError("UNSUPPORTED_MEDIA_TYPE");
+    return null;
+  });

@@ -1,0 +1,69 @@
+/**
+ * Structured logs: pino, one JSON object a line on stdout. Named child loggers ("http",
+ * "db", "outbox", …) can have their levels changed at run time through /actuator/loggers.
+ */
+import pino, { type Logger } from "pino";
+import type { LogLevel } from "../config";
+
+export interface Logging {
+  root: Logger;
+  /** The logger of one area; created once and remembered, so its level can be changed later. */
+  get(name: string): Logger;
+  /** Every named logger with its configured (or inherited) level. */
+  list(): { name: string; configuredLevel: LogLevel | null; effectiveLevel: LogLevel }[];
+  setLevel(name: string, level: LogLevel | null): boolean;
+}
+
+/** LOG_FORMAT=pretty: the same records as one readable line each, for a terminal. */
+function prettyStream(out: NodeJS.WritableStream): pino.DestinationStream {
+  return {
+    write(line: string) {
+      const { time, level, logger, msg, ...rest } = JSON.parse(line);
+      const extra = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+      out.write(`${time} ${String(level).toUpperCase().padEnd(5)} ${logger ? `[${logger}] ` : ""}${msg ?? ""} ${extra.join(" ")}\n`);
+    },
+  };
+}
+
+export function createLogging(level: LogLevel, format: "json" | "pretty", destination?: pino.DestinationStream): Logging {
+  const root = pino(
+    {
+      level,
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    destination ?? (format === "pretty" ? prettyStream(process.stdout) : pino.destination({ sync: false })),
+  );
+  const named = new Map<string, { logger: Logger; configured: LogLevel | null }>();
+  const logging: Logging = {
+    root,
+    get(name) {
+      let entry = named.get(name);
+      if (!entry) {
+        entry = { logger: root.child({ logger: name }), configured: null };
+        named.set(name, entry);
+      }
+      return entry.logger;
+    },
+    list() {
+      return [
+        { name: "ROOT", configuredLevel: root.level as LogLevel, effectiveLevel: root.level as LogLevel },
+        ...[...named].map(([name, e]) => ({ name, configuredLevel: e.configured, effectiveLevel: e.logger.level as LogLevel })),
+      ];
+    },
+    setLevel(name, level) {
+      if (name === "ROOT") {
+        root.level = level ?? "info";
+        for (const e of named.values()) if (e.configured === null) e.logger.level = root.level;
+        return true;
+      }
+      const entry = named.get(name);
+      if (!entry) return false;
+      entry.configured = level;
+      entry.logger.level = level ?? root.level;
+      return true;
+    },
+  };
+  return logging;
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bun
+/**
+ * The program: the only place with side effects at start (configuration, database,
+ * migrations, listening) and the only place that exits. `usersvc --help` lists the commands.
+ */
+import { parseArgs } from "node:util";
+import { eq } from "drizzle-orm";
+import { createApp } from "./app";
+import { CONFIG_VARIABLES, ConfigError, loadConfig, type Config, type Env } from "./config";
+import { openDatabase } from "./db/client";
+import { migrate } from "./db/migrate";
+import { users } from "./db/schema";
+import { ensureAdmin } from "./features/auth/bootstrap";
+import { resolveJwtSecret } from "./features/auth/secret";
+import { createTokens } from "./features/auth/tokens";
+import { createLogging } from "./logging/logger";
+import { createMetrics } from "./metrics";
+import { VERSION } from "./version";
+
+const HELP = `usersvc ${VERSION.version} — user-management service
+
+Usage:
+  usersvc [serve] [--port N] [--workers N|auto] [--<setting> VALUE…]   migrate, then serve
+  usersvc migrate                                           apply database migrations and exit
+  usersvc admin create --email E --password P [--name N]    create or promote an ADMIN
+  usersvc token --email E                                   print a bearer token (local development)
+  usersvc --help | --version
+
+Settings come from the environment or the same-named flag (DATABASE_URL or --database-url):
+  ${CONFIG_VARIABLES.join(", ")}
+`;
+
+/** Exit code 2: the command line or the configuration is wrong. */
+class UsageError extends Error {}
+
+const flagOf = (variable: string) => variable.toLowerCase().replaceAll("_", "-");
+
+function parseCommandLine(argv: string[]) {
+  const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
+    help: { type: "boolean", short: "h" },
+    version: { type: "boolean", short: "v" },
+    email: { type: "string" },
+    password: { type: "string" },
+    name: { type: "string" },
+  };
+  for (const variable of CONFIG_VARIABLES) options[flagOf(variable)] = { type: "string" };
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function configFrom(values: Record<string, unknown>): Config {
+  const env: Env = { ...process.env };
+  for (const variable of CONFIG_VARIABLES) {
+    const flag = values[flagOf(variable)];
+    if (typeof flag === "string") env[variable] = flag;
+  }
+  return loadConfig(env);
+}
+
+async function openMigrated(config: Config) {
+  const database = await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, syncUrl: config.databaseSyncUrl });
+  await migrate(database.db);
+  return database;
+}
+
+async function serve(config: Config) {
+  const logging = createLogging(config.logLevel, config.logFormat);
+  const logger = logging.get("main");
+  const database = await openMigrated(config);
+  if (config.adminEmail && config.adminPassword) {
+    const { created } = await ensureAdmin(database.db, { email: config.adminEmail, password: config.adminPassword });
+    logger.info({ email: config.adminEmail, created }, "admin account ensured");
+  }
+  const tokens = createTokens(resolveJwtSecret(config.jwtSecret, config.dataDir, logger));
+  const lifecycle = { ready: false };
+  const app = createApp({ config, db: database.db, metrics: createMetrics(), logging, tokens, lifecycle });
+  app.listen({ port: config.port, hostname: config.host, reusePort: true });
+  lifecycle.ready = true;
+  logger.info({ port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), version: VERSION.version }, "usersvc listening");
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    lifecycle.ready = false;
+    logger.info({ signal }, "draining in-flight requests");
+    const drained = app.server?.stop(false);
+    const timedOut = await Promise.race([drained?.then(() => false), Bun.sleep(20_000).then(() => true)]);
+    if (timedOut) {
+      logger.warn("requests still running after 20 s: closing their connections");
+      await app.server?.stop(true);
+    }
+    database.close();
+    logger.info("stopped");
+    logging.root.flush();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+}
+
+const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseCommandLine(argv);
+  if (values.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (values.version) {
+    process.stdout.write(`${VERSION.name} ${VERSION.version} (${VERSION.commit}, ${VERSION.runtime})\n`);
+    return 0;
+  }
+  const [command = "serve", ...rest] = positionals;
+  const expectNoMore = (n: number) => {
+    if (rest.length > n) throw new UsageError(`unexpected argument "${rest[n]}"`);
+  };
+  switch (command) {
+    case "serve":
+      expectNoMore(0);
+      await serve(configFrom(values));
+      return -1; // keeps running
+    case "migrate": {
+      expectNoMore(0);
+      const database = await openMigrated(configFrom(values));
+      database.close();
+      process.stdout.write("migrations applied\n");
+      return 0;
+    }
+    case "admin": {
+      if (rest[0] !== "create") throw new UsageError(`unknown admin command "${rest[0] ?? ""}" (try: usersvc admin create --email E --password P)`);
+      expectNoMore(1);
+      if (typeof values.email !== "string" || typeof values.password !== "string") throw new UsageError("admin create needs --email and --password");
+      const database = await openMigrated(configFrom(values));
+      const { id, created } = await ensureAdmin(database.db, { email: values.email, password: values.password, name: values.name as string | undefined });
+      database.close();
+      process.stdout.write(`${created ? "created" : "promoted"} admin ${values.email} (id ${id})\n`);
+      return 0;
+    }
+    case "token": {
+      expectNoMore(0);
+      if (typeof values.email !== "string") throw new UsageError("token needs --email");
+      const config = configFrom(values);
+      const database = await openMigrated(config);
+      const [user] = await database.db.select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active }).from(users).where(eq(users.email, values.email.trim().toLowerCase()));
+      database.close();
+      if (!user || !user.active) {
+        process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
+        return 1;
+      }
+      const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, createLogging("warn", "json").root);
+      process.stdout.write((await createTokens(secret).issue(user.email, user.tokenVersion)) + "\n");
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown command "${command}" (see usersvc --help)`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (error) => {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`usersvc: invalid configuration: ${error.problems.join("; ")}\n`);
+      process.exit(2);
+    }
+    if (error instanceof UsageError) {
+      process.stderr.write(`usersvc: ${error.message}\nRun usersvc --help for usage.\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`usersvc: ${(error as Error)?.message ?? error}\n`);
+    process.exit(1);
+  },
+);

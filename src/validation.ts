@@ -1,0 +1,171 @@
+/**
+ * Turns TypeBox failures into the interface's `<field.path>: <message>` lines, all at once.
+ *
+ * A schema names its own texts with `messages` (one MessageKey per kind of rule), and a
+ * rule TypeBox cannot express (confirmPassword equals password, a date in the past) is a
+ * `refine` function on the object schema: both run whether or not TypeBox found other
+ * problems, so a client sees every violation in one answer.
+ */
+import { type TSchema, t } from "elysia";
+import { ValueErrorType, type ValueError } from "@sinclair/typebox/errors";
+import { Value } from "@sinclair/typebox/value";
+import type { MessageKey } from "./i18n";
+
+export type RuleKind =
+  | "required" | "type" | "blank" | "pattern" | "format" | "minLength" | "maxLength"
+  | "minimum" | "maximum" | "minItems" | "maxItems" | "enum";
+
+export type FieldMessages = Partial<Record<RuleKind, MessageKey>>;
+
+export interface Violation {
+  /** Dot path of the field, e.g. "address.zipCode". */
+  path: string;
+  key: MessageKey;
+  params?: Record<string, string | number>;
+}
+
+/** A cross-field rule; receives the raw value, which may be of any shape. */
+export type Refinement = (value: any) => Violation[];
+
+/** Options every feature may put on a TypeBox schema (TypeBox itself ignores them). */
+export interface RuleOptions {
+  messages?: FieldMessages;
+  refine?: Refinement;
+}
+
+const NOT_BLANK = "\\S";
+
+/** A string that must contain a non-space character; its "blank" text comes from `messages.blank`. */
+export function NotBlankString(options: Parameters<typeof t.String>[0] & RuleOptions = {}) {
+  const { messages, ...rest } = options;
+  return t.String({ ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } } as never);
+}
+
+const KIND_OF: Partial<Record<ValueErrorType, RuleKind>> = {
+  [ValueErrorType.ObjectRequiredProperty]: "required",
+  [ValueErrorType.StringMinLength]: "minLength",
+  [ValueErrorType.StringMaxLength]: "maxLength",
+  [ValueErrorType.StringPattern]: "pattern",
+  [ValueErrorType.StringFormat]: "format",
+  [ValueErrorType.NumberMinimum]: "minimum",
+  [ValueErrorType.NumberExclusiveMinimum]: "minimum",
+  [ValueErrorType.IntegerMinimum]: "minimum",
+  [ValueErrorType.IntegerExclusiveMinimum]: "minimum",
+  [ValueErrorType.NumberMaximum]: "maximum",
+  [ValueErrorType.NumberExclusiveMaximum]: "maximum",
+  [ValueErrorType.IntegerMaximum]: "maximum",
+  [ValueErrorType.IntegerExclusiveMaximum]: "maximum",
+  [ValueErrorType.ArrayMinItems]: "minItems",
+  [ValueErrorType.ArrayMaxItems]: "maxItems",
+};
+
+function generic(kind: RuleKind | undefined, error: ValueError): Violation["key"] {
+  switch (kind) {
+    case "required": return "field.required";
+    case "minLength": return "field.minLength";
+    case "maxLength": return "field.maxLength";
+    case "minimum": return "field.minimum";
+    case "maximum": return "field.maximum";
+    case "minItems": return "field.minItems";
+    case "maxItems": return "field.maxItems";
+    case "pattern": case "format": return "field.invalid";
+    default: return error.schema.enum || error.schema.anyOf ? "field.enum" : "field.type";
+  }
+}
+
+function paramsOf(kind: RuleKind | undefined, error: ValueError): Record<string, string | number> {
+  const s = error.schema as Record<string, any>;
+  switch (kind) {
+    case "minLength": return { limit: s.minLength };
+    case "maxLength": return { limit: s.maxLength };
+    case "minimum": return { limit: s.minimum ?? s.exclusiveMinimum };
+    case "maximum": return { limit: s.maximum ?? s.exclusiveMaximum };
+    case "minItems": return { limit: s.minItems };
+    case "maxItems": return { limit: s.maxItems };
+    default: {
+      const options: unknown[] | undefined = s.enum ?? s.anyOf?.map((o: any) => o.const);
+      if (options) return { allowed: options.join(", ") };
+      return { expected: describeType(s) };
+    }
+  }
+}
+
+function describeType(schema: Record<string, any>): string {
+  if (schema.type === "integer") return "an integer";
+  if (schema.type === "number") return "a number";
+  if (schema.type === "boolean") return "true or false";
+  if (schema.type === "array") return "a list";
+  if (schema.type === "object") return "an object";
+  if (schema.format === "date") return "a date (yyyy-MM-dd)";
+  if (schema.format === "date-time") return "a date-time (ISO 8601)";
+  return "a string";
+}
+
+/** "/address/zipCode" → "address.zipCode"; "/skills/0" → "skills[0]". */
+function dotPath(pointer: string): string {
+  if (pointer === "") return "root";
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~"))
+    .reduce((acc, part) => (/^\d+$/.test(part) ? `${acc}[${part}]` : acc === "" ? part : `${acc}.${part}`), "");
+}
+
+/** Runs refinements of every object schema on the way down, so nested ones count too. */
+function refinements(schema: TSchema, value: unknown, prefix: string, out: Violation[]) {
+  if (!value || typeof value !== "object") return;
+  const refine = (schema as RuleOptions).refine;
+  if (refine) {
+    for (const v of refine(value)) out.push({ ...v, path: prefix ? `${prefix}.${v.path}` : v.path });
+  }
+  if (schema.type === "object" && schema.properties) {
+    for (const [name, child] of Object.entries(schema.properties as Record<string, TSchema>)) {
+      refinements(child, (value as Record<string, unknown>)[name], prefix ? `${prefix}.${name}` : name, out);
+    }
+  }
+}
+
+/**
+ * Elysia widens query and path numbers/booleans to `anyOf: [string (format integer…), integer]`
+ * so it can coerce them; for messages we want the typed branch, with the raw string converted.
+ */
+function typedBranch(schema: TSchema): TSchema {
+  if (schema.anyOf?.length === 2) {
+    const coercible = schema.anyOf.find((s: TSchema) => s.type === "string" && ["integer", "numeric", "number", "boolean"].includes(s.format));
+    const typed = schema.anyOf.find((s: TSchema) => s !== coercible);
+    if (coercible && typed) {
+      const { anyOf: _anyOf, ...outer } = schema;
+      return { ...outer, ...typed } as TSchema;
+    }
+  }
+  if (schema.type === "object" && schema.properties) {
+    const properties = Object.fromEntries(Object.entries(schema.properties as Record<string, TSchema>).map(([k, v]) => [k, typedBranch(v)]));
+    return { ...schema, properties } as TSchema;
+  }
+  return schema;
+}
+
+/** Violations of query or path parameters given as strings (repeated query keys as arrays). */
+export function parameterViolationsOf(schema: TSchema, raw: Record<string, unknown>): Violation[] {
+  const typed = typedBranch(schema);
+  const value = Value.Convert(typed, structuredClone(raw));
+  return violationsOf(typed, value);
+}
+
+/** Every violation of `value` against `schema`, in field order, without duplicates. */
+export function violationsOf(schema: TSchema, value: unknown): Violation[] {
+  const out: Violation[] = [];
+  const seen = new Set<string>();
+  for (const error of Value.Errors(schema, value)) {
+    const kind = KIND_OF[error.type];
+    const messages = (error.schema as RuleOptions).messages;
+    const key = messages?.[kind ?? "type"] ?? generic(kind, error);
+    const path = dotPath(error.path);
+    const id = `${path}:${key}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push({ path, key, params: paramsOf(kind, error) });
+  }
+  refinements(schema, value, "", out);
+  return out;
+}
