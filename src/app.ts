@@ -2,7 +2,7 @@
  * createApp(deps): the whole HTTP surface, with no environment reads and no I/O of its own.
  * Order matters: errors first (global), then request plumbing, then the features.
  */
-import { Elysia } from "elysia";
+import { Elysia, type AnyElysia } from "elysia";
 import type { AppContext, AppDeps } from "./context";
 import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./features/auth/guard";
@@ -22,6 +22,7 @@ export function createApp(deps: AppDeps) {
     auth: authPlugin(authenticator),
   };
   const { config } = deps;
+  let self: AnyElysia | undefined;
 
   const app = new Elysia({
     prefix: config.basePath,
@@ -35,13 +36,14 @@ export function createApp(deps: AppDeps) {
       errorsPlugin({
         logger: deps.logging.get("http"),
         isAuthenticated: async (request) => (await authenticator.callerOf(request)) !== undefined,
-        routes: routeTable(() => app),
+        routes: routeTable(() => self!),
       }),
     )
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
     .use(bodyParser(config.maxBodyBytes))
     .use(actuatorRoutes(ctx))
     .use(usersRoutes(ctx));
+  self = app;
   return app;
 }
 

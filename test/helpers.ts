@@ -31,7 +31,7 @@ export interface RequestOptions {
   token?: string;
   headers?: Record<string, string>;
   /** Sent as-is instead of JSON-encoding `body`. */
-  raw?: BodyInit;
+  raw?: RequestInit["body"];
 }
 
 export async function makeTestApp(env: Env = {}, options: { now?: () => number } = {}) {
@@ -50,7 +50,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number }
   async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: BodyInit | undefined = opts.raw;
+    let body: RequestInit["body"] | undefined = opts.raw;
     if (opts.body !== undefined && body === undefined) {
       body = JSON.stringify(opts.body);
       headers["content-type"] ??= "application/json";

@@ -17,6 +17,7 @@ export async function migrate(db: Db): Promise<number> {
     ...m.sql.filter((s) => s.trim() !== "").map((s) => db.run(sql.raw(s))),
     db.run(sql`INSERT INTO "__drizzle_migrations" ("hash", "created_at") VALUES (${m.hash}, ${m.folderMillis})`),
   ]);
-  await db.session.migrate(statements as never);
+  // The libSQL session's migrate() runs the batch atomically with foreign keys off, as drizzle-kit's migrator does.
+  await (db as unknown as { session: { migrate(s: unknown[]): Promise<void> } }).session.migrate(statements);
   return pending.length;
 }

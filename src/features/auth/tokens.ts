@@ -27,8 +27,8 @@ export function createTokens(secret: string, now: () => number = Date.now): Toke
   const codec = jwt({ name: "jwt", secret, alg: "HS512" }).decorator.jwt;
   return {
     issue(email, tokenVersion) {
-      const iat = Math.floor(now() / 1000);
-      return codec.sign({ sub: email, ver: tokenVersion, iat, exp: iat + TOKEN_TTL_SECONDS });
+      // The library stamps iat itself; exp is absolute, from our clock.
+      return codec.sign({ sub: email, ver: tokenVersion, exp: Math.floor(now() / 1000) + TOKEN_TTL_SECONDS });
     },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;
