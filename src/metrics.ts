@@ -1,37 +1,142 @@
 /**
  * The metrics registry: prom-client with a Registry of its own per app (never the global
  * one, so tests and workers can build several apps). Features record into the instruments
- * here; the actuator feature serves them.
+ * here; the actuator feature serves them (/actuator/prometheus, /actuator/metrics).
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { cpus } from "node:os";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+/**
+ * A timer as Micrometer shows it: a histogram for Prometheus plus the longest duration seen
+ * (`<name>_max`), which a histogram cannot give. `observe` and `startTimer` match Histogram's.
+ */
+export interface Timer<L extends string> {
+  histogram: Histogram<L>;
+  max: Gauge<L>;
+  observe(labels: Partial<Record<L, string>>, seconds: number): void;
+  startTimer(labels: Partial<Record<L, string>>): () => void;
+}
 
 export interface Metrics {
   registry: Registry;
-  httpRequests: Histogram<"method" | "route" | "status">;
+  httpRequests: Timer<"method" | "route" | "status">;
   usersCreated: Counter;
-  usersOperationDuration: Histogram<"operation">;
+  usersOperationDuration: Timer<"operation">;
+  usersActive: Gauge;
+  /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
+  countActiveUsersWith(count: () => Promise<number>): void;
 }
+
+function createTimer<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], buckets: number[]): Timer<L> {
+  const histogram = new Histogram<L>({ name: `${name}_seconds`, help, labelNames, buckets, registers: [registry] });
+  const max = new Gauge<L>({ name: `${name}_seconds_max`, help: `${help}: longest so far`, labelNames, registers: [registry] });
+  const longest = new Map<string, number>();
+  const observe = (labels: Partial<Record<L, string>>, seconds: number) => {
+    histogram.observe(labels, seconds);
+    const key = labelNames.map((l) => labels[l]).join("\u0000");
+    if (seconds > (longest.get(key) ?? -1)) {
+      longest.set(key, seconds);
+      max.set(labels, seconds);
+    }
+  };
+  return {
+    histogram,
+    max,
+    observe,
+    startTimer(labels) {
+      const started = performance.now();
+      return () => observe(labels, (performance.now() - started) / 1000);
+    },
+  };
+}
+
+/**
+ * CPU share (0..1) used since the previous reading, from a cumulative busy-time source.
+ * Readings less than a second apart repeat the last value: a tiny window is mostly noise.
+ */
+function cpuShare(read: () => { busy: number; total: number }) {
+  let last = { busy: 0, total: 0, at: -Infinity };
+  let share = 0;
+  return () => {
+    const at = performance.now();
+    if (at - last.at < 1000) return share;
+    const now = { ...read(), at };
+    const total = now.total - last.total;
+    share = total > 0 ? Math.min(1, Math.max(0, (now.busy - last.busy) / total)) : 0;
+    last = now;
+    return share;
+  };
+}
+
+const systemCpu = () => {
+  let busy = 0;
+  let total = 0;
+  for (const { times } of cpus()) {
+    const sum = times.user + times.nice + times.sys + times.idle + times.irq;
+    total += sum;
+    busy += sum - times.idle;
+  }
+  return { busy, total };
+};
+
+const processCpu = () => {
+  const { user, system } = process.cpuUsage();
+  // Busy microseconds against wall-clock microseconds on every core.
+  return { busy: user + system, total: process.uptime() * 1e6 * Math.max(1, cpus().length) };
+};
+
+/** users_active: a burst of scrapes shares one indexed count (one query in flight, then a 1 s memo). */
+const ACTIVE_USERS_MEMO_MS = 1000;
 
 export function createMetrics({ defaultMetrics = true } = {}): Metrics {
   const registry = new Registry();
   if (defaultMetrics) collectDefaultMetrics({ register: registry });
+
+  const systemCpuShare = cpuShare(systemCpu);
+  const processCpuShare = cpuShare(processCpu);
+  new Gauge({ name: "system_cpu_usage", help: "Recent CPU usage of the whole machine (0..1)", registers: [registry], collect() { this.set(systemCpuShare()); } });
+  new Gauge({ name: "process_cpu_usage", help: "Recent CPU usage of this process (0..1 of all cores)", registers: [registry], collect() { this.set(processCpuShare()); } });
+  new Gauge({
+    name: "jvm_memory_used_bytes",
+    help: "Runtime heap in use (JavaScriptCore), under the JVM name its clients know",
+    registers: [registry],
+    collect() { this.set(process.memoryUsage().heapUsed); },
+  });
+  new Gauge({ name: "process_memory_rss_bytes", help: "Resident set size of this process", registers: [registry], collect() { this.set(process.memoryUsage.rss()); } });
+
+  let countActive: (() => Promise<number>) | undefined;
+  let memo: { at: number; value: Promise<number> } | undefined;
+  const activeUsers = () => {
+    const now = performance.now();
+    if (!memo || now - memo.at > ACTIVE_USERS_MEMO_MS) {
+      const value = countActive!();
+      memo = { at: now, value };
+      value.catch(() => (memo = undefined));
+    }
+    return memo.value;
+  };
+
   return {
     registry,
-    httpRequests: new Histogram({
-      name: "http_server_requests_seconds",
-      help: "HTTP requests by method, route template and status",
-      labelNames: ["method", "route", "status"],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [registry],
-    }),
+    httpRequests: createTimer(registry, "http_server_requests", "HTTP requests by method, route template and status", ["method", "route", "status"], [
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+    ]),
     usersCreated: new Counter({ name: "users_created_total", help: "Users created (API and registration)", registers: [registry] }),
-    usersOperationDuration: new Histogram({
-      name: "users_operation_duration_seconds",
-      help: "Duration of user service operations",
-      labelNames: ["operation"],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    usersOperationDuration: createTimer(registry, "users_operation_duration", "Duration of user service operations", ["operation"], [
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+    ]),
+    usersActive: new Gauge({
+      name: "users_active",
+      help: "Users whose account is active",
       registers: [registry],
+      async collect() {
+        if (countActive) this.set(await activeUsers());
+      },
     }),
+    countActiveUsersWith(count) {
+      countActive = count;
+      memo = undefined;
+    },
   };
 }
 

@@ -1,19 +1,195 @@
-/** Operational endpoints: /actuator/** (Spring Boot actuator shapes) and /api/version. */
+/**
+ * Operational endpoints: /actuator/** in Spring Boot actuator shapes, and /api/version.
+ * Open: health (details for ADMIN only), probes, info, version. ADMIN: metrics, loggers,
+ * threaddump, heapdump; /actuator/prometheus also takes the METRICS_TOKEN bearer when set.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { generateHeapSnapshot } from "bun";
 import { Elysia, t } from "elysia";
-import { sql } from "drizzle-orm";
 import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { AppError, defineErrors } from "../../errors";
+import { defineMessages } from "../../i18n";
+import type { LogLevel } from "../../config";
+import { VERSION } from "../../version";
+import { bearerToken, isAdmin, satisfies, unauthorized } from "../auth/guard";
+import {
+  Health,
+  Info,
+  LEVELS,
+  LoggerLevelBody,
+  LoggerLevels,
+  LoggerNameParams,
+  Loggers,
+  MetricNameParams,
+  MetricNames,
+  MetricView,
+  ProbeHealth,
+  ThreadDump,
+  Version,
+} from "./model";
+import { countActiveUsers, health, metricNames, metricView, threadDump } from "./service";
 
-export const actuatorRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/actuator", tags: ["Operations"] } as never).get(
-    "/health",
-    async ({ set }) => {
-      try {
-        await ctx.db.run(sql`select 1`);
-        return { status: "UP" as const };
-      } catch {
+defineMessages({
+  "error.metricNotFound": { en: (p) => `No metric named ${p.name}`, "zh-TW": (p) => `找不到指標: ${p.name}` },
+  "error.loggerNotFound": { en: (p) => `No logger named ${p.name}`, "zh-TW": (p) => `找不到記錄器: ${p.name}` },
+});
+defineErrors({
+  METRIC_NOT_FOUND: { status: 404, message: "error.metricNotFound" },
+  LOGGER_NOT_FOUND: { status: 404, message: "error.loggerNotFound" },
+});
+
+const open = { security: [] as never[] };
+const adminErrors = { 401: ErrorEnvelope, 403: ErrorEnvelope };
+
+const toSpring = (level: LogLevel): (typeof LEVELS)[number] => (level === "silent" ? "OFF" : (level.toUpperCase() as (typeof LEVELS)[number]));
+const toPino = (level: string): LogLevel => (level.toUpperCase() === "OFF" ? "silent" : (level.toLowerCase() as LogLevel));
+
+const digest = (text: string) => createHash("sha256").update(text).digest();
+
+export const actuatorRoutes = (ctx: AppContext) => {
+  ctx.metrics.countActiveUsersWith(() => countActiveUsers(ctx.db));
+  const metricsToken = ctx.config.metricsToken ? digest(ctx.config.metricsToken) : undefined;
+
+  /** The ADMIN rule, or the METRICS_TOKEN bearer (compared in constant time over digests). */
+  const adminOrMetricsToken = async ({ request }: { request: Request }) => {
+    const token = bearerToken(request);
+    if (metricsToken && token && timingSafeEqual(digest(token), metricsToken)) return;
+    const caller = await ctx.authenticator.callerOf(request);
+    if (!caller) throw unauthorized();
+    if (!satisfies(caller, "ADMIN")) throw new AppError("ACCESS_DENIED");
+  };
+
+  /** Whether the caller may see health details; an unreachable database means "no". */
+  const seesDetails = async (request: Request) => {
+    try {
+      const caller = await ctx.authenticator.callerOf(request);
+      return caller !== undefined && isAdmin(caller);
+    } catch {
+      return false;
+    }
+  };
+
+  const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] } as never)
+    .use(ctx.auth)
+    .get(
+      "/health",
+      async ({ request, set }) => {
+        const report = await health(ctx, { details: await seesDetails(request) });
+        if (report.status === "DOWN") set.status = 503;
+        return report;
+      },
+      {
+        response: { 200: Health, 503: Health },
+        detail: { summary: "Overall health", description: "Components db, diskSpace and ping; their details for ADMIN callers only. 503 when DOWN.", ...open },
+      },
+    )
+    .get("/health/liveness", () => ({ status: "UP" as const }), {
+      response: { 200: ProbeHealth },
+      detail: { summary: "Liveness probe", description: "UP while the process serves requests.", ...open },
+    })
+    .get(
+      "/health/readiness",
+      ({ set }) => {
+        if (ctx.lifecycle.ready) return { status: "UP" as const };
         set.status = 503;
         return { status: "DOWN" as const };
-      }
-    },
-    { response: { 200: t.Object({ status: t.Literal("UP") }), 503: t.Object({ status: t.Literal("DOWN") }) }, detail: { summary: "Overall health" } },
-  );
+      },
+      {
+        response: { 200: ProbeHealth, 503: ProbeHealth },
+        detail: { summary: "Readiness probe", description: "DOWN (503) while starting or draining after SIGTERM.", ...open },
+      },
+    )
+    .get(
+      "/info",
+      () => ({
+        build: { name: VERSION.name, version: VERSION.version, time: VERSION.buildTime },
+        git: { commit: { id: VERSION.commit } },
+        runtime: { name: "bun", version: Bun.version, platform: process.platform, arch: process.arch },
+      }),
+      { response: { 200: Info }, detail: { summary: "Build information", ...open } },
+    )
+    .get(
+      "/prometheus",
+      async ({ set }) => {
+        set.headers["content-type"] = ctx.metrics.registry.contentType;
+        return ctx.metrics.registry.metrics();
+      },
+      {
+        beforeHandle: adminOrMetricsToken,
+        response: { 200: t.String({ description: "Prometheus text format 0.0.4" }), ...adminErrors },
+        detail: { summary: "Metrics in Prometheus text format", description: "ADMIN, or the METRICS_TOKEN bearer when one is configured." },
+      },
+    )
+    .guard({ auth: "ADMIN" }, (admin) =>
+      admin
+        .get("/metrics", () => ({ names: metricNames() }), {
+          response: { 200: MetricNames, ...adminErrors },
+          detail: { summary: "Metric names" },
+        })
+        .get("/metrics/:name", ({ params }) => metricView(ctx.metrics, params.name), {
+          params: MetricNameParams,
+          response: { 200: MetricView, 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope },
+          detail: { summary: "One metric's measurements and tags" },
+        })
+        .get(
+          "/loggers",
+          () => ({
+            levels: [...LEVELS],
+            loggers: Object.fromEntries(
+              ctx.logging.list().map((l) => [l.name, { configuredLevel: l.configuredLevel && toSpring(l.configuredLevel), effectiveLevel: toSpring(l.effectiveLevel) }]),
+            ),
+          }),
+          { response: { 200: Loggers, ...adminErrors }, detail: { summary: "Loggers and their levels" } },
+        )
+        .get(
+          "/loggers/:name",
+          ({ params }) => {
+            const found = ctx.logging.list().find((l) => l.name === params.name);
+            if (!found) throw new AppError("LOGGER_NOT_FOUND", { name: params.name });
+            return { configuredLevel: found.configuredLevel && toSpring(found.configuredLevel), effectiveLevel: toSpring(found.effectiveLevel) };
+          },
+          { params: LoggerNameParams, response: { 200: LoggerLevels, 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope }, detail: { summary: "One logger's level" } },
+        )
+        .post(
+          "/loggers/:name",
+          ({ params, body, set }) => {
+            const level = body.configuredLevel ? toPino(body.configuredLevel) : null;
+            if (!ctx.logging.setLevel(params.name, level)) throw new AppError("LOGGER_NOT_FOUND", { name: params.name });
+            set.status = 204;
+          },
+          {
+            params: LoggerNameParams,
+            body: LoggerLevelBody,
+            response: { 204: t.Void({ description: "Level changed" }), 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope },
+            detail: { summary: "Change a logger's level at run time", description: "configuredLevel null resets a named logger to the root level." },
+          },
+        )
+        .get("/threaddump", ({ server }) => threadDump(ctx.config, server), {
+          response: { 200: ThreadDump, ...adminErrors },
+          detail: { summary: "Event loop, pending work and memory", description: "The runtime's counterpart of a JVM thread dump." },
+        })
+        .get(
+          "/heapdump",
+          () =>
+            new Response(generateHeapSnapshot("v8", "arraybuffer"), {
+              headers: {
+                "content-type": "application/octet-stream",
+                "content-disposition": `attachment; filename="usersvc-${process.pid}-${Date.now()}.heapsnapshot"`,
+                "cache-control": "no-store",
+              },
+            }),
+          {
+            response: { 200: t.File({ description: "V8 heap snapshot (opens in Chrome DevTools)" }), ...adminErrors },
+            detail: { summary: "Heap snapshot download" },
+          },
+        ),
+    );
+
+  const version = new Elysia({ prefix: "/api", tags: ["Operations"] } as never).get("/version", () => VERSION, {
+    response: { 200: Version },
+    detail: { summary: "Version information", ...open },
+  });
+
+  return new Elysia().use(actuator).use(version);
+};
