@@ -112,7 +112,7 @@ function queryOf(url: string): Record<string, string | string[]> {
 }
 
 export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDeps) =>
-  new Elysia({ name: "errors" }).onError({ as: "global" }, async ({ code, error: raised, set, request, route }) => {
+  new Elysia({ name: "errors" }).onError({ as: "global" }, async ({ code, error: raised, set, request, route, params }) => {
     // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415) keep their meaning.
     const error = code === "PARSE" && (raised as Error).cause instanceof AppError ? ((raised as Error).cause as AppError) : raised;
     const lang = languageOf(request.headers.get("accept-language"));
@@ -140,11 +140,14 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
         logger.error({ err: error, route }, "response failed its schema");
         return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
       }
-      // "property" is how Elysia reports one bad query value, without its name: check the whole query.
-      const part = error.type === "property" ? "query" : (error.type as "query" | "params" | "headers");
-      const schema = routes.schemaOf(request.method, route, part) ?? (error.validator as any)?.schema;
-      const raw = part === "query" ? queryOf(request.url) : (error.value as Record<string, unknown>);
-      const violations = schema ? parameterViolationsOf(schema, raw ?? {}) : [];
+      // "property" is how Elysia reports one bad coerced value (a path or query number) without
+      // saying whose: check the route's path parameters and its whole query, from the raw strings.
+      const parts = error.type === "property" ? (["params", "query"] as const) : [error.type as "query" | "params" | "headers"];
+      const violations = parts.flatMap((part) => {
+        const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? (error.validator as any)?.schema : undefined);
+        const raw = part === "query" ? queryOf(request.url) : part === "params" ? params : (error.value as Record<string, unknown>);
+        return schema ? parameterViolationsOf(schema, raw ?? {}) : [];
+      });
       return reply(400, failure(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
     }
     if (code === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));

@@ -9,6 +9,7 @@
 import { type TSchema, t } from "elysia";
 import { ValueErrorType, type ValueError } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
+import { Kind } from "@sinclair/typebox";
 import type { MessageKey } from "./i18n";
 
 export type RuleKind =
@@ -148,8 +149,18 @@ function typedBranch(schema: TSchema): TSchema {
 /** Violations of query or path parameters given as strings (repeated query keys as arrays). */
 export function parameterViolationsOf(schema: TSchema, raw: Record<string, unknown>): Violation[] {
   const typed = typedBranch(schema);
-  const value = Value.Convert(typed, structuredClone(raw));
+  const value = Value.Convert(asNumbers(typed), structuredClone(raw));
   return violationsOf(typed, value);
+}
+
+/** Converting "1.5" for an integer schema would truncate it to a valid 1: convert to a number, then check. */
+function asNumbers(schema: TSchema): TSchema {
+  if (schema.type === "integer") return { ...schema, [Kind]: "Number", type: "number" } as TSchema;
+  if (schema.type === "object" && schema.properties) {
+    const properties = Object.fromEntries(Object.entries(schema.properties as Record<string, TSchema>).map(([k, v]) => [k, asNumbers(v)]));
+    return { ...schema, properties } as TSchema;
+  }
+  return schema;
 }
 
 /** Every violation of `value` against `schema`, in field order, without duplicates. */
@@ -157,7 +168,9 @@ export function violationsOf(schema: TSchema, value: unknown): Violation[] {
   const out: Violation[] = [];
   const seen = new Set<string>();
   for (const error of Value.Errors(schema, value)) {
-    const kind = KIND_OF[error.type];
+    // Elysia's body normalisation gives absent properties an own `undefined` value, which
+    // TypeBox reports as a wrong type rather than a missing property: both mean "required".
+    const kind = error.value === undefined && error.path !== "" ? "required" : KIND_OF[error.type];
     const messages = (error.schema as RuleOptions).messages;
     const key = messages?.[kind ?? "type"] ?? generic(kind, error);
     const path = dotPath(error.path);

@@ -1,0 +1,490 @@
+/**
+ * The users API through app.handle on a real libSQL file: every User rule at its
+ * boundaries, the interface's statuses and codes, optimistic locking, concurrent creates
+ * of one e-mail, and who may do what.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { users } from "../src/db/schema";
+import { makeTestApp, type TestApp } from "./helpers";
+
+let t: TestApp;
+let admin: { id: number; email: string; token: string };
+let plain: { id: number; email: string; token: string };
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  admin = await t.admin();
+  plain = await t.createUser();
+});
+afterAll(() => t.close());
+
+const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+let serial = 0;
+const uniqueEmail = () => `u${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
+
+/** A valid address of exactly `length` characters: a 64-character local part, then labels under 64. */
+function emailOfLength(length: number): string {
+  const labels: string[] = [];
+  for (let remaining = length - 65 - "com".length; remaining > 0; ) {
+    const size = Math.min(60, remaining - 1);
+    labels.push("d".repeat(size));
+    remaining -= size + 1;
+  }
+  return `${"l".repeat(64)}@${[...labels, "com"].join(".")}`;
+}
+
+const post = (body: unknown, token = admin.token, headers?: Record<string, string>) => t.request("POST", "/api/users", { body, token, headers });
+const create = async (extra: Record<string, unknown> = {}) => {
+  const res = await post({ name: "Test Person", email: uniqueEmail(), ...extra });
+  expect(res.status).toBe(201);
+  return res.body;
+};
+
+/** A validation failure: 400, no errorCode, exactly these `errors`. */
+function expectBodyViolation(res: { status: number; body: any }, errors: string[]) {
+  expect(res.status).toBe(400);
+  expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
+}
+
+describe("User rules at their boundaries (POST)", () => {
+  const ok = (extra: Record<string, unknown>) => ({ name: "Valid Name", email: uniqueEmail(), ...extra });
+  const accepted: [string, () => Record<string, unknown>][] = [
+    ["name of 2 characters", () => ok({ name: "Al" })],
+    ["name of 100 characters", () => ok({ name: "n".repeat(100) })],
+    ["e-mail of 255 characters", () => ok({ email: emailOfLength(255) })],
+    ["phone of 20 characters", () => ok({ phone: "+1 (555) 123-4567 89" })],
+    ["phone of digits only", () => ok({ phone: "0912345678" })],
+    ["department of 50 characters", () => ok({ department: "D".repeat(50) })],
+  ];
+  test.each(accepted)("accepts %s", async (_, body) => {
+    const sent = body();
+    const res = await post(sent);
+    expect(res.status).toBe(201);
+    expect(res.body.name).toBe(sent.name as string);
+  });
+
+  test("the 255-character e-mail helper builds what it says", () => {
+    expect(emailOfLength(255)).toHaveLength(255);
+    expect(emailOfLength(256)).toHaveLength(256);
+  });
+
+  const refused: [string, () => Record<string, unknown>, string[]][] = [
+    ["name of 1 character", () => ok({ name: "A" }), ["name: must be between 2 and 100 characters"]],
+    ["name of 101 characters", () => ok({ name: "n".repeat(101) }), ["name: must be between 2 and 100 characters"]],
+    ["blank name", () => ok({ name: "   " }), ["name: must not be blank"]],
+    ["empty name", () => ok({ name: "" }), ["name: must be between 2 and 100 characters", "name: must not be blank"]],
+    ["missing name", () => ({ email: uniqueEmail() }), ["name: must not be blank"]],
+    ["e-mail of 256 characters", () => ok({ email: emailOfLength(256) }), ["email: must be at most 255 characters"]],
+    ["e-mail without @", () => ok({ email: "plainaddress" }), ["email: must be a valid e-mail address"]],
+    ["e-mail without domain", () => ok({ email: "a@" }), ["email: must be a valid e-mail address"]],
+    ["e-mail without local part", () => ok({ email: "@b.co" }), ["email: must be a valid e-mail address"]],
+    ["e-mail with a space", () => ok({ email: "a b@c.co" }), ["email: must be a valid e-mail address"]],
+    ["missing e-mail", () => ({ name: "Valid Name" }), ["email: must not be blank"]],
+    ["phone of 21 characters", () => ok({ phone: "+1 (555) 123-4567 890" }), ["phone: must contain only digits, spaces, +, -, ( and ), at most 20 characters"]],
+    ["phone with a letter", () => ok({ phone: "555-123x" }), ["phone: must contain only digits, spaces, +, -, ( and ), at most 20 characters"]],
+    ["department of 51 characters", () => ok({ department: "D".repeat(51) }), ["department: must be at most 50 characters"]],
+    ["name of the wrong type", () => ok({ name: 42 }), ["name: must be a string"]],
+  ];
+  test.each(refused)("refuses %s", async (_, body, errors) => {
+    const before = await t.db.$count(users);
+    expectBodyViolation(await post(body()), errors);
+    expect(await t.db.$count(users)).toBe(before);
+  });
+
+  test("reports every violation at once", async () => {
+    const res = await post({ name: "A", email: "nope", phone: "abc", department: "D".repeat(51) });
+    expect(res.status).toBe(400);
+    expect(res.body.errors.toSorted()).toEqual([
+      "department: must be at most 50 characters",
+      "email: must be a valid e-mail address",
+      "name: must be between 2 and 100 characters",
+      "phone: must contain only digits, spaces, +, -, ( and ), at most 20 characters",
+    ]);
+  });
+
+  test("zh-TW gives the original service's field texts", async () => {
+    const zh = { "accept-language": "zh-TW" };
+    const blank = await post({ name: "   ", email: "bad" }, admin.token, zh);
+    expect(blank.status).toBe(400);
+    expect(blank.body.message).toBe("資料驗證失敗");
+    expect(blank.body.errors).toEqual(["name: 姓名不能為空", "email: Email 格式不正確"]);
+    const long = await post({ name: "A", email: uniqueEmail(), phone: "x" }, admin.token, zh);
+    expect(long.body.errors).toEqual(["name: 姓名長度必須在 2-100 字元之間", "phone: 電話號碼格式不正確"]);
+    const missing = await post({ name: "Valid" }, admin.token, zh);
+    expect(missing.body.errors).toEqual(["email: Email 不能為空"]);
+  });
+});
+
+describe("POST /api/users", () => {
+  test("201 with the service's fields; client id, active and timestamps ignored; no password back", async () => {
+    const email = uniqueEmail();
+    const res = await post({
+      id: 999_999,
+      name: "  Grace Hopper  ",
+      email: email.toUpperCase(),
+      department: "Engineering",
+      phone: "+886 912-345-678",
+      password: "Secret@123",
+      active: false,
+      createdAt: "2000-01-01T00:00:00Z",
+      version: 7,
+      roles: ["ADMIN"],
+    });
+    expect(res.status).toBe(201);
+    expect(res.body).toEqual({
+      id: expect.any(Number),
+      name: "Grace Hopper",
+      email,
+      department: "Engineering",
+      phone: "+886 912-345-678",
+      active: true,
+      createdAt: expect.stringMatching(ISO_Z),
+      updatedAt: expect.stringMatching(ISO_Z),
+      lastLogin: null,
+      version: 0,
+      roles: ["USER"],
+    });
+    expect(res.body.id).not.toBe(999_999);
+    expect(Date.now() - Date.parse(res.body.createdAt)).toBeLessThan(60_000);
+    expect(res.text).not.toMatch(/password|hash|argon/i);
+    const [row] = await t.db.select().from(users).where(eq(users.id, res.body.id));
+    expect(row.passwordHash).toStartWith("$argon2id$");
+  });
+
+  test("without a password the user is stored with none", async () => {
+    const user = await create();
+    const [row] = await t.db.select().from(users).where(eq(users.id, user.id));
+    expect(row.passwordHash).toBeNull();
+    expect(user.department).toBeNull();
+    expect(user.phone).toBeNull();
+  });
+
+  test("a weak password is a body violation", async () => {
+    expectBodyViolation(await post({ name: "Weak Pass", email: uniqueEmail(), password: "short" }), [
+      "password: must be between 8 and 20 characters",
+      "password: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
+    ]);
+  });
+
+  test("a duplicate e-mail is 409 DUPLICATE_EMAIL, also in another case", async () => {
+    const email = uniqueEmail();
+    await create({ email });
+    for (const again of [email, email.toUpperCase(), ` ${email} `.trim()]) {
+      const res = await post({ name: "Second", email: again });
+      expect(res.status).toBe(409);
+      expect(res.body).toEqual({ success: false, message: `Email already exists: ${email}`, errorCode: "DUPLICATE_EMAIL", timestamp: expect.stringMatching(ISO_Z) });
+    }
+    const zh = await post({ name: "Second", email: "A@B.co" }, admin.token, { "accept-language": "zh-TW" });
+    expect(zh.status).toBe(201);
+    const dup = await post({ name: "Third", email: "a@b.co" }, admin.token, { "accept-language": "zh-TW" });
+    expect(dup.body.message).toBe("Email 已存在: a@b.co");
+  });
+
+  test("20 concurrent creates of one e-mail: exactly one 201, the rest 409 DUPLICATE_EMAIL", async () => {
+    const email = uniqueEmail();
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => post({ name: `Racer ${i}`, email })));
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses).toEqual([201, ...Array(19).fill(409)]);
+    for (const r of results.filter((r) => r.status === 409)) expect(r.body.errorCode).toBe("DUPLICATE_EMAIL");
+    expect(await t.db.$count(users, eq(users.email, email))).toBe(1);
+  });
+});
+
+describe("GET /api/users", () => {
+  let l: TestApp;
+  let token: string;
+  beforeAll(async () => {
+    l = await makeTestApp();
+    token = (await l.admin()).token; // the admin is user 1
+    for (const [name, email] of [["Carol", "carol@x.io"], ["alice", "alice@x.io"], ["Bob", "bob@x.io"], ["Dave", "dave@x.io"]]) {
+      const res = await l.request("POST", "/api/users", { body: { name, email }, token });
+      expect(res.status).toBe(201);
+    }
+  });
+  afterAll(() => l.close());
+  const list = (query = "") => l.request("GET", `/api/users${query}`, { token });
+
+  test("without page or size: every user, by id, with X-Total-Count", async () => {
+    const res = await list();
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-total-count")).toBe("5");
+    expect(res.body.map((u: any) => u.id)).toEqual([1, 2, 3, 4, 5]);
+    expect(res.text).not.toMatch(/password|hash/i);
+  });
+
+  test("sort applies without paging too", async () => {
+    const res = await list("?sort=email,desc");
+    expect(res.body.map((u: any) => u.email)).toEqual(res.body.map((u: any) => u.email).toSorted().reverse());
+    expect(res.body.map((u: any) => u.name).filter((n: string) => n !== "Test User")).toEqual(["Dave", "Carol", "Bob", "alice"]);
+    expect(res.headers.get("x-total-count")).toBe("5");
+  });
+
+  test("paged: page from 0, size, sort; the total stays the whole count", async () => {
+    const first = await list("?page=0&size=2&sort=name,asc");
+    expect(first.status).toBe(200);
+    expect(first.headers.get("x-total-count")).toBe("5");
+    expect(first.body).toHaveLength(2);
+    const second = await list("?page=1&size=2&sort=name,asc");
+    const third = await list("?page=2&size=2&sort=name,asc");
+    const names = [...first.body, ...second.body, ...third.body].map((u: any) => u.name);
+    expect(names).toHaveLength(5);
+    expect(new Set(names).size).toBe(5);
+    expect(third.body).toHaveLength(1);
+    expect((await list("?page=9&size=2")).body).toEqual([]);
+  });
+
+  test("size alone pages with page 0; page alone uses size 20", async () => {
+    expect((await list("?size=3")).body.map((u: any) => u.id)).toEqual([1, 2, 3]);
+    expect((await list("?page=0")).body).toHaveLength(5);
+    expect((await list("?page=1")).body).toHaveLength(0);
+  });
+
+  test("size 100 is the largest page", async () => {
+    expect((await list("?size=100")).status).toBe(200);
+  });
+
+  const bad: [string, string][] = [
+    ["?size=101", "size: must be at most 100"],
+    ["?size=0", "size: must be at least 1"],
+    ["?page=-1", "page: must be at least 0"],
+    ["?page=abc", "page: must be an integer"],
+    ["?sort=password,asc", "sort: must be <field>,asc|desc with field one of id, name, email, createdAt, updatedAt, lastLogin, active"],
+    ["?sort=name,sideways", "sort: must be <field>,asc|desc with field one of id, name, email, createdAt, updatedAt, lastLogin, active"],
+  ];
+  test.each(bad)("%s is 400 parameter validation", async (query, error) => {
+    const res = await list(query);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ success: false, message: "Parameter validation failed", errors: [error], timestamp: expect.stringMatching(ISO_Z) });
+  });
+
+  test("parameter validation in zh-TW", async () => {
+    const res = await l.request("GET", "/api/users?size=101", { token, headers: { "accept-language": "zh-TW" } });
+    expect(res.body.message).toBe("參數驗證失敗");
+  });
+});
+
+describe("GET /api/users/{id}", () => {
+  test("200 with ETag of the version; any authenticated caller", async () => {
+    const user = await create();
+    const res = await t.request("GET", `/api/users/${user.id}`, { token: plain.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(user);
+    expect(res.headers.get("etag")).toBe('"0"');
+  });
+
+  test("an unknown id is 404 USER_NOT_FOUND naming it, in both languages", async () => {
+    const res = await t.request("GET", "/api/users/7777777", { token: admin.token });
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ success: false, message: "User not found, ID: 7777777", errorCode: "USER_NOT_FOUND", timestamp: expect.stringMatching(ISO_Z) });
+    const zh = await t.request("GET", "/api/users/7777777", { token: admin.token, headers: { "accept-language": "zh-TW" } });
+    expect(zh.body.message).toBe("找不到使用者，ID: 7777777");
+  });
+
+  test.each(["abc", "0", "-3", "1.5"])("a bad id (%s) is 400 parameter validation", async (id) => {
+    const res = await t.request("GET", `/api/users/${id}`, { token: admin.token });
+    expect(res.status).toBe(400);
+    expect(res.body.message).toBe("Parameter validation failed");
+    expect(res.body.errorCode).toBeUndefined();
+    expect(res.body.errors).toHaveLength(1);
+    expect(res.body.errors[0]).toStartWith("id: ");
+  });
+});
+
+describe("PUT /api/users/{id}", () => {
+  test("the path id wins; name, email and department are replaced; version and updatedAt move", async () => {
+    const user = await create({ department: "Sales", phone: "123" });
+    const other = await create();
+    await Bun.sleep(2);
+    const email = uniqueEmail();
+    const res = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { id: other.id, name: "Renamed", email, department: "Ops" } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ id: user.id, name: "Renamed", email, department: "Ops", version: 1, active: true, createdAt: user.createdAt });
+    expect(Date.parse(res.body.updatedAt)).toBeGreaterThan(Date.parse(user.updatedAt));
+    expect((await t.request("GET", `/api/users/${other.id}`, { token: admin.token })).body).toEqual(other);
+  });
+
+  test("an absent department clears it", async () => {
+    const user = await create({ department: "Sales" });
+    const res = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: user.name, email: user.email } });
+    expect(res.status).toBe(200);
+    expect(res.body.department).toBeNull();
+  });
+
+  test("never changes active, either way", async () => {
+    const user = await create();
+    const sent = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Still Active", email: user.email, active: false } });
+    expect(sent.body.active).toBe(true);
+    await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
+    const again = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Still Inactive", email: user.email, active: true } });
+    expect(again.status).toBe(200);
+    expect(again.body.active).toBe(false);
+    const patched = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { active: true } });
+    expect(patched.body.active).toBe(false);
+  });
+
+  test("is validated like POST", async () => {
+    const user = await create();
+    expectBodyViolation(await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "X", email: user.email } }), [
+      "name: must be between 2 and 100 characters",
+    ]);
+  });
+
+  test("another user's e-mail is 409 DUPLICATE_EMAIL; an unknown id 404", async () => {
+    const a = await create();
+    const b = await create();
+    const dup = await t.request("PUT", `/api/users/${a.id}`, { token: admin.token, body: { name: a.name, email: b.email.toUpperCase() } });
+    expect(dup.status).toBe(409);
+    expect(dup.body.errorCode).toBe("DUPLICATE_EMAIL");
+    const same = await t.request("PUT", `/api/users/${a.id}`, { token: admin.token, body: { name: "Own Mail", email: a.email } });
+    expect(same.status).toBe(200);
+    const missing = await t.request("PUT", "/api/users/8888888", { token: admin.token, body: { name: "Nobody", email: uniqueEmail() } });
+    expect(missing.status).toBe(404);
+    expect(missing.body.errorCode).toBe("USER_NOT_FOUND");
+  });
+});
+
+describe("PATCH /api/users/{id}", () => {
+  test("changes only the supplied non-null fields", async () => {
+    const user = await create({ department: "Sales", phone: "555" });
+    const renamed = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { name: "Only Name", email: null, department: null } });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body).toMatchObject({ name: "Only Name", email: user.email, department: "Sales", phone: "555", version: 1 });
+    const moved = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "Support" } });
+    expect(moved.body).toMatchObject({ name: "Only Name", department: "Support", version: 2 });
+    const email = uniqueEmail();
+    const remailed = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: email.toUpperCase() } });
+    expect(remailed.body).toMatchObject({ name: "Only Name", email, department: "Support", version: 3 });
+  });
+
+  test("validates what is supplied", async () => {
+    const user = await create();
+    expectBodyViolation(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: "broken" } }), [
+      "email: must be a valid e-mail address",
+    ]);
+    expectBodyViolation(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "D".repeat(51) } }), [
+      "department: must be at most 50 characters",
+    ]);
+  });
+
+  test("the user themself may; another USER gets 403 ACCESS_DENIED; unknown id 404", async () => {
+    const self = await t.request("PATCH", `/api/users/${plain.id}`, { token: plain.token, body: { name: "Self Service" } });
+    expect(self.status).toBe(200);
+    expect(self.body.name).toBe("Self Service");
+    const victim = await create();
+    const denied = await t.request("PATCH", `/api/users/${victim.id}`, { token: plain.token, body: { name: "Hijacked" } });
+    expect(denied.status).toBe(403);
+    expect(denied.body).toEqual({ success: false, message: "You do not have permission to perform this operation", errorCode: "ACCESS_DENIED", timestamp: expect.stringMatching(ISO_Z) });
+    expect((await t.request("GET", `/api/users/${victim.id}`, { token: admin.token })).body.name).toBe(victim.name);
+    const missing = await t.request("PATCH", "/api/users/8888888", { token: admin.token, body: { name: "Nobody" } });
+    expect(missing.status).toBe(404);
+    expect(missing.body.errorCode).toBe("USER_NOT_FOUND");
+  });
+});
+
+describe("optimistic locking", () => {
+  const conflict = { success: false, message: expect.any(String), errorCode: "OPTIMISTIC_LOCK_CONFLICT", timestamp: expect.stringMatching(ISO_Z) };
+
+  test("a stale body version is 409 and nothing changes (PUT and PATCH)", async () => {
+    const user = await create({ department: "Sales" });
+    const first = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "First Writer", email: user.email, department: "Sales", version: 0 } });
+    expect(first.status).toBe(200);
+    expect(first.body.version).toBe(1);
+    const stalePut = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Second Writer", email: uniqueEmail(), version: 0 } });
+    expect(stalePut.status).toBe(409);
+    expect(stalePut.body).toEqual(conflict);
+    const stalePatch = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { name: "Third Writer", version: 0 } });
+    expect(stalePatch.status).toBe(409);
+    expect(stalePatch.body).toEqual(conflict);
+    const now = await t.request("GET", `/api/users/${user.id}`, { token: admin.token });
+    expect(now.body).toEqual(first.body);
+    expect(now.headers.get("etag")).toBe('"1"');
+  });
+
+  test("If-Match with the ETag: current passes, stale is 409 and nothing changes", async () => {
+    const user = await create();
+    const etag = (await t.request("GET", `/api/users/${user.id}`, { token: admin.token })).headers.get("etag")!;
+    const fresh = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": etag }, body: { name: "Matched" } });
+    expect(fresh.status).toBe(200);
+    expect(fresh.body.version).toBe(1);
+    const stale = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": etag }, body: { name: "Too Late" } });
+    expect(stale.status).toBe(409);
+    expect(stale.body).toEqual(conflict);
+    const stalePut = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": etag }, body: { name: "Too Late", email: user.email } });
+    expect(stalePut.status).toBe(409);
+    const weak = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": 'W/"1"' }, body: { name: "Weak Match", email: user.email } });
+    expect(weak.status).toBe(200);
+    const star = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": "*" }, body: { name: "Any Version" } });
+    expect(star.status).toBe(200);
+    const garbage = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": '"abc"' }, body: { name: "Garbage" } });
+    expect(garbage.status).toBe(409);
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: admin.token })).body).toMatchObject({ name: "Any Version", version: 3 });
+  });
+
+  test("without a version or If-Match the update is last-writer-wins", async () => {
+    const user = await create();
+    await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { name: "One" } });
+    const res = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { name: "Two" } });
+    expect(res.body).toMatchObject({ name: "Two", version: 2 });
+  });
+});
+
+describe("DELETE /api/users/{id}", () => {
+  test("204 with an empty body, then 404 USER_NOT_FOUND", async () => {
+    const user = await create();
+    const res = await t.request("DELETE", `/api/users/${user.id}`, { token: admin.token });
+    expect(res.status).toBe(204);
+    expect(res.text).toBe("");
+    const again = await t.request("DELETE", `/api/users/${user.id}`, { token: admin.token });
+    expect(again.status).toBe(404);
+    expect(again.body).toEqual({ success: false, message: `User not found, ID: ${user.id}`, errorCode: "USER_NOT_FOUND", timestamp: expect.stringMatching(ISO_Z) });
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: admin.token })).status).toBe(404);
+  });
+});
+
+describe("access rules", () => {
+  test.each([
+    ["GET", "/api/users"],
+    ["GET", "/api/users/1"],
+    ["POST", "/api/users"],
+    ["PUT", "/api/users/1"],
+    ["PATCH", "/api/users/1"],
+    ["DELETE", "/api/users/1"],
+  ])("anonymous %s %s is 401 with WWW-Authenticate: Bearer", async (method, path) => {
+    const body = method === "POST" || method === "PUT" || method === "PATCH" ? { name: "Anon", email: uniqueEmail() } : undefined;
+    const res = await t.request(method, path, { body });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe("Bearer");
+    expect(res.body).toEqual({ success: false, message: expect.any(String), errorCode: "UNAUTHORIZED", timestamp: expect.stringMatching(ISO_Z) });
+  });
+
+  test("a bad or foreign token is 401 too", async () => {
+    for (const token of ["garbage", `${admin.token}x`]) {
+      const res = await t.request("GET", "/api/users", { token });
+      expect(res.status).toBe(401);
+    }
+  });
+
+  test.each([
+    ["POST", "/api/users"],
+    ["PUT", "/api/users/{self}"],
+    ["DELETE", "/api/users/{self}"],
+  ])("a USER on %s %s is 403 ACCESS_DENIED and nothing changes", async (method, template) => {
+    const before = await t.request("GET", `/api/users/${plain.id}`, { token: admin.token });
+    const body = method === "DELETE" ? undefined : { name: "By A User", email: uniqueEmail() };
+    const res = await t.request(method, template.replace("{self}", String(plain.id)), { token: plain.token, body });
+    expect(res.status).toBe(403);
+    expect(res.body.errorCode).toBe("ACCESS_DENIED");
+    expect((await t.request("GET", `/api/users/${plain.id}`, { token: admin.token })).body).toEqual(before.body);
+  });
+
+  test("a USER may list and read", async () => {
+    expect((await t.request("GET", "/api/users", { token: plain.token })).status).toBe(200);
+    expect((await t.request("GET", `/api/users/${admin.id}`, { token: plain.token })).status).toBe(200);
+  });
+
+  test("zh-TW ACCESS_DENIED text", async () => {
+    const res = await t.request("DELETE", `/api/users/${admin.id}`, { token: plain.token, headers: { "accept-language": "zh-TW" } });
+    expect(res.body.message).toBe("沒有權限執行此操作");
+  });
+});
