@@ -8,6 +8,8 @@ import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./features/auth/guard";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { usersRoutes } from "./features/users/routes";
+import { searchRoutes } from "./features/search/routes";
+import { peopleRoutes } from "./features/people/routes";
 import { bodyParser } from "./http/body-parser";
 import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
@@ -42,7 +44,9 @@ export function createApp(deps: AppDeps) {
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
     .use(bodyParser(config.maxBodyBytes))
     .use(actuatorRoutes(ctx))
-    .use(usersRoutes(ctx));
+    .use(usersRoutes(ctx))
+    .use(searchRoutes(ctx))
+    .use(peopleRoutes(ctx));
   self = app;
   return app;
 }

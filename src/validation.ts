@@ -163,11 +163,25 @@ function asNumbers(schema: TSchema): TSchema {
   return schema;
 }
 
+/** X of a t.Nullable(X) schema (`anyOf: [X, null]`), else undefined. */
+function nullableBranch(schema: TSchema): TSchema | undefined {
+  const branches: TSchema[] | undefined = schema.anyOf;
+  if (branches?.length !== 2 || !branches.some((b) => b.type === "null")) return undefined;
+  return branches.find((b) => b.type !== "null");
+}
+
 /** Every violation of `value` against `schema`, in field order, without duplicates. */
 export function violationsOf(schema: TSchema, value: unknown): Violation[] {
   const out: Violation[] = [];
   const seen = new Set<string>();
   for (const error of Value.Errors(schema, value)) {
+    // t.Nullable(X) fails as a whole union: a value that is not null is judged by X, with X's own texts.
+    const nonNull = error.value !== null && error.value !== undefined ? nullableBranch(error.schema) : undefined;
+    if (nonNull) {
+      const at = dotPath(error.path);
+      for (const v of violationsOf(nonNull, error.value)) out.push({ ...v, path: v.path === "root" ? at : `${at}.${v.path}` });
+      continue;
+    }
     // Elysia's body normalisation gives absent properties an own `undefined` value, which
     // TypeBox reports as a wrong type rather than a missing property: both mean "required".
     const kind = error.value === undefined && error.path !== "" ? "required" : KIND_OF[error.type];

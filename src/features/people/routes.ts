@@ -1,0 +1,102 @@
+/**
+ * Departments, roles, profiles and bulk deactivation over HTTP: bare resources, 201 on
+ * creation. Reading is for any authenticated caller; writing roles, departments and
+ * deactivating are ADMIN's; a profile belongs to its user (and ADMIN).
+ */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { assertSelfOrAdmin } from "../auth/guard";
+import { User, UserIdParams } from "../users/model";
+import { parseInstant } from "../search/model";
+import { DeactivateQuery, DeactivateResult, Department, DepartmentBody, ProfileBody, Role, RolesBody, UserProfile } from "./model";
+import { createDepartment, deactivateInactive, getProfile, listDepartments, listRoles, putProfile, setRoles } from "./service";
+
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
+
+export const peopleRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api" })
+    .use(ctx.auth)
+    .get("/departments", () => listDepartments(ctx.db), {
+      auth: "authenticated",
+      response: { 200: t.Array(Department), ...errors },
+      detail: { summary: "List departments", tags: ["Departments"], description: "By name, each with its number of users." },
+    })
+    .post(
+      "/departments",
+      async ({ body, set }) => {
+        set.status = 201;
+        return createDepartment(ctx.db, body, new Date(ctx.now()));
+      },
+      {
+        auth: "ADMIN",
+        body: DepartmentBody,
+        response: { 201: Department, ...errors },
+        detail: {
+          summary: "Create a department",
+          tags: ["Departments"],
+          description:
+            "Names are unique: a taken one gives 409 DUPLICATE_DEPARTMENT. A User's `department` reads and writes as the department NAME; " +
+            "writing an unknown name on a user creates that department, so this endpoint is needed only to add a description up front.",
+        },
+      },
+    )
+    .get("/roles", () => listRoles(ctx.db), {
+      auth: "authenticated",
+      response: { 200: t.Array(Role), ...errors },
+      detail: { summary: "List roles", tags: ["Roles"] },
+    })
+    .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, params.id, body, caller.email, new Date(ctx.now())), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      body: RolesBody,
+      response: { 200: User, ...errors },
+      detail: {
+        summary: "Set a user's roles",
+        tags: ["Roles"],
+        description: 'Replaces the whole set, e.g. {"roles":["USER","ADMIN"]}; an unknown role name is a 400 validation failure. Returns the User (version +1).',
+      },
+    })
+    .get(
+      "/users/:id/profile",
+      ({ params, caller }) => {
+        assertSelfOrAdmin(caller, params.id);
+        return getProfile(ctx.db, params.id);
+      },
+      {
+        auth: "authenticated",
+        params: UserIdParams,
+        response: { 200: UserProfile, ...errors },
+        detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
+      },
+    )
+    .put(
+      "/users/:id/profile",
+      ({ params, body, caller }) => {
+        assertSelfOrAdmin(caller, params.id);
+        return putProfile(ctx.db, params.id, body, new Date(ctx.now()).toISOString().slice(0, 10));
+      },
+      {
+        auth: "authenticated",
+        params: UserIdParams,
+        body: ProfileBody,
+        response: { 200: UserProfile, ...errors },
+        detail: {
+          summary: "Create or replace a user's profile",
+          tags: ["Profiles"],
+          description: "The user themself or an ADMIN. Replaces the whole profile: absent or null fields are cleared. birthDate is yyyy-MM-dd, in the past.",
+        },
+      },
+    )
+    .post("/users/deactivate-inactive", ({ query, caller }) => deactivateInactive(ctx.db, parseInstant(query.before, "before"), caller.email, new Date(ctx.now())), {
+      auth: "ADMIN",
+      query: DeactivateQuery,
+      response: { 200: DeactivateResult, ...errors },
+      detail: {
+        summary: "Deactivate users who have not logged in since a cutoff",
+        tags: ["Users"],
+        description:
+          "before: yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time. Active users whose lastLogin is before it are deactivated in one statement; " +
+          "users who never logged in are not touched. Deactivated users cannot log in (403 ACCOUNT_DISABLED) and their tokens stop working (401). Returns how many were deactivated.",
+      },
+    });

@@ -1,0 +1,107 @@
+/**
+ * Departments, roles, profiles and bulk deactivation: plain functions over the database.
+ * A User carries its department by NAME (created on first use, see users/service.ts
+ * departmentId); these functions manage the departments and the rest of the people model.
+ */
+import { and, asc, eq, lt, sql } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { departments, roles, userProfiles, userRoles, users } from "../../db/schema";
+import { AppError, defineErrors, integrityKind, Violations } from "../../errors";
+import { defineMessages } from "../../i18n";
+import { writeAudit } from "../notifications/outbox";
+import { findUser, grantRoles } from "../users/service";
+import type { User } from "../users/model";
+import type { Department, DepartmentBody, ProfileBody, RolesBody, UserProfile } from "./model";
+
+defineErrors({ DUPLICATE_DEPARTMENT: { status: 409, message: "error.duplicateDepartment" } });
+defineMessages({
+  "error.duplicateDepartment": { en: (p) => `Department already exists: ${p.name}`, "zh-TW": (p) => `部門已存在: ${p.name}` },
+});
+
+type Reader = Pick<Db, "select">;
+
+export async function listDepartments(db: Reader): Promise<Department[]> {
+  const rows = await db
+    .select({
+      id: departments.id,
+      name: departments.name,
+      description: departments.description,
+      createdAt: departments.createdAt,
+      userCount: sql<number>`(select count(*) from users u where u.department_id = "departments"."id")`,
+    })
+    .from(departments)
+    .orderBy(asc(departments.name));
+  return rows.map((d) => ({ ...d, createdAt: d.createdAt.toISOString() }));
+}
+
+export async function createDepartment(db: Db, input: DepartmentBody, now: Date): Promise<Department> {
+  const name = input.name.trim();
+  try {
+    const [row] = await db.insert(departments).values({ name, description: input.description ?? null, createdAt: now }).returning();
+    return { id: row.id, name: row.name, description: row.description, createdAt: row.createdAt.toISOString(), userCount: 0 };
+  } catch (error) {
+    // The unique index on the name decides, so two concurrent creates give one department.
+    throw integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_DEPARTMENT", { name }) : error;
+  }
+}
+
+export function listRoles(db: Reader) {
+  return db.select({ id: roles.id, name: roles.name, description: roles.description }).from(roles).orderBy(asc(roles.id));
+}
+
+/** Replaces the user's roles with exactly these, as one change of the user (version +1). */
+export async function setRoles(db: Db, id: number, input: RolesBody, actor: string, now: Date): Promise<User> {
+  await db.transaction(async (tx) => {
+    const updated = await tx.update(users).set({ version: sql`${users.version} + 1`, updatedAt: now }).where(eq(users.id, id)).returning({ id: users.id });
+    if (updated.length === 0) throw new AppError("USER_NOT_FOUND", { id });
+    await tx.delete(userRoles).where(eq(userRoles.userId, id));
+    const names = [...new Set(input.roles)];
+    await grantRoles(tx, id, names);
+    await writeAudit(tx, { action: "USER_ROLES_SET", actor, subjectType: "User", subjectId: id, details: { roles: names } }, now);
+  });
+  return findUser(db, id);
+}
+
+async function assertUserExists(db: Reader, id: number) {
+  const [row] = await db.select({ id: users.id }).from(users).where(eq(users.id, id));
+  if (!row) throw new AppError("USER_NOT_FOUND", { id });
+}
+
+const emptyProfile = (userId: number): UserProfile => ({ userId, avatarUrl: null, bio: null, birthDate: null, address: null });
+
+/** The user's profile; a user who never wrote one has an empty one. */
+export async function getProfile(db: Reader, id: number): Promise<UserProfile> {
+  await assertUserExists(db, id);
+  const [row] = await db.select().from(userProfiles).where(eq(userProfiles.userId, id));
+  return row ?? emptyProfile(id);
+}
+
+/** PUT: creates or replaces the whole profile (absent fields become null). `today` is yyyy-MM-dd, UTC. */
+export async function putProfile(db: Db, id: number, input: ProfileBody, today: string): Promise<UserProfile> {
+  if (input.birthDate && input.birthDate >= today) throw new Violations("body", [{ path: "birthDate", key: "field.birthDate.past" }]);
+  const profile: UserProfile = { ...emptyProfile(id), ...input, userId: id };
+  await db.transaction(async (tx) => {
+    await assertUserExists(tx, id);
+    const { userId: _userId, ...fields } = profile;
+    await tx.insert(userProfiles).values(profile).onConflictDoUpdate({ target: userProfiles.userId, set: fields });
+  });
+  return profile;
+}
+
+/**
+ * Deactivates, in ONE statement, every active user whose last login is before the cutoff;
+ * users who never logged in are left alone (a null lastLogin is never "< cutoff" in SQL).
+ * Their tokens stop working at once: the access guard refuses inactive users.
+ */
+export async function deactivateInactive(db: Db, cutoff: Date, actor: string, now: Date): Promise<{ count: number }> {
+  return db.transaction(async (tx) => {
+    const result = await tx
+      .update(users)
+      .set({ active: false, updatedAt: now, version: sql`${users.version} + 1` })
+      .where(and(eq(users.active, true), lt(users.lastLogin, cutoff)));
+    const deactivated = result.rowsAffected;
+    await writeAudit(tx, { action: "USERS_DEACTIVATED", actor, subjectType: "User", subjectId: "*", details: { before: cutoff.toISOString(), count: deactivated } }, now);
+    return { count: deactivated };
+  });
+}
+

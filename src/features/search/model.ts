@@ -1,0 +1,57 @@
+/** TypeBox shapes of the search API. */
+import { t, type Static } from "elysia";
+import { SORTABLE_FIELDS } from "../users/model";
+import { NotBlankString } from "../../validation";
+import { Violations } from "../../errors";
+import { defineMessages, type MessageKey } from "../../i18n";
+
+export const MAX_PAGE_SIZE = 100;
+
+/** yyyy-MM-dd, or an ISO 8601 date-time (with Z or an offset; without one it is read as UTC). */
+const INSTANT_PATTERN = "^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:\\d{2})?)?$";
+
+export const Instant = t.String({
+  pattern: INSTANT_PATTERN,
+  messages: { pattern: "field.instant" },
+  description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
+} as never);
+
+defineMessages({
+  "field.instant": { en: "must be a date (yyyy-MM-dd) or an ISO 8601 date-time", "zh-TW": "日期格式不正確，應為 yyyy-MM-dd 或 ISO 8601 日期時間" },
+});
+
+/** The instant an Instant parameter names; `param` names it in the error for a day that does not exist (2025-02-30). */
+export function parseInstant(value: string, param: string): Date {
+  const day = value.slice(0, 10);
+  const calendarDay = new Date(`${day}T00:00:00Z`);
+  // JS dates keep milliseconds: finer fractions are cut, a missing offset means UTC.
+  const time = value.slice(10).replace(/(\.\d{3})\d+/, "$1");
+  const instant = time === "" ? calendarDay : new Date(day + (/(Z|[+-]\d{2}:\d{2})$/.test(time) ? time : `${time}Z`));
+  // Date rolls 2025-02-30 over into March; the round trip catches it.
+  if (Number.isNaN(instant.getTime()) || Number.isNaN(calendarDay.getTime()) || calendarDay.toISOString().slice(0, 10) !== day) {
+    throw new Violations("params", [{ path: param, key: "field.instant" as MessageKey }]);
+  }
+  return instant;
+}
+
+/** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria. */
+export const UserSearchQuery = t.Object({
+  name: t.Optional(t.String({ description: "Case-insensitive substring of the name; `%`, `_` and quotes match literally" })),
+  age: t.Optional(t.Integer({ description: "Exact age" })),
+  active: t.Optional(t.Boolean({ default: true, description: "Defaults to true" })),
+  page: t.Optional(t.Integer({ minimum: 0, default: 0 })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: 10 })),
+  email: t.Optional(t.String({ description: "Case-insensitive substring of the e-mail" })),
+  department: t.Optional(t.String({ description: "Department name, case-insensitive" })),
+  createdAfter: t.Optional(Instant),
+  createdBefore: t.Optional(Instant),
+  sortBy: t.Optional(t.UnionEnum([...SORTABLE_FIELDS])),
+  sortDirection: t.Optional(t.UnionEnum(["asc", "desc", "ASC", "DESC"])),
+});
+export type UserSearchQuery = Static<typeof UserSearchQuery>;
+
+export const DepartmentRoleParams = t.Object({ dept: t.String(), role: t.String() });
+
+export const SkillsQuery = t.Object({
+  skills: t.Array(NotBlankString({ messages: { blank: "field.skills.blank" } }), { minItems: 1, description: "Repeatable: users holding any of them (case-insensitive), each once" }),
+});

@@ -1,0 +1,59 @@
+/** /api/search: thin HTTP over the search service; any authenticated caller. Bare JSON arrays of User. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { User } from "../users/model";
+import { DepartmentRoleParams, parseInstant, SkillsQuery, UserSearchQuery } from "./model";
+import { searchUsers } from "./service";
+
+/** `?age=&name=`: an empty parameter does not restrict, so it must not fail type validation either. */
+const dropEmptyQuery = ({ query }: { query: Record<string, unknown> }) => {
+  for (const [key, value] of Object.entries(query)) if (value === "") delete query[key];
+};
+
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope };
+
+export const searchRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/search", tags: ["Search"] } as never)
+    .use(ctx.auth)
+    .get(
+      "/users",
+      ({ query }) => {
+        const { page = 0, size = 10, active = true, createdAfter, createdBefore, ...rest } = query;
+        return searchUsers(
+          ctx.db,
+          {
+            ...rest,
+            active,
+            createdAfter: createdAfter ? parseInstant(createdAfter, "createdAfter") : undefined,
+            createdBefore: createdBefore ? parseInstant(createdBefore, "createdBefore") : undefined,
+          },
+          { page, size },
+        );
+      },
+      {
+        auth: "authenticated",
+        query: UserSearchQuery,
+        transform: dropEmptyQuery,
+        response: { 200: t.Array(User), ...errors },
+        detail: {
+          summary: "Search users",
+          description:
+            "Every given criterion restricts, absent or empty ones do not. name: case-insensitive substring (index-served from 3 characters). " +
+            "active defaults to true; page 0 and size 10 by default, size at most 100. createdAfter is inclusive, createdBefore exclusive. " +
+            "department matches the department's name.",
+        },
+      },
+    )
+    .get("/users/department/:dept/role/:role", ({ params }) => searchUsers(ctx.db, { department: params.dept, role: params.role }), {
+      auth: "authenticated",
+      params: DepartmentRoleParams,
+      response: { 200: t.Array(User), ...errors },
+      detail: { summary: "Users of a department holding a role", description: "Department name and role name, both case-insensitive; every match, by id." },
+    })
+    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: query.skills }), {
+      auth: "authenticated",
+      query: SkillsQuery,
+      response: { 200: t.Array(User), ...errors },
+      detail: { summary: "Users holding any of the skills", description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id." },
+    });

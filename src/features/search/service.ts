@@ -1,0 +1,89 @@
+/**
+ * User search: ONE query builder for every combination of criteria. Each criterion is a
+ * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
+ * and-ed together; every value is a bound parameter, never spliced into SQL text.
+ */
+import { and, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
+import type { User, SORTABLE_FIELDS } from "../users/model";
+import { orderBy, selectUsers, toUser } from "../users/service";
+
+export interface UserSearchCriteria {
+  /** Case-insensitive substring. */
+  name?: string;
+  /** Case-insensitive substring. */
+  email?: string;
+  /** Department name, case-insensitive. */
+  department?: string;
+  active?: boolean;
+  age?: number;
+  /** createdAt >= createdAfter (inclusive)… */
+  createdAfter?: Date;
+  /** …and createdAt < createdBefore (exclusive): adjacent windows neither overlap nor leave gaps. */
+  createdBefore?: Date;
+  /** Role name the user holds, case-insensitive. */
+  role?: string;
+  /** Users holding any of these skills (case-insensitive). */
+  skills?: string[];
+  sortBy?: (typeof SORTABLE_FIELDS)[number];
+  sortDirection?: "asc" | "desc" | "ASC" | "DESC";
+}
+
+export interface Page {
+  page: number;
+  size: number;
+}
+
+type Reader = Pick<Db, "select">;
+
+const hasText = (value: string | undefined): value is string => value !== undefined && value.trim() !== "";
+
+/** `%`, `_` and `\` match themselves in a `LIKE … ESCAPE '\'` pattern. */
+export const likeLiteral = (value: string) => value.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/** SQLite's LIKE ignores case for ASCII letters only; FTS5 trigram folds Unicode too. */
+const contains = (column: SQL.Aliased | typeof users.name | typeof users.email, value: string) =>
+  sql`${column} like ${`%${likeLiteral(value)}%`} escape '\\'`;
+
+/** An FTS5 phrase: inside double quotes everything is literal, a quote is doubled. */
+export const ftsPhrase = (value: string) => `"${value.replaceAll('"', '""')}"`;
+
+/** The smallest term the trigram index can serve. */
+export const TRIGRAM = 3;
+
+function nameContains(name: string): SQL {
+  if ([...name].length >= TRIGRAM) {
+    return sql`${users.id} in (select rowid from users_name_fts where users_name_fts match ${ftsPhrase(name)})`;
+  }
+  // A trigram index cannot answer 1–2 characters: those few short terms scan the names with LIKE.
+  return contains(users.name, name);
+}
+
+/** The conditions of the criteria, and-ed; undefined when nothing restricts. */
+export function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undefined {
+  const skillKeys = (c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
+  return and(
+    hasText(c.name) ? nameContains(c.name) : undefined,
+    hasText(c.email) ? contains(users.email, c.email.trim()) : undefined,
+    hasText(c.department)
+      ? inArray(users.departmentId, db.select({ id: departments.id }).from(departments).where(sql`${departments.name} = ${c.department.trim()} collate nocase`))
+      : undefined,
+    c.active !== undefined ? eq(users.active, c.active) : undefined,
+    c.age !== undefined ? eq(users.age, c.age) : undefined,
+    c.createdAfter ? gte(users.createdAt, c.createdAfter) : undefined,
+    c.createdBefore ? lt(users.createdAt, c.createdBefore) : undefined,
+    hasText(c.role)
+      ? inArray(users.id, db.select({ id: userRoles.userId }).from(userRoles).innerJoin(roles, eq(roles.id, userRoles.roleId)).where(sql`${roles.name} = ${c.role.trim()} collate nocase`))
+      : undefined,
+    // IN over a subquery: a user holding several of the skills still comes once.
+    skillKeys.length > 0 ? inArray(users.id, db.select({ id: userSkills.userId }).from(userSkills).where(inArray(userSkills.nameKey, skillKeys))) : undefined,
+  );
+}
+
+/** The users matching the criteria, sorted (id by default), one page of them when `page` is given. */
+export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
+  const query = selectUsers(db, searchConditions(db, criteria)).orderBy(...orderBy(`${criteria.sortBy ?? "id"},${criteria.sortDirection ?? "asc"}`));
+  const rows = page ? await query.limit(page.size).offset(page.page * page.size) : await query;
+  return rows.map(toUser);
+}
