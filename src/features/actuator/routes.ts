@@ -39,7 +39,6 @@ defineErrors({
   LOGGER_NOT_FOUND: { status: 404, message: "error.loggerNotFound" },
 });
 
-const open = { security: [] as never[] };
 const adminErrors = { 401: ErrorEnvelope, 403: ErrorEnvelope };
 
 const toSpring = (level: LogLevel): (typeof LEVELS)[number] => (level === "silent" ? "OFF" : (level.toUpperCase() as (typeof LEVELS)[number]));
@@ -81,12 +80,12 @@ export const actuatorRoutes = (ctx: AppContext) => {
       },
       {
         response: { 200: Health, 503: Health },
-        detail: { summary: "Overall health", description: "Components db, diskSpace and ping; their details for ADMIN callers only. 503 when DOWN.", ...open },
+        detail: { summary: "Overall health", description: "Components db, diskSpace and ping; their details for ADMIN callers only. 503 when DOWN." },
       },
     )
     .get("/health/liveness", () => ({ status: "UP" as const }), {
       response: { 200: ProbeHealth },
-      detail: { summary: "Liveness probe", description: "UP while the process serves requests.", ...open },
+      detail: { summary: "Liveness probe", description: "UP while the process serves requests." },
     })
     .get(
       "/health/readiness",
@@ -97,7 +96,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
       },
       {
         response: { 200: ProbeHealth, 503: ProbeHealth },
-        detail: { summary: "Readiness probe", description: "DOWN (503) while starting or draining after SIGTERM.", ...open },
+        detail: { summary: "Readiness probe", description: "DOWN (503) while starting or draining after SIGTERM." },
       },
     )
     .get(
@@ -107,7 +106,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         git: { commit: { id: VERSION.commit } },
         runtime: { name: "bun", version: Bun.version, platform: process.platform, arch: process.arch },
       }),
-      { response: { 200: Info }, detail: { summary: "Build information", ...open } },
+      { response: { 200: Info }, detail: { summary: "Build information" } },
     )
     .get(
       "/prometheus",
@@ -118,7 +117,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
       {
         beforeHandle: adminOrMetricsToken,
         response: { 200: t.String({ description: "Prometheus text format 0.0.4" }), ...adminErrors },
-        detail: { summary: "Metrics in Prometheus text format", description: "ADMIN, or the METRICS_TOKEN bearer when one is configured." },
+        detail: { summary: "Metrics in Prometheus text format", description: "ADMIN, or the METRICS_TOKEN bearer when one is configured.", security: [{ bearerAuth: [] }] },
       },
     )
     .guard({ auth: "ADMIN" }, (admin) =>
@@ -188,7 +187,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
 
   const version = new Elysia({ prefix: "/api", tags: ["Operations"] } as never).get("/version", () => VERSION, {
     response: { 200: Version },
-    detail: { summary: "Version information", ...open },
+    detail: { summary: "Version information" },
   });
 
   return new Elysia().use(actuator).use(version);

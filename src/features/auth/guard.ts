@@ -79,6 +79,8 @@ export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
 export const authPlugin = (authenticator: Authenticator) =>
   new Elysia({ name: "auth" }).macro({
     auth: (rule: AccessRule) => ({
+      // The OpenAPI document shows the bearer requirement exactly where the guard applies.
+      detail: { security: [{ bearerAuth: [] }] },
       async resolve({ request }) {
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();
