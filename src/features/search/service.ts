@@ -60,6 +60,14 @@ function nameContains(name: string): SQL {
   return contains(users.name, name);
 }
 
+/**
+ * Most users are active, so `active = ?` alone narrows almost nothing; yet without table
+ * statistics SQLite would pick its index over the name index and then sort every active user.
+ * The unary `+` keeps it out of index choice unless age comes too, where (active, age) is
+ * the index that serves both.
+ */
+const activeIs = (active: boolean, withAge: boolean) => (withAge ? eq(users.active, active) : sql`+${users.active} = ${active ? 1 : 0}`);
+
 /** The conditions of the criteria, and-ed; undefined when nothing restricts. */
 export function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undefined {
   const skillKeys = (c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
@@ -69,7 +77,7 @@ export function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undef
     hasText(c.department)
       ? inArray(users.departmentId, db.select({ id: departments.id }).from(departments).where(sql`${departments.name} = ${c.department.trim()} collate nocase`))
       : undefined,
-    c.active !== undefined ? eq(users.active, c.active) : undefined,
+    c.active !== undefined ? activeIs(c.active, c.age !== undefined) : undefined,
     c.age !== undefined ? eq(users.age, c.age) : undefined,
     c.createdAfter ? gte(users.createdAt, c.createdAfter) : undefined,
     c.createdBefore ? lt(users.createdAt, c.createdBefore) : undefined,
