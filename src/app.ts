@@ -7,6 +7,7 @@ import type { AppContext, AppDeps } from "./context";
 import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./features/auth/guard";
 import { actuatorRoutes } from "./features/actuator/routes";
+import { authRoutes } from "./features/auth/routes";
 import { docsRoutes } from "./features/docs/routes";
 import { usersRoutes } from "./features/users/routes";
 import { searchRoutes } from "./features/search/routes";
@@ -45,6 +46,7 @@ export function createApp(deps: AppDeps) {
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
     .use(bodyParser(config.maxBodyBytes))
     .use(actuatorRoutes(ctx))
+    .use(authRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))
     .use(usersRoutes(ctx))
     .use(searchRoutes(ctx))

@@ -20,6 +20,8 @@ export interface Caller {
   id: number;
   email: string;
   roles: RoleName[];
+  /** The version the caller's token carries (current, or the guard would have refused it). */
+  tokenVersion: number;
 }
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");
@@ -71,7 +73,7 @@ export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
       if (!claims) return undefined;
       const [user] = await findByEmail.all({ email: claims.sub });
       if (!user || !user.active || user.tokenVersion !== claims.ver) return undefined;
-      return { id: user.id, email: user.email, roles: (user.roles?.split(",") ?? []) as RoleName[] };
+      return { id: user.id, email: user.email, roles: (user.roles?.split(",") ?? []) as RoleName[], tokenVersion: user.tokenVersion };
     },
   };
 }

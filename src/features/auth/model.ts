@@ -1,0 +1,130 @@
+/**
+ * TypeBox shapes of /api/auth: UserRegistrationDto and AddressDto with every rule of the
+ * interface (texts from the original service, see src/i18n.ts `field.*`), and the login,
+ * token and password-change bodies. User's e-mail, phone and password rules are reused
+ * from the users feature so the two can never drift apart.
+ */
+import { t, type Static } from "elysia";
+import { Type } from "@sinclair/typebox";
+import { NotBlankString, type Violation } from "../../validation";
+import { Email, Password, Phone, User } from "../users/model";
+import "./messages";
+
+const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** A real calendar date written yyyy-MM-dd (no 2023-02-30, no time part). */
+function isCalendarDate(value: string): boolean {
+  const match = ISO_DATE.exec(value);
+  if (!match) return false;
+  const date = new Date(`${value}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().startsWith(value);
+}
+
+/** Today in UTC as yyyy-MM-dd: "in the past" means strictly before today. */
+const todayUtc = () => new Date().toISOString().slice(0, 10);
+
+/** BigDecimal's @Digits(integer = 6, fraction = 2), applied to the absolute value. */
+const SALARY_DIGITS = /^\d{1,6}(\.\d{1,2})?$/;
+
+export const Address = t.Object(
+  {
+    city: NotBlankString({ messages: { required: "field.city.blank", blank: "field.city.blank" } }),
+    district: NotBlankString({ messages: { required: "field.district.blank", blank: "field.district.blank" } }),
+    detail: NotBlankString({
+      maxLength: 200,
+      messages: { required: "field.detail.blank", blank: "field.detail.blank", maxLength: "field.detail.length" },
+    }),
+    zipCode: t.Optional(t.String({ pattern: "^\\d{5}$", messages: { pattern: "field.zipCode.pattern" } } as never)),
+  },
+  { messages: { required: "field.address.missing" } } as never,
+);
+export type Address = Static<typeof Address>;
+
+/** Rules across fields, checked together with the schema so every violation is reported at once. */
+function registrationRules(value: Record<string, unknown>): Violation[] {
+  const out: Violation[] = [];
+  const { password, confirmPassword, birthDate, salary } = value;
+  if (typeof password === "string" && typeof confirmPassword === "string" && confirmPassword.trim() !== "" && password !== confirmPassword) {
+    out.push({ path: "confirmPassword", key: "field.confirmPassword.mismatch" });
+  }
+  if (typeof birthDate === "string") {
+    if (!isCalendarDate(birthDate)) out.push({ path: "birthDate", key: "field.birthDate.format" as never });
+    else if (birthDate >= todayUtc()) out.push({ path: "birthDate", key: "field.birthDate.past" });
+  }
+  if (typeof salary === "number" && !SALARY_DIGITS.test(String(Math.abs(salary)))) {
+    out.push({ path: "salary", key: "field.salary.digits" });
+  }
+  return out;
+}
+
+export const RegistrationBody = t.Object(
+  {
+    name: NotBlankString({
+      minLength: 2,
+      maxLength: 50,
+      messages: { required: "field.name.blank", blank: "field.name.blank", minLength: "field.name.length.registration", maxLength: "field.name.length.registration" },
+    }),
+    email: Email,
+    password: Password,
+    confirmPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
+    // TypeBox's own Integer: Elysia's t.Integer is a union with numeric strings, whose errors lose the field's texts.
+    age: Type.Integer({ minimum: 18, maximum: 120, messages: { required: "field.age.missing", minimum: "field.age.min", maximum: "field.age.max" } } as never),
+    birthDate: t.Optional(t.String({ description: "yyyy-MM-dd, in the past", examples: ["1990-05-17"] })),
+    phone: t.Optional(Phone),
+    salary: t.Optional(
+      t.Number({
+        exclusiveMinimum: 0,
+        maximum: 999_999.99,
+        description: "Up to 6 integer and 2 fraction digits",
+        messages: { minimum: "field.salary.positive", maximum: "field.salary.max" },
+      } as never),
+    ),
+    address: Address,
+    skills: t.Array(NotBlankString({ messages: { blank: "field.skills.blank" } }), {
+      minItems: 1,
+      maxItems: 3,
+      messages: { required: "field.skills.min", minItems: "field.skills.min", maxItems: "field.skills.max" },
+    } as never),
+  },
+  { refine: registrationRules, title: "UserRegistrationDto" } as never,
+);
+export type RegistrationBody = Static<typeof RegistrationBody>;
+
+export const ValidateEmailQuery = t.Object({ email: Email });
+
+/** Login checks only presence: any other answer than 401 would tell which rule a stored password breaks. */
+export const LoginBody = t.Object({
+  email: t.String({ minLength: 1, maxLength: 320, messages: { required: "field.email.blank", minLength: "field.email.blank" } } as never),
+  password: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } } as never),
+});
+export type LoginBody = Static<typeof LoginBody>;
+
+export const ChangePasswordBody = t.Object(
+  {
+    currentPassword: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } } as never),
+    newPassword: Password,
+    confirmNewPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
+  },
+  {
+    refine: (v: Record<string, unknown>): Violation[] =>
+      typeof v.newPassword === "string" && typeof v.confirmNewPassword === "string" && v.confirmNewPassword.trim() !== "" && v.newPassword !== v.confirmNewPassword
+        ? [{ path: "confirmNewPassword", key: "field.confirmPassword.mismatch" }]
+        : [],
+  } as never,
+);
+export type ChangePasswordBody = Static<typeof ChangePasswordBody>;
+
+export const TokenResponse = t.Object(
+  {
+    token: t.String(),
+    tokenType: t.Literal("Bearer"),
+    expiresIn: t.Integer({ description: "Seconds until the token expires" }),
+    user: User,
+  },
+  { title: "TokenResponse" },
+);
+export type TokenResponse = Static<typeof TokenResponse>;
+
+export const ProfileHeaders = t.Object({
+  "x-client-version": t.Optional(t.String({ pattern: "^[A-Za-z0-9._-]{1,32}$", default: "1.0", description: "Echoed back; default 1.0" })),
+});

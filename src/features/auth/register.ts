@@ -1,0 +1,73 @@
+/**
+ * Registration: the user, the USER role, the profile (birth date, address), skills, age and
+ * salary, the welcome notification and the audit record, all in one transaction. The
+ * unique index on users.email decides races between two registrations of one address.
+ */
+import type { Db } from "../../db/client";
+import { userProfiles, userSkills, users } from "../../db/schema";
+import { AppError, integrityKind } from "../../errors";
+import type { Metrics } from "../../metrics";
+import { timed } from "../../metrics";
+import { enqueueNotification, writeAudit } from "../notifications/outbox";
+import type { User } from "../users/model";
+import { emailTaken, findUser, grantRoles, normalizeEmail } from "../users/service";
+import type { Address, RegistrationBody } from "./model";
+import { hashPassword } from "./passwords";
+
+export interface RegisterDeps {
+  db: Db;
+  metrics: Metrics;
+  now: () => number;
+}
+
+/** The profile keeps the address as one line: "zipCode city district detail", without a missing zip. */
+export const addressLine = (address: Address) =>
+  [address.zipCode, address.city, address.district, address.detail].map((part) => part?.trim()).filter(Boolean).join(" ");
+
+/** Skills by case-insensitive name, first spelling kept. */
+export function distinctSkills(names: string[]) {
+  const byKey = new Map<string, string>();
+  for (const raw of names) {
+    const name = raw.trim();
+    const key = name.toLowerCase();
+    if (!byKey.has(key)) byKey.set(key, name);
+  }
+  return [...byKey].map(([nameKey, name]) => ({ name, nameKey }));
+}
+
+export const salaryCents = (salary: number | undefined) => (salary === undefined ? null : Math.round(salary * 100));
+
+export async function register(deps: RegisterDeps, input: RegistrationBody): Promise<User> {
+  return timed(deps.metrics, "register", async () => {
+    const email = normalizeEmail(input.email);
+    if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
+    // Hash before the transaction: the write lock is never held through ~tens of ms of argon2.
+    const passwordHash = await hashPassword(input.password);
+    const now = new Date(deps.now());
+    const name = input.name.trim();
+    let id: number;
+    try {
+      id = await deps.db.transaction(async (tx) => {
+        const [{ id }] = await tx
+          .insert(users)
+          .values({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, active: true, createdAt: now, updatedAt: now })
+          .returning({ id: users.id });
+        await grantRoles(tx, id, ["USER"]);
+        await tx.insert(userProfiles).values({ userId: id, birthDate: input.birthDate ?? null, address: addressLine(input.address) });
+        await tx.insert(userSkills).values(distinctSkills(input.skills).map((skill) => ({ userId: id, ...skill })));
+        await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
+        await writeAudit(tx, { action: "USER_CREATED", actor: email, subjectType: "User", subjectId: id, details: { email, via: "registration" } }, now);
+        return id;
+      });
+    } catch (error) {
+      throw integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
+    }
+    deps.metrics.usersCreated.inc();
+    return findUser(deps.db, id);
+  });
+}
+
+/** True when no account uses the address. */
+export async function emailAvailable(db: Db, email: string) {
+  return !(await emailTaken(db, email));
+}

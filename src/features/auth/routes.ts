@@ -1,0 +1,125 @@
+/**
+ * /api/auth (open in the access table: the session routes authenticate their bearer through
+ * the guard themselves) and GET /api/search/profile. Answers are envelopes, except the
+ * profile, which is a bare User like the rest of /api/search.
+ */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { EnvelopeOf, ErrorEnvelope, ok } from "../../envelope";
+import { languageOf } from "../../i18n";
+import { User } from "../users/model";
+import { findUser } from "../users/service";
+import { authText } from "./messages";
+import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
+import { emailAvailable, register } from "./register";
+import { changePassword, login, logout, refresh } from "./service";
+
+/**
+ * The throttle's client address: the socket's peer. X-Forwarded-For is NOT trusted (anyone
+ * could send a fresh one per attempt); behind a proxy every client shares the proxy's limit.
+ * app.handle (tests) has no socket: those requests share one constant address.
+ */
+export const clientAddress = (server: { requestIP(request: Request): { address: string } | null } | null, request: Request) =>
+  server?.requestIP(request)?.address ?? "local";
+
+/** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
+function dropNulls(value: unknown) {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return;
+  for (const [key, field] of Object.entries(value)) {
+    if (field === null) delete (value as Record<string, unknown>)[key];
+    else dropNulls(field);
+  }
+}
+
+const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 409: ErrorEnvelope, 429: ErrorEnvelope };
+
+const accountRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/auth", tags: ["Authentication"] } as never)
+    .use(ctx.auth)
+    .post(
+      "/register",
+      async ({ body, request, set }) => {
+        const user = await register(ctx, body);
+        set.status = 201;
+        return ok(user, authText("auth.registered", langOf(request)));
+      },
+      {
+        body: RegistrationBody,
+        transform: ({ body }) => dropNulls(body),
+        response: { 201: EnvelopeOf(User), ...errors },
+        detail: { summary: "Register an account", description: "Every violated rule is listed at once. The new user has role USER." },
+      },
+    )
+    .get(
+      "/validate-email",
+      async ({ query, request }) => {
+        const free = await emailAvailable(ctx.db, query.email);
+        return ok(free, authText(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
+      },
+      {
+        query: ValidateEmailQuery,
+        response: { 200: EnvelopeOf(t.Boolean()), 400: ErrorEnvelope },
+        detail: { summary: "Whether an e-mail is free", description: "data is true when no account uses the address." },
+      },
+    )
+    .post(
+      "/login",
+      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request)), authText("auth.loggedIn", langOf(request))),
+      {
+        body: LoginBody,
+        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        detail: {
+          summary: "Exchange e-mail and password for a bearer token",
+          description: "401 INVALID_CREDENTIALS for a wrong e-mail or password alike; 403 ACCOUNT_DISABLED; 429 with Retry-After after too many failures.",
+        },
+      },
+    )
+    .post("/refresh", async ({ caller, request }) => ok(await refresh(ctx, caller), authText("auth.refreshed", langOf(request))), {
+      auth: "authenticated",
+      response: { 200: EnvelopeOf(TokenResponse), ...errors },
+      detail: { summary: "A fresh token for the bearer" },
+    })
+    .post(
+      "/logout",
+      async ({ caller, request }) => {
+        await logout(ctx, caller);
+        return ok(null, authText("auth.loggedOut", langOf(request)));
+      },
+      {
+        auth: "authenticated",
+        response: { 200: EnvelopeOf(t.Null()), ...errors },
+        detail: { summary: "Revoke every token issued to the caller so far" },
+      },
+    )
+    .post(
+      "/change-password",
+      async ({ caller, body, request, server }) =>
+        ok(await changePassword(ctx, caller, body, clientAddress(server, request)), authText("auth.passwordChanged", langOf(request))),
+      {
+        auth: "authenticated",
+        body: ChangePasswordBody,
+        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        detail: {
+          summary: "Change the caller's password",
+          description: "Revokes every earlier token and answers with a new one. A wrong currentPassword is a 400 on that field, throttled like a login.",
+        },
+      },
+    );
+
+const profileRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/search", tags: ["Search"] } as never).use(ctx.auth).get(
+    "/profile",
+    ({ caller, headers, set }) => {
+      set.headers["x-client-version"] = headers["x-client-version"] ?? "1.0";
+      return findUser(ctx.db, caller.id);
+    },
+    {
+      auth: "authenticated",
+      headers: ProfileHeaders,
+      response: { 200: User, 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope },
+      detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back." },
+    },
+  );
+
+export const authRoutes = (ctx: AppContext) => new Elysia().use(accountRoutes(ctx)).use(profileRoutes(ctx));
