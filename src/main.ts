@@ -15,7 +15,9 @@ import { resolveJwtSecret } from "./features/auth/secret";
 import { createTokens } from "./features/auth/tokens";
 import { createLogging } from "./logging/logger";
 import { createMetrics } from "./metrics";
+import { createFileStore } from "./storage/files";
 import { VERSION } from "./version";
+import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
 
 const HELP = `usersvc ${VERSION.version} — user-management service
 
@@ -69,17 +71,28 @@ async function openMigrated(config: Config) {
 async function serve(config: Config) {
   const logging = createLogging(config.logLevel, config.logFormat);
   const logger = logging.get("main");
-  const database = await openMigrated(config);
-  if (config.adminEmail && config.adminPassword) {
+  // A --workers child finds the database migrated and the admin ensured by its primary.
+  const child = isWorkerChild();
+  const database = child
+    ? await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, syncUrl: config.databaseSyncUrl })
+    : await openMigrated(config);
+  if (!child && config.adminEmail && config.adminPassword) {
     const { created } = await ensureAdmin(database.db, { email: config.adminEmail, password: config.adminPassword });
     logger.info({ email: config.adminEmail, created }, "admin account ensured");
   }
   const tokens = createTokens(resolveJwtSecret(config.jwtSecret, config.dataDir, logger));
   const lifecycle = { ready: false };
-  const app = createApp({ config, db: database.db, metrics: createMetrics(), logging, tokens, lifecycle });
+  const metrics = createMetrics();
+  const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
+  if (peers) metrics.scrape = peers.scrape;
+  const files = await createFileStore(config.fileStorage, config.s3);
+  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, files });
   app.listen({ port: config.port, hostname: config.host, reusePort: true });
   lifecycle.ready = true;
-  logger.info({ port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), version: VERSION.version }, "usersvc listening");
+  const supervisor = config.workers > 1 && !child ? superviseWorkers(config.workers - 1, logger) : undefined;
+  if (!child) {
+    logger.info({ port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version }, "usersvc listening");
+  }
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -87,12 +100,15 @@ async function serve(config: Config) {
     stopping = true;
     lifecycle.ready = false;
     logger.info({ signal }, "draining in-flight requests");
+    const children = supervisor?.stop();
     const drained = app.server?.stop(false);
     const timedOut = await Promise.race([drained?.then(() => false), Bun.sleep(20_000).then(() => true)]);
     if (timedOut) {
       logger.warn("requests still running after 20 s: closing their connections");
       await app.server?.stop(true);
     }
+    await children;
+    peers?.close();
     database.close();
     logger.info("stopped");
     logging.root.flush();
@@ -100,6 +116,7 @@ async function serve(config: Config) {
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+  if (child) stopWhenOrphaned(() => void shutdown("primary gone"));
 }
 
 const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");

@@ -25,11 +25,13 @@ export interface Metrics {
   usersActive: Gauge;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
+  /** The Prometheus text: this registry, or every worker's summed (`--workers N` replaces it, see src/workers.ts). */
+  scrape: () => Promise<string>;
 }
 
 function createTimer<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], buckets: number[]): Timer<L> {
   const histogram = new Histogram<L>({ name: `${name}_seconds`, help, labelNames, buckets, registers: [registry] });
-  const max = new Gauge<L>({ name: `${name}_seconds_max`, help: `${help}: longest so far`, labelNames, registers: [registry] });
+  const max = new Gauge<L>({ name: `${name}_seconds_max`, help: `${help}: longest so far`, labelNames, registers: [registry], aggregator: "max" });
   const longest = new Map<string, number>();
   const observe = (labels: Partial<Record<L, string>>, seconds: number) => {
     histogram.observe(labels, seconds);
@@ -94,7 +96,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
 
   const systemCpuShare = cpuShare(systemCpu);
   const processCpuShare = cpuShare(processCpu);
-  new Gauge({ name: "system_cpu_usage", help: "Recent CPU usage of the whole machine (0..1)", registers: [registry], collect() { this.set(systemCpuShare()); } });
+  new Gauge({ name: "system_cpu_usage", help: "Recent CPU usage of the whole machine (0..1)", registers: [registry], aggregator: "max", collect() { this.set(systemCpuShare()); } });
   new Gauge({ name: "process_cpu_usage", help: "Recent CPU usage of this process (0..1 of all cores)", registers: [registry], collect() { this.set(processCpuShare()); } });
   new Gauge({
     name: "jvm_memory_used_bytes",
@@ -129,6 +131,8 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
       name: "users_active",
       help: "Users whose account is active",
       registers: [registry],
+      // Every worker counts the same table.
+      aggregator: "max",
       async collect() {
         if (countActive) this.set(await activeUsers());
       },
@@ -137,6 +141,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
       countActive = count;
       memo = undefined;
     },
+    scrape: () => registry.metrics(),
   };
 }
 

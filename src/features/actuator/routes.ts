@@ -112,7 +112,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
       "/prometheus",
       async ({ set }) => {
         set.headers["content-type"] = ctx.metrics.registry.contentType;
-        return ctx.metrics.registry.metrics();
+        return ctx.metrics.scrape();
       },
       {
         beforeHandle: adminOrMetricsToken,
