@@ -13,6 +13,7 @@ import { usersRoutes } from "./features/users/routes";
 import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { bodyParser } from "./http/body-parser";
+import { compression } from "./http/compression";
 import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
 
@@ -44,6 +45,7 @@ export function createApp(deps: AppDeps) {
       }),
     )
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
+    .use(compression())
     .use(bodyParser(config.maxBodyBytes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))

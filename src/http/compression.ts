@@ -1,0 +1,81 @@
+/**
+ * Response compression for every route: JSON and text bodies over 1 KiB are gzip-compressed
+ * (brotli when the client ranks br above gzip) when Accept-Encoding allows it, with
+ * Vary: Accept-Encoding. Small bodies, binary downloads (files, heap dumps) and bodies that
+ * already carry a Content-Encoding go out as they are.
+ */
+import { promisify } from "node:util";
+import { brotliCompress, constants, gzip } from "node:zlib";
+import { Elysia } from "elysia";
+
+export const COMPRESSION_THRESHOLD_BYTES = 1024;
+
+const gzipAsync = promisify(gzip);
+const brotliAsync = promisify(brotliCompress);
+
+/** Text-like types worth compressing; everything else (octet-stream, images, archives) is left alone. */
+const COMPRESSIBLE = /^(text\/|application\/(json|javascript|xml|problem\+json|[\w.+-]+\+json|[\w.+-]+\+xml)\b)/i;
+
+type Encoding = "br" | "gzip";
+
+/** The encoding the client ranks highest (q-values; gzip wins a tie, being the cheaper), or none. */
+export function chooseEncoding(header: string | null): Encoding | undefined {
+  if (!header) return undefined;
+  const q: Record<string, number> = {};
+  for (const part of header.split(",")) {
+    const [name, ...params] = part.trim().toLowerCase().split(";");
+    const given = params.map((p) => p.trim()).find((p) => p.startsWith("q="));
+    q[name] = given ? Number(given.slice(2)) || 0 : 1;
+  }
+  const gz = q.gzip ?? q["x-gzip"] ?? q["*"] ?? 0;
+  const br = q.br ?? q["*"] ?? 0;
+  if (br > gz && br > 0) return "br";
+  if (gz > 0) return "gzip";
+  return br > 0 ? "br" : undefined;
+}
+
+const compress = (body: Uint8Array, encoding: Encoding) =>
+  encoding === "br"
+    ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } })
+    : gzipAsync(body, { level: 6 });
+
+export const compression = () =>
+  new Elysia({ name: "compression" }).mapResponse({ as: "global" }, async ({ request, responseValue, set }): Promise<any> => {
+    // "Leave it" must hand the value back: Elysia 1.4's app-level error path (unknown routes)
+    // answers an empty body when a mapResponse hook returns undefined.
+    const asIs = responseValue;
+    if (request.method === "HEAD") return asIs;
+    const encoding = chooseEncoding(request.headers.get("accept-encoding"));
+
+    // What the handler (or the errors plugin) answered, as bytes plus its type.
+    let body: Uint8Array;
+    let type: string;
+    let status = typeof set.status === "number" ? set.status : 200;
+    const headers = new Headers(set.headers as Record<string, string>);
+    if (responseValue instanceof Response) {
+      type = responseValue.headers.get("content-type") ?? "";
+      const h = responseValue.headers;
+      // Downloads keep their bytes as stored (Range, checksums); only our own text answers qualify.
+      if (!COMPRESSIBLE.test(type) || h.has("content-encoding") || h.has("content-disposition") || h.has("content-range") || !responseValue.body) return asIs;
+      status = responseValue.status;
+      h.forEach((value, key) => headers.set(key, value));
+      body = new Uint8Array(await responseValue.arrayBuffer());
+    } else if (typeof responseValue === "string") {
+      type = String(set.headers["content-type"] ?? "text/plain; charset=utf-8");
+      body = new TextEncoder().encode(responseValue);
+    } else if (responseValue !== null && typeof responseValue === "object" && (Array.isArray(responseValue) || Object.getPrototypeOf(responseValue) === Object.prototype)) {
+      type = String(set.headers["content-type"] ?? "application/json; charset=utf-8");
+      body = new TextEncoder().encode(JSON.stringify(responseValue));
+    } else {
+      return asIs;
+    }
+    if (status === 204 || status === 206 || status === 304 || !COMPRESSIBLE.test(type)) return asIs;
+    headers.set("content-type", type);
+    // A Response read above must be answered anew, whatever its size.
+    if (body.byteLength <= COMPRESSION_THRESHOLD_BYTES) return responseValue instanceof Response ? new Response(body, { status, headers }) : asIs;
+    headers.append("vary", "Accept-Encoding");
+    if (!encoding) return new Response(body, { status, headers });
+    headers.set("content-encoding", encoding);
+    headers.delete("content-length");
+    return new Response(await compress(body, encoding), { status, headers });
+  });
