@@ -2,6 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope } from "../../envelope";
+import { Violations } from "../../errors";
 import { User } from "../users/model";
 import { DepartmentRoleParams, parseInstant, SkillsQuery, UserSearchQuery } from "./model";
 import { searchUsers } from "./service";
@@ -10,6 +11,13 @@ import { searchUsers } from "./service";
 const dropEmptyQuery = ({ query }: { query: Record<string, unknown> }) => {
   for (const [key, value] of Object.entries(query)) if (value === "") delete query[key];
 };
+
+/** Each skill must say something: `skills[i]: must not be blank`, as a parameter failure. */
+function notBlank(skills: string[]) {
+  const blank = skills.flatMap((s, i) => (s.trim() === "" ? [{ path: `skills[${i}]`, key: "field.skills.blank" as const }] : []));
+  if (blank.length > 0) throw new Violations("params", blank);
+  return skills;
+}
 
 const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope };
 
@@ -51,7 +59,7 @@ export const searchRoutes = (ctx: AppContext) =>
       response: { 200: t.Array(User), ...errors },
       detail: { summary: "Users of a department holding a role", description: "Department name and role name, both case-insensitive; every match, by id." },
     })
-    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: query.skills }), {
+    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }), {
       auth: "authenticated",
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },
