@@ -127,6 +127,17 @@ function refinements(schema: TSchema, value: unknown, prefix: string, out: Viola
 }
 
 /**
+ * The `refine` rules alone. Elysia checks only the TypeBox part of a body, so a route whose
+ * schema carries refinements runs this in beforeHandle (the errors plugin runs both when
+ * TypeBox already failed).
+ */
+export function refinementViolationsOf(schema: TSchema, value: unknown): Violation[] {
+  const out: Violation[] = [];
+  refinements(schema, value, "", out);
+  return out;
+}
+
+/**
  * Elysia widens query and path numbers/booleans to `anyOf: [string (format integer…), integer]`
  * so it can coerce them; for messages we want the typed branch, with the raw string converted.
  */

@@ -3,10 +3,12 @@
  * the guard themselves) and GET /api/search/profile. Answers are envelopes, except the
  * profile, which is a bare User like the rest of /api/search.
  */
-import { Elysia, t } from "elysia";
+import { Elysia, t, type TSchema } from "elysia";
 import type { AppContext } from "../../context";
 import { EnvelopeOf, ErrorEnvelope, ok } from "../../envelope";
+import { Violations } from "../../errors";
 import { languageOf } from "../../i18n";
+import { refinementViolationsOf } from "../../validation";
 import { User } from "../users/model";
 import { findUser } from "../users/service";
 import { authText } from "./messages";
@@ -31,6 +33,12 @@ function dropNulls(value: unknown) {
   }
 }
 
+/** beforeHandle for a body whose schema has `refine` rules (confirmPassword, birthDate, salary digits). */
+const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
+  const violations = refinementViolationsOf(schema, body);
+  if (violations.length > 0) throw new Violations("body", violations);
+};
+
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 409: ErrorEnvelope, 429: ErrorEnvelope };
 
@@ -47,6 +55,7 @@ const accountRoutes = (ctx: AppContext) =>
       {
         body: RegistrationBody,
         transform: ({ body }) => dropNulls(body),
+        beforeHandle: refined(RegistrationBody),
         response: { 201: EnvelopeOf(User), ...errors },
         detail: { summary: "Register an account", description: "Every violated rule is listed at once. The new user has role USER." },
       },
@@ -99,6 +108,7 @@ const accountRoutes = (ctx: AppContext) =>
       {
         auth: "authenticated",
         body: ChangePasswordBody,
+        beforeHandle: refined(ChangePasswordBody),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "Change the caller's password",
