@@ -90,9 +90,16 @@ const processCpu = () => {
 /** users_active: a burst of scrapes shares one indexed count (one query in flight, then a 1 s memo). */
 const ACTIVE_USERS_MEMO_MS = 1000;
 
+/** prom-client's process and runtime metrics, as Prometheus' own tooling accepts them. */
+export function addDefaultMetrics(registry: Registry) {
+  collectDefaultMetrics({ register: registry });
+  // Gauges named *_total fail `promtool check metrics`; their per-type siblings carry the same counts.
+  for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"]) registry.removeSingleMetric(name);
+}
+
 export function createMetrics({ defaultMetrics = true } = {}): Metrics {
   const registry = new Registry();
-  if (defaultMetrics) collectDefaultMetrics({ register: registry });
+  if (defaultMetrics) addDefaultMetrics(registry);
 
   const systemCpuShare = cpuShare(systemCpu);
   const processCpuShare = cpuShare(processCpu);

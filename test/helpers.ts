@@ -34,7 +34,8 @@ export interface RequestOptions {
   raw?: RequestInit["body"];
 }
 
-export async function makeTestApp(env: Env = {}, options: { now?: () => number } = {}) {
+/** `logs` receives every log line (JSON), for tests about logging. */
+export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void } } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-test-"));
   const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", ...env });
   const database = await openDatabase({ url: config.databaseUrl });
@@ -42,7 +43,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number }
   const now = options.now ?? Date.now;
   const tokens = createTokens(config.jwtSecret!, now);
   const metrics = createMetrics({ defaultMetrics: false });
-  const logging = createLogging(config.logLevel, "json");
+  const logging = createLogging(config.logLevel, "json", options.logs);
   const lifecycle = { ready: true };
   const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, now });
   const base = `http://localhost${config.basePath}`;
@@ -96,6 +97,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number }
     client: database.client,
     tokens,
     metrics,
+    logging,
     lifecycle,
     request,
     createUser,
