@@ -1,0 +1,264 @@
+/**
+ * Departments, roles, profiles and bulk deactivation through app.handle on a real libSQL
+ * file: shapes, who may do what, validation, and the deactivation cutoff at its boundary.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { users } from "../src/db/schema";
+import { makeTestApp, type TestApp } from "./helpers";
+
+let t: TestApp;
+let admin: { id: number; email: string; token: string };
+let plain: { id: number; email: string; token: string };
+let other: { id: number; email: string; token: string };
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  admin = await t.admin();
+  plain = await t.createUser();
+  other = await t.createUser();
+});
+afterAll(() => t.close());
+
+const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const failure = (message: string, errorCode?: string, errors?: string[]) => ({
+  success: false,
+  message,
+  timestamp: expect.stringMatching(ISO_Z),
+  ...(errorCode ? { errorCode } : {}),
+  ...(errors ? { errors } : {}),
+});
+const DENIED = failure("You do not have permission to perform this operation", "ACCESS_DENIED");
+
+describe("departments", () => {
+  test("ADMIN creates one: 201, the Department", async () => {
+    const res = await t.request("POST", "/api/departments", { token: admin.token, body: { name: "  Research  ", description: "Labs" } });
+    expect(res.status).toBe(201);
+    expect(res.body).toEqual({ id: expect.any(Number), name: "Research", description: "Labs", createdAt: expect.stringMatching(ISO_Z), userCount: 0 });
+  });
+
+  test("a user's department is its name, created on first use, and counted", async () => {
+    const created = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Dept Person", email: "dept@example.com", department: "Logistics" } });
+    expect(created.body.department).toBe("Logistics");
+    await t.request("POST", "/api/users", { token: admin.token, body: { name: "Lab Person", email: "lab@example.com", department: "Research" } });
+    const list = await t.request("GET", "/api/departments", { token: plain.token });
+    expect(list.status).toBe(200);
+    expect(list.body.map((d: { name: string; userCount: number }) => [d.name, d.userCount])).toEqual([
+      ["Logistics", 1],
+      ["Research", 1],
+    ]);
+    const logistics = list.body.find((d: { name: string }) => d.name === "Logistics");
+    expect(logistics).toEqual({ id: expect.any(Number), name: "Logistics", description: null, createdAt: expect.stringMatching(ISO_Z), userCount: 1 });
+  });
+
+  const refused: [string, () => { token?: string; body: unknown }, number, object][] = [
+    ["a taken name", () => ({ token: admin.token, body: { name: "Research" } }), 409, failure("Department already exists: Research", "DUPLICATE_DEPARTMENT")],
+    ["a taken name with spaces around", () => ({ token: admin.token, body: { name: " Research " } }), 409, failure("Department already exists: Research", "DUPLICATE_DEPARTMENT")],
+    ["a blank name", () => ({ token: admin.token, body: { name: "   " } }), 400, failure("Data validation failed", undefined, ["name: is required"])],
+    ["no name", () => ({ token: admin.token, body: {} }), 400, failure("Data validation failed", undefined, ["name: is required"])],
+    ["a name of 51 characters", () => ({ token: admin.token, body: { name: "d".repeat(51) } }), 400, failure("Data validation failed", undefined, ["name: must be at most 50 characters"])],
+    ["a USER", () => ({ token: plain.token, body: { name: "Mine" } }), 403, DENIED],
+    ["no token", () => ({ body: { name: "Mine" } }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
+  ];
+  test.each(refused)("POST with %s → %i", async (_, request, status, body) => {
+    const res = await t.request("POST", "/api/departments", request());
+    expect(res.status).toBe(status);
+    expect(res.body).toEqual(body);
+  });
+
+  test("a taken name in Traditional Chinese", async () => {
+    const res = await t.request("POST", "/api/departments", { token: admin.token, body: { name: "Research" }, headers: { "accept-language": "zh-TW" } });
+    expect(res.body.message).toBe("部門已存在: Research");
+  });
+
+  test("listing needs a token", async () => {
+    expect((await t.request("GET", "/api/departments")).status).toBe(401);
+  });
+});
+
+describe("roles", () => {
+  test("any caller lists the seeded roles", async () => {
+    const res = await t.request("GET", "/api/roles", { token: plain.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([
+      { id: expect.any(Number), name: "USER", description: expect.any(String) },
+      { id: expect.any(Number), name: "ADMIN", description: expect.any(String) },
+    ]);
+  });
+
+  test("ADMIN sets a user's roles: the whole set, repeats once, version +1; the new role applies at once", async () => {
+    const target = await t.createUser();
+    const res = await t.request("PUT", `/api/users/${target.id}/roles`, { token: admin.token, body: { roles: ["ADMIN", "USER", "ADMIN"] } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ id: target.id, email: target.email, roles: ["ADMIN", "USER"], version: 1 });
+    expect(Object.keys(res.body)).not.toContain("passwordHash");
+    // The same token now passes ADMIN rules: roles are read on every request.
+    expect((await t.request("POST", "/api/departments", { token: target.token, body: { name: "Promoted" } })).status).toBe(201);
+
+    const demoted = await t.request("PUT", `/api/users/${target.id}/roles`, { token: admin.token, body: { roles: ["USER"] } });
+    expect(demoted.body).toMatchObject({ roles: ["USER"], version: 2 });
+    expect((await t.request("POST", "/api/departments", { token: target.token, body: { name: "Again" } })).status).toBe(403);
+  });
+
+  const refused: [string, () => { token?: string; id: number; body: unknown }, number, object][] = [
+    ["a USER", () => ({ token: plain.token, id: plain.id, body: { roles: ["ADMIN"] } }), 403, DENIED],
+    ["no token", () => ({ id: plain.id, body: { roles: ["USER"] } }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
+    ["an unknown role", () => ({ token: admin.token, id: plain.id, body: { roles: ["USER", "KING"] } }), 400, failure("Data validation failed", undefined, ["roles[1]: must be one of USER, ADMIN"])],
+    ["no roles", () => ({ token: admin.token, id: plain.id, body: { roles: [] } }), 400, failure("Data validation failed", undefined, ["roles: must have at least 1 entries"])],
+    ["no body field", () => ({ token: admin.token, id: plain.id, body: {} }), 400, failure("Data validation failed", undefined, ["roles: is required"])],
+    ["an unknown user", () => ({ token: admin.token, id: 99_999, body: { roles: ["USER"] } }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
+  ];
+  test.each(refused)("PUT roles by/with %s → %i", async (_, request, status, body) => {
+    const { id, ...rest } = request();
+    const res = await t.request("PUT", `/api/users/${id}/roles`, rest);
+    expect(res.status).toBe(status);
+    expect(res.body).toEqual(body);
+  });
+
+  test("a refused change leaves the roles alone", async () => {
+    const res = await t.request("GET", `/api/users/${plain.id}`, { token: admin.token });
+    expect(res.body.roles).toEqual(["USER"]);
+  });
+});
+
+describe("profiles", () => {
+  const empty = (userId: number) => ({ userId, avatarUrl: null, bio: null, birthDate: null, address: null });
+  const full = { avatarUrl: "https://example.com/a.png", bio: "Hello\nthere", birthDate: "1990-05-17", address: "1 Main St, Taipei" };
+
+  test("a user without one reads an empty profile", async () => {
+    const res = await t.request("GET", `/api/users/${plain.id}/profile`, { token: plain.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(empty(plain.id));
+  });
+
+  test("the user writes their own, then reads it back; a second PUT replaces it whole", async () => {
+    const put = await t.request("PUT", `/api/users/${plain.id}/profile`, { token: plain.token, body: full });
+    expect(put.status).toBe(200);
+    expect(put.body).toEqual({ userId: plain.id, ...full });
+    expect((await t.request("GET", `/api/users/${plain.id}/profile`, { token: plain.token })).body).toEqual({ userId: plain.id, ...full });
+
+    const replaced = await t.request("PUT", `/api/users/${plain.id}/profile`, { token: plain.token, body: { bio: "Only a bio", avatarUrl: null } });
+    expect(replaced.body).toEqual({ ...empty(plain.id), bio: "Only a bio" });
+    expect((await t.request("GET", `/api/users/${plain.id}/profile`, { token: plain.token })).body).toEqual({ ...empty(plain.id), bio: "Only a bio" });
+  });
+
+  test("ADMIN reads and writes anyone's", async () => {
+    const put = await t.request("PUT", `/api/users/${other.id}/profile`, { token: admin.token, body: { address: "Admin wrote this" } });
+    expect(put.status).toBe(200);
+    expect((await t.request("GET", `/api/users/${other.id}/profile`, { token: admin.token })).body).toEqual({ ...empty(other.id), address: "Admin wrote this" });
+  });
+
+  const refused: [string, string, () => { token?: string; id: number; body?: unknown }, number, object][] = [
+    ["another USER reads", "GET", () => ({ token: plain.token, id: other.id }), 403, DENIED],
+    ["another USER writes", "PUT", () => ({ token: plain.token, id: other.id, body: { bio: "mine now" } }), 403, DENIED],
+    ["a USER asks for an unknown id", "GET", () => ({ token: plain.token, id: 99_999 }), 403, DENIED],
+    ["ADMIN reads an unknown id", "GET", () => ({ token: admin.token, id: 99_999 }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
+    ["ADMIN writes an unknown id", "PUT", () => ({ token: admin.token, id: 99_999, body: { bio: "x" } }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
+    ["no token", "GET", () => ({ id: plain.id }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
+    ["a bad date and a number for bio", "PUT", () => ({ token: plain.token, id: plain.id, body: { bio: 5, birthDate: "1990-02-30" } }), 400,
+      failure("Data validation failed", undefined, ["bio: must be a string", "birthDate: must be a date (yyyy-MM-dd)"])],
+    ["a birthDate that is not in the past", "PUT", () => ({ token: plain.token, id: plain.id, body: { birthDate: "2999-01-01" } }), 400,
+      failure("Data validation failed", undefined, ["birthDate: must be a date in the past"])],
+    ["an avatarUrl of 501 characters", "PUT", () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "a".repeat(501) } }), 400,
+      failure("Data validation failed", undefined, ["avatarUrl: must be at most 500 characters"])],
+  ];
+  test.each(refused)("%s → %i", async (_, method, request, status, body) => {
+    const { id, ...rest } = request();
+    const res = await t.request(method, `/api/users/${id}/profile`, rest);
+    expect(res.status).toBe(status);
+    expect(res.body).toEqual(body);
+  });
+
+  test("refused writes changed nothing", async () => {
+    expect((await t.request("GET", `/api/users/${other.id}/profile`, { token: other.token })).body).toEqual({ ...empty(other.id), address: "Admin wrote this" });
+    expect((await t.request("GET", `/api/users/${plain.id}/profile`, { token: plain.token })).body).toEqual({ ...empty(plain.id), bio: "Only a bio" });
+  });
+});
+
+describe("deactivate-inactive", () => {
+  // A separate app: the counts below are exact only if no one else has logged in.
+  let d: TestApp;
+  let boss: { id: number; email: string; token: string };
+  const people: Record<string, { id: number; email: string; token: string }> = {};
+  const PASSWORD = "Secret@123";
+  const lastLogins: Record<string, string | null> = {
+    justBeforeMidnight: "2025-05-31T23:59:59.999Z",
+    atMidnight: "2025-06-01T00:00:00.000Z",
+    atTen: "2025-06-01T10:00:00.000Z",
+    never: null,
+  };
+
+  beforeAll(async () => {
+    d = await makeTestApp();
+    boss = await d.admin();
+    for (const [key, at] of Object.entries(lastLogins)) {
+      people[key] = await d.createUser({ password: PASSWORD });
+      await d.db.update(users).set({ lastLogin: at ? new Date(at) : null }).where(eq(users.id, people[key].id));
+    }
+    people.alreadyInactive = await d.createUser();
+    await d.db.update(users).set({ active: false, lastLogin: new Date("2020-01-01T00:00:00Z") }).where(eq(users.id, people.alreadyInactive.id));
+  });
+  afterAll(() => d.close());
+
+  const deactivate = (before: string, token = boss.token) => d.request("POST", `/api/users/deactivate-inactive?before=${encodeURIComponent(before)}`, { token });
+  const state = async (key: string) => {
+    const [row] = await d.db.select({ active: users.active, version: users.version }).from(users).where(eq(users.id, people[key].id));
+    return row;
+  };
+
+  test("walks the cutoff across the boundaries, one user at a time", async () => {
+    const steps: [string, number, string[]][] = [
+      // A date means the start of that day (UTC): 23:59:59.999 the day before is not before it.
+      ["2025-05-31", 0, []],
+      ["2025-06-01", 1, ["justBeforeMidnight"]],
+      // Exactly at the cutoff is not before it.
+      ["2025-06-01T00:00:00Z", 0, []],
+      ["2025-06-01T00:00:00.001Z", 1, ["atMidnight"]],
+      ["2025-06-01T10:00:00Z", 0, []],
+      // 12:00:00.001+02:00 is 10:00:00.001Z.
+      ["2025-06-01T12:00:00.001+02:00", 1, ["atTen"]],
+      ["2030-01-01", 0, []],
+    ];
+    const gone = new Set<string>();
+    for (const [before, count, newlyGone] of steps) {
+      const res = await deactivate(before);
+      expect([before, res.status, res.body]).toEqual([before, 200, { count }]);
+      for (const key of newlyGone) gone.add(key);
+      for (const key of Object.keys(lastLogins)) expect([before, key, (await state(key)).active]).toEqual([before, key, !gone.has(key)]);
+    }
+  });
+
+  test("deactivated users got version +1; never-logged-in and already-inactive users were not touched", async () => {
+    expect(await state("justBeforeMidnight")).toEqual({ active: false, version: 1 });
+    expect(await state("never")).toEqual({ active: true, version: 0 });
+    expect(await state("alreadyInactive")).toEqual({ active: false, version: 0 });
+  });
+
+  test("a deactivated user's token stops working; the untouched user's still works", async () => {
+    const res = await d.request("GET", `/api/users/${people.atTen.id}`, { token: people.atTen.token });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(failure("Authentication is required to access this resource", "UNAUTHORIZED"));
+    expect(res.headers.get("www-authenticate")).toBe("Bearer");
+    expect((await d.request("GET", `/api/users/${people.never.id}`, { token: people.never.token })).status).toBe(200);
+  });
+
+  test("a deactivated user cannot log in: 403 ACCOUNT_DISABLED", async () => {
+    const res = await d.request("POST", "/api/auth/login", { body: { email: people.atTen.email, password: PASSWORD } });
+    expect(res.status).toBe(403);
+    expect(res.body.errorCode).toBe("ACCOUNT_DISABLED");
+  });
+
+  const refused: [string, () => Promise<{ status: number; body: unknown }>, number, object][] = [
+    ["a USER", () => deactivate("2030-01-01", people.never.token), 403, DENIED],
+    ["no token", () => d.request("POST", "/api/users/deactivate-inactive?before=2030-01-01"), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
+    ["no cutoff", () => d.request("POST", "/api/users/deactivate-inactive", { token: boss.token }), 400, failure("Parameter validation failed", undefined, ["before: is required"])],
+    ["a word", () => deactivate("yesterday"), 400, failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"])],
+    ["a day that does not exist", () => deactivate("2025-02-30"), 400, failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"])],
+  ];
+  test.each(refused)("by/with %s → %i", async (_, call, status, body) => {
+    const res = await call();
+    expect(res.status).toBe(status);
+    expect(res.body).toEqual(body);
+    expect(await state("never")).toEqual({ active: true, version: 0 });
+  });
+});
