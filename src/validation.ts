@@ -154,6 +154,7 @@ function typedBranch(schema: TSchema): TSchema {
     const properties = Object.fromEntries(Object.entries(schema.properties as Record<string, TSchema>).map(([k, v]) => [k, typedBranch(v)]));
     return { ...schema, properties } as TSchema;
   }
+  if (schema.type === "array" && schema.items) return { ...schema, items: typedBranch(schema.items) } as TSchema;
   return schema;
 }
 
@@ -182,7 +183,9 @@ function nullableBranch(schema: TSchema): TSchema | undefined {
 }
 
 /** Every violation of `value` against `schema`, in field order, without duplicates. */
-export function violationsOf(schema: TSchema, value: unknown): Violation[] {
+export function violationsOf(widened: TSchema, value: unknown): Violation[] {
+  // Elysia widens body integers the same way (t.Integer → anyOf [numeric string, integer]).
+  const schema = typedBranch(widened);
   const out: Violation[] = [];
   const seen = new Set<string>();
   for (const error of Value.Errors(schema, value)) {
