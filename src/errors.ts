@@ -23,6 +23,7 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: { status: 413, message: "error.payloadTooLarge" },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: "error.unsupportedMediaType" },
   TOO_MANY_REQUESTS: { status: 429, message: "error.tooManyRequests" },
+  SERVICE_UNAVAILABLE: { status: 503, message: "error.serviceUnavailable" },
   INTERNAL_ERROR: { status: 500, message: "error.internal" },
 } as const satisfies Record<string, { status: number; message: MessageKey }>;
 
@@ -121,52 +122,64 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (headers) Object.assign(set.headers, headers);
       return body;
     };
+    /** Anything not a client's mistake: a constraint, a busy database, or a 500 with the detail only in the log. */
+    const unexpected = (error: unknown) => {
+      const integrity = integrityKind(error);
+      if (integrity) return reply(409, failure(translate(INTEGRITY_MESSAGE[integrity], lang), "DATA_INTEGRITY_VIOLATION"));
+      if (isBusy(error)) {
+        logger.warn({ err: error }, "database busy");
+        return reply(503, failure(translate("error.serviceUnavailable", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
+      }
+      logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
+      return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+    };
+    try {
+      return await answer();
+    } catch (failed) {
+      // Classifying failed too (the database is gone while checking the caller): still an envelope.
+      return unexpected(failed);
+    }
 
-    if (error instanceof AppError) {
-      const errors = error.options.errors;
-      return reply(error.status, failure(error.messageIn(lang), error.code, errors), error.options.headers);
-    }
-    if (error instanceof Violations) {
-      const key = error.on === "body" ? "validation.body" : "validation.params";
-      return reply(400, failure(translate(key, lang), undefined, formatViolations(error.violations, lang)));
-    }
-    if (code === "VALIDATION" && error instanceof ValidationError) {
-      if (error.type === "body") {
-        const schema = (error.validator as any)?.schema ?? error.validator;
-        return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, error.value), lang)));
+    async function answer() {
+      if (error instanceof AppError) {
+        const errors = error.options.errors;
+        return reply(error.status, failure(error.messageIn(lang), error.code, errors), error.options.headers);
       }
-      if (error.type === "response") {
-        // A response that does not fit its schema is our bug, not the client's.
-        logger.error({ err: error, route }, "response failed its schema");
-        return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+      if (error instanceof Violations) {
+        const key = error.on === "body" ? "validation.body" : "validation.params";
+        return reply(400, failure(translate(key, lang), undefined, formatViolations(error.violations, lang)));
       }
-      // "property" is how Elysia reports one bad coerced value (a path or query number) without
-      // saying whose: check the route's path parameters and its whole query, from the raw strings.
-      const parts = error.type === "property" ? (["params", "query"] as const) : [error.type as "query" | "params" | "headers"];
-      const violations = parts.flatMap((part) => {
-        const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? (error.validator as any)?.schema : undefined);
-        const raw = part === "query" ? queryOf(request.url) : part === "params" ? params : (error.value as Record<string, unknown>);
-        return schema ? parameterViolationsOf(schema, raw ?? {}) : [];
-      });
-      return reply(400, failure(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
-    }
-    if (code === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
-    if (code === "NOT_FOUND") {
-      if (!(await isAuthenticated(request))) {
-        return reply(401, failure(translate("error.unauthorized", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
+      if (code === "VALIDATION" && error instanceof ValidationError) {
+        if (error.type === "body") {
+          const schema = (error.validator as any)?.schema ?? error.validator;
+          return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, error.value), lang)));
+        }
+        if (error.type === "response") {
+          // A response that does not fit its schema is our bug, not the client's.
+          logger.error({ err: error, route }, "response failed its schema");
+          return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+        }
+        // "property" is how Elysia reports one bad coerced value (a path or query number) without
+        // saying whose: check the route's path parameters and its whole query, from the raw strings.
+        const parts = error.type === "property" ? (["params", "query"] as const) : [error.type as "query" | "params" | "headers"];
+        const violations = parts.flatMap((part) => {
+          const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? (error.validator as any)?.schema : undefined);
+          const raw = part === "query" ? queryOf(request.url) : part === "params" ? params : (error.value as Record<string, unknown>);
+          return schema ? parameterViolationsOf(schema, raw ?? {}) : [];
+        });
+        return reply(400, failure(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
       }
-      const methods = routes.methodsFor(new URL(request.url).pathname);
-      if (methods.length > 0 && !methods.includes(request.method)) {
-        return reply(405, failure(translate("error.methodNotAllowed", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
+      if (code === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
+      if (code === "NOT_FOUND") {
+        if (!(await isAuthenticated(request))) {
+          return reply(401, failure(translate("error.unauthorized", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
+        }
+        const methods = routes.methodsFor(new URL(request.url).pathname);
+        if (methods.length > 0 && !methods.includes(request.method)) {
+          return reply(405, failure(translate("error.methodNotAllowed", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
+        }
+        return reply(404, failure(translate("error.notFound", lang), "NOT_FOUND"));
       }
-      return reply(404, failure(translate("error.notFound", lang), "NOT_FOUND"));
+      return unexpected(error);
     }
-    const integrity = integrityKind(error);
-    if (integrity) return reply(409, failure(translate(INTEGRITY_MESSAGE[integrity], lang), "DATA_INTEGRITY_VIOLATION"));
-    if (isBusy(error)) {
-      logger.warn({ err: error }, "database busy");
-      return reply(503, failure(translate("error.tooManyRequests", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
-    }
-    logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
-    return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
   });

@@ -22,6 +22,7 @@ const catalogue = {
   "error.payloadTooLarge": { en: "Request body is too large", "zh-TW": "請求內容過大" },
   "error.unsupportedMediaType": { en: "Unsupported content type", "zh-TW": "不支援的內容類型" },
   "error.tooManyRequests": { en: "Too many requests, try again later", "zh-TW": "請求過於頻繁，請稍後再試" },
+  "error.serviceUnavailable": { en: "The service is busy, please try again shortly", "zh-TW": "服務忙碌中，請稍後再試" },
   "error.integrity.duplicate": { en: "Duplicate data, the operation cannot be performed", "zh-TW": "資料重複，無法執行操作" },
   "error.integrity.foreignKey": { en: "The data is referenced by other records, the operation cannot be performed", "zh-TW": "資料存在關聯，無法執行操作" },
   "error.integrity.other": { en: "Data operation failed", "zh-TW": "資料操作失敗" },

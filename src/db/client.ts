@@ -3,6 +3,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { createClient, type Client, type InStatement, type ResultSet, type Transaction, type TransactionMode } from "@libsql/client";
 import { drizzle, type LibSQLDatabase } from "drizzle-orm/libsql";
+import { tuneEmbeddedConnections } from "./embedded-tuning";
 import * as schema from "./schema";
 
 export type Db = LibSQLDatabase<typeof schema>;
@@ -28,6 +29,7 @@ export async function openDatabase({ url, authToken, syncUrl }: DatabaseOptions)
     const path = url.slice("file:".length).split("?")[0];
     if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   }
+  if (local) tuneEmbeddedConnections();
   const client = createClient({ url, authToken, syncUrl, ...(local ? { timeout: BUSY_TIMEOUT_MS } : {}) } as Parameters<typeof createClient>[0]);
   if (local && !syncUrl) {
     // WAL lets readers run beside the writer and several worker processes share the file.
@@ -64,6 +66,8 @@ function gateWrites(client: Client) {
       const release = await turn();
       try {
         return await call(...args);
+      } catch (error) {
+        throw finalizeAfterBusy(error);
       } finally {
         release();
       }
@@ -83,7 +87,7 @@ function gateWrites(client: Client) {
       tx = await begin(mode);
     } catch (error) {
       release();
-      throw error;
+      throw finalizeAfterBusy(error);
     }
     for (const end of ["commit", "rollback"] as const) {
       const original = tx[end].bind(tx);
@@ -102,4 +106,15 @@ function gateWrites(client: Client) {
     };
     return tx;
   }) as Client["transaction"];
+}
+
+/**
+ * A statement that failed SQLITE_BUSY (another process held the lock past the busy timeout)
+ * is left un-reset by the driver until it is garbage-collected, and meanwhile its pooled
+ * connection fails every later COMMIT with "SQL statements in progress" (probe: one BUSY, then
+ * every create 503 until a GC). Collecting at once finalizes it; this runs only after a busy wait.
+ */
+function finalizeAfterBusy(error: unknown) {
+  if ((error as { code?: string } | undefined)?.code === "SQLITE_BUSY") Bun.gc(true);
+  return error;
 }
