@@ -9,6 +9,7 @@ import { authPlugin, createAuthenticator } from "./features/auth/guard";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { authRoutes } from "./features/auth/routes";
 import { docsRoutes } from "./features/docs/routes";
+import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
@@ -46,11 +47,12 @@ export function createApp(deps: AppDeps) {
     )
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
     .use(compression())
-    .use(bodyParser(config.maxBodyBytes))
+    .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))
     .use(usersRoutes(ctx))
+    .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx));
   self = app;

@@ -19,6 +19,8 @@ export interface Config {
   readonly dataDir: string;
   /** A folder, or s3://bucket/prefix. */
   readonly fileStorage: string;
+  /** For an s3:// FILE_STORAGE: from S3_* or else AWS_* variables (Bun's client defaults the rest). */
+  readonly s3: { endpoint?: string; region?: string; accessKeyId?: string; secretAccessKey?: string; sessionToken?: string };
   readonly maxUploadBytes: number;
   readonly maxBodyBytes: number;
   readonly adminEmail?: string;
@@ -45,6 +47,7 @@ export class ConfigError extends Error {
 export const CONFIG_VARIABLES = [
   "PORT", "HOST", "BASE_PATH", "DATABASE_URL", "DATABASE_AUTH_TOKEN", "DATABASE_SYNC_URL",
   "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
+  "S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_SESSION_TOKEN",
   "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL",
   "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "METRICS_TOKEN", "WORKERS",
 ] as const;
@@ -118,6 +121,16 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
   if (fileStorage.startsWith("s3:") && !/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/.test(fileStorage)) {
     problems.push(`FILE_STORAGE must be a folder or s3://bucket/prefix (got "${fileStorage}")`);
   }
+  const s3 = {
+    endpoint: url("S3_ENDPOINT", ["http:", "https:"]) ?? url("AWS_ENDPOINT_URL_S3", ["http:", "https:"]) ?? url("AWS_ENDPOINT_URL", ["http:", "https:"]),
+    region: read("S3_REGION") ?? read("AWS_REGION") ?? read("AWS_DEFAULT_REGION"),
+    accessKeyId: read("S3_ACCESS_KEY_ID") ?? read("AWS_ACCESS_KEY_ID"),
+    secretAccessKey: read("S3_SECRET_ACCESS_KEY") ?? read("AWS_SECRET_ACCESS_KEY"),
+    sessionToken: read("S3_SESSION_TOKEN") ?? read("AWS_SESSION_TOKEN"),
+  };
+  if (fileStorage.startsWith("s3:") && (!s3.accessKeyId || !s3.secretAccessKey)) {
+    problems.push("FILE_STORAGE=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+  }
 
   const adminEmail = read("ADMIN_EMAIL");
   const adminPassword = read("ADMIN_PASSWORD");
@@ -138,6 +151,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     jwtSecret,
     dataDir,
     fileStorage,
+    s3,
     maxUploadBytes: integer("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 2 ** 40),
     maxBodyBytes: integer("MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 2 ** 31),
     adminEmail,

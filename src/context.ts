@@ -8,6 +8,7 @@ import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import type { Authenticator, authPlugin } from "./features/auth/guard";
 import type { Tokens } from "./features/auth/tokens";
+import type { FileStore } from "./storage/files";
 
 /** Whether the process accepts traffic; readiness reports DOWN while starting or draining. */
 export interface Lifecycle {
@@ -20,6 +21,8 @@ export interface AppDeps {
   metrics: Metrics;
   logging: Logging;
   tokens: Tokens;
+  /** Uploaded files: a local folder or S3 (FILE_STORAGE). */
+  files: FileStore;
   lifecycle: Lifecycle;
   /** The clock, injectable where a test is about time (login throttling windows). */
   now?: () => number;

@@ -16,6 +16,7 @@ import { createTokens } from "../src/features/auth/tokens";
 import { hashPassword } from "../src/features/auth/passwords";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
+import { createFileStore } from "../src/storage/files";
 
 export const TEST_SECRET = "test-secret-".padEnd(80, "x");
 
@@ -45,7 +46,9 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const metrics = createMetrics({ defaultMetrics: false });
   const logging = createLogging(config.logLevel, "json", options.logs);
   const lifecycle = { ready: true };
-  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, now });
+  // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
+  const files = await createFileStore(config.fileStorage, config.s3);
+  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, now, files });
   const base = `http://localhost${config.basePath}`;
 
   async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
@@ -97,6 +100,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     client: database.client,
     tokens,
     metrics,
+    files,
     logging,
     lifecycle,
     request,

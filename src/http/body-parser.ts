@@ -22,8 +22,11 @@ async function readLimited(request: Request, limit: number): Promise<string> {
 
 const isJson = (type: string) => type.startsWith("application/json") || /^application\/[\w.+-]+\+json/.test(type);
 
-export const bodyParser = (maxBodyBytes: number) =>
-  new Elysia({ name: "body-parser" }).onParse({ as: "global" }, async ({ request, contentType }) => {
+/** `streamedRoutes`: full route paths that read their own body as a stream (file upload); untouched here. */
+export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string[] = []) =>
+  new Elysia({ name: "body-parser" }).onParse({ as: "global" }, async ({ request, contentType, route }) => {
+    // Returning the request keeps Elysia's own parsers (formData(), which buffers) off the stream.
+    if (streamedRoutes.includes(route)) return request;
     const type = (contentType ?? "").toLowerCase();
     if (isJson(type)) {
       const text = await readLimited(request, maxBodyBytes);

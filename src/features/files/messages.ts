@@ -1,0 +1,18 @@
+/** The files feature's own error codes and texts (English, and zh-TW). */
+import { defineErrors } from "../../errors";
+import { defineMessages } from "../../i18n";
+
+defineErrors({
+  FILE_NOT_FOUND: { status: 404, message: "files.notFound" },
+  RANGE_NOT_SATISFIABLE: { status: 416, message: "files.rangeNotSatisfiable" },
+});
+
+defineMessages({
+  "files.notFound": { en: (p) => `File not found: ${p.name}`, "zh-TW": (p) => `找不到檔案: ${p.name}` },
+  "files.rangeNotSatisfiable": { en: "The requested range is outside the file", "zh-TW": "請求的範圍超出檔案大小" },
+  "field.fileName.pattern": { en: "is not a file name this service generated", "zh-TW": "不是有效的檔案名稱" },
+  "field.file.required": { en: "is required: send one multipart part named file", "zh-TW": "請選擇要上傳的檔案" },
+  "field.file.empty": { en: "must not be empty", "zh-TW": "檔案不能為空" },
+  "field.file.multipart": { en: "must be sent as multipart/form-data", "zh-TW": "請使用 multipart/form-data 上傳檔案" },
+  "field.file.malformed": { en: "is not a well-formed multipart body", "zh-TW": "上傳內容格式不正確" },
+});

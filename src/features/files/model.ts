@@ -1,0 +1,45 @@
+/** TypeBox shapes of the files API. */
+import { t, type Static } from "elysia";
+import { STORED_NAME, STORED_NAME_MAX } from "../../storage/files";
+
+/** A generated name, checked before any storage or database call: nothing else can name a file. */
+const StoredName = t.String({
+  maxLength: STORED_NAME_MAX,
+  pattern: STORED_NAME.source,
+  description: "The generated name from the upload: `<uuid><.ext>`",
+  messages: { pattern: "field.fileName.pattern", maxLength: "field.fileName.pattern" },
+} as never);
+
+export const FileNameParams = t.Object({ fileName: StoredName });
+export const FileIdParams = t.Object({ id: StoredName });
+
+export const FileUploadResponse = t.Object(
+  {
+    fileName: t.String({ description: "The generated name; download and info take it" }),
+    id: t.String({ description: "The same value as fileName" }),
+    originalName: t.String(),
+    fileSize: t.Integer({ description: "Bytes" }),
+    contentType: t.String({ description: "As the client declared it (downloads are always application/octet-stream)" }),
+    uploadTime: t.String({ format: "date-time" }),
+  },
+  { title: "FileUploadResponse" },
+);
+export type FileUploadResponse = Static<typeof FileUploadResponse>;
+
+export const FileInfo = t.Object(
+  {
+    id: t.String(),
+    fileName: t.String(),
+    originalName: t.String(),
+    fileSize: t.Integer(),
+    contentType: t.String(),
+    sha256: t.String({ description: "Hex SHA-256 of the bytes" }),
+    uploadedBy: t.Union([t.Integer(), t.Null()], { description: "The uploader's user id (null once that user is deleted)" }),
+    uploadTime: t.String({ format: "date-time" }),
+  },
+  { title: "FileInfo" },
+);
+export type FileInfo = Static<typeof FileInfo>;
+
+/** The multipart body, for the OpenAPI page (the route reads the stream itself). */
+export const UploadBody = t.Object({ file: t.File({ description: "The file (one part named `file`)" }) });

@@ -1,0 +1,72 @@
+/**
+ * Reads one file part of a multipart/form-data request as a stream, while the body arrives:
+ * the bytes go straight to the handler (storage), never into memory as a whole.
+ */
+import { Readable } from "node:stream";
+import type { ReadableStream as NodeWebStream } from "node:stream/web";
+import busboy from "busboy";
+import { Violations } from "../../errors";
+
+export interface FilePart {
+  /** As the client sent it (UTF-8); never a path. */
+  fileName: string;
+  mimeType: string;
+  stream: AsyncIterable<Uint8Array>;
+}
+
+const invalid = (key: string) => new Violations("body", [{ path: "file", key: key as never }]);
+
+/**
+ * Calls `handle` with the first part named `field` that carries a file, and returns its result once
+ * the whole body is read. Other parts are skipped. Throws 400 violations for a body that is not
+ * multipart, is malformed, or has no such part; whatever `handle` throws stops the upload.
+ */
+export function withFilePart<T>(request: Request, field: string, handle: (part: FilePart) => Promise<T>): Promise<T> {
+  const type = request.headers.get("content-type") ?? "";
+  if (!type.toLowerCase().startsWith("multipart/form-data") || !request.body) return Promise.reject(invalid("field.file.multipart"));
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({
+      headers: { "content-type": type },
+      defParamCharset: "utf8",
+      limits: { fields: 20, fieldSize: 64 * 1024, parts: 50, headerPairs: 20 },
+    });
+  } catch {
+    return Promise.reject(invalid("field.file.multipart")); // no boundary
+  }
+  const body = Readable.fromWeb(request.body as unknown as NodeWebStream<Uint8Array>);
+
+  return new Promise<T>((resolve, reject) => {
+    let handled: Promise<T> | undefined;
+    let failed = false;
+    const fail = (error: unknown) => {
+      if (failed) return;
+      failed = true;
+      body.unpipe(parser);
+      body.destroy();
+      // Answer only once the handler has cleaned up after itself (a temp file, an aborted upload).
+      void (handled ?? Promise.resolve()).catch(() => {}).finally(() => reject(error));
+    };
+    parser.on("file", (name, stream, info) => {
+      if (name !== field || handled || failed) {
+        stream.resume();
+        return;
+      }
+      // The handler may start reading only later (after opening its target); an error busboy puts on
+      // the stream before then (a cut-off body) must wait for it rather than crash the process.
+      stream.on("error", () => {});
+      handled = handle({ fileName: info.filename ?? "", mimeType: info.mimeType, stream });
+      handled.catch((error) => {
+        stream.destroy();
+        fail(error);
+      });
+    });
+    parser.on("error", () => fail(invalid("field.file.malformed")));
+    parser.on("close", () => {
+      if (!handled) return fail(invalid("field.file.required"));
+      handled.then(resolve, fail);
+    });
+    body.on("error", () => fail(invalid("field.file.malformed")));
+    body.pipe(parser);
+  });
+}

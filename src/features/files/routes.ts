@@ -1,0 +1,57 @@
+/** /api/files: streamed upload and download, and file info; any authenticated caller. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { FileIdParams, FileInfo, FileNameParams, FileUploadResponse, UploadBody } from "./model";
+import { downloadFile, fileInfo, uploadFile } from "./service";
+
+/** The upload reads its own body as a stream; the global body parser lets this route through. */
+export const UPLOAD_PATH = "/api/files/upload";
+
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope };
+
+export const filesRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)
+    .use(ctx.auth)
+    .post(
+      "/upload",
+      async ({ request, caller, set }) => {
+        const uploaded = await uploadFile(ctx, request, caller.id, ctx.config.maxUploadBytes);
+        set.status = 201;
+        return uploaded;
+      },
+      {
+        auth: "authenticated",
+        response: { 201: FileUploadResponse, 413: ErrorEnvelope, ...errors },
+        detail: {
+          summary: "Upload a file",
+          description: "multipart/form-data with one part named `file`, streamed to storage. Larger than MAX_UPLOAD_BYTES: 413.",
+          requestBody: { content: { "multipart/form-data": { schema: UploadBody } } },
+        } as never,
+      },
+    )
+    .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {
+      auth: "authenticated",
+      params: FileNameParams,
+      response: { 200: t.Any({ description: "The bytes, application/octet-stream" }), 206: t.Any({ description: "One byte range" }), 416: ErrorEnvelope, ...errors },
+      detail: {
+        summary: "Download a file",
+        description: "Streamed as an attachment under its original name; supports one `Range: bytes=…`.",
+      },
+    })
+    .get(
+      "/info/:id",
+      async ({ params, set }) => {
+        const info = await fileInfo(ctx, params.id);
+        set.headers["x-file-version"] = info.sha256;
+        set.headers["x-last-modified"] = new Date(info.uploadTime).toUTCString();
+        set.headers["cache-control"] = "max-age=3600";
+        return info;
+      },
+      {
+        auth: "authenticated",
+        params: FileIdParams,
+        response: { 200: FileInfo, ...errors },
+        detail: { summary: "File info", description: "X-File-Version is the SHA-256 of the bytes (a stored file never changes); X-Last-Modified its upload time." },
+      },
+    );

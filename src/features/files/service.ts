@@ -1,0 +1,143 @@
+/**
+ * The files business layer: stores an upload under a generated name, records who sent what,
+ * and finds stored files again. Client file names are kept as data only, never as paths.
+ */
+import { eq } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { files } from "../../db/schema";
+import { AppError, Violations } from "../../errors";
+import { SizeLimitExceeded, type ByteRange, type FileStore } from "../../storage/files";
+import type { FileInfo, FileUploadResponse } from "./model";
+import { withFilePart } from "./multipart";
+import "./messages";
+
+export interface FilesDeps {
+  db: Db;
+  files: FileStore;
+  now: () => number;
+  logger: { warn(obj: object, msg: string): void };
+}
+
+const MAX_ORIGINAL_NAME = 255;
+
+/** The last path segment, without control characters (NUL included), at most 255 characters. */
+export function cleanOriginalName(raw: string): string {
+  const base = raw.split(/[/\\]/).pop() ?? "";
+  const clean = Array.from(base.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").trim()).slice(0, MAX_ORIGINAL_NAME).join("");
+  return clean === "" || clean === "." || clean === ".." ? "file" : clean;
+}
+
+/** `<uuid>` plus the original's extension, lowercased, when it is 1–10 letters or digits. */
+export function storedNameFor(originalName: string): string {
+  const dot = originalName.lastIndexOf(".");
+  const ext = dot > 0 ? originalName.slice(dot + 1).toLowerCase() : "";
+  return crypto.randomUUID() + (/^[a-z0-9]{1,10}$/.test(ext) ? `.${ext}` : "");
+}
+
+/** The declared type when it is a plain `type/subtype`; recorded only, never used to serve the bytes. */
+export function cleanContentType(declared: string | undefined): string {
+  const type = (declared ?? "").split(";")[0].trim().toLowerCase();
+  return type.length <= 100 && /^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/.test(type) ? type : "application/octet-stream";
+}
+
+/**
+ * Streams the part named `file` of a multipart request into storage, then records it. Whatever
+ * fails (too large, empty, malformed, the database), the stored bytes are removed again.
+ */
+export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: number, maxBytes: number): Promise<FileUploadResponse> {
+  let name: string | undefined;
+  try {
+    const upload = await withFilePart(request, "file", async (part) => {
+      const originalName = cleanOriginalName(part.fileName);
+      name = storedNameFor(originalName);
+      const stored = await deps.files.put(name, part.stream, maxBytes);
+      return { originalName, contentType: cleanContentType(part.mimeType), ...stored };
+    });
+    if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" as never }]);
+    const createdAt = new Date(deps.now());
+    await deps.db.insert(files).values({
+      id: name!,
+      originalName: upload.originalName,
+      contentType: upload.contentType,
+      size: upload.size,
+      sha256: upload.sha256,
+      uploadedBy: uploaderId,
+      createdAt,
+    });
+    return {
+      fileName: name!,
+      id: name!,
+      originalName: upload.originalName,
+      fileSize: upload.size,
+      contentType: upload.contentType,
+      uploadTime: createdAt.toISOString(),
+    };
+  } catch (error) {
+    if (name) {
+      await deps.files.delete(name).catch((cleanup) => deps.logger.warn({ err: cleanup, name }, "could not remove a failed upload"));
+    }
+    if (error instanceof SizeLimitExceeded) throw new AppError("PAYLOAD_TOO_LARGE");
+    throw error;
+  }
+}
+
+export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promise<FileInfo> {
+  const [row] = await deps.db.select().from(files).where(eq(files.id, name));
+  if (!row) throw new AppError("FILE_NOT_FOUND", { name });
+  return {
+    id: row.id,
+    fileName: row.id,
+    originalName: row.originalName,
+    fileSize: row.size,
+    contentType: row.contentType,
+    sha256: row.sha256,
+    uploadedBy: row.uploadedBy,
+    uploadTime: row.createdAt.toISOString(),
+  };
+}
+
+/**
+ * The single range of a `Range: bytes=…` header within `size` bytes. Undefined: serve the whole
+ * file (no header, another unit, several ranges or a malformed one, as RFC 9110 allows).
+ * Throws 416 for a well-formed range that starts past the end.
+ */
+export function parseRange(header: string | null, size: number): ByteRange | undefined {
+  const match = /^bytes=\s*(\d*)-(\d*)\s*$/.exec(header ?? "");
+  if (!match || (match[1] === "" && match[2] === "")) return undefined;
+  const unsatisfiable = () => new AppError("RANGE_NOT_SATISFIABLE", {}, { headers: { "content-range": `bytes */${size}` } });
+  if (match[1] === "") {
+    const suffix = Number(match[2]);
+    if (suffix === 0) throw unsatisfiable();
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(match[1]);
+  const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
+  if (match[2] !== "" && Number(match[2]) < start) return undefined;
+  if (start >= size) throw unsatisfiable();
+  return { start, end };
+}
+
+/** `attachment` with an ASCII fallback and the exact UTF-8 name (RFC 6266 / RFC 8187). */
+export function contentDisposition(originalName: string): string {
+  const fallback = originalName.replace(/[^\x20-\x7e]|["\\%]/gu, "_");
+  const encoded = encodeURIComponent(originalName).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
+}
+
+/** The download as a streamed Response: the whole file, or one range of it. */
+export async function downloadFile(deps: Pick<FilesDeps, "db" | "files">, name: string, rangeHeader: string | null): Promise<Response> {
+  const info = await fileInfo(deps, name);
+  const stat = await deps.files.stat(name);
+  if (!stat) throw new AppError("FILE_NOT_FOUND", { name });
+  const range = parseRange(rangeHeader, stat.size);
+  const headers: Record<string, string> = {
+    "content-type": "application/octet-stream",
+    "content-disposition": contentDisposition(info.originalName),
+    "x-content-type-options": "nosniff",
+    "content-security-policy": "default-src 'none'; sandbox",
+    "accept-ranges": "bytes",
+    "content-length": String(range ? range.end - range.start + 1 : stat.size),
+  };
+  if (range) headers["content-range"] = `bytes ${range.start}-${range.end}/${stat.size}`;
+  return new Response(deps.files.get(name, range), { status: range ? 206 : 200, headers });
+}

@@ -1,0 +1,183 @@
+/**
+ * FileStore: where uploaded bytes live, behind one small interface with two real back ends,
+ * a local folder and S3-compatible object storage. Only generated names (`<uuid><.ext>`) are
+ * ever keys: every method refuses anything else, so a client's text never reaches a path.
+ */
+import { mkdir, open, readdir, rename, rm, stat as statFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { S3Client } from "bun";
+
+/** The only shape a stored name has: a v4 UUID plus an optional short lowercase extension. */
+export const STORED_NAME = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,10})?$/;
+export const STORED_NAME_MAX = 47;
+
+export const isStoredName = (name: string) => name.length <= STORED_NAME_MAX && STORED_NAME.test(name);
+
+/** Inclusive byte range, already checked against the object's size. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+export interface StoredObject {
+  size: number;
+  sha256: string;
+}
+
+export interface FileStore {
+  /** "local" or "s3", for logs and health. */
+  readonly kind: "local" | "s3";
+  /** Streams `source` under `name`; nothing is visible under that name unless every byte arrived within `limit`. */
+  put(name: string, source: AsyncIterable<Uint8Array>, limit: number): Promise<StoredObject>;
+  /** The object's bytes (or one range of them) as a stream; call `stat` first to know it exists. */
+  get(name: string, range?: ByteRange): ReadableStream<Uint8Array>;
+  stat(name: string): Promise<{ size: number; modified: Date } | undefined>;
+  delete(name: string): Promise<void>;
+}
+
+/** Thrown by `put` when the source passes its limit; the partial bytes are already gone. */
+export class SizeLimitExceeded extends Error {
+  constructor(readonly limit: number) {
+    super(`more than ${limit} bytes`);
+  }
+}
+
+function checked(name: string): string {
+  if (!isStoredName(name)) throw new Error("not a stored file name");
+  return name;
+}
+
+/** Counts and hashes the bytes on their way through; throws as soon as they pass the limit. */
+async function* metered(source: AsyncIterable<Uint8Array>, limit: number, result: StoredObject) {
+  const hasher = new Bun.CryptoHasher("sha256");
+  for await (const chunk of source) {
+    result.size += chunk.byteLength;
+    if (result.size > limit) throw new SizeLimitExceeded(limit);
+    hasher.update(chunk);
+    yield chunk;
+  }
+  result.sha256 = hasher.digest("hex");
+}
+
+const TEMP_PREFIX = ".upload-";
+/** Temp files older than this at start are leftovers of a crash (a live upload is never this slow). */
+const STALE_TEMP_MS = 24 * 60 * 60 * 1000;
+
+/** A folder: each upload goes to a temp name in the same folder, is fsynced, then renamed into place. */
+export async function localFileStore(folder: string): Promise<FileStore> {
+  const root = resolve(folder);
+  await mkdir(root, { recursive: true });
+  for (const entry of await readdir(root)) {
+    if (!entry.startsWith(TEMP_PREFIX)) continue;
+    const info = await statFile(join(root, entry)).catch(() => undefined);
+    if (info && Date.now() - info.mtimeMs > STALE_TEMP_MS) await rm(join(root, entry), { force: true });
+  }
+  const pathOf = (name: string) => join(root, checked(name));
+
+  return {
+    kind: "local",
+    async put(name, source, limit) {
+      const target = pathOf(name);
+      const temp = join(root, `${TEMP_PREFIX}${crypto.randomUUID()}`);
+      const result: StoredObject = { size: 0, sha256: "" };
+      const file = await open(temp, "wx", 0o600);
+      try {
+        for await (const chunk of metered(source, limit, result)) await file.write(chunk);
+        await file.sync();
+        await file.close();
+        await rename(temp, target);
+      } catch (error) {
+        await file.close().catch(() => {});
+        await rm(temp, { force: true });
+        throw error;
+      }
+      // The rename itself survives a crash only once the folder's entry is on disk.
+      const dir = await open(root, "r");
+      await dir.sync().finally(() => dir.close());
+      return result;
+    },
+    get(name, range) {
+      const file = Bun.file(pathOf(name));
+      return (range ? file.slice(range.start, range.end + 1) : file).stream();
+    },
+    async stat(name) {
+      const info = await statFile(pathOf(name)).catch((error) => {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+        throw error;
+      });
+      return info?.isFile() ? { size: info.size, modified: info.mtime } : undefined;
+    },
+    async delete(name) {
+      await rm(pathOf(name), { force: true });
+    },
+  };
+}
+
+export interface S3Settings {
+  endpoint?: string;
+  region?: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  sessionToken?: string;
+}
+
+/** Parts of a streamed upload: S3's minimum, with two in flight, bounds the memory of one upload. */
+const PART_SIZE = 5 * 1024 * 1024;
+
+/**
+ * `s3://bucket/prefix` through Bun's built-in client. A streamed upload is a multipart upload that
+ * only becomes an object when it completes; a failed or oversized one is aborted, so no half object
+ * is ever visible.
+ */
+export async function s3FileStore(location: string, settings: S3Settings): Promise<FileStore> {
+  const url = new URL(location);
+  const prefix = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
+  const client = new S3Client({ bucket: url.hostname, ...settings });
+  const keyOf = (name: string) => (prefix ? `${prefix}/${checked(name)}` : checked(name));
+  // Fail at start, with the bucket's name, rather than on the first upload.
+  await client.list({ prefix: prefix ? `${prefix}/` : undefined, maxKeys: 1 });
+
+  return {
+    kind: "s3",
+    async put(name, source, limit) {
+      const result: StoredObject = { size: 0, sha256: "" };
+      const chunks = metered(source, limit, result);
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const next = await chunks.next();
+          if (next.done) controller.close();
+          else controller.enqueue(next.value);
+        },
+        cancel: () => void chunks.return(undefined),
+      });
+      await client.write(keyOf(name), new Response(body), { partSize: PART_SIZE, queueSize: 2 });
+      return result;
+    },
+    get(name, range) {
+      const file = client.file(keyOf(name));
+      return (range ? file.slice(range.start, range.end + 1) : file).stream();
+    },
+    async stat(name) {
+      try {
+        const info = await client.stat(keyOf(name));
+        return { size: info.size, modified: info.lastModified };
+      } catch (error) {
+        if (isMissing(error)) return undefined;
+        throw error;
+      }
+    },
+    async delete(name) {
+      await client.delete(keyOf(name));
+    },
+  };
+}
+
+const isMissing = (error: unknown) => {
+  const e = error as { code?: string; message?: string };
+  return e?.code === "NoSuchKey" || e?.code === "ERR_S3_FILE_NOT_FOUND" || /not found|NoSuchKey|404/i.test(e?.message ?? "");
+};
+
+/** FILE_STORAGE: `s3://bucket/prefix` or a folder. */
+export function createFileStore(location: string, s3: S3Settings): Promise<FileStore> {
+  return location.startsWith("s3://") ? s3FileStore(location, s3) : localFileStore(location);
+}

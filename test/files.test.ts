@@ -1,0 +1,378 @@
+/**
+ * Files: one suite, run on the local folder and on a real S3 server (Ceph radosgw on loopback,
+ * see s3-server.ts). Round trips of every byte value, ranges, names that try to escape storage,
+ * original names with unicode and quotes, limits that leave nothing behind, and a 50 MB upload
+ * to a real server process whose RSS is sampled while it streams.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { S3Client } from "bun";
+import { count } from "drizzle-orm";
+import type { Env } from "../src/config";
+import { files } from "../src/db/schema";
+import { makeTestApp, type TestApp } from "./helpers";
+import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
+
+const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+const STORED = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,10})?$/;
+
+interface Part {
+  name: string;
+  /** Written as given inside filename="…" (so a test can send escapes). */
+  filename?: string;
+  /** RFC 5987 filename*=UTF-8''… */
+  filenameStar?: string;
+  type?: string;
+  data: Uint8Array | string;
+}
+
+/** A multipart/form-data body written by hand, so tests control every byte of the part headers. */
+function multipart(parts: Part[], boundary = `----usersvc${crypto.randomUUID()}`) {
+  const chunks: (Uint8Array | string)[] = [];
+  for (const part of parts) {
+    let disposition = `form-data; name="${part.name}"`;
+    if (part.filename !== undefined) disposition += `; filename="${part.filename}"`;
+    if (part.filenameStar !== undefined) disposition += `; filename*=UTF-8''${part.filenameStar}`;
+    chunks.push(`--${boundary}\r\nContent-Disposition: ${disposition}\r\n`);
+    if (part.type) chunks.push(`Content-Type: ${part.type}\r\n`);
+    chunks.push("\r\n", part.data, "\r\n");
+  }
+  chunks.push(`--${boundary}--\r\n`);
+  return { body: new Blob(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
+/** Every byte value, `repeat` times over, in an order that is not a simple ramp. */
+const everyByte = (repeat: number) => Uint8Array.from({ length: 256 * repeat }, (_, i) => (i * 167 + (i >> 8)) & 0xff);
+const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+
+/** Where a back end keeps its objects, so a test can see that nothing was left behind. */
+interface Backend {
+  env(): Env;
+  listStored(t: TestApp): Promise<string[]>;
+  /** Once, before the suite's apps start (S3: its bucket). */
+  prepare?(): Promise<void>;
+}
+
+const localBackend: Backend = {
+  env: () => ({}),
+  listStored: async (t) => readdirSync(join(t.dir, "uploads")),
+};
+
+function s3Backend(server: () => S3Server): Backend {
+  const bucket = `usersvc-test-${crypto.randomUUID().slice(0, 8)}`;
+  let created = false;
+  const settings = () => ({ S3_ENDPOINT: server().endpoint, S3_ACCESS_KEY_ID: S3_TEST_KEYS.accessKeyId, S3_SECRET_ACCESS_KEY: S3_TEST_KEYS.secretAccessKey, S3_REGION: S3_TEST_KEYS.region });
+  return {
+    env: () => ({ FILE_STORAGE: `s3://${bucket}/uploads/${crypto.randomUUID().slice(0, 8)}`, ...settings() }),
+    async listStored(t) {
+      const client = new S3Client({ bucket, endpoint: server().endpoint, ...S3_TEST_KEYS });
+      const prefix = new URL(t.config.fileStorage).pathname.slice(1) + "/";
+      const listed = await client.list({ prefix });
+      return (listed.contents ?? []).map((object) => object.key.slice(prefix.length));
+    },
+    async prepare() {
+      if (!created) await createBucket(server().endpoint, bucket);
+      created = true;
+    },
+  };
+}
+
+/** The suite both back ends must pass. */
+function fileSuite(backend: Backend) {
+  let t: TestApp;
+  let small: TestApp;
+  let user: { id: number; token: string };
+  let smallUser: { token: string };
+
+  beforeAll(async () => {
+    await backend.prepare?.();
+    t = await makeTestApp(backend.env());
+    small = await makeTestApp({ ...backend.env(), MAX_UPLOAD_BYTES: "1000" });
+    user = await t.createUser();
+    smallUser = await small.createUser();
+  });
+  afterAll(async () => {
+    await t?.close();
+    await small?.close();
+  });
+
+  const call = (app: TestApp, method: string, path: string, init: { token?: string; headers?: Record<string, string>; body?: RequestInit["body"] } = {}) =>
+    app.app.handle(
+      new Request(`http://localhost${path}`, {
+        method,
+        headers: { ...(init.token ? { authorization: `Bearer ${init.token}` } : {}), ...init.headers },
+        body: init.body,
+      }),
+    );
+  const upload = async (parts: Part[], app = t, token = app === small ? smallUser.token : user.token) => {
+    const { body, contentType } = multipart(parts);
+    const res = await call(app, "POST", "/api/files/upload", { token, headers: { "content-type": contentType }, body });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const uploadFile = async (data: Uint8Array | string, filename = "data.bin", type = "application/octet-stream") => {
+    const res = await upload([{ name: "file", filename, type, data }]);
+    expect(res.status).toBe(201);
+    return res.body;
+  };
+  const rowCount = async (app: TestApp) => (await app.db.select({ n: count() }).from(files))[0].n;
+
+  test("round trip of every byte value: 201 FileUploadResponse, then the same bytes back", async () => {
+    const bytes = everyByte(4096); // 1 MiB
+    const uploaded = await uploadFile(bytes, "every byte.bin");
+    expect(uploaded).toEqual({
+      fileName: expect.stringMatching(STORED),
+      id: uploaded.fileName,
+      originalName: "every byte.bin",
+      fileSize: bytes.length,
+      contentType: "application/octet-stream",
+      uploadTime: expect.stringMatching(ISO_Z),
+    });
+    expect(uploaded.fileName.endsWith(".bin")).toBe(true);
+
+    const res = await call(t, "GET", `/api/files/download/${uploaded.fileName}`, { token: user.token });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/octet-stream");
+    expect(res.headers.get("content-length")).toBe(String(bytes.length));
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(res.headers.get("accept-ranges")).toBe("bytes");
+    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="every byte.bin"; filename*=UTF-8''every%20byte.bin`);
+    const back = new Uint8Array(await res.arrayBuffer());
+    expect(back.length).toBe(bytes.length);
+    expect(Buffer.compare(back, bytes)).toBe(0);
+  });
+
+  test("info: every field, the uploader and sha256, with X-File-Version, X-Last-Modified and Cache-Control", async () => {
+    const bytes = everyByte(3);
+    const uploaded = await uploadFile(bytes, "report.PDF", "application/pdf");
+    expect(uploaded.fileName.endsWith(".pdf")).toBe(true);
+    const res = await call(t, "GET", `/api/files/info/${uploaded.id}`, { token: user.token });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      id: uploaded.id,
+      fileName: uploaded.id,
+      originalName: "report.PDF",
+      fileSize: bytes.length,
+      contentType: "application/pdf",
+      sha256: sha256(bytes),
+      uploadedBy: user.id,
+      uploadTime: uploaded.uploadTime,
+    });
+    expect(res.headers.get("x-file-version")).toBe(sha256(bytes));
+    expect(res.headers.get("x-last-modified")).toBe(new Date(uploaded.uploadTime).toUTCString());
+    expect(res.headers.get("cache-control")).toBe("max-age=3600");
+  });
+
+  describe("Range", () => {
+    const bytes = everyByte(1).subarray(0, 100);
+    let name: string;
+    beforeAll(async () => {
+      name = (await uploadFile(bytes)).fileName;
+    });
+    const ranged = (range: string) => call(t, "GET", `/api/files/download/${name}`, { token: user.token, headers: { range } });
+    const partial: [string, number, number][] = [
+      ["bytes=0-9", 0, 9], // first bytes
+      ["bytes=-5", 95, 99], // suffix
+      ["bytes=90-", 90, 99], // open-ended
+      ["bytes=50-50", 50, 50],
+      ["bytes=95-1000", 95, 99], // an end past the file is cut to it
+      ["bytes=-1000", 0, 99], // a suffix longer than the file is all of it
+    ];
+    test.each(partial)("%s → 206 with bytes %d-%d", async (range, start, end) => {
+      const res = await ranged(range);
+      expect(res.status).toBe(206);
+      expect(res.headers.get("content-range")).toBe(`bytes ${start}-${end}/100`);
+      expect(res.headers.get("content-length")).toBe(String(end - start + 1));
+      expect(Buffer.compare(new Uint8Array(await res.arrayBuffer()), bytes.subarray(start, end + 1))).toBe(0);
+    });
+    test.each(["bytes=100-", "bytes=200-300", "bytes=-0"])("%s → 416 with Content-Range bytes */100", async (range) => {
+      const res = await ranged(range);
+      expect(res.status).toBe(416);
+      expect(res.headers.get("content-range")).toBe("bytes */100");
+      expect(await res.json()).toEqual({ success: false, message: "The requested range is outside the file", errorCode: "RANGE_NOT_SATISFIABLE", timestamp: expect.stringMatching(ISO_Z) });
+    });
+    test.each(["items=0-5", "bytes=5-2", "bytes=0-1,5-6", "bytes=abc"])("%s is ignored → 200, the whole file", async (range) => {
+      const res = await ranged(range);
+      expect(res.status).toBe(200);
+      expect((await res.arrayBuffer()).byteLength).toBe(100);
+    });
+  });
+
+  test("original names with unicode, quotes and path parts: kept as data, never as the stored name", async () => {
+    const cases: [Omit<Part, "name" | "data">, string, string][] = [
+      // part header as sent → originalName → Content-Disposition
+      [{ filenameStar: "%E5%A0%B1%E5%91%8A%20%22final%22%20%27v2%27.pdf" }, `報告 "final" 'v2'.pdf`, `attachment; filename="__ _final_ 'v2'.pdf"; filename*=UTF-8''%E5%A0%B1%E5%91%8A%20%22final%22%20%27v2%27.pdf`],
+      [{ filename: "naïve résumé 😀.txt" }, "naïve résumé 😀.txt", `attachment; filename="na_ve r_sum_ _.txt"; filename*=UTF-8''na%C3%AFve%20r%C3%A9sum%C3%A9%20%F0%9F%98%80.txt`],
+      [{ filename: String.raw`say \"hi\"; x=1.txt` }, `say "hi"; x=1.txt`, `attachment; filename="say _hi_; x=1.txt"; filename*=UTF-8''say%20%22hi%22%3B%20x%3D1.txt`],
+      [{ filename: "100%.csv" }, "100%.csv", `attachment; filename="100_.csv"; filename*=UTF-8''100%25.csv`],
+      [{ filename: "../../etc/passwd" }, "passwd", `attachment; filename="passwd"; filename*=UTF-8''passwd`],
+      [{ filename: String.raw`C:\\Users\\me\\(draft)*.docx` }, "(draft)*.docx", `attachment; filename="(draft)*.docx"; filename*=UTF-8''%28draft%29%2A.docx`],
+    ];
+    for (const [header, originalName, disposition] of cases) {
+      const res = await upload([{ name: "file", ...header, type: "text/plain", data: "x" }]);
+      expect({ header, status: res.status }).toEqual({ header, status: 201 });
+      expect(res.body.originalName).toBe(originalName);
+      expect(res.body.fileName).toMatch(STORED);
+      const download = await call(t, "GET", `/api/files/download/${res.body.fileName}`, { token: user.token });
+      expect(download.headers.get("content-disposition")).toBe(disposition);
+      const star = /filename\*=UTF-8''(.*)$/.exec(disposition)![1];
+      expect(decodeURIComponent(star)).toBe(originalName);
+    }
+    expect((await upload([{ name: "file", filename: "no extension", data: "x" }])).body.fileName).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await upload([{ name: "file", filename: "odd.ext-with-dash", data: "x" }])).body.fileName).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test("a declared content type is recorded, never served: HTML comes back as an octet-stream attachment", async () => {
+    const uploaded = await uploadFile("<script>alert(1)</script>", "page.html", "text/html");
+    expect(uploaded.contentType).toBe("text/html");
+    const res = await call(t, "GET", `/api/files/download/${uploaded.fileName}`, { token: user.token });
+    expect(res.headers.get("content-type")).toBe("application/octet-stream");
+    expect(res.headers.get("content-disposition")!.startsWith("attachment;")).toBe(true);
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(res.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
+  });
+
+  test("ids that try to leave storage: 400 or 404, never a file", async () => {
+    const real = (await uploadFile("secret", "s.txt")).fileName;
+    const attempts = [
+      "../etc/passwd",
+      "..%2F..%2Fetc%2Fpasswd",
+      "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+      "%2e%2e%5c%2e%2e%5cusersvc.db",
+      "..%5C..%5Cusersvc.db",
+      "%2Fetc%2Fpasswd",
+      "/etc/passwd",
+      `${real}%00.txt`,
+      `${real.slice(0, 36)}%00`,
+      `..%2F${real}`,
+      `${real}%2F..%2F..%2Fusersvc.db`,
+      `uploads%2F${real}`,
+      real.toUpperCase(),
+      "a".repeat(300),
+      `${real.slice(0, 36)}.${"x".repeat(200)}`,
+      "usersvc.db",
+      ".",
+      "%2e",
+    ];
+    for (const attempt of attempts) {
+      for (const kind of ["download", "info"]) {
+        const res = await call(t, "GET", `/api/files/${kind}/${attempt}`, { token: user.token });
+        expect({ attempt, kind, status: [400, 404].includes(res.status) }).toEqual({ attempt, kind, status: true });
+        const text = await res.text();
+        expect(text).not.toContain("secret");
+        expect(text).not.toContain("SQLite");
+      }
+    }
+    const res = await call(t, "GET", "/api/files/info/..%2F..%2Fetc%2Fpasswd", { token: user.token });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ success: false, message: "Parameter validation failed", errors: ["id: is not a file name this service generated"], timestamp: expect.stringMatching(ISO_Z) });
+  });
+
+  test("an unknown generated name → 404 FILE_NOT_FOUND", async () => {
+    const name = `${crypto.randomUUID()}.txt`;
+    for (const kind of ["download", "info"]) {
+      const res = await call(t, "GET", `/api/files/${kind}/${name}`, { token: user.token });
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({ success: false, message: `File not found: ${name}`, errorCode: "FILE_NOT_FOUND", timestamp: expect.stringMatching(ISO_Z) });
+    }
+  });
+
+  test("anonymous callers → 401 on upload, download and info", async () => {
+    const uploaded = await uploadFile("x");
+    const { body, contentType } = multipart([{ name: "file", filename: "a.txt", data: "x" }]);
+    const results = await Promise.all([
+      call(t, "POST", "/api/files/upload", { headers: { "content-type": contentType }, body }),
+      call(t, "GET", `/api/files/download/${uploaded.fileName}`),
+      call(t, "GET", `/api/files/info/${uploaded.fileName}`),
+      call(t, "GET", `/api/files/download/${uploaded.fileName}`, { token: "not-a-token" }),
+    ]);
+    for (const res of results) {
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toBe("Bearer");
+      expect(((await res.json()) as { errorCode: string }).errorCode).toBe("UNAUTHORIZED");
+    }
+  });
+
+  describe("refused uploads leave nothing behind", () => {
+    const violation = (message: string) => ({ success: false, message: "Data validation failed", errors: [`file: ${message}`], timestamp: expect.stringMatching(ISO_Z) });
+    const refused: [string, () => Promise<{ status: number; body: any }>, number, unknown][] = [
+      ["no part named file", () => upload([{ name: "other", filename: "a.txt", data: "abc" }]), 400, violation("is required: send one multipart part named file")],
+      ["file sent as a text field", () => upload([{ name: "file", data: "abc" }]), 400, violation("is required: send one multipart part named file")],
+      ["an empty file part", () => upload([{ name: "file", filename: "empty.txt", data: "" }]), 400, violation("must not be empty")],
+      ["a JSON body", async () => {
+        const res = await call(t, "POST", "/api/files/upload", { token: user.token, headers: { "content-type": "application/json" }, body: '{"file":"x"}' });
+        return { status: res.status, body: await res.json() };
+      }, 400, violation("must be sent as multipart/form-data")],
+      ["a text/plain body", async () => {
+        const res = await call(t, "POST", "/api/files/upload", { token: user.token, headers: { "content-type": "text/plain" }, body: "x" });
+        return { status: res.status, body: await res.json() };
+      }, 400, violation("must be sent as multipart/form-data")],
+      ["no body", async () => {
+        const res = await call(t, "POST", "/api/files/upload", { token: user.token });
+        return { status: res.status, body: await res.json() };
+      }, 400, violation("must be sent as multipart/form-data")],
+      ["multipart without a boundary", async () => {
+        const res = await call(t, "POST", "/api/files/upload", { token: user.token, headers: { "content-type": "multipart/form-data" }, body: "x" });
+        return { status: res.status, body: await res.json() };
+      }, 400, violation("must be sent as multipart/form-data")],
+      ["a body cut off inside the file", async () => {
+        const { body, contentType } = multipart([{ name: "file", filename: "a.bin", data: everyByte(64) }]);
+        const cut = (await body.arrayBuffer()).slice(0, 2000);
+        const res = await call(t, "POST", "/api/files/upload", { token: user.token, headers: { "content-type": contentType }, body: cut });
+        return { status: res.status, body: await res.json() };
+      }, 400, violation("is not a well-formed multipart body")],
+      ["over MAX_UPLOAD_BYTES", () => upload([{ name: "file", filename: "big.bin", data: everyByte(4) }], small), 413, {
+        success: false, message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE", timestamp: expect.stringMatching(ISO_Z),
+      }],
+      ["over MAX_UPLOAD_BYTES by one byte", () => upload([{ name: "file", filename: "big.bin", data: new Uint8Array(1001) }], small), 413, expect.objectContaining({ errorCode: "PAYLOAD_TOO_LARGE" })],
+    ];
+    test.each(refused)("%s", async (_, send, status, body) => {
+      const storedBefore = (await backend.listStored(t)).length + (await backend.listStored(small)).length;
+      const rowsBefore = (await rowCount(t)) + (await rowCount(small));
+      const res = await send();
+      expect(res.status).toBe(status);
+      expect(res.body).toEqual(body);
+      expect((await backend.listStored(t)).length + (await backend.listStored(small)).length).toBe(storedBefore);
+      expect((await rowCount(t)) + (await rowCount(small))).toBe(rowsBefore);
+    });
+    test("exactly MAX_UPLOAD_BYTES is accepted", async () => {
+      const res = await upload([{ name: "file", filename: "edge.bin", data: new Uint8Array(1000) }], small);
+      expect(res.status).toBe(201);
+      expect(res.body.fileSize).toBe(1000);
+    });
+    test("no temporary or partial objects remain: storage holds exactly the recorded files", async () => {
+      for (const app of [t, small]) {
+        const rows = await app.db.select({ id: files.id }).from(files);
+        expect((await backend.listStored(app)).sort()).toEqual(rows.map((row) => row.id).sort());
+      }
+    });
+  });
+
+  test("a second part named file is ignored; other fields are skipped", async () => {
+    const res = await upload([
+      { name: "note", data: "hello" },
+      { name: "file", filename: "first.txt", data: "first" },
+      { name: "file", filename: "second.txt", data: "second!" },
+    ]);
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ originalName: "first.txt", fileSize: 5 });
+  });
+}
+
+describe("files on the local folder", () => {
+  fileSuite(localBackend);
+});
+
+// S3: a real radosgw, started once for this file (or the one USERSVC_TEST_S3_ENDPOINT names).
+const s3 = await startS3Server();
+afterAll(async () => {
+  if ("stop" in s3) await s3.stop();
+});
+if ("reason" in s3) {
+  console.warn(`files on S3 (Ceph RGW) skipped: ${s3.reason}`);
+  test.skip(`files on S3 (Ceph RGW): ${s3.reason}`, () => {});
+} else {
+  describe("files on S3 (Ceph RGW)", () => {
+    fileSuite(s3Backend(() => s3));
+  });
+}
