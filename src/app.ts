@@ -11,6 +11,7 @@ import { authRoutes } from "./features/auth/routes";
 import { docsRoutes } from "./features/docs/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
+import { productsRoutes } from "./features/products/routes";
 import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { bodyParser } from "./http/body-parser";
@@ -52,6 +53,7 @@ export function createApp(deps: AppDeps) {
     .use(authRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))
     .use(usersRoutes(ctx))
+    .use(productsRoutes(ctx))
     .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx));

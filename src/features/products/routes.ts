@@ -1,0 +1,63 @@
+/** /api/products: reads for any authenticated caller, writes for ADMIN. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { Violations } from "../../errors";
+import { refinementViolationsOf } from "../../validation";
+import { Product, ProductBody, ProductIdParams, ProductListQuery } from "./model";
+import { createProduct, findProduct, listProducts, replaceProduct } from "./service";
+
+/** The price's digit rule is a refinement, which Elysia does not run on a body TypeBox accepts. */
+const checkPrice = ({ body }: { body: ProductBody }) => {
+  const violations = refinementViolationsOf(ProductBody, body);
+  if (violations.length > 0) throw new Violations("body", violations);
+};
+
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
+
+export const productsRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/products", tags: ["Products"] } as never)
+    .use(ctx.auth)
+    .get(
+      "",
+      async ({ query, set }) => {
+        const { products, total } = await listProducts(ctx.db, query);
+        set.headers["x-total-count"] = String(total);
+        return products;
+      },
+      {
+        auth: "authenticated",
+        query: ProductListQuery,
+        response: { 200: t.Array(Product), ...errors },
+        detail: { summary: "List products", description: "Every product (optionally of one status), or one page when page or size is given. The total is in X-Total-Count." },
+      },
+    )
+    .get("/:id", ({ params }) => findProduct(ctx.db, params.id), {
+      auth: "authenticated",
+      params: ProductIdParams,
+      response: { 200: Product, ...errors },
+      detail: { summary: "Get a product" },
+    })
+    .post(
+      "",
+      async ({ body, caller, set }) => {
+        const product = await createProduct(ctx.db, body, caller.email, new Date(ctx.now()));
+        set.status = 201;
+        return product;
+      },
+      {
+        auth: "ADMIN",
+        body: ProductBody,
+        beforeHandle: checkPrice,
+        response: { 201: Product, ...errors },
+        detail: { summary: "Create a product", description: "A taken code gives 409 DUPLICATE_PRODUCT_CODE; a price with more than 2 fraction digits is refused, never rounded." },
+      },
+    )
+    .put("/:id", ({ params, body, caller }) => replaceProduct(ctx.db, params.id, body, caller.email, new Date(ctx.now())), {
+      auth: "ADMIN",
+      params: ProductIdParams,
+      body: ProductBody,
+      beforeHandle: checkPrice,
+      response: { 200: Product, ...errors },
+      detail: { summary: "Replace a product", description: "Every field is replaced; createdAt and createdBy stay." },
+    });

@@ -1,0 +1,87 @@
+/**
+ * The products business layer. Prices are integer cents; createdBy/updatedBy are the caller's
+ * e-mail. Code uniqueness is decided by the unique index, so two concurrent creates of one
+ * code give one product and DUPLICATE_PRODUCT_CODE for the other.
+ */
+import { asc, count, eq } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { products } from "../../db/schema";
+import { AppError, integrityKind } from "../../errors";
+import { fromCents, toCents } from "./money";
+import type { Product, ProductBody, ProductListQuery, ProductStatus } from "./model";
+
+type Row = typeof products.$inferSelect;
+
+export function toProduct(row: Row): Product {
+  return {
+    id: row.id,
+    name: row.name,
+    code: row.code,
+    price: fromCents(row.priceCents),
+    description: row.description ?? null,
+    status: row.status as ProductStatus,
+    stock: row.stock,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    createdBy: row.createdBy ?? null,
+    updatedBy: row.updatedBy ?? null,
+  };
+}
+
+export async function listProducts(db: Db, query: ProductListQuery) {
+  const where = query.status ? eq(products.status, query.status) : undefined;
+  const base = db.select().from(products).where(where).orderBy(asc(products.id));
+  const paged = query.page !== undefined || query.size !== undefined;
+  const size = query.size ?? 20;
+  const [rows, [{ total }]] = await Promise.all([
+    paged ? base.limit(size).offset((query.page ?? 0) * size) : base,
+    db.select({ total: count() }).from(products).where(where),
+  ]);
+  return { products: rows.map(toProduct), total };
+}
+
+export async function findProduct(db: Db, id: number): Promise<Product> {
+  const [row] = await db.select().from(products).where(eq(products.id, id));
+  if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
+  return toProduct(row);
+}
+
+/** The body's fields as columns; the schema's refinement has already vouched for the price. */
+function columnsOf(input: ProductBody) {
+  return {
+    name: input.name.trim(),
+    code: input.code.trim(),
+    priceCents: toCents(input.price)!,
+    description: input.description ?? null,
+    status: input.status ?? "ACTIVE",
+    stock: input.stock ?? 0,
+  };
+}
+
+const duplicateCode = (error: unknown, code: string) =>
+  integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_PRODUCT_CODE", { code }) : error;
+
+export async function createProduct(db: Db, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
+  const values = columnsOf(input);
+  try {
+    const [row] = await db
+      .insert(products)
+      .values({ ...values, createdAt: now, updatedAt: now, createdBy: actor, updatedBy: actor })
+      .returning();
+    return toProduct(row);
+  } catch (error) {
+    throw duplicateCode(error, values.code);
+  }
+}
+
+/** PUT: replaces every field; createdAt/createdBy stay. */
+export async function replaceProduct(db: Db, id: number, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
+  const values = columnsOf(input);
+  try {
+    const [row] = await db.update(products).set({ ...values, updatedAt: now, updatedBy: actor }).where(eq(products.id, id)).returning();
+    if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
+    return toProduct(row);
+  } catch (error) {
+    throw duplicateCode(error, values.code);
+  }
+}
