@@ -78,16 +78,23 @@ export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
   };
 }
 
+/** The caller found by the transform hook, handed to the route's resolve. */
+const callers = new WeakMap<Request, Caller>();
+
+/**
+ * The check runs in `transform`, before body and query validation, so an anonymous or
+ * unprivileged request is answered 401/403 whatever its body (as a security filter would);
+ * `resolve` then hands the caller to the handler.
+ */
 export const authPlugin = (authenticator: Authenticator) =>
   new Elysia({ name: "auth" }).macro({
     auth: (rule: AccessRule) => ({
-      // The OpenAPI document shows the bearer requirement exactly where the guard applies.
-      detail: { security: [{ bearerAuth: [] }] },
-      async resolve({ request }) {
+      async transform({ request }) {
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();
         if (!satisfies(caller, rule)) throw new AppError("ACCESS_DENIED");
-        return { caller };
+        callers.set(request, caller);
       },
+      resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
   });

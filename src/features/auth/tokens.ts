@@ -11,7 +11,6 @@ export const TOKEN_TTL_SECONDS = 18_000;
 export interface TokenClaims {
   sub: string;
   ver: number;
-  iat: number;
   exp: number;
 }
 
@@ -34,12 +33,14 @@ export function createTokens(secret: string, now: () => number = Date.now): Toke
       if (token.length > MAX_TOKEN_LENGTH) return undefined;
       const claims = await codec.verify(token, {
         algorithms: ["HS512"],
-        requiredClaims: ["sub", "exp", "iat"],
+        // iat is not required: a token minted elsewhere with sub and exp is enough (decisions.md).
+        requiredClaims: ["sub", "exp"],
         currentDate: new Date(now()),
       });
       if (!claims || typeof claims.sub !== "string" || typeof claims.exp !== "number") return undefined;
+      // A token minted elsewhere without ver counts as version 0: the user's first logout revokes it.
       const ver = typeof claims.ver === "number" ? claims.ver : 0;
-      return { sub: claims.sub, ver, iat: claims.iat as number, exp: claims.exp };
+      return { sub: claims.sub, ver, exp: claims.exp };
     },
   };
 }

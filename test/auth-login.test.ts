@@ -1,0 +1,317 @@
+/**
+ * Login, refresh, logout, password change and the caller's profile through app.handle on a
+ * real libSQL file: success and failure parity, legacy BCrypt hashes rehashed to argon2id,
+ * throttling per e-mail and per client address with an injected clock, and revocation.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { loginThrottle, users } from "../src/db/schema";
+import { makeTestApp, type TestApp } from "./helpers";
+
+const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+const PASSWORD = "Passw0rd!";
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await makeTestApp();
+});
+afterAll(() => t.close());
+
+const login = (app: TestApp, email: string, password: string, lang?: string) =>
+  app.request("POST", "/api/auth/login", { body: { email, password }, headers: lang ? { "accept-language": lang } : undefined });
+
+/** The body without its timestamp, for comparing two answers. */
+const timeless = ({ timestamp: _timestamp, ...rest }: Record<string, unknown>) => rest;
+
+describe("login", () => {
+  test("answers the token envelope, sets lastLogin, and the token opens protected routes", async () => {
+    const user = await t.createUser({ password: PASSWORD, email: "Login.Ok@Example.com" });
+    const res = await login(t, "LOGIN.OK@example.com", PASSWORD);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      success: true,
+      message: "Login successful",
+      data: {
+        token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/),
+        tokenType: "Bearer",
+        expiresIn: 18000,
+        user: expect.objectContaining({ id: user.id, email: "login.ok@example.com", roles: ["USER"], lastLogin: expect.stringMatching(ISO_Z) }),
+      },
+      timestamp: expect.stringMatching(ISO_Z),
+    });
+    expect(res.text).not.toContain("passwordHash");
+    const [row] = await t.db.select({ lastLogin: users.lastLogin }).from(users).where(eq(users.id, user.id));
+    expect(row.lastLogin).toBeInstanceOf(Date);
+    const users_ = await t.request("GET", "/api/users", { token: res.body.data.token });
+    expect(users_.status).toBe(200);
+  });
+
+  test("a wrong password and an unknown e-mail get the identical 401 INVALID_CREDENTIALS", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    const noPassword = await t.createUser();
+    const wrong = await login(t, user.email, "Wrong0rd!");
+    const unknown = await login(t, "nobody-here@example.com", PASSWORD);
+    const passwordless = await login(t, noPassword.email, PASSWORD);
+    for (const res of [wrong, unknown, passwordless]) {
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ success: false, message: "Invalid e-mail or password", errorCode: "INVALID_CREDENTIALS", timestamp: expect.stringMatching(ISO_Z) });
+      expect([...res.headers.keys()].sort()).toEqual([...wrong.headers.keys()].sort());
+    }
+    expect(timeless(unknown.body)).toEqual(timeless(wrong.body));
+    const zh = await login(t, "nobody-here@example.com", PASSWORD, "zh-TW");
+    expect(zh.body.message).toBe("帳號或密碼錯誤");
+  });
+
+  test("an unknown e-mail costs a password hash too (similar time)", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    const time = async (email: string) => {
+      const started = performance.now();
+      await login(t, email, "Wrong0rd!");
+      return performance.now() - started;
+    };
+    await time("warm-up@example.com");
+    const known = Math.min(await time(user.email), await time(user.email));
+    const unknown = Math.min(await time("ghost@example.com"), await time("ghost@example.com"));
+    // Not a speed target: only that neither path skips the argon2 verification (~tens of ms).
+    expect(unknown).toBeGreaterThan(known / 4);
+    expect(known).toBeGreaterThan(unknown / 4);
+  });
+
+  test("an inactive account with the right password is 403 ACCOUNT_DISABLED", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
+    const res = await login(t, user.email, PASSWORD, "zh-TW");
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual({ success: false, message: "帳號已停用", errorCode: "ACCOUNT_DISABLED", timestamp: expect.stringMatching(ISO_Z) });
+  });
+
+  test.each([
+    ["no body fields", {}, ["email: must not be blank", "password: must not be blank"]],
+    ["empty strings", { email: "", password: "" }, ["email: must not be blank", "password: must not be blank"]],
+  ])("%s is 400 body validation", async (_, body, errors) => {
+    const res = await t.request("POST", "/api/auth/login", { body });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
+  });
+});
+
+describe("legacy BCrypt hashes", () => {
+  async function legacyUser(hash: string) {
+    const user = await t.createUser();
+    await t.db.update(users).set({ passwordHash: hash }).where(eq(users.id, user.id));
+    return user;
+  }
+  const storedHash = async (id: number) => (await t.db.select({ h: users.passwordHash }).from(users).where(eq(users.id, id)))[0].h!;
+
+  test.each([
+    ["$2b$ (as Bun writes it)", async () => Bun.password.hash(PASSWORD, { algorithm: "bcrypt", cost: 4 }), PASSWORD],
+    ["$2a$ (Spring's BCryptPasswordEncoder)", async () => (await Bun.password.hash(PASSWORD, { algorithm: "bcrypt", cost: 4 })).replace(/^\$2b\$/, "$2a$"), PASSWORD],
+    // PHP's own documentation example of password_verify, written by a different implementation.
+    ["literal $2y$", async () => "$2y$07$BCryptRequires22Chrcte/VlQH0piJtjXl.0t1XkA8pw9dMXTpOq", "rasmuslerdorf"],
+  ])("%s verifies, then is rehashed to argon2id", async (_, makeHash, password) => {
+    const hash = await makeHash();
+    const user = await legacyUser(hash);
+    expect((await login(t, user.email, "Wrong0rd!")).status).toBe(401);
+    expect(await storedHash(user.id)).toBe(hash);
+    const res = await login(t, user.email, password);
+    expect(res.status).toBe(200);
+    const rehashed = await storedHash(user.id);
+    expect(rehashed).toStartWith("$argon2id$");
+    expect((await login(t, user.email, password)).status).toBe(200);
+    expect(await storedHash(user.id)).toBe(rehashed);
+  });
+});
+
+describe("throttling (injected clock)", () => {
+  let clock = Date.now();
+  let th: TestApp;
+  beforeAll(async () => {
+    th = await makeTestApp({ LOGIN_MAX_FAILURES: "3", LOGIN_MAX_FAILURES_PER_IP: "8" }, { now: () => clock });
+  });
+  afterAll(() => th.close());
+  const minutes = (n: number) => n * 60_000;
+  const clearAddress = () => th.db.delete(loginThrottle).where(eq(loginThrottle.key, "ip:local"));
+
+  test("after 3 failures for one e-mail: 429 with Retry-After even with the right password, until the window passes", async () => {
+    await clearAddress();
+    const user = await th.createUser({ password: PASSWORD });
+    for (let i = 0; i < 3; i++) expect((await login(th, user.email, "Wrong0rd!")).status).toBe(401);
+    clock += minutes(5);
+    const blocked = await login(th, user.email.toUpperCase(), PASSWORD, "zh-TW");
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers.get("retry-after")).toBe(String(10 * 60));
+    expect(blocked.body).toEqual({ success: false, message: "請求過於頻繁，請稍後再試", errorCode: "TOO_MANY_REQUESTS", timestamp: expect.stringMatching(ISO_Z) });
+
+    clock += minutes(10) - 1000;
+    const stillBlocked = await login(th, user.email, PASSWORD);
+    expect(stillBlocked.status).toBe(429);
+    expect(stillBlocked.headers.get("retry-after")).toBe("1");
+
+    clock += 1000;
+    expect((await login(th, user.email, PASSWORD)).status).toBe(200);
+  });
+
+  test("a successful login clears the e-mail's count", async () => {
+    await clearAddress();
+    const user = await th.createUser({ password: PASSWORD });
+    for (let i = 0; i < 2; i++) expect((await login(th, user.email, "Wrong0rd!")).status).toBe(401);
+    expect((await login(th, user.email, PASSWORD)).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await login(th, user.email, "Wrong0rd!")).status).toBe(401);
+    expect((await login(th, user.email, PASSWORD)).status).toBe(200);
+  });
+
+  test("failures for one e-mail do not block another", async () => {
+    await clearAddress();
+    const victim = await th.createUser({ password: PASSWORD });
+    const other = await th.createUser({ password: PASSWORD });
+    for (let i = 0; i < 4; i++) await login(th, victim.email, "Wrong0rd!");
+    expect((await login(th, victim.email, PASSWORD)).status).toBe(429);
+    expect((await login(th, other.email, PASSWORD)).status).toBe(200);
+  });
+
+  test("parallel guesses cannot overrun the limit: the attempt is counted before the password is checked", async () => {
+    await clearAddress();
+    const user = await th.createUser({ password: PASSWORD });
+    const results = await Promise.all(Array.from({ length: 8 }, () => login(th, user.email, "Wrong0rd!")));
+    expect(results.map((r) => r.status).sort()).toEqual([401, 401, 401, 429, 429, 429, 429, 429]);
+  });
+
+  test("after 8 failures from one client address, every e-mail gets 429 there until the window passes", async () => {
+    await clearAddress();
+    clock += minutes(20);
+    const user = await th.createUser({ password: PASSWORD });
+    for (let i = 0; i < 8; i++) expect((await login(th, `stranger${i}@example.com`, "Wrong0rd!")).status).toBe(401);
+    const blocked = await login(th, user.email, PASSWORD);
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers.get("retry-after")).toBe(String(15 * 60));
+    clock += minutes(15);
+    expect((await login(th, user.email, PASSWORD)).status).toBe(200);
+  });
+
+  test("successful logins do not use up the address's budget", async () => {
+    await clearAddress();
+    const user = await th.createUser({ password: PASSWORD });
+    for (let i = 0; i < 12; i++) expect((await login(th, user.email, PASSWORD)).status).toBe(200);
+  });
+});
+
+describe("refresh, logout and password change", () => {
+  async function session(password = PASSWORD) {
+    const user = await t.createUser({ password });
+    const res = await login(t, user.email, password);
+    return { ...user, token: res.body.data.token as string };
+  }
+  const profile = (token: string) => t.request("GET", "/api/search/profile", { token });
+
+  function expectUnauthorized(res: { status: number; body: any; headers: Headers }) {
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ success: false, message: expect.any(String), errorCode: "UNAUTHORIZED", timestamp: expect.stringMatching(ISO_Z) });
+    expect(res.headers.get("www-authenticate")).toBe("Bearer");
+  }
+
+  test("refresh answers a working token in the login shape", async () => {
+    const s = await session();
+    const res = await t.request("POST", "/api/auth/refresh", { token: s.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      success: true,
+      message: "Token refreshed",
+      data: { token: expect.any(String), tokenType: "Bearer", expiresIn: 18000, user: expect.objectContaining({ id: s.id, email: s.email }) },
+      timestamp: expect.stringMatching(ISO_Z),
+    });
+    expect((await profile(res.body.data.token)).status).toBe(200);
+  });
+
+  test.each([["refresh"], ["logout"], ["change-password"]])("%s without a bearer is 401", async (path) => {
+    expectUnauthorized(await t.request("POST", `/api/auth/${path}`, { body: {} }));
+  });
+
+  test("logout revokes every token issued so far; a new login works", async () => {
+    const s = await session();
+    const second = (await login(t, s.email, PASSWORD)).body.data.token;
+    const refreshed = (await t.request("POST", "/api/auth/refresh", { token: s.token })).body.data.token;
+    const res = await t.request("POST", "/api/auth/logout", { token: s.token, headers: { "accept-language": "zh-TW" } });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ success: true, message: "已登出，先前的權杖皆已失效", data: null, timestamp: expect.stringMatching(ISO_Z) });
+    for (const token of [s.token, second, refreshed]) {
+      expectUnauthorized(await profile(token));
+      expectUnauthorized(await t.request("POST", "/api/auth/refresh", { token }));
+    }
+    const again = await login(t, s.email, PASSWORD);
+    expect((await profile(again.body.data.token)).status).toBe(200);
+  });
+
+  test("a password change revokes earlier tokens and answers a new one", async () => {
+    const s = await session();
+    const res = await t.request("POST", "/api/auth/change-password", {
+      token: s.token,
+      body: { currentPassword: PASSWORD, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      success: true,
+      message: "Password changed; every earlier token is revoked",
+      data: { token: expect.any(String), tokenType: "Bearer", expiresIn: 18000, user: expect.objectContaining({ id: s.id }) },
+      timestamp: expect.stringMatching(ISO_Z),
+    });
+    expectUnauthorized(await profile(s.token));
+    expect((await profile(res.body.data.token)).status).toBe(200);
+    expect((await login(t, s.email, PASSWORD)).status).toBe(401);
+    expect((await login(t, s.email, "N3wPassw0rd!")).status).toBe(200);
+  });
+
+  test.each([
+    ["a wrong current password", { currentPassword: "Wrong0rd!", newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" }, ["currentPassword: is not the current password"]],
+    ["a mismatched confirmation", { currentPassword: PASSWORD, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd?" }, ["confirmNewPassword: must match password"]],
+    [
+      "a weak new password",
+      { currentPassword: PASSWORD, newPassword: "weakpass", confirmNewPassword: "weakpass" },
+      ["newPassword: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else"],
+    ],
+  ])("%s is 400 and changes nothing", async (_, body, errors) => {
+    const s = await session();
+    const res = await t.request("POST", "/api/auth/change-password", { token: s.token, body });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
+    expect((await profile(s.token)).status).toBe(200);
+    expect((await login(t, s.email, PASSWORD)).status).toBe(200);
+  });
+});
+
+describe("GET /api/search/profile", () => {
+  test("answers the caller's bare User and echoes X-Client-Version (default 1.0)", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    const plain = await t.request("GET", "/api/search/profile", { token: user.token });
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get("x-client-version")).toBe("1.0");
+    expect(plain.body).toEqual({
+      id: user.id,
+      name: "Test User",
+      email: user.email,
+      department: null,
+      phone: null,
+      active: true,
+      createdAt: expect.stringMatching(ISO_Z),
+      updatedAt: expect.stringMatching(ISO_Z),
+      lastLogin: null,
+      version: 0,
+      roles: ["USER"],
+    });
+    const versioned = await t.request("GET", "/api/search/profile", { token: user.token, headers: { "x-client-version": "2.3.1" } });
+    expect(versioned.headers.get("x-client-version")).toBe("2.3.1");
+  });
+
+  test("a malformed X-Client-Version is 400 parameter validation", async () => {
+    const user = await t.createUser();
+    const res = await t.request("GET", "/api/search/profile", { token: user.token, headers: { "x-client-version": "1.0; drop" } });
+    expect(res.status).toBe(400);
+    expect(res.body.message).toBe("Parameter validation failed");
+    expect(res.body.errorCode).toBeUndefined();
+  });
+
+  test("without a token it is 401 with WWW-Authenticate: Bearer", async () => {
+    const res = await t.request("GET", "/api/search/profile");
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe("Bearer");
+  });
+});
