@@ -89,6 +89,8 @@ const callers = new WeakMap<Request, Caller>();
 export const authPlugin = (authenticator: Authenticator) =>
   new Elysia({ name: "auth" }).macro({
     auth: (rule: AccessRule) => ({
+      // The OpenAPI document (src/features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
+      detail: { security: [{ bearerAuth: [] }] },
       async transform({ request }) {
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();

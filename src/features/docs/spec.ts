@@ -26,8 +26,24 @@ function cleanSchema(node: unknown): void {
 
 const METHODS = ["get", "put", "post", "delete", "patch", "head", "options"];
 
+/**
+ * The global body parser (src/http/body-parser.ts) is a function, so the generator cannot
+ * tell the media type and leaves requestBody.content empty: JSON, or multipart when a file is taken.
+ */
+function fillRequestBodies(app: AnyElysia, paths: Json) {
+  for (const route of app.routes) {
+    const body = (route.hooks as Json)?.body;
+    const operation = paths[route.path.replace(/:([^/?]+)\??/g, "{$1}")]?.[route.method.toLowerCase()];
+    if (!body || !operation?.requestBody || Object.keys(operation.requestBody.content ?? {}).length > 0) continue;
+    const schema = JSON.parse(JSON.stringify(body));
+    const type = JSON.stringify(schema).includes('"format":"binary"') ? "multipart/form-data" : "application/json";
+    operation.requestBody.content = { [type]: { schema } };
+  }
+}
+
 export function buildSpec(app: AnyElysia): Json {
   const { paths, components } = toOpenAPISchema(app, { methods: ["options", "head"] }) as { paths: Json; components: Json };
+  fillRequestBodies(app, paths);
   for (const item of Object.values(paths)) {
     for (const method of METHODS) {
       const operation = item[method];

@@ -1,0 +1,192 @@
+/**
+ * /swagger and /swagger/json: every route documented with its schemas, the bearer scheme where
+ * the guard applies, a document redocly accepts, a page that renders offline in Chromium;
+ * and BASE_PATH moving all of it (actuator included) under the prefix.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
+
+let t: TestApp;
+let spec: any;
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  const res = await t.request("GET", "/swagger/json");
+  expect(res.status).toBe(200);
+  spec = res.body;
+});
+afterAll(() => t.close());
+
+/** Elysia's `/api/users/:id` is OpenAPI's `/api/users/{id}`. */
+const openApiPath = (path: string) => path.replace(/:([^/]+)/g, "{$1}");
+const documentedRoutes = (app: TestApp["app"]) =>
+  app.routes.filter((r) => !r.path.includes(".") && !["HEAD", "OPTIONS"].includes(r.method) && !(r.hooks as any)?.detail?.hide);
+
+describe("the OpenAPI document", () => {
+  test("every route in app.routes is there, with a summary and responses", () => {
+    const routes = documentedRoutes(t.app);
+    expect(routes.length).toBeGreaterThan(15);
+    for (const route of routes) {
+      const operation = spec.paths[openApiPath(route.path)]?.[route.method.toLowerCase()];
+      expect(operation, `${route.method} ${route.path}`).toBeDefined();
+      expect(operation.summary, `${route.method} ${route.path}`).toEqual(expect.any(String));
+      expect(Object.keys(operation.responses ?? {}).length, `${route.method} ${route.path}`).toBeGreaterThan(0);
+    }
+  });
+
+  test("users and actuator operations: schemas, bearer where guarded, error envelopes", () => {
+    expect(spec.openapi).toBe("3.1.0");
+    expect(spec.components.securitySchemes.bearerAuth).toEqual({ type: "http", scheme: "bearer", bearerFormat: "JWT", description: expect.any(String) });
+
+    const create = spec.paths["/api/users"].post;
+    expect(create.security).toEqual([{ bearerAuth: [] }]);
+    expect(create.requestBody.content["application/json"].schema.properties).toHaveProperty("email");
+    const user = create.responses["201"].content["application/json"].schema;
+    expect(user.properties).toHaveProperty("roles");
+    expect(user.properties).not.toHaveProperty("passwordHash");
+    for (const status of ["400", "401", "403", "409"]) {
+      const envelope = create.responses[status].content["application/json"].schema;
+      expect(envelope.properties).toHaveProperty("errorCode");
+      expect(envelope.properties).toHaveProperty("timestamp");
+    }
+    expect(spec.paths["/api/users/{id}"].get.parameters).toContainEqual(expect.objectContaining({ name: "id", in: "path", required: true }));
+
+    for (const open of ["/actuator/health", "/actuator/health/liveness", "/actuator/health/readiness", "/actuator/info", "/api/version"]) {
+      expect(spec.paths[open].get.security, open).toEqual([]);
+    }
+    for (const guarded of ["/actuator/metrics", "/actuator/metrics/{name}", "/actuator/prometheus", "/actuator/loggers", "/actuator/threaddump", "/actuator/heapdump"]) {
+      expect(spec.paths[guarded].get.security, guarded).toEqual([{ bearerAuth: [] }]);
+      expect(spec.paths[guarded].get.responses).toHaveProperty("401");
+    }
+    expect(spec.paths["/actuator/health"].get.responses["503"].content["application/json"].schema.properties).toHaveProperty("components");
+    expect(spec.paths["/actuator/loggers/{name}"].post.responses["204"]).toEqual({ description: "Level changed" });
+    // Our validation keywords never reach the document.
+    expect(JSON.stringify(spec)).not.toMatch(/"(messages|refine|nullable)":/);
+  });
+
+  const redocly = join(import.meta.dir, "../node_modules/@redocly/cli/bin/cli.js");
+  const node = Bun.which("node");
+  if (!existsSync(redocly) || !node) console.warn("skipping the redocly lint: @redocly/cli (devDependency) or node is not installed");
+  test.skipIf(!existsSync(redocly) || !node)(
+    "npx @redocly/cli lint reports no errors",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), "usersvc-openapi-"));
+      try {
+        const file = join(dir, "openapi.json");
+        writeFileSync(file, JSON.stringify(spec));
+        const lint = Bun.spawnSync([node!, redocly, "lint", file, "--format=summary"], { env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } });
+        const output = lint.stdout.toString() + lint.stderr.toString();
+        console.log(`redocly lint (exit ${lint.exitCode}):\n${output.replace(/^\s*[╔║╚].*\n/gm, "")}`);
+        expect(output).toContain("Your API description is valid");
+        expect(output).not.toMatch(/^error\s/m);
+        expect(lint.exitCode).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
+});
+
+describe("the page", () => {
+  test("served from the app itself: no CDN", async () => {
+    const page = await t.request("GET", "/swagger");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(page.text).toContain('src="/swagger/assets/swagger-ui-bundle.js"');
+    expect(page.text).toContain('"/swagger/json"');
+    expect(page.text).not.toMatch(/https?:\/\//);
+    const script = await t.request("GET", "/swagger/assets/swagger-ui-bundle.js");
+    expect(script.status).toBe(200);
+    expect(script.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(script.text).toContain("SwaggerUIBundle");
+    const styles = await t.request("GET", "/swagger/assets/swagger-ui.css");
+    expect(styles.status).toBe(200);
+    expect(styles.headers.get("content-type")).toBe("text/css; charset=utf-8");
+  });
+
+  const chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find(existsSync);
+  if (!chromium) console.warn("skipping the Chromium render: chromium is not installed (Debian package chromium)");
+  test.skipIf(!chromium)(
+    "renders in headless Chromium from a real port, under BASE_PATH, listing the operations",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "usersvc-docs-"));
+      const server = Bun.spawn([process.execPath, "src/main.ts", "serve"], {
+        cwd: join(import.meta.dir, ".."),
+        env: { PATH: process.env.PATH, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dir, JWT_SECRET: TEST_SECRET, BASE_PATH: "/svc", LOG_LEVEL: "info" },
+        stdout: "pipe",
+        stderr: "inherit",
+      });
+      try {
+        const port = await listeningPort(server.stdout);
+        const browser = Bun.spawn(
+          [chromium!, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--virtual-time-budget=15000", "--dump-dom", `http://127.0.0.1:${port}/svc/swagger`],
+          { stdout: "pipe", stderr: "ignore", env: { ...process.env, HOME: dir } },
+        );
+        const dom = await new Response(browser.stdout).text();
+        await browser.exited;
+        for (const summary of ["Overall health", "Readiness probe", "Metrics in Prometheus text format", "Heap snapshot download", "List users", "Create a user"]) {
+          expect(dom).toContain(`opblock-summary-description">${summary}<`);
+        }
+        expect(dom).toContain("/svc/api/users/{id}");
+      } finally {
+        server.kill("SIGTERM");
+        await server.exited;
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    90_000,
+  );
+});
+
+/** The port from main.ts's "usersvc listening" log line. */
+async function listeningPort(stdout: ReadableStream<Uint8Array>): Promise<number> {
+  const decoder = new TextDecoder();
+  let seen = "";
+  for await (const chunk of stdout) {
+    seen += decoder.decode(chunk);
+    const line = seen.split("\n").find((l) => l.includes('"usersvc listening"'));
+    if (line) return JSON.parse(line).port;
+  }
+  throw new Error(`the server stopped before listening:\n${seen}`);
+}
+
+describe("BASE_PATH=/svc", () => {
+  let svc: TestApp;
+  beforeAll(async () => {
+    svc = await makeTestApp({ BASE_PATH: "/svc" });
+  });
+  afterAll(() => svc.close());
+
+  test("actuator, version, docs and the API all answer under the prefix, and nothing outside it", async () => {
+    const svcAdmin = await svc.admin();
+    expect(await svc.request("GET", "/actuator/health")).toMatchObject({ status: 200, body: { status: "UP" } });
+    expect((await svc.request("GET", "/actuator/health/readiness")).status).toBe(200);
+    expect((await svc.request("GET", "/api/version")).status).toBe(200);
+    expect((await svc.request("GET", `/api/users/${svcAdmin.id}`, { token: svcAdmin.token })).status).toBe(200);
+    const page = await svc.request("GET", "/swagger");
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('src="/svc/swagger/assets/swagger-ui-bundle.js"');
+    expect(page.text).toContain('"/svc/swagger/json"');
+    expect((await svc.request("GET", "/swagger/assets/swagger-ui.css")).status).toBe(200);
+
+    const document = (await svc.request("GET", "/swagger/json")).body;
+    expect(Object.keys(document.paths).every((p) => p.startsWith("/svc/"))).toBe(true);
+    expect(document.paths).toHaveProperty(["/svc/api/users/{id}"]);
+    expect(document.paths).toHaveProperty(["/svc/actuator/prometheus"]);
+
+    // Metrics label routes by their template inside the service, without the prefix.
+    await Bun.sleep(5);
+    const scrape = await svc.request("GET", "/actuator/prometheus", { token: svcAdmin.token });
+    expect(scrape.status).toBe(200);
+    expect(scrape.text).toContain('route="/api/users/:id"');
+
+    for (const outside of ["/actuator/health", "/swagger", "/api/version"]) {
+      const res = await svc.app.handle(new Request(`http://localhost${outside}`));
+      expect(res.status, outside).toBe(401);
+    }
+  });
+});
