@@ -1,0 +1,49 @@
+/**
+ * ADMIN_EMAIL / ADMIN_PASSWORD (and `usersvc admin create`) through ensureAdmin: creates the
+ * ADMIN once, is idempotent on every later start, and promotes an existing account without
+ * touching its password or revoking its tokens.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { auditLog, users } from "../src/db/schema";
+import { ensureAdmin } from "../src/features/auth/bootstrap";
+import { makeTestApp, type TestApp } from "./helpers";
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await makeTestApp();
+});
+afterAll(() => t.close());
+
+const login = (email: string, password: string) => t.request("POST", "/api/auth/login", { body: { email, password } });
+
+test("creates the ADMIN on the first start and changes nothing on the second", async () => {
+  const first = await ensureAdmin(t.db, { email: "Root@Example.com", password: "Adm1n!pass" });
+  expect(first.created).toBe(true);
+  const [before] = await t.db.select().from(users).where(eq(users.id, first.id));
+
+  const second = await ensureAdmin(t.db, { email: "root@example.com", password: "Adm1n!pass" });
+  expect(second).toEqual({ id: first.id, created: false });
+  const [after] = await t.db.select().from(users).where(eq(users.id, first.id));
+  expect(after.passwordHash).toBe(before.passwordHash);
+  expect(after.tokenVersion).toBe(before.tokenVersion);
+  expect((await t.db.select().from(users).where(eq(users.email, "root@example.com"))).length).toBe(1);
+  expect((await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(first.id)))).length).toBe(1);
+
+  const res = await login("root@example.com", "Adm1n!pass");
+  expect(res.status).toBe(200);
+  expect(res.body.data.user.roles).toEqual(["ADMIN", "USER"]);
+  // The ADMIN can do what only an ADMIN may.
+  expect((await t.request("POST", "/api/users", { token: res.body.data.token, body: { name: "Made By Root", email: "made@example.com" } })).status).toBe(201);
+});
+
+test("promotes and re-activates an existing account, keeping its password and tokens", async () => {
+  const plain = await t.createUser({ password: "Us3r!pass" });
+  await t.db.update(users).set({ active: false }).where(eq(users.id, plain.id));
+  const result = await ensureAdmin(t.db, { email: plain.email, password: "Other!pass1" });
+  expect(result).toEqual({ id: plain.id, created: false });
+  const res = await login(plain.email, "Us3r!pass");
+  expect(res.status).toBe(200);
+  expect(res.body.data.user.roles).toEqual(["ADMIN", "USER"]);
+  expect((await t.request("GET", "/api/search/profile", { token: plain.token })).status).toBe(200);
+});

@@ -1,0 +1,142 @@
+/**
+ * Which bearer tokens the guard accepts: tokens minted here with jose (another JWT library)
+ * and the same secret are; every other algorithm, a bad signature, a wrong or missing exp,
+ * a deleted or inactive subject and a stale token version are 401 UNAUTHORIZED with
+ * WWW-Authenticate: Bearer.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { SignJWT, generateKeyPair, jwtVerify } from "jose";
+import { users } from "../src/db/schema";
+import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
+
+const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+const KEY = new TextEncoder().encode(TEST_SECRET);
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+let t: TestApp;
+let user: { id: number; email: string; token: string };
+beforeAll(async () => {
+  t = await makeTestApp();
+  user = await t.createUser({ password: "Passw0rd!" });
+});
+afterAll(() => t.close());
+
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+
+/** A token signed by jose, HS512 and the service's secret unless told otherwise. */
+function mint(claims: Record<string, unknown>, { alg = "HS512", key = KEY, iat = true, exp = 3600 }: { alg?: string; key?: Uint8Array; iat?: boolean; exp?: number | null } = {}) {
+  let jwt = new SignJWT(claims).setProtectedHeader({ alg, typ: "JWT" });
+  if (iat) jwt = jwt.setIssuedAt();
+  if (exp !== null) jwt = jwt.setExpirationTime(nowSeconds() + exp);
+  return jwt.sign(key);
+}
+
+const profile = (token: string) => t.request("GET", "/api/search/profile", { token });
+
+function expectUnauthorized(res: { status: number; body: any; headers: Headers }) {
+  expect(res.status).toBe(401);
+  expect(res.body).toEqual({ success: false, message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED", timestamp: expect.stringMatching(ISO_Z) });
+  expect(res.headers.get("www-authenticate")).toBe("Bearer");
+}
+
+describe("accepted", () => {
+  test("a jose-minted HS512 token with sub, iat, exp and the current version", async () => {
+    const res = await profile(await mint({ sub: user.email, ver: 0 }));
+    expect(res.status).toBe(200);
+    expect(res.body.email).toBe(user.email);
+  });
+
+  test("a jose-minted HS512 token with only sub and exp (version 0 assumed)", async () => {
+    expect((await profile(await mint({ sub: user.email }, { iat: false }))).status).toBe(200);
+  });
+
+  test("our login token verifies with jose: HS512, sub = e-mail, exp = iat + 18000", async () => {
+    const res = await t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Passw0rd!" } });
+    const { payload, protectedHeader } = await jwtVerify(res.body.data.token, KEY, { algorithms: ["HS512"] });
+    expect(protectedHeader.alg).toBe("HS512");
+    expect(payload.sub).toBe(user.email);
+    expect(payload.exp! - payload.iat!).toBe(18000);
+    expect(payload.ver).toBe(0);
+  });
+});
+
+describe("refused with 401", () => {
+  const cases: [string, () => Promise<string>][] = [
+    ["HS256 with the right secret", () => mint({ sub: user.email }, { alg: "HS256" })],
+    ["HS384 with the right secret", () => mint({ sub: user.email }, { alg: "HS384" })],
+    ["alg none", async () => `${b64({ alg: "none", typ: "JWT" })}.${b64({ sub: user.email, iat: nowSeconds(), exp: nowSeconds() + 3600 })}.`],
+    [
+      "RS256 signed by a real RSA key",
+      async () => {
+        const { privateKey } = await generateKeyPair("RS256");
+        return new SignJWT({ sub: user.email }).setProtectedHeader({ alg: "RS256" }).setIssuedAt().setExpirationTime("1h").sign(privateKey);
+      },
+    ],
+    [
+      "RS256 header over an HMAC signature (algorithm confusion)",
+      async () => {
+        const good = await mint({ sub: user.email });
+        const [, payload, signature] = good.split(".");
+        return `${b64({ alg: "RS256", typ: "JWT" })}.${payload}.${signature}`;
+      },
+    ],
+    ["a different secret", () => mint({ sub: user.email }, { key: new TextEncoder().encode("another-secret-".padEnd(80, "y")) })],
+    [
+      "a bad signature",
+      async () => {
+        const good = await mint({ sub: user.email });
+        const last = good.at(-2) === "A" ? "B" : "A";
+        return good.slice(0, -2) + last + good.at(-1);
+      },
+    ],
+    [
+      "a tampered payload (subject swapped, signature kept)",
+      async () => {
+        const other = await t.admin();
+        const [header, , signature] = (await mint({ sub: user.email })).split(".");
+        return `${header}.${b64({ sub: other.email, iat: nowSeconds(), exp: nowSeconds() + 3600 })}.${signature}`;
+      },
+    ],
+    ["an expired token", () => mint({ sub: user.email }, { exp: -10 })],
+    ["no exp", () => mint({ sub: user.email }, { exp: null })],
+    ["exp that is not a number", () => mint({ sub: user.email, exp: "tomorrow" }, { exp: null })],
+    ["no sub", () => mint({ ver: 0 })],
+    ["an unknown subject", () => mint({ sub: "nobody@example.com" })],
+    ["a stale version", () => mint({ sub: user.email, ver: 7 })],
+    ["garbage", async () => "not.a.token"],
+  ];
+
+  test.each(cases)("%s", async (_, token) => {
+    expectUnauthorized(await profile(await token()));
+  });
+
+  test.each([
+    ["no Authorization header", undefined],
+    ["a Basic scheme", "Basic dXNlcjpwYXNz"],
+    ["Bearer without a token", "Bearer"],
+  ])("%s", async (_, header) => {
+    expectUnauthorized(await t.request("GET", "/api/search/profile", { headers: header ? { authorization: header } : {} }));
+  });
+
+  test("a deleted subject", async () => {
+    const doomed = await t.createUser();
+    expect((await profile(doomed.token)).status).toBe(200);
+    await t.db.delete(users).where(eq(users.id, doomed.id));
+    expectUnauthorized(await profile(doomed.token));
+  });
+
+  test("an inactive subject", async () => {
+    const dormant = await t.createUser();
+    await t.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
+    expectUnauthorized(await profile(dormant.token));
+  });
+
+  test("a token of an older version (after logout)", async () => {
+    const s = await t.createUser();
+    expect((await t.request("POST", "/api/auth/logout", { token: s.token })).status).toBe(200);
+    expectUnauthorized(await profile(s.token));
+    expectUnauthorized(await profile(await mint({ sub: s.email, ver: 0 })));
+    expect((await profile(await mint({ sub: s.email, ver: 1 }))).status).toBe(200);
+  });
+});
