@@ -1,0 +1,147 @@
+/**
+ * The access table (service-interface.md, completed by decisions.md), row by row, for an
+ * anonymous caller, an authenticated caller without roles, a USER and an ADMIN. Each cell is
+ * the status the row allows: the route's own answer when access passes, 401 UNAUTHORIZED
+ * (with WWW-Authenticate: Bearer) without a valid token, 403 ACCESS_DENIED without the role.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { makeTestApp, type TestApp } from "./helpers";
+
+type Who = "anonymous" | "noRole" | "user" | "admin";
+type Session = { id: number; email: string; token: string };
+
+let t: TestApp;
+const who: Partial<Record<Who, Session>> = {};
+let serial = 0;
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  who.noRole = await t.createUser({ roles: [] });
+  who.user = await t.createUser({ roles: ["USER"] });
+  who.admin = await t.admin();
+});
+afterAll(() => t.close());
+
+const freshEmail = () => `access${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
+/** A user to act on, so DELETE and PUT never hit the callers themselves. */
+const target = () => t.createUser({ email: freshEmail() });
+
+interface Row {
+  request: string;
+  send: (token: string | undefined, self: Session | undefined) => Promise<{ status: number; body: any; headers: Headers }>;
+  expect: Record<Who, number>;
+}
+
+const rows: Row[] = [
+  {
+    request: "GET /api/auth/validate-email (open)",
+    send: (token) => t.request("GET", "/api/auth/validate-email?email=free@example.com", { token }),
+    expect: { anonymous: 200, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "POST /api/auth/login (open: reaches the handler)",
+    send: (token) => t.request("POST", "/api/auth/login", { token, body: { email: "nobody@example.com", password: "x" } }),
+    expect: { anonymous: 401, noRole: 401, user: 401, admin: 401 },
+  },
+  {
+    request: "POST /api/auth/register (open)",
+    send: (token) => t.request("POST", "/api/auth/register", { token, body: {} }),
+    expect: { anonymous: 400, noRole: 400, user: 400, admin: 400 },
+  },
+  {
+    request: "GET /swagger/json (open)",
+    send: (token) => t.request("GET", "/swagger/json", { token }),
+    expect: { anonymous: 200, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "GET /actuator/health (open)",
+    send: (token) => t.request("GET", "/actuator/health", { token }),
+    expect: { anonymous: 200, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "GET /actuator/prometheus (ADMIN)",
+    send: (token) => t.request("GET", "/actuator/prometheus", { token }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
+  },
+  {
+    request: "GET /api/users (USER; ADMIN includes USER)",
+    send: (token) => t.request("GET", "/api/users", { token }),
+    expect: { anonymous: 401, noRole: 403, user: 200, admin: 200 },
+  },
+  {
+    request: "POST /api/users (ADMIN)",
+    send: (token) => t.request("POST", "/api/users", { token, body: { name: "New Person", email: freshEmail() } }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 201 },
+  },
+  {
+    request: "POST /api/users with an invalid body (access is decided first)",
+    send: (token) => t.request("POST", "/api/users", { token, body: { name: "" } }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 400 },
+  },
+  {
+    request: "PUT /api/users/{id} (ADMIN)",
+    send: async (token) => t.request("PUT", `/api/users/${(await target()).id}`, { token, body: { name: "Renamed", email: freshEmail() } }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
+  },
+  {
+    request: "PUT /api/users/{own id} (ADMIN, even for oneself)",
+    send: (token, self) => t.request("PUT", `/api/users/${self?.id ?? 1}`, { token, body: { name: "Renamed", email: self?.email ?? freshEmail() } }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
+  },
+  {
+    request: "DELETE /api/users/{id} (ADMIN)",
+    send: async (token) => t.request("DELETE", `/api/users/${(await target()).id}`, { token }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 204 },
+  },
+  {
+    request: "PATCH /api/users/{own id} (self or ADMIN)",
+    send: (token, self) => t.request("PATCH", `/api/users/${self?.id ?? 1}`, { token, body: { name: "Self Renamed" } }),
+    expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "PATCH /api/users/{someone else} (self or ADMIN)",
+    send: async (token) => t.request("PATCH", `/api/users/${(await target()).id}`, { token, body: { name: "Not Yours" } }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
+  },
+  {
+    request: "GET /api/users/{id} (authenticated)",
+    send: async (token) => t.request("GET", `/api/users/${(await target()).id}`, { token }),
+    expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "GET /api/search/profile (authenticated)",
+    send: (token) => t.request("GET", "/api/search/profile", { token }),
+    expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "POST /api/auth/refresh (open path, authenticates its bearer)",
+    send: (token) => t.request("POST", "/api/auth/refresh", { token }),
+    expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "GET /api/no-such-thing (unknown path)",
+    send: (token) => t.request("GET", "/api/no-such-thing", { token }),
+    expect: { anonymous: 401, noRole: 404, user: 404, admin: 404 },
+  },
+  {
+    request: "GET /totally/unknown (unknown path outside /api)",
+    send: (token) => t.request("GET", "/totally/unknown", { token }),
+    expect: { anonymous: 401, noRole: 404, user: 404, admin: 404 },
+  },
+];
+
+const CODES: Record<number, string | undefined> = { 401: "UNAUTHORIZED", 403: "ACCESS_DENIED", 404: "NOT_FOUND" };
+
+describe.each(["anonymous", "noRole", "user", "admin"] as Who[])("%s", (caller) => {
+  test.each(rows.map((row) => [row.request, row] as const))("%s", async (_, row) => {
+    const self = who[caller];
+    const res = await row.send(self?.token, self);
+    const wanted = row.expect[caller];
+    expect(res.status).toBe(wanted);
+    // Open routes answer their own 401/400; the guard's answers carry its codes.
+    if (CODES[wanted] && !row.request.includes("(open")) {
+      expect(res.body).toMatchObject({ success: false, errorCode: CODES[wanted] });
+      if (wanted === 401) expect(res.headers.get("www-authenticate")).toBe("Bearer");
+    }
+  });
+});
