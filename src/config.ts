@@ -96,13 +96,12 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
   const port = integer("PORT", 8080, 0, 65535);
   const host = read("HOST") ?? "0.0.0.0";
 
-  let basePath = read("BASE_PATH") ?? "";
-  if (basePath !== "") {
-    basePath = "/" + basePath.replace(/^\/+|\/+$/g, "");
-    if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(basePath)) {
-      problems.push(`BASE_PATH must be a path such as /svc (got "${env.BASE_PATH}")`);
-      basePath = "";
-    }
+  // "svc", "/svc/" → "/svc"; "/" alone is the root, like no prefix at all.
+  const trimmedBase = (read("BASE_PATH") ?? "").replace(/^\/+|\/+$/g, "");
+  let basePath = trimmedBase === "" ? "" : `/${trimmedBase}`;
+  if (basePath !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(basePath)) {
+    problems.push(`BASE_PATH must be a path such as /svc (got "${env.BASE_PATH}")`);
+    basePath = "";
   }
 
   const dataDir = read("DATA_DIR") ?? "./data";

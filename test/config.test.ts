@@ -1,0 +1,242 @@
+/**
+ * Configuration: loadConfig fed plain objects (defaults, conversions, every bad value named),
+ * then the command line as a user meets it: `bun src/main.ts …` with its exit codes.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ConfigError, loadConfig, type Env } from "../src/config";
+
+const SECRET_64 = "s".repeat(64);
+
+function problemsOf(env: Env): string[] {
+  try {
+    loadConfig(env, 4);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+}
+
+describe("loadConfig", () => {
+  test("zero configuration: the documented defaults", () => {
+    const config = loadConfig({}, 4);
+    expect(config).toMatchObject({
+      port: 8080,
+      host: "0.0.0.0",
+      basePath: "",
+      databaseUrl: "file:./data/usersvc.db",
+      dataDir: "./data",
+      fileStorage: "./data/uploads",
+      maxUploadBytes: 10_485_760,
+      maxBodyBytes: 2_097_152,
+      logLevel: "info",
+      logFormat: "json",
+      loginMaxFailures: 5,
+      loginMaxFailuresPerIp: 50,
+      workers: 1,
+    });
+    for (const key of ["jwtSecret", "databaseAuthToken", "databaseSyncUrl", "adminEmail", "adminPassword", "notifyWebhookUrl", "metricsToken"] as const) {
+      expect(config[key]).toBeUndefined();
+    }
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  test("values are converted, trimmed, and an empty value means unset", () => {
+    const config = loadConfig(
+      {
+        PORT: " 9090 ",
+        HOST: "127.0.0.1",
+        DATABASE_URL: "libsql://db.example.turso.io",
+        DATABASE_AUTH_TOKEN: "tok",
+        JWT_SECRET: SECRET_64,
+        MAX_UPLOAD_BYTES: "1024",
+        MAX_BODY_BYTES: "4096",
+        LOG_LEVEL: "DEBUG",
+        LOG_FORMAT: "pretty",
+        NOTIFY_WEBHOOK_URL: "https://hooks.example.com/x",
+        LOGIN_MAX_FAILURES: "3",
+        LOGIN_MAX_FAILURES_PER_IP: "30",
+        METRICS_TOKEN: "m",
+        ADMIN_EMAIL: "root@example.com",
+        ADMIN_PASSWORD: "Admin@1234",
+        BASE_PATH: "",
+      },
+      4,
+    );
+    expect(config).toMatchObject({
+      port: 9090,
+      host: "127.0.0.1",
+      basePath: "",
+      databaseUrl: "libsql://db.example.turso.io",
+      databaseAuthToken: "tok",
+      jwtSecret: SECRET_64,
+      maxUploadBytes: 1024,
+      maxBodyBytes: 4096,
+      logLevel: "debug",
+      logFormat: "pretty",
+      notifyWebhookUrl: "https://hooks.example.com/x",
+      loginMaxFailures: 3,
+      loginMaxFailuresPerIp: 30,
+      metricsToken: "m",
+      adminEmail: "root@example.com",
+      adminPassword: "Admin@1234",
+    });
+  });
+
+  test("DATA_DIR moves the database and uploads with it", () => {
+    expect(loadConfig({ DATA_DIR: "/var/lib/usersvc" }, 4)).toMatchObject({
+      databaseUrl: "file:/var/lib/usersvc/usersvc.db",
+      fileStorage: "/var/lib/usersvc/uploads",
+    });
+  });
+
+  test.each([
+    ["svc", "/svc"],
+    ["/svc", "/svc"],
+    ["/svc/", "/svc"],
+    ["/api/v1/", "/api/v1"],
+    ["/", ""],
+    ["///", ""],
+  ])("BASE_PATH %p becomes %p", (given, expected) => {
+    expect(loadConfig({ BASE_PATH: given }, 4).basePath).toBe(expected);
+  });
+
+  test.each([
+    ["PORT", "abc"],
+    ["PORT", "-1"],
+    ["PORT", "65536"],
+    ["PORT", "80.5"],
+    ["BASE_PATH", "/has space"],
+    ["BASE_PATH", "/a?b"],
+    ["BASE_PATH", "/api//v1"],
+    ["DATABASE_URL", "postgres://db/x"],
+    ["DATABASE_URL", "not a url"],
+    ["DATABASE_SYNC_URL", "ftp://primary"],
+    ["JWT_SECRET", "s".repeat(63)],
+    ["MAX_UPLOAD_BYTES", "0"],
+    ["MAX_UPLOAD_BYTES", "10MB"],
+    ["MAX_BODY_BYTES", "100"],
+    ["MAX_BODY_BYTES", "1e6"],
+    ["LOG_LEVEL", "verbose"],
+    ["LOG_FORMAT", "xml"],
+    ["NOTIFY_WEBHOOK_URL", "ftp://hooks"],
+    ["LOGIN_MAX_FAILURES", "0"],
+    ["LOGIN_MAX_FAILURES_PER_IP", "many"],
+    ["WORKERS", "0"],
+    ["WORKERS", "65"],
+    ["WORKERS", "two"],
+  ])("%s=%p is refused, naming the variable", (variable, value) => {
+    const problems = problemsOf({ [variable]: value });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toStartWith(`${variable} `);
+    expect(problems[0]).not.toContain("\n");
+  });
+
+  test("JWT_SECRET is measured in bytes: 64 ASCII pass, 63 do not, 22 CJK characters (66 bytes) pass", () => {
+    expect(loadConfig({ JWT_SECRET: SECRET_64 }, 4).jwtSecret).toBe(SECRET_64);
+    expect(problemsOf({ JWT_SECRET: "s".repeat(63) })).toEqual(["JWT_SECRET must be at least 64 bytes for HS512"]);
+    expect(loadConfig({ JWT_SECRET: "密".repeat(22) }, 4).jwtSecret).toBe("密".repeat(22));
+  });
+
+  test("FILE_STORAGE: a folder, or s3://bucket/prefix with a valid bucket name", () => {
+    expect(loadConfig({ FILE_STORAGE: "/srv/files" }, 4).fileStorage).toBe("/srv/files");
+    expect(problemsOf({ FILE_STORAGE: "s3://Bad_Bucket" }).some((p) => p.startsWith("FILE_STORAGE must be a folder or s3://bucket/prefix"))).toBe(true);
+  });
+
+  test("ADMIN_EMAIL and ADMIN_PASSWORD come together", () => {
+    expect(problemsOf({ ADMIN_EMAIL: "root@example.com" })).toEqual(["ADMIN_EMAIL and ADMIN_PASSWORD must be set together"]);
+    expect(problemsOf({ ADMIN_PASSWORD: "Admin@1234" })).toEqual(["ADMIN_EMAIL and ADMIN_PASSWORD must be set together"]);
+  });
+
+  test("DATABASE_SYNC_URL needs a file: DATABASE_URL", () => {
+    expect(loadConfig({ DATABASE_SYNC_URL: "libsql://primary.example.com" }, 4).databaseSyncUrl).toBe("libsql://primary.example.com");
+    expect(problemsOf({ DATABASE_URL: "https://db.example.com", DATABASE_SYNC_URL: "libsql://primary.example.com" })[0]).toStartWith("DATABASE_SYNC_URL");
+  });
+
+  test("WORKERS: a number, or auto for one per core", () => {
+    expect(loadConfig({ WORKERS: "3" }, 8).workers).toBe(3);
+    expect(loadConfig({ WORKERS: "auto" }, 8).workers).toBe(8);
+    expect(loadConfig({ WORKERS: "AUTO" }, 2).workers).toBe(2);
+    expect(loadConfig({ WORKERS: "auto" }, 0).workers).toBe(1);
+  });
+
+  test("every bad variable is reported at once", () => {
+    const problems = problemsOf({ PORT: "x", LOG_LEVEL: "loud", JWT_SECRET: "short", MAX_BODY_BYTES: "-5" });
+    expect(problems.map((p) => p.split(" ")[0]).toSorted()).toEqual(["JWT_SECRET", "LOG_LEVEL", "MAX_BODY_BYTES", "PORT"]);
+  });
+
+  test("a secret never appears in a problem", () => {
+    expect(problemsOf({ JWT_SECRET: "hunter2-short" }).join(" ")).not.toContain("hunter2");
+  });
+});
+
+describe("the command line (bun src/main.ts)", () => {
+  const main = resolve(import.meta.dir, "../src/main.ts");
+  const cwd = mkdtempSync(join(tmpdir(), "usersvc-cli-"));
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  /** Runs the CLI in an empty folder with only the given variables (and PATH), bounded in time. */
+  async function cli(args: string[], env: Env = {}) {
+    const proc = Bun.spawn([process.execPath, main, ...args], {
+      cwd,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: "warn", ...env },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => proc.kill(9), 20_000);
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    clearTimeout(timer);
+    return { code, stdout, stderr };
+  }
+
+  test("--help and -h: usage on stdout, exit 0", async () => {
+    for (const flag of ["--help", "-h"]) {
+      const { code, stdout } = await cli([flag]);
+      expect(code).toBe(0);
+      expect(stdout).toContain("Usage:");
+      for (const command of ["migrate", "admin create", "token --email", "--version"]) expect(stdout).toContain(command);
+    }
+  });
+
+  test("--version: name and version, exit 0", async () => {
+    const { code, stdout } = await cli(["--version"]);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^usersvc \d+\.\d+\.\d+/);
+  });
+
+  test.each([
+    [["--bogus"], "--bogus"],
+    [["frobnicate"], "frobnicate"],
+    [["serve", "extra"], "extra"],
+    [["admin"], "admin"],
+    [["admin", "create", "--email", "a@b.co"], "--password"],
+    [["token"], "--email"],
+    [["--port"], "--port"],
+  ])("usage error %p: a clear message naming %p, exit 2", async (args, named) => {
+    const { code, stderr, stdout } = await cli(args);
+    expect(code).toBe(2);
+    expect(stderr).toContain(named);
+    expect(stderr).toContain("usersvc --help");
+    expect(stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(stdout).toBe("");
+  });
+
+  test.each([
+    [{ PORT: "abc" }, [], "PORT"],
+    [{}, ["--port", "99999"], "PORT"],
+    [{ JWT_SECRET: "too-short" }, [], "JWT_SECRET"],
+    [{ LOG_LEVEL: "chatty" }, ["migrate"], "LOG_LEVEL"],
+    [{ ADMIN_EMAIL: "root@example.com" }, [], "ADMIN_EMAIL"],
+  ])("bad configuration %p %p: one line naming %s, exit 2, nothing created", async (env, args, variable) => {
+    const { code, stderr } = await cli(args as string[], env as Env);
+    expect(code).toBe(2);
+    const lines = stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toStartWith("usersvc: invalid configuration: ");
+    expect(lines[0]).toContain(variable);
+    expect(existsSync(join(cwd, "data"))).toBe(false);
+  });
+});
