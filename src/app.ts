@@ -12,6 +12,7 @@ import { docsRoutes } from "./features/docs/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { productsRoutes } from "./features/products/routes";
+import { ordersRoutes } from "./features/orders/routes";
 import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { bodyParser } from "./http/body-parser";
@@ -54,6 +55,7 @@ export function createApp(deps: AppDeps) {
     .use(docsRoutes(config.basePath, () => self!))
     .use(usersRoutes(ctx))
     .use(productsRoutes(ctx))
+    .use(ordersRoutes(ctx))
     .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx));

@@ -8,6 +8,7 @@ import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import type { Authenticator, authPlugin } from "./features/auth/guard";
 import type { Tokens } from "./features/auth/tokens";
+import type { PaymentGateway } from "./features/orders/payment-gateway";
 import type { FileStore } from "./storage/files";
 
 /** Whether the process accepts traffic; readiness reports DOWN while starting or draining. */
@@ -26,6 +27,8 @@ export interface AppDeps {
   lifecycle: Lifecycle;
   /** The clock, injectable where a test is about time (login throttling windows). */
   now?: () => number;
+  /** Card payments; the built-in simulator when absent. */
+  paymentGateway?: PaymentGateway;
 }
 
 export interface AppContext extends AppDeps {

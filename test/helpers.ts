@@ -16,6 +16,7 @@ import { createTokens } from "../src/features/auth/tokens";
 import { hashPassword } from "../src/features/auth/passwords";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
+import type { PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
 
 export const TEST_SECRET = "test-secret-".padEnd(80, "x");
@@ -36,7 +37,7 @@ export interface RequestOptions {
 }
 
 /** `logs` receives every log line (JSON), for tests about logging. */
-export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void } } = {}) {
+export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void }; paymentGateway?: PaymentGateway } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-test-"));
   const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", ...env });
   const database = await openDatabase({ url: config.databaseUrl });
@@ -48,7 +49,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const lifecycle = { ready: true };
   // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
   const files = await createFileStore(config.fileStorage, config.s3);
-  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, now, files });
+  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway });
   const base = `http://localhost${config.basePath}`;
 
   async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {

@@ -1,0 +1,40 @@
+/**
+ * Where card payments go. The built-in implementation is the simulator decisions.md names;
+ * a real gateway (or a test's counting one) is passed as AppDeps.paymentGateway.
+ */
+
+export interface ChargeRequest {
+  orderId: number;
+  amountCents: number;
+  cardNumber: string;
+}
+
+export type ChargeResult = { approved: true; paymentId: string } | { approved: false; reason: string };
+
+export interface PaymentGateway {
+  /** Declines are results; a thrown error means the gateway could not be asked (nothing charged). */
+  charge(request: ChargeRequest): Promise<ChargeResult>;
+}
+
+/** The simulator's card that is always declined. */
+export const DECLINED_TEST_CARD = "4000000000000002";
+
+export function luhnValid(digits: string): boolean {
+  let sum = 0;
+  for (let i = 0; i < digits.length; i++) {
+    let d = digits.charCodeAt(digits.length - 1 - i) - 48;
+    if (i % 2 === 1) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return sum % 10 === 0;
+}
+
+export const simulatedGateway: PaymentGateway = {
+  async charge({ cardNumber }) {
+    if (cardNumber === DECLINED_TEST_CARD) return { approved: false, reason: "card declined by issuer" };
+    return { approved: true, paymentId: `PAY-${crypto.randomUUID()}` };
+  },
+};

@@ -1,0 +1,62 @@
+/** /api/orders: thin HTTP over the order workflow; every caller sees and pays only their own orders unless ADMIN. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
+import { createOrder, findOrder, listOrders, payOrder } from "./service";
+
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope, 503: ErrorEnvelope };
+
+export const ordersRoutes = (ctx: AppContext) => {
+  const deps = { db: ctx.db, logger: ctx.logging.get("orders"), now: ctx.now, paymentGateway: ctx.paymentGateway };
+  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] } as never)
+    .use(ctx.auth)
+    .guard({ auth: "authenticated" }, (app) =>
+      app
+        .post(
+          "",
+          async ({ body, caller, set }) => {
+            const order = await createOrder(deps, caller, body);
+            set.status = 201;
+            return order;
+          },
+          {
+            body: CreateOrderRequest,
+            response: { 201: Order, ...errors },
+            detail: {
+              summary: "Place an order",
+              description:
+                "Reserves stock for every line in one transaction (400 INSUFFICIENT_INVENTORY reserves nothing). userId defaults to the caller; only an ADMIN may order for someone else.",
+            },
+          },
+        )
+        .get(
+          "",
+          async ({ query, caller, set }) => {
+            const { orders, total } = await listOrders(ctx.db, caller, query);
+            set.headers["x-total-count"] = String(total);
+            return orders;
+          },
+          {
+            query: OrderListQuery,
+            response: { 200: t.Array(Order), ...errors },
+            detail: { summary: "List orders", description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. Total in X-Total-Count." },
+          },
+        )
+        .get("/:id", ({ params, caller }) => findOrder(ctx.db, caller, params.id), {
+          params: OrderIdParams,
+          response: { 200: Order, ...errors },
+          detail: { summary: "Get an order", description: "Another user's order is 404 ORDER_NOT_FOUND to a USER." },
+        })
+        .post("/:id/pay", ({ params, body, caller }) => payOrder(deps, caller, params.id, body), {
+          params: OrderIdParams,
+          body: PaymentRequest,
+          response: { 200: Order, ...errors },
+          detail: {
+            summary: "Pay a PENDING order by card",
+            description:
+              "Success: PAID with paymentId and paidAt. Decline (test card 4000000000000002): PAYMENT_FAILED, stock released, 400 ORDER_PAYMENT_FAILED. Not PENDING: 400 INVALID_ORDER_STATUS, unchanged.",
+          },
+        }),
+    );
+};

@@ -1,0 +1,205 @@
+/**
+ * The order workflow: creation, payment and reads, with the state machine in one place
+ * (TRANSITIONS / move). Every status change is one conditional UPDATE on the expected
+ * "from" status, so two callers can never both make the same transition:
+ *
+ *   (none) ──create──▶ PENDING ──claim──▶ PROCESSING ──succeed──▶ PAID
+ *                         ▲                  │  └──────decline──▶ PAYMENT_FAILED (stock released)
+ *                         └─────unclaim──────┘  (gateway unreachable: nothing was charged)
+ *
+ * PROCESSING is internal (clients see PENDING): the order is claimed before the gateway is
+ * asked, so ten simultaneous payments charge once. Stock is reserved at creation with
+ * `stock = stock - q WHERE stock >= q`, so concurrent orders never oversell.
+ */
+import { and, asc, count, eq, inArray, sql, type SQL } from "drizzle-orm";
+import type { Logger } from "pino";
+import type { Db } from "../../db/client";
+import { orderItems, orders, products, users } from "../../db/schema";
+import { AppError, Violations } from "../../errors";
+import type { MessageKey } from "../../i18n";
+import { isAdmin, type Caller } from "../auth/guard";
+import { enqueueNotification } from "../notifications/outbox";
+import { fromCents } from "../products/money";
+import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
+import { luhnValid, simulatedGateway, type PaymentGateway } from "./payment-gateway";
+
+export interface OrdersDeps {
+  db: Db;
+  logger: Logger;
+  now: () => number;
+  paymentGateway?: PaymentGateway;
+}
+
+type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+type Writer = Db | Tx;
+
+type StoredStatus = "PENDING" | "PROCESSING" | "PAID" | "PAYMENT_FAILED";
+
+const TRANSITIONS = {
+  claim: { from: "PENDING", to: "PROCESSING" },
+  succeed: { from: "PROCESSING", to: "PAID" },
+  decline: { from: "PROCESSING", to: "PAYMENT_FAILED" },
+  unclaim: { from: "PROCESSING", to: "PENDING" },
+} as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
+
+/** The one way an order's status changes; undefined when the order was not in the "from" status (or not the owner's). */
+async function move(
+  db: Writer,
+  id: number,
+  transition: keyof typeof TRANSITIONS,
+  at: Date,
+  extra: { paymentId?: string; paidAt?: Date } = {},
+  ownerId?: number,
+) {
+  const { from, to } = TRANSITIONS[transition];
+  const [row] = await db
+    .update(orders)
+    .set({ status: to, updatedAt: at, ...extra })
+    .where(and(eq(orders.id, id), eq(orders.status, from), ownerId === undefined ? undefined : eq(orders.userId, ownerId)))
+    .returning({ userId: orders.userId, totalCents: orders.totalCents });
+  return row;
+}
+
+const shownStatus = (status: string): OrderStatus => (status === "PROCESSING" ? "PENDING" : (status as OrderStatus));
+
+/** Orders matching `where`, with their items, oldest first. */
+async function selectOrders(db: Db, where: SQL | undefined, page?: { size: number; offset: number }): Promise<Order[]> {
+  const base = db.select().from(orders).where(where).orderBy(asc(orders.id));
+  const rows = page ? await base.limit(page.size).offset(page.offset) : await base;
+  if (rows.length === 0) return [];
+  const items = await db
+    .select()
+    .from(orderItems)
+    .where(inArray(orderItems.orderId, rows.map((r) => r.id)))
+    .orderBy(asc(orderItems.id));
+  return rows.map((row) => ({
+    id: row.id,
+    userId: row.userId,
+    status: shownStatus(row.status),
+    orderItems: items
+      .filter((item) => item.orderId === row.id)
+      .map((item) => ({
+        productId: item.productId,
+        productName: item.productName,
+        quantity: item.quantity,
+        unitPrice: fromCents(item.unitPriceCents),
+        totalPrice: fromCents(item.totalPriceCents),
+      })),
+    totalAmount: fromCents(row.totalCents),
+    createdAt: row.createdAt.toISOString(),
+    paymentId: row.paymentId ?? null,
+    paidAt: row.paidAt ? row.paidAt.toISOString() : null,
+  }));
+}
+
+/** What the caller may see: their own orders, or any for an ADMIN. */
+const visibleTo = (caller: Caller) => (isAdmin(caller) ? undefined : eq(orders.userId, caller.id));
+
+/** Another user's order is "not found" to a USER, so ids reveal nothing. */
+export async function findOrder(db: Db, caller: Caller, id: number): Promise<Order> {
+  const [order] = await selectOrders(db, and(eq(orders.id, id), visibleTo(caller)));
+  if (!order) throw new AppError("ORDER_NOT_FOUND", { id });
+  return order;
+}
+
+/** `userId` narrows the list; a USER only ever sees their own (another's id gives an empty list). */
+export async function listOrders(db: Db, caller: Caller, query: OrderListQuery) {
+  const where = and(visibleTo(caller), query.userId === undefined ? undefined : eq(orders.userId, query.userId));
+  const paged = query.page !== undefined || query.size !== undefined;
+  const size = query.size ?? 20;
+  const [list, [{ total }]] = await Promise.all([
+    selectOrders(db, where, paged ? { size, offset: (query.page ?? 0) * size } : undefined),
+    db.select({ total: count() }).from(orders).where(where),
+  ]);
+  return { orders: list, total };
+}
+
+/** Reserves every line's stock, or nothing: any failure rolls the whole transaction back. */
+async function reserve(tx: Tx, productId: number, quantity: number) {
+  const [taken] = await tx
+    .update(products)
+    .set({ stock: sql`${products.stock} - ${quantity}` })
+    .where(and(eq(products.id, productId), sql`${products.stock} >= ${quantity}`))
+    .returning({ stock: products.stock });
+  if (taken) return;
+  const [current] = await tx.select({ stock: products.stock }).from(products).where(eq(products.id, productId));
+  throw new AppError("INSUFFICIENT_INVENTORY", { id: productId, requested: quantity, available: current?.stock ?? 0 });
+}
+
+export async function createOrder(deps: OrdersDeps, caller: Caller, input: CreateOrderRequest): Promise<Order> {
+  const userId = input.userId ?? caller.id;
+  if (userId !== caller.id && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
+  const now = new Date(deps.now());
+  const id = await deps.db.transaction(async (tx) => {
+    const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, userId));
+    if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
+    const wanted = [...new Set(input.items.map((item) => item.productId))];
+    const found = new Map((await tx.select().from(products).where(inArray(products.id, wanted))).map((p) => [p.id, p]));
+    for (const productId of wanted) {
+      const product = found.get(productId);
+      if (!product) throw new AppError("PRODUCT_NOT_FOUND", { id: productId });
+      if (product.status !== "ACTIVE") throw new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
+    }
+    const lines = input.items.map(({ productId, quantity }) => {
+      const product = found.get(productId)!;
+      return { productId, productName: product.name, quantity, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * quantity };
+    });
+    const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
+    if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
+    for (const line of lines) await reserve(tx, line.productId, line.quantity);
+    const [order] = await tx
+      .insert(orders)
+      .values({ userId, status: "PENDING", totalCents, createdAt: now, updatedAt: now })
+      .returning({ id: orders.id });
+    await tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: order.id })));
+    await enqueueNotification(tx, "ORDER_CREATED", owner.email, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
+    return order.id;
+  });
+  return findOrder(deps.db, caller, id);
+}
+
+export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
+  if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" as MessageKey }]);
+  const { db, logger } = deps;
+  const gateway = deps.paymentGateway ?? simulatedGateway;
+  const claimed = await move(db, id, "claim", new Date(deps.now()), {}, isAdmin(caller) ? undefined : caller.id);
+  if (!claimed) {
+    const order = await findOrder(db, caller, id);
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
+  }
+
+  let result;
+  try {
+    result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber });
+  } catch (error) {
+    await move(db, id, "unclaim", new Date(deps.now()));
+    logger.warn({ err: error, orderId: id }, "payment gateway unreachable; order released");
+    throw new AppError("PAYMENT_GATEWAY_UNAVAILABLE");
+  }
+
+  const at = new Date(deps.now());
+  if (result.approved) {
+    const { paymentId } = result;
+    try {
+      await db.transaction(async (tx) => {
+        await move(tx, id, "succeed", at, { paymentId, paidAt: at });
+        const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, claimed.userId));
+        await enqueueNotification(tx, "PAYMENT_SUCCESS", owner?.email ?? null, { orderId: id, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents) }, at);
+      });
+    } catch (error) {
+      // Charged but not recorded: the order stays PROCESSING, so it is never charged twice; reconcile by paymentId.
+      logger.error({ err: error, orderId: id, paymentId }, "payment charged but not recorded");
+      throw error;
+    }
+    return findOrder(db, caller, id);
+  }
+
+  await db.transaction(async (tx) => {
+    await move(tx, id, "decline", at);
+    const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
+    for (const line of lines) {
+      await tx.update(products).set({ stock: sql`${products.stock} + ${line.quantity}` }).where(eq(products.id, line.productId));
+    }
+  });
+  throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });
+}
