@@ -41,6 +41,6 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
       response: { 200: t.Record(t.String(), t.Unknown(), { description: "This OpenAPI 3.1 document" }) },
       detail: { summary: "OpenAPI document" },
     })
-    .get("/swagger/assets/swagger-ui-bundle.js", served(uiScript as unknown as string, "text/javascript; charset=utf-8", "public, max-age=86400"), hidden)
-    .get("/swagger/assets/swagger-ui.css", served(uiStyles as unknown as string, "text/css; charset=utf-8", "public, max-age=86400"), hidden);
+    .get("/swagger/assets/swagger-ui-bundle.js", served(uiScript, "text/javascript; charset=utf-8", "public, max-age=86400"), hidden)
+    .get("/swagger/assets/swagger-ui.css", served(uiStyles, "text/css; charset=utf-8", "public, max-age=86400"), hidden);
 };
