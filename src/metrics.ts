@@ -93,8 +93,13 @@ const ACTIVE_USERS_MEMO_MS = 1000;
 /** prom-client's process and runtime metrics, as Prometheus' own tooling accepts them. */
 export function addDefaultMetrics(registry: Registry) {
   collectDefaultMetrics({ register: registry });
-  // Gauges named *_total fail `promtool check metrics`; their per-type siblings carry the same counts.
-  for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"]) registry.removeSingleMetric(name);
+  const dropped = [
+    // Gauges named *_total fail `promtool check metrics`; their per-type siblings carry the same counts.
+    "nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total",
+    // V8 heap spaces: zeros on JavaScriptCore except "old", and the costliest part of a scrape (~2 ms).
+    "nodejs_heap_space_size_total_bytes", "nodejs_heap_space_size_used_bytes", "nodejs_heap_space_size_available_bytes",
+  ];
+  for (const name of dropped) registry.removeSingleMetric(name);
 }
 
 export function createMetrics({ defaultMetrics = true } = {}): Metrics {
