@@ -1,0 +1,167 @@
+/**
+ * The single binary as a user gets it: built once by the real build script, then ONLY
+ * dist/usersvc copied into an empty folder (no node_modules, no source, no migrations)
+ * and driven there: serve, migrate, admin create, token, SIGTERM, bad configuration.
+ * scripts/smoke-binary.sh is CI's shell twin of the serve part; this is the thorough one.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+
+const repo = resolve(import.meta.dir, "..");
+let dir: string;
+let binary: string;
+const running = new Set<Subprocess>();
+
+beforeAll(async () => {
+  const build = Bun.spawn([process.execPath, "scripts/build.ts"], { cwd: repo, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(build.stdout).text(), new Response(build.stderr).text(), build.exited]);
+  if (code !== 0) throw new Error(`build failed (${code}):\n${out}\n${err}`);
+  dir = mkdtempSync(join(tmpdir(), "usersvc-bin-"));
+  binary = join(dir, "usersvc");
+  copyFileSync(join(repo, "dist/usersvc"), binary);
+  Bun.spawnSync(["chmod", "755", binary]);
+}, 180_000);
+
+afterAll(() => {
+  for (const proc of running) proc.kill(9);
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Only what a bare machine has: no inherited NODE_*, BUN_*, or service variables. */
+const bareEnv = (env: Record<string, string> = {}) => ({ PATH: "/usr/bin:/bin", HOME: dir, LOG_LEVEL: "warn", ...env });
+
+async function run(args: string[], env: Record<string, string> = {}) {
+  const proc = Bun.spawn([binary, ...args], { cwd: dir, env: bareEnv(env), stdout: "pipe", stderr: "pipe" });
+  running.add(proc);
+  const timer = setTimeout(() => proc.kill(9), 30_000);
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  running.delete(proc);
+  return { code, stdout, stderr };
+}
+
+async function freePort(): Promise<number> {
+  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const { port } = probe;
+  probe.stop(true);
+  return port;
+}
+
+/** Polls until the server answers (any status) or the deadline passes. */
+async function waitForHttp(url: string, deadlineMs: number): Promise<Response> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      return await fetch(url, { signal: AbortSignal.timeout(1000) });
+    } catch (error) {
+      if (Date.now() > until) throw new Error(`no answer from ${url} within ${deadlineMs} ms: ${error}`);
+      await Bun.sleep(25);
+    }
+  }
+}
+
+describe("dist/usersvc alone in an empty folder", () => {
+  let server: Subprocess<"ignore", "pipe", "pipe">;
+  let base: string;
+
+  test("the folder holds nothing but the binary", () => {
+    expect(readdirSync(dir)).toEqual(["usersvc"]);
+  });
+
+  test("serve: answers /actuator/health 200, creating ./data/usersvc.db and a 0600 jwt.secret", async () => {
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    server = Bun.spawn([binary, "serve"], { cwd: dir, env: bareEnv({ PORT: String(port), HOST: "127.0.0.1" }), stdout: "pipe", stderr: "pipe" });
+    running.add(server);
+    const health = await waitForHttp(`${base}/actuator/health`, 15_000);
+    expect(health.status).toBe(200);
+    expect(health.headers.get("x-request-id")).toBeTruthy();
+    expect(existsSync(join(dir, "data/usersvc.db"))).toBe(true);
+    expect(statSync(join(dir, "data/jwt.secret")).mode & 0o777).toBe(0o600);
+    const anonymous = await fetch(`${base}/api/users`);
+    expect(anonymous.status).toBe(401);
+    expect(((await anonymous.json()) as { errorCode: string }).errorCode).toBe("UNAUTHORIZED");
+  }, 30_000);
+
+  test("migrate: applies (nothing left to do) and exits 0 beside the running server", async () => {
+    const { code, stdout } = await run(["migrate"]);
+    expect(code).toBe(0);
+    expect(stdout).toContain("migrations applied");
+  });
+
+  test("admin create, then token, then an authenticated call to the running server", async () => {
+    const created = await run(["admin", "create", "--email", "Root@Example.com", "--password", "Admin@12345", "--name", "Root"]);
+    expect(created.code).toBe(0);
+    expect(created.stdout).toContain("created admin");
+    const again = await run(["admin", "create", "--email", "root@example.com", "--password", "Admin@12345"]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain("promoted admin");
+
+    const token = await run(["token", "--email", "root@example.com"]);
+    expect(token.code).toBe(0);
+    const bearer = token.stdout.trim();
+    expect(bearer.split(".")).toHaveLength(3);
+
+    const headers = { authorization: `Bearer ${bearer}`, "content-type": "application/json" };
+    const post = await fetch(`${base}/api/users`, { method: "POST", headers, body: JSON.stringify({ name: "From Binary", email: "bin@example.com" }) });
+    expect(post.status).toBe(201);
+    const list = await fetch(`${base}/api/users`, { headers });
+    expect(list.status).toBe(200);
+    expect(list.headers.get("x-total-count")).toBe("2");
+    expect(((await list.json()) as { email: string }[]).map((u) => u.email)).toEqual(["root@example.com", "bin@example.com"]);
+
+    const unknown = await run(["token", "--email", "nobody@example.com"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("nobody@example.com");
+  }, 30_000);
+
+  test("SIGTERM: drains, closes the database and exits 0", async () => {
+    server.kill("SIGTERM");
+    const code = await Promise.race([server.exited, Bun.sleep(25_000).then(() => "timeout" as const)]);
+    running.delete(server);
+    expect(code).toBe(0);
+    const logs = await new Response(server.stdout).text();
+    // Nothing unexpected was logged at warn or above during the run (the generated-secret warning aside).
+    const problems = logs.split("\n").filter((line) => /"level":"(error|fatal)"/.test(line));
+    expect(problems).toEqual([]);
+  }, 30_000);
+
+  test("a restart keeps the data and the generated secret: the same token still works", async () => {
+    const port = await freePort();
+    const again = Bun.spawn([binary], { cwd: dir, env: bareEnv({ PORT: String(port), HOST: "127.0.0.1" }), stdout: "ignore", stderr: "pipe" });
+    running.add(again);
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/actuator/health`, 15_000);
+      const token = (await run(["token", "--email", "root@example.com"])).stdout.trim();
+      const list = await fetch(`http://127.0.0.1:${port}/api/users`, { headers: { authorization: `Bearer ${token}` } });
+      expect(list.status).toBe(200);
+      expect(list.headers.get("x-total-count")).toBe("2");
+    } finally {
+      again.kill("SIGTERM");
+      expect(await Promise.race([again.exited, Bun.sleep(25_000).then(() => "timeout" as const)])).toBe(0);
+      running.delete(again);
+    }
+  }, 45_000);
+
+  test.each([
+    ["PORT=abc", { PORT: "abc" }, [], "PORT"],
+    ["JWT_SECRET=short", { JWT_SECRET: "short" }, ["serve"], "JWT_SECRET"],
+    ["DATABASE_URL=mysql://db", { DATABASE_URL: "mysql://db" }, ["migrate"], "DATABASE_URL"],
+    ["an unknown flag", {}, ["--no-such-flag"], "--no-such-flag"],
+  ])("%s: exit 2 naming it", async (_, env, args, named) => {
+    const { code, stderr } = await run(args as string[], env as Record<string, string>);
+    expect(code).toBe(2);
+    expect(stderr.trim().split("\n")[0]).toContain(named as string);
+  });
+
+  test("--version and --help exit 0", async () => {
+    const version = await run(["--version"]);
+    expect(version.code).toBe(0);
+    expect(version.stdout).toMatch(/^usersvc \d+\.\d+\.\d+ \(/);
+    expect(version.stdout).not.toContain("unknown");
+    expect((await run(["--help"])).code).toBe(0);
+  });
+});
