@@ -13,6 +13,7 @@ import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
+import { auditRoutes } from "./features/audit/routes";
 import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { bodyParser } from "./http/body-parser";
@@ -56,6 +57,7 @@ export function createApp(deps: AppDeps) {
     .use(usersRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
+    .use(auditRoutes(ctx))
     .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx));

@@ -15,6 +15,7 @@ import { resolveJwtSecret } from "./features/auth/secret";
 import { createTokens } from "./features/auth/tokens";
 import { createLogging } from "./logging/logger";
 import { createMetrics } from "./metrics";
+import { startOutboxSender } from "./features/notifications/sender";
 import { createFileStore } from "./storage/files";
 import { VERSION } from "./version";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
@@ -89,6 +90,8 @@ async function serve(config: Config) {
   const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, files });
   app.listen({ port: config.port, hostname: config.host, reusePort: true });
   lifecycle.ready = true;
+  // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
+  const sender = child ? undefined : startOutboxSender({ db: database.db, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });
   const supervisor = config.workers > 1 && !child ? superviseWorkers(config.workers - 1, logger) : undefined;
   if (!child) {
     logger.info({ port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version }, "usersvc listening");
@@ -109,6 +112,7 @@ async function serve(config: Config) {
     }
     await children;
     peers?.close();
+    await sender?.stop();
     database.close();
     logger.info("stopped");
     logging.root.flush();

@@ -1,0 +1,22 @@
+/** /api/audit: the audit trail, for ADMIN only. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope } from "../../envelope";
+import { AuditEntry, AuditQuery } from "./model";
+import { listAudit } from "./service";
+
+export const auditRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/audit", tags: ["Audit"] } as never).use(ctx.auth).get(
+    "",
+    async ({ query, set }) => {
+      const { entries, total } = await listAudit(ctx.db, query);
+      set.headers["x-total-count"] = String(total);
+      return entries;
+    },
+    {
+      auth: "ADMIN",
+      query: AuditQuery,
+      response: { 200: t.Array(AuditEntry), 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope },
+      detail: { summary: "Read the audit log", description: "Newest first, paged (page from 0, size up to 100), optionally of one action. Total in X-Total-Count." },
+    },
+  );

@@ -1,0 +1,25 @@
+/** Reading the audit trail (written by the features through notifications/outbox.ts writeAudit). */
+import { count, desc, eq } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import { auditLog } from "../../db/schema";
+import type { AuditEntry, AuditQuery } from "./model";
+
+/** Newest first, one page (default page 0 of 20). */
+export async function listAudit(db: Db, query: AuditQuery): Promise<{ entries: AuditEntry[]; total: number }> {
+  const where = query.action ? eq(auditLog.action, query.action) : undefined;
+  const size = query.size ?? 20;
+  const [rows, [{ total }]] = await Promise.all([
+    db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(size).offset((query.page ?? 0) * size),
+    db.select({ total: count() }).from(auditLog).where(where),
+  ]);
+  const entries = rows.map((row) => ({
+    id: row.id,
+    action: row.action,
+    actor: row.actor,
+    subjectType: row.subjectType,
+    subjectId: row.subjectId,
+    details: (row.details as Record<string, unknown> | null) ?? null,
+    createdAt: row.createdAt.toISOString(),
+  }));
+  return { entries, total };
+}
