@@ -3,7 +3,8 @@
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
-import { and, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "../../db/client";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS } from "../users/model";
@@ -52,12 +53,18 @@ export const ftsPhrase = (value: string) => `"${value.replaceAll('"', '""')}"`;
 /** The smallest term the trigram index can serve. */
 export const TRIGRAM = 3;
 
+/**
+ * The FTS5 trigram index over users.name (drizzle/0002_search_fts.sql), rowid = users.id.
+ * Declared here rather than in schema.ts so drizzle-kit never takes it for a plain table.
+ */
+const usersNameFts = sqliteTable("users_name_fts", { rowid: integer("rowid").notNull() });
+
+const byTrigrams = (name: string | undefined): name is string => hasText(name) && [...name].length >= TRIGRAM;
+
 function nameContains(name: string): SQL {
-  if ([...name].length >= TRIGRAM) {
-    return sql`${users.id} in (select rowid from users_name_fts where users_name_fts match ${ftsPhrase(name)})`;
-  }
-  // A trigram index cannot answer 1–2 characters: those few short terms scan the names with LIKE.
-  return contains(users.name, name);
+  // 3+ characters: the trigram index, joined in by searchUsers. It cannot answer 1–2 characters:
+  // those few short terms scan the names with LIKE.
+  return byTrigrams(name) ? sql`${usersNameFts} match ${ftsPhrase(name)}` : contains(users.name, name);
 }
 
 /**
@@ -89,9 +96,22 @@ export function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undef
   );
 }
 
-/** The users matching the criteria, sorted (id by default), one page of them when `page` is given. */
+/** The query for the users matching the criteria, sorted (id by default), one page of them when `page` is given. */
+export function searchQuery(db: Reader, criteria: UserSearchCriteria, page?: Page) {
+  const sortBy = criteria.sortBy ?? "id";
+  const descending = criteria.sortDirection?.toLowerCase() === "desc";
+  let query = selectUsers(db).$dynamic();
+  let order = orderBy(`${sortBy},${descending ? "desc" : "asc"}`);
+  if (byTrigrams(criteria.name)) {
+    query = query.innerJoin(usersNameFts, eq(usersNameFts.rowid, users.id));
+    // FTS5 yields its matches in rowid order: sorting by id through it stops at the page
+    // instead of collecting and sorting every match (constant time however many match).
+    if (sortBy === "id") order = [descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
+  }
+  const sorted = query.where(searchConditions(db, criteria)).orderBy(...order);
+  return page ? sorted.limit(page.size).offset(page.page * page.size) : sorted;
+}
+
 export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
-  const query = selectUsers(db, searchConditions(db, criteria)).orderBy(...orderBy(`${criteria.sortBy ?? "id"},${criteria.sortDirection ?? "asc"}`));
-  const rows = page ? await query.limit(page.size).offset(page.page * page.size) : await query;
-  return rows.map(toUser);
+  return (await searchQuery(db, criteria, page)).map(toUser);
 }
