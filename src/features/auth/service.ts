@@ -14,7 +14,7 @@ import { findUser, normalizeEmail } from "../users/service";
 import type { Caller } from "./guard";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
-import { reserveAttempt, succeeded, type ThrottleDeps } from "./throttle";
+import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
 
 export interface SessionDeps extends ThrottleDeps {
@@ -27,19 +27,27 @@ let dummyHash: Promise<string> | undefined;
 const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
 
 /**
- * The account if `password` is its password; undefined otherwise. The attempt is counted by
- * the throttle first (429 when over a limit) and handed back when the password is right.
+ * The account if `password` is its password (the e-mail's failures are then cleared);
+ * undefined otherwise (a failure, counted). Refused with 429 while the e-mail or the address
+ * is throttled. Attempts for one e-mail are serialized so parallel guesses see each other's
+ * failures.
  */
-async function checkPassword(deps: SessionDeps, email: string, password: string, address: string) {
-  await reserveAttempt(deps, email, address);
-  const [account] = await deps.db
-    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion })
-    .from(users)
-    .where(eq(users.email, email));
-  const stored = account?.passwordHash;
-  const matches = await verifyPassword(stored ?? (await dummy()), password);
-  if (!account || !stored || !matches) return undefined;
-  return { ...account, passwordHash: stored };
+function checkPassword(deps: SessionDeps, email: string, password: string, address: string) {
+  return oneAtATime(email, async () => {
+    const { emailHasFailures } = await assertNotThrottled(deps, email, address);
+    const [account] = await deps.db
+      .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion })
+      .from(users)
+      .where(eq(users.email, email));
+    const stored = account?.passwordHash;
+    const matches = await verifyPassword(stored ?? (await dummy()), password);
+    if (!account || !stored || !matches) {
+      await recordFailure(deps, email, address);
+      return undefined;
+    }
+    if (emailHasFailures) await clearFailures(deps, email);
+    return { ...account, passwordHash: stored };
+  });
 }
 
 async function tokenFor(deps: SessionDeps, id: number, email: string, tokenVersion: number): Promise<TokenResponse> {
@@ -51,16 +59,12 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
   const email = normalizeEmail(input.email);
   const account = await checkPassword(deps, email, input.password, address);
   if (!account) throw new AppError("INVALID_CREDENTIALS");
-  if (!account.active) {
-    // The password was right: not a failure to count, but no token either.
-    await deps.db.batch(succeeded(deps, email, address));
-    throw new AppError("ACCOUNT_DISABLED");
-  }
+  // The password was right, so not a failure; but no token either.
+  if (!account.active) throw new AppError("ACCOUNT_DISABLED");
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
   await deps.db.batch([
     deps.db.update(users).set({ lastLogin }).where(eq(users.id, account.id)),
-    ...succeeded(deps, email, address),
     // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
     ...(rehash ? [deps.db.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
   ]);
@@ -85,13 +89,10 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
   const account = await checkPassword(deps, caller.email, input.currentPassword, address);
   if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" as never }]);
   const passwordHash = await hashPassword(input.newPassword);
-  const [[updated]] = await deps.db.batch([
-    deps.db
-      .update(users)
-      .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
-      .where(eq(users.id, account.id))
-      .returning({ tokenVersion: users.tokenVersion }),
-    ...succeeded(deps, caller.email, address),
-  ]);
+  const [updated] = await deps.db
+    .update(users)
+    .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
+    .where(eq(users.id, account.id))
+    .returning({ tokenVersion: users.tokenVersion });
   return tokenFor(deps, account.id, caller.email, updated.tokenVersion);
 }

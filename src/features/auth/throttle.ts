@@ -1,17 +1,19 @@
 /**
- * Failed-login throttling (decisions.md): after `maxPerEmail` failures for one e-mail within
- * 15 minutes, or `maxPerAddress` from one client address, further attempts get 429 with
- * Retry-After until that window passes, even with the right password.
+ * Failed-login throttling (decisions.md): after `loginMaxFailures` failures for one e-mail
+ * within 15 minutes, or `loginMaxFailuresPerIp` from one client address, further attempts get
+ * 429 with Retry-After until that window passes, even with the right password. A successful
+ * login clears the e-mail's count. Windows are fixed: they start at the first failure and
+ * reset once 15 minutes have passed.
  *
- * Counters live in login_throttle so every worker process shares them. Each attempt first
- * reserves its failure in one atomic upsert per key (capped at max + 1, so refused attempts
- * never stretch anything); a successful attempt then clears the e-mail's count and gives the
- * address back its reservation. Reserving before the password check means 32 parallel
- * guesses cannot all pass a check that only counts failures afterwards.
- *
- * Windows are fixed: they start at the first failure and reset once 15 minutes have passed.
+ * Counters live in login_throttle so every worker process shares them. Only failures are
+ * counted (counting attempts in flight would lock out a user whose clients log in in parallel).
+ * So that parallel guesses cannot all pass the check before any failure is recorded, attempts
+ * for one e-mail run one after another within a process: the limit is exact with one process,
+ * and with N worker processes at most N - 1 guesses can slip past it. Attempts from one
+ * address are not serialized (a proxy's clients would queue behind each other), so a burst
+ * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
-import { eq, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, sql } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { loginThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
@@ -27,50 +29,63 @@ export interface ThrottleDeps {
 const emailKey = (email: string) => `email:${email}`;
 const addressKey = (address: string) => `ip:${address}`;
 
-function reserve(deps: ThrottleDeps, key: string, max: number) {
-  const now = new Date(deps.now());
-  const expired = sql`${loginThrottle.windowStartedAt} <= ${now.getTime() - THROTTLE_WINDOW_MS}`;
+/** The tail of each e-mail's queue of attempts in this process. */
+const queues = new Map<string, Promise<unknown>>();
+
+/** Runs `attempt` after every earlier attempt for the same e-mail (in this process) has finished. */
+export async function oneAtATime<T>(email: string, attempt: () => Promise<T>): Promise<T> {
+  const previous = queues.get(email) ?? Promise.resolve();
+  const run = previous.then(attempt);
+  const tail = run.catch(() => undefined);
+  queues.set(email, tail);
+  try {
+    return await run;
+  } finally {
+    if (queues.get(email) === tail) queues.delete(email);
+  }
+}
+
+/**
+ * Throws 429 with Retry-After when the e-mail or the address has used up its failures;
+ * otherwise tells whether the e-mail has failures in its current window (to clear on success).
+ */
+export async function assertNotThrottled(deps: ThrottleDeps, email: string, address: string): Promise<{ emailHasFailures: boolean }> {
+  const now = deps.now();
+  const rows = await deps.db
+    .select()
+    .from(loginThrottle)
+    .where(and(inArray(loginThrottle.key, [emailKey(email), addressKey(address)]), gt(loginThrottle.windowStartedAt, new Date(now - THROTTLE_WINDOW_MS))));
+  const limitOf = (key: string) => (key.startsWith("email:") ? deps.config.loginMaxFailures : deps.config.loginMaxFailuresPerIp);
+  const blockedUntil = Math.max(0, ...rows.filter((row) => row.failures >= limitOf(row.key)).map((row) => row.windowStartedAt.getTime() + THROTTLE_WINDOW_MS));
+  if (blockedUntil > now) {
+    const seconds = Math.max(1, Math.ceil((blockedUntil - now) / 1000));
+    throw new AppError("TOO_MANY_REQUESTS", {}, { headers: { "retry-after": String(seconds) } });
+  }
+  return { emailHasFailures: rows.some((row) => row.key === emailKey(email)) };
+}
+
+function countFailure(deps: ThrottleDeps, key: string) {
+  const now = deps.now();
+  const expired = sql`${loginThrottle.windowStartedAt} <= ${now - THROTTLE_WINDOW_MS}`;
   return deps.db
     .insert(loginThrottle)
-    .values({ key, failures: 1, windowStartedAt: now })
+    .values({ key, failures: 1, windowStartedAt: new Date(now) })
     .onConflictDoUpdate({
       target: loginThrottle.key,
       // Every expression sees the row as it was, so both CASEs test the old window.
       set: {
-        failures: sql`case when ${expired} then 1 else min(${loginThrottle.failures} + 1, ${max + 1}) end`,
-        windowStartedAt: sql`case when ${expired} then ${now.getTime()} else ${loginThrottle.windowStartedAt} end`,
+        failures: sql`case when ${expired} then 1 else ${loginThrottle.failures} + 1 end`,
+        windowStartedAt: sql`case when ${expired} then ${now} else ${loginThrottle.windowStartedAt} end`,
       },
-    })
-    .returning({ failures: loginThrottle.failures, windowStartedAt: loginThrottle.windowStartedAt });
+    });
 }
 
-/**
- * Counts this attempt as a failure for the e-mail and the address, or throws 429 when either
- * was already at its limit. Call `succeeded` when the password turns out right.
- */
-export async function reserveAttempt(deps: ThrottleDeps, email: string, address: string) {
-  const { loginMaxFailures, loginMaxFailuresPerIp } = deps.config;
-  const [[byEmail], [byAddress]] = await deps.db.batch([
-    reserve(deps, emailKey(email), loginMaxFailures),
-    reserve(deps, addressKey(address), loginMaxFailuresPerIp),
-  ]);
-  const blockedUntil = Math.max(
-    byEmail.failures > loginMaxFailures ? byEmail.windowStartedAt.getTime() + THROTTLE_WINDOW_MS : 0,
-    byAddress.failures > loginMaxFailuresPerIp ? byAddress.windowStartedAt.getTime() + THROTTLE_WINDOW_MS : 0,
-  );
-  if (blockedUntil > 0) {
-    const seconds = Math.max(1, Math.ceil((blockedUntil - deps.now()) / 1000));
-    throw new AppError("TOO_MANY_REQUESTS", {}, { headers: { "retry-after": String(seconds) } });
-  }
+/** One more failure for the e-mail and for the address, each in its own window. */
+export async function recordFailure(deps: ThrottleDeps, email: string, address: string) {
+  await deps.db.batch([countFailure(deps, emailKey(email)), countFailure(deps, addressKey(address))]);
 }
 
-/** The statements that undo a reservation for a right password; run them with the login's own writes. */
-export function succeeded(deps: ThrottleDeps, email: string, address: string) {
-  return [
-    deps.db.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email))),
-    deps.db
-      .update(loginThrottle)
-      .set({ failures: sql`max(${loginThrottle.failures} - 1, 0)` })
-      .where(eq(loginThrottle.key, addressKey(address))),
-  ] as const;
+/** A successful login clears the e-mail's count (the address keeps its own). */
+export async function clearFailures(deps: ThrottleDeps, email: string) {
+  await deps.db.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email)));
 }
