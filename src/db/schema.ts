@@ -42,6 +42,8 @@ export const users = sqliteTable(
     index("users_active_age_idx").on(t.active, t.age),
     index("users_last_login_idx").on(t.lastLogin),
     index("users_created_at_idx").on(t.createdAt),
+    // sort=name / sortBy=name: pages come off the index (name, then id) instead of sorting every user.
+    index("users_name_idx").on(t.name),
   ],
 );
 

@@ -1,0 +1,1 @@
+CREATE INDEX `users_name_idx` ON `users` (`name`);
