@@ -36,8 +36,10 @@ export function createApp(deps: AppDeps) {
   const app = new Elysia({
     prefix: config.basePath,
     serve: {
-      // Uploads stream past MAX_BODY_BYTES up to their own limit; JSON bodies are held to theirs by bodyParser.
-      maxRequestBodySize: Math.max(config.maxUploadBytes, config.maxBodyBytes) + 64 * 1024,
+      // Bun's own limit answers a bare 413 (no envelope, no X-Request-Id), so the limits are ours:
+      // bodyParser holds JSON to MAX_BODY_BYTES (by Content-Length, before reading) and refuses any
+      // other body unread (415); the upload stream stops at MAX_UPLOAD_BYTES.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       idleTimeout: 20,
     },
   } as never)

@@ -221,6 +221,49 @@ describe("request bodies", () => {
   });
 });
 
+describe("over a real socket (Bun.serve's own limits never answer first)", () => {
+  /** Sends raw request bytes and reads the answer until the server closes or the envelope is complete. */
+  async function raw(port: number, head: string, body = ""): Promise<{ status: number; headers: string; body: any }> {
+    let received = "";
+    const done = Promise.withResolvers<void>();
+    const socket = await Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        data(_, chunk) {
+          received += chunk.toString();
+          const [, rest = ""] = received.split("\r\n\r\n");
+          const length = Number(/content-length: (\d+)/i.exec(received)?.[1] ?? NaN);
+          if (rest.length >= length) done.resolve();
+        },
+        close: () => done.resolve(),
+        error: () => done.resolve(),
+      },
+    });
+    socket.write(head.replaceAll("\n", "\r\n") + "\r\n" + body);
+    await Promise.race([done.promise, Bun.sleep(10_000)]);
+    socket.end();
+    const [headers, rest = ""] = received.split("\r\n\r\n");
+    return { status: Number(headers.split(" ")[1]), headers, body: rest ? JSON.parse(rest) : undefined };
+  }
+
+  test("a declared body far over every limit: our 413 envelope with X-Request-Id, nothing read", async () => {
+    const server = t.app.listen({ port: 0, hostname: "127.0.0.1" });
+    try {
+      const port = server.server!.port!;
+      const res = await raw(port, `POST /api/users HTTP/1.1\nHost: x\nAuthorization: Bearer ${admin.token}\nContent-Type: application/json\nContent-Length: 50000000\n`, "{");
+      expect(res.status).toBe(413);
+      expect(res.headers).toMatch(/x-request-id: \S+/i);
+      expect(res.body).toEqual({ success: false, message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE", timestamp: expect.stringMatching(ISO_Z) });
+      const multipart = await raw(port, `POST /api/users HTTP/1.1\nHost: x\nAuthorization: Bearer ${admin.token}\nContent-Type: multipart/form-data; boundary=b\nContent-Length: 50000000\n`, "--b");
+      expect(multipart.status).toBe(415);
+      expect(multipart.body.errorCode).toBe("UNSUPPORTED_MEDIA_TYPE");
+    } finally {
+      await server.stop(true);
+    }
+  });
+});
+
 describe("X-Request-Id", () => {
   test("echoes a sane client id, on success and on errors", async () => {
     for (const [method, path, token] of [["GET", "/api/users", admin.token], ["GET", "/api/users", undefined], ["GET", "/nope", plain.token], ["GET", "/api/users/0", admin.token]] as const) {

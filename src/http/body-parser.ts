@@ -1,7 +1,7 @@
 /**
  * Request bodies: JSON up to MAX_BODY_BYTES, refused with 413 before it is read in full;
  * unparsable JSON is 400 "Malformed JSON request"; a body of a type no route takes is 415.
- * Multipart goes on to the route that asked for it (file upload) with its own limit.
+ * Routes that stream their own body (file upload) get it untouched, with their own limit.
  */
 import { Elysia, ParseError } from "elysia";
 import { AppError } from "../errors";
@@ -37,7 +37,7 @@ export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string
         throw new ParseError();
       }
     }
-    if (type.startsWith("multipart/form-data")) return; // the route's own parser takes it
+    // Multipart is only for the streamed upload routes above: anywhere else it would be buffered whole.
     const length = request.headers.get("content-length");
     const hasBody = request.body !== null && length !== "0";
     if (hasBody) throw new AppError("UNSUPPORTED_MEDIA_TYPE");
