@@ -44,7 +44,7 @@ const hasText = (value: string | undefined): value is string => value !== undefi
 export const likeLiteral = (value: string) => value.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /** SQLite's LIKE ignores case for ASCII letters only; FTS5 trigram folds Unicode too. */
-const contains = (column: SQL.Aliased | typeof users.name | typeof users.email, value: string) =>
+const contains = (column: typeof users.name | typeof users.email, value: string) =>
   sql`${column} like ${`%${likeLiteral(value)}%`} escape '\\'`;
 
 /** An FTS5 phrase: inside double quotes everything is literal, a quote is doubled. */
@@ -62,21 +62,22 @@ const usersNameFts = sqliteTable("users_name_fts", { rowid: integer("rowid").not
 const byTrigrams = (name: string | undefined): name is string => hasText(name) && [...name].length >= TRIGRAM;
 
 function nameContains(name: string): SQL {
-  // 3+ characters: the trigram index, joined in by searchUsers. It cannot answer 1–2 characters:
+  // 3+ characters: the trigram index, joined in by searchQuery. It cannot answer 1–2 characters:
   // those few short terms scan the names with LIKE.
   return byTrigrams(name) ? sql`${usersNameFts} match ${ftsPhrase(name)}` : contains(users.name, name);
 }
 
 /**
  * Most users are active, so `active = ?` alone narrows almost nothing; yet without table
- * statistics SQLite would pick its index over the name index and then sort every active user.
+ * statistics SQLite would drive the query from its index and sort every active user, rather
+ * than walk users (or the name index) in the requested order and stop at the page.
  * The unary `+` keeps it out of index choice unless age comes too, where (active, age) is
  * the index that serves both.
  */
 const activeIs = (active: boolean, withAge: boolean) => (withAge ? eq(users.active, active) : sql`+${users.active} = ${active ? 1 : 0}`);
 
-/** The conditions of the criteria, and-ed; undefined when nothing restricts. */
-export function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undefined {
+/** The conditions of the criteria, and-ed; undefined when nothing restricts. A 3+ character name needs searchQuery's join. */
+function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undefined {
   const skillKeys = (c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
   return and(
     hasText(c.name) ? nameContains(c.name) : undefined,
