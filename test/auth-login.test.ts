@@ -4,6 +4,7 @@
  * throttling per e-mail and per client address with an injected clock, and revocation.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Algorithm, hash as argon2 } from "@node-rs/argon2";
 import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
 import { makeTestApp, type TestApp } from "./helpers";
@@ -95,7 +96,7 @@ describe("login", () => {
   });
 });
 
-describe("legacy BCrypt hashes", () => {
+describe("legacy hashes (BCrypt, older argon2 parameters)", () => {
   async function legacyUser(hash: string) {
     const user = await t.createUser();
     await t.db.update(users).set({ passwordHash: hash }).where(eq(users.id, user.id));
@@ -108,7 +109,10 @@ describe("legacy BCrypt hashes", () => {
     ["$2a$ (Spring's BCryptPasswordEncoder)", async () => (await Bun.password.hash(PASSWORD, { algorithm: "bcrypt", cost: 4 })).replace(/^\$2b\$/, "$2a$"), PASSWORD],
     // PHP's own documentation example of password_verify, written by a different implementation.
     ["literal $2y$", async () => "$2y$07$BCryptRequires22Chrcte/VlQH0piJtjXl.0t1XkA8pw9dMXTpOq", "rasmuslerdorf"],
-  ])("%s verifies, then is rehashed to argon2id", async (_, makeHash, password) => {
+    // Spring's encoder read only the first 72 bytes of a longer password.
+    ["$2a$ of a 100-byte password, truncated as Spring did", async () => (await Bun.password.hash("Lp1!".repeat(18), { algorithm: "bcrypt", cost: 4 })).replace(/^\$2b\$/, "$2a$"), "Lp1!".repeat(25)],
+    ["argon2id with weaker parameters", async () => argon2(PASSWORD, { algorithm: Algorithm.Argon2id, memoryCost: 4096, timeCost: 1, parallelism: 1 }), PASSWORD],
+  ])("%s verifies, then is rehashed to today's argon2id", async (_, makeHash, password) => {
     const hash = await makeHash();
     const user = await legacyUser(hash);
     expect((await login(t, user.email, "Wrong0rd!")).status).toBe(401);
@@ -116,7 +120,7 @@ describe("legacy BCrypt hashes", () => {
     const res = await login(t, user.email, password);
     expect(res.status).toBe(200);
     const rehashed = await storedHash(user.id);
-    expect(rehashed).toStartWith("$argon2id$");
+    expect(rehashed).toStartWith("$argon2id$v=19$m=19456,t=2,p=1$");
     expect((await login(t, user.email, password)).status).toBe(200);
     expect(await storedHash(user.id)).toBe(rehashed);
   });
