@@ -1,12 +1,18 @@
 /**
  * ADMIN_EMAIL / ADMIN_PASSWORD (and `usersvc admin create`) through ensureAdmin: creates the
  * ADMIN once, is idempotent on every later start, and promotes an existing account without
- * touching its password or revoking its tokens.
+ * touching its password or revoking its tokens. And the JWT key kept in DATA_DIR when
+ * JWT_SECRET is unset.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { auditLog, users } from "../src/db/schema";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
+import { resolveJwtSecret } from "../src/features/auth/secret";
+import { createLogging } from "../src/logging/logger";
 import { makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;
@@ -46,4 +52,20 @@ test("promotes and re-activates an existing account, keeping its password and to
   expect(res.status).toBe(200);
   expect(res.body.data.user.roles).toEqual(["ADMIN", "USER"]);
   expect((await t.request("GET", "/api/search/profile", { token: plain.token })).status).toBe(200);
+});
+
+test("without JWT_SECRET a key is generated once (0600) and reused; a short kept key is refused", () => {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-secret-"));
+  try {
+    const logger = createLogging("silent", "json").root;
+    const first = resolveJwtSecret(undefined, dir, logger);
+    expect(Buffer.byteLength(first)).toBeGreaterThanOrEqual(64);
+    expect(statSync(join(dir, "jwt.secret")).mode & 0o777).toBe(0o600);
+    expect(resolveJwtSecret(undefined, dir, logger)).toBe(first);
+    expect(resolveJwtSecret("configured-".padEnd(64, "k"), dir, logger)).toBe("configured-".padEnd(64, "k"));
+    writeFileSync(join(dir, "jwt.secret"), "short\n");
+    expect(() => resolveJwtSecret(undefined, dir, logger)).toThrow("fewer than 64 bytes");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
