@@ -5,7 +5,7 @@
  * admin's audit log.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { eq, isNull } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
 import { simulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { enqueueNotification } from "../src/features/notifications/outbox";
@@ -197,6 +197,32 @@ describe("the sender", () => {
         body: { id, kind: "ORDER_CREATED", recipient: "buyer@example.com", payload: { orderId: 42, totalAmount: 19.99 }, createdAt: expect.stringMatching(/Z$/) },
       });
       expect(received[0]).toEqual(received[1]);
+    } finally {
+      receiver.stop(true);
+      await own.close();
+    }
+  });
+
+  test("two senders sharing one database deliver each row exactly once", async () => {
+    const own = await makeTestApp();
+    const seen = new Map<number, number>();
+    const receiver = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(request) {
+        const { id } = (await request.json()) as { id: number };
+        seen.set(id, (seen.get(id) ?? 0) + 1);
+        return new Response(null, { status: 204 });
+      },
+    });
+    try {
+      for (let i = 0; i < 50; i++) await enqueueNotification(own.db, "ORDER_CREATED", `n${i}@example.com`, { orderId: i });
+      const options = { db: own.db, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, pollIntervalMs: 10, batchSize: 7 };
+      const senders = [startOutboxSender(options), startOutboxSender(options)];
+      for (let i = 0; i < 250 && (await own.db.$count(outbox, isNull(outbox.deliveredAt))) > 0; i++) await Bun.sleep(20);
+      await Promise.all(senders.map((s) => s.stop()));
+      expect(seen.size).toBe(50);
+      expect([...seen.values()].every((n) => n === 1)).toBe(true);
     } finally {
       receiver.stop(true);
       await own.close();

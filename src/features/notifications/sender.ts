@@ -2,11 +2,12 @@
  * The outbox sender: a background loop that delivers pending outbox rows to NOTIFY_WEBHOOK_URL
  * (a JSON POST with a timeout), or logs them (logger "outbox") when no URL is set. All its
  * state is in the table (attempts, next_attempt_at, delivered_at), so a restart picks up where
- * the last process stopped, and several processes can share one database: a row is claimed by
- * a conditional UPDATE (a lease) before it is sent. Delivery is at least once; receivers
- * de-duplicate by the Idempotency-Key header. A failure never touches the change it describes.
+ * the last process stopped, and several processes can share one database: a batch of due rows
+ * is claimed by one UPDATE (a lease) before it is sent, and the batch is sent concurrently.
+ * Delivery is at least once and unordered; receivers de-duplicate by the Idempotency-Key
+ * header. A failure never touches the change it describes.
  */
-import { and, asc, eq, isNull, lte } from "drizzle-orm";
+import { and, asc, eq, inArray, isNull, lte, sql } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Db } from "../../db/client";
 import { outbox } from "../../db/schema";
@@ -67,35 +68,39 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
     if (!response.ok) throw new Error(`webhook answered ${response.status}`);
   }
 
-  async function attempt(row: Row) {
-    // The claim: only the sender whose UPDATE still sees the row due sends it.
-    const [claimed] = await db
-      .update(outbox)
-      .set({ nextAttemptAt: new Date(now() + leaseMs) })
-      .where(and(eq(outbox.id, row.id), isNull(outbox.deliveredAt), eq(outbox.nextAttemptAt, row.nextAttemptAt)))
-      .returning({ id: outbox.id });
-    if (!claimed) return;
+  async function failed(row: Row, error: unknown) {
     const attempts = row.attempts + 1;
-    try {
-      await deliver(row);
-      await db.update(outbox).set({ deliveredAt: new Date(now()), attempts, lastError: null }).where(eq(outbox.id, row.id));
-    } catch (error) {
-      const delay = retryDelay(attempts, baseDelayMs, maxDelayMs);
-      const lastError = String((error as Error)?.message ?? error).slice(0, 500);
-      await db.update(outbox).set({ attempts, lastError, nextAttemptAt: new Date(now() + delay) }).where(eq(outbox.id, row.id));
-      logger.warn({ outboxId: row.id, kind: row.kind, attempts, retryInMs: delay, error: lastError }, "notification delivery failed");
-    }
+    const delay = retryDelay(attempts, baseDelayMs, maxDelayMs);
+    const lastError = String((error as Error)?.message ?? error).slice(0, 500);
+    await db.update(outbox).set({ attempts, lastError, nextAttemptAt: new Date(now() + delay) }).where(eq(outbox.id, row.id));
+    logger.warn({ outboxId: row.id, kind: row.kind, attempts, retryInMs: delay, error: lastError }, "notification delivery failed");
   }
 
   async function runOnce() {
-    const due = await db
-      .select()
+    // One statement picks the due rows and leases them, so no other sender takes them meanwhile.
+    const due = db
+      .select({ id: outbox.id })
       .from(outbox)
       .where(and(isNull(outbox.deliveredAt), lte(outbox.nextAttemptAt, new Date(now()))))
       .orderBy(asc(outbox.id))
       .limit(batchSize);
-    for (const row of due) await attempt(row);
-    return due.length;
+    const claimed = await db
+      .update(outbox)
+      .set({ nextAttemptAt: new Date(now() + leaseMs) })
+      .where(inArray(outbox.id, due))
+      .returning();
+    const outcomes = await Promise.allSettled(claimed.map(deliver));
+    const delivered = claimed.filter((_, i) => outcomes[i].status === "fulfilled").map((row) => row.id);
+    if (delivered.length > 0) {
+      await db
+        .update(outbox)
+        .set({ deliveredAt: new Date(now()), attempts: sql`${outbox.attempts} + 1`, lastError: null })
+        .where(inArray(outbox.id, delivered));
+    }
+    for (const [i, outcome] of outcomes.entries()) {
+      if (outcome.status === "rejected") await failed(claimed[i], outcome.reason);
+    }
+    return claimed.length;
   }
 
   let stopped = false;

@@ -62,6 +62,28 @@ async function move(
 
 const shownStatus = (status: string): OrderStatus => (status === "PROCESSING" ? "PENDING" : (status as OrderStatus));
 
+type OrderRow = Pick<typeof orders.$inferSelect, "id" | "userId" | "status" | "totalCents" | "createdAt" | "paymentId" | "paidAt">;
+type ItemRow = Pick<typeof orderItems.$inferSelect, "productId" | "productName" | "quantity" | "unitPriceCents" | "totalPriceCents">;
+
+function toOrder(row: OrderRow, items: ItemRow[]): Order {
+  return {
+    id: row.id,
+    userId: row.userId,
+    status: shownStatus(row.status),
+    orderItems: items.map((item) => ({
+      productId: item.productId,
+      productName: item.productName,
+      quantity: item.quantity,
+      unitPrice: fromCents(item.unitPriceCents),
+      totalPrice: fromCents(item.totalPriceCents),
+    })),
+    totalAmount: fromCents(row.totalCents),
+    createdAt: row.createdAt.toISOString(),
+    paymentId: row.paymentId ?? null,
+    paidAt: row.paidAt ? row.paidAt.toISOString() : null,
+  };
+}
+
 /** Orders matching `where`, with their items, oldest first. */
 async function selectOrders(db: Db, where: SQL | undefined, page?: { size: number; offset: number }): Promise<Order[]> {
   const base = db.select().from(orders).where(where).orderBy(asc(orders.id));
@@ -72,24 +94,7 @@ async function selectOrders(db: Db, where: SQL | undefined, page?: { size: numbe
     .from(orderItems)
     .where(inArray(orderItems.orderId, rows.map((r) => r.id)))
     .orderBy(asc(orderItems.id));
-  return rows.map((row) => ({
-    id: row.id,
-    userId: row.userId,
-    status: shownStatus(row.status),
-    orderItems: items
-      .filter((item) => item.orderId === row.id)
-      .map((item) => ({
-        productId: item.productId,
-        productName: item.productName,
-        quantity: item.quantity,
-        unitPrice: fromCents(item.unitPriceCents),
-        totalPrice: fromCents(item.totalPriceCents),
-      })),
-    totalAmount: fromCents(row.totalCents),
-    createdAt: row.createdAt.toISOString(),
-    paymentId: row.paymentId ?? null,
-    paidAt: row.paidAt ? row.paidAt.toISOString() : null,
-  }));
+  return rows.map((row) => toOrder(row, items.filter((item) => item.orderId === row.id)));
 }
 
 /** What the caller may see: their own orders, or any for an ADMIN. */
@@ -130,7 +135,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   const userId = input.userId ?? caller.id;
   if (userId !== caller.id && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
   const now = new Date(deps.now());
-  const id = await deps.db.transaction(async (tx) => {
+  return deps.db.transaction(async (tx) => {
     const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, userId));
     if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
     const wanted = [...new Set(input.items.map((item) => item.productId))];
@@ -153,9 +158,9 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
       .returning({ id: orders.id });
     await tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: order.id })));
     await enqueueNotification(tx, "ORDER_CREATED", owner.email, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
-    return order.id;
+    // Everything the answer shows is in hand: no second read.
+    return toOrder({ id: order.id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
   });
-  return findOrder(deps.db, caller, id);
 }
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
