@@ -188,6 +188,7 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
   const schema = typedBranch(widened);
   const out: Violation[] = [];
   const seen = new Set<string>();
+  const blank = new Map<string, Violation["key"]>();
   for (const error of Value.Errors(schema, value)) {
     // t.Nullable(X) fails as a whole union: a value that is not null is judged by X, with X's own texts.
     const nonNull = error.value !== null && error.value !== undefined ? nullableBranch(error.schema) : undefined;
@@ -202,11 +203,14 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
     const messages = (error.schema as RuleOptions).messages;
     const key = messages?.[kind ?? "type"] ?? generic(kind, error);
     const path = dotPath(error.path);
+    if (kind === "pattern" && error.schema.pattern === NOT_BLANK) blank.set(path, key);
     const id = `${path}:${key}`;
     if (seen.has(id)) continue;
     seen.add(id);
     out.push({ path, key, params: paramsOf(kind, error) });
   }
-  refinements(schema, value, "", out);
-  return out;
+  // A blank value is reported as blank only, not also as too short or badly formatted.
+  const result = out.filter((v) => !blank.has(v.path) || blank.get(v.path) === v.key);
+  refinements(schema, value, "", result);
+  return result;
 }

@@ -80,4 +80,4 @@ export const UserListQuery = t.Object({
   sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } } as never)),
 });
 
-export const UserIdParams = t.Object({ id: t.Integer({ minimum: 1 }) });
+export const UserIdParams = t.Object({ id: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) });

@@ -6,10 +6,20 @@ import { ErrorEnvelope } from "../../envelope";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
 import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
 
-/** PUT/PATCH send null for "not given"; dropping nulls before validation keeps one schema. */
-const dropNulls = ({ body }: { body: unknown }) => {
+const TRIMMED = new Set(["name", "email", "department"]);
+
+/**
+ * PUT/PATCH send null for "not given"; dropping nulls before validation keeps one schema.
+ * Names, e-mails and departments are stored trimmed, so they are trimmed before the rules
+ * check them too (" A " would otherwise pass as 3 characters and be stored as 1).
+ */
+const normalizeBody = ({ body }: { body: unknown }) => {
   if (body && typeof body === "object" && !Array.isArray(body)) {
-    for (const [key, value] of Object.entries(body)) if (value === null) delete (body as Record<string, unknown>)[key];
+    const fields = body as Record<string, unknown>;
+    for (const [key, value] of Object.entries(fields)) {
+      if (value === null) delete fields[key];
+      else if (typeof value === "string" && TRIMMED.has(key)) fields[key] = value.trim();
+    }
   }
 };
 
@@ -47,13 +57,13 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 201;
         return createUser(ctx, body, caller.email);
       },
-      { auth: "ADMIN", body: UserBody, transform: dropNulls, response: { 201: User, ...errors }, detail: { summary: "Create a user" } },
+      { auth: "ADMIN", body: UserBody, transform: normalizeBody, response: { 201: User, ...errors }, detail: { summary: "Create a user" } },
     )
     .put("/:id", ({ params, body, request }) => replaceUser(ctx, params.id, body, request.headers.get("if-match")), {
       auth: "ADMIN",
       params: UserIdParams,
       body: UserBody,
-      transform: dropNulls,
+      transform: normalizeBody,
       response: { 200: User, ...errors },
       detail: { summary: "Replace a user's name, email and department" },
     })
@@ -67,7 +77,7 @@ export const usersRoutes = (ctx: AppContext) =>
         auth: "authenticated",
         params: UserIdParams,
         body: UserPatch,
-        transform: dropNulls,
+        transform: normalizeBody,
         response: { 200: User, ...errors },
         detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN." },
       },
