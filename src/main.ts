@@ -88,7 +88,9 @@ async function serve(config: Config) {
   if (peers) metrics.scrape = peers.scrape;
   const files = await createFileStore(config.fileStorage, config.s3);
   const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, files });
-  app.listen({ port: config.port, hostname: config.host, reusePort: true });
+  // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
+  // instance started by mistake would silently share the port instead of failing to start.
+  app.listen({ port: config.port, hostname: config.host, reusePort: config.workers > 1 });
   lifecycle.ready = true;
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
   const sender = child ? undefined : startOutboxSender({ db: database.db, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });

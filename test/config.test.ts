@@ -224,6 +224,19 @@ describe("the command line (bun src/main.ts)", () => {
     expect(stdout).toBe("");
   });
 
+  test("a port already taken: the start fails with a clear line instead of sharing it", async () => {
+    // The other listener allows SO_REUSEPORT: only a server that does not ask for it fails here.
+    const taken = Bun.serve({ hostname: "127.0.0.1", port: 0, reusePort: true, fetch: () => new Response("other") });
+    try {
+      const { code, stderr } = await cli([], { PORT: String(taken.port), HOST: "127.0.0.1", DATA_DIR: join(cwd, "taken") });
+      expect(code).toBe(1);
+      expect(stderr).toContain(`port ${taken.port} in use`);
+    } finally {
+      await taken.stop(true);
+      rmSync(join(cwd, "taken"), { recursive: true, force: true });
+    }
+  });
+
   test.each([
     [{ PORT: "abc" }, [], "PORT"],
     [{}, ["--port", "99999"], "PORT"],
