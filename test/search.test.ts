@@ -280,6 +280,16 @@ describe("department and role", () => {
     expect(res.body[0].department).toBe("R&D Lab");
   });
 
+  test("pages only when asked", async () => {
+    const all = people.filter(inDeptWithRole("Engineering", "USER")).sort(byId).map((u) => u.id);
+    const page = async (query: string) => ids((await t.request("GET", `/api/search/users/department/Engineering/role/USER${query}`, { token: caller.token })).body);
+    expect(await page("?page=1&size=5")).toEqual(all.slice(5, 10));
+    expect(await page("?size=3")).toEqual(all.slice(0, 3));
+    expect(await page("?page=1")).toEqual(all.slice(20, 40));
+    const bad = await t.request("GET", "/api/search/users/department/Engineering/role/USER?size=101", { token: caller.token });
+    expect([bad.status, bad.body.errors]).toEqual([400, ["size: must be at most 100"]]);
+  });
+
   test.each([
     ["/api/search/users/department/Nowhere/role/USER"],
     ["/api/search/users/department/Sales/role/KING"],
@@ -308,6 +318,12 @@ describe("by skills", () => {
     const want = people.filter(holdsAny(wanted)).sort(byId).map((u) => u.id);
     expect(ids(res.body)).toEqual(want);
     expect(new Set(ids(res.body)).size).toBe(res.body.length);
+  });
+
+  test("pages only when asked", async () => {
+    const all = people.filter(holdsAny(["rust"])).sort(byId).map((u) => u.id);
+    expect(ids((await bySkills("?skills=rust&page=2&size=4")).body)).toEqual(all.slice(8, 12));
+    expect(ids((await bySkills("?skills=rust")).body)).toEqual(all);
   });
 
   test("a user holding several of the skills, written in several cases, comes once", async () => {

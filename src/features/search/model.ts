@@ -51,7 +51,20 @@ export type UserSearchQuery = Static<typeof UserSearchQuery>;
 
 export const DepartmentRoleParams = t.Object({ dept: t.String(), role: t.String() });
 
+const PAGE_OPTIONAL = "Optional: without page and size every match comes back";
+
+/** The unpaged lists (department+role, skills) page only when asked, as GET /api/users does. */
+export const OptionalPage = t.Object({
+  page: t.Optional(t.Integer({ minimum: 0, description: `${PAGE_OPTIONAL}; default 0 when size is given` })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, description: `${PAGE_OPTIONAL}; default 20 when page is given` })),
+});
+
+/** A page when either page or size was given, else everything. */
+export const pageOf = (query: { page?: number; size?: number }) =>
+  query.page === undefined && query.size === undefined ? undefined : { page: query.page ?? 0, size: query.size ?? 20 };
+
 export const SkillsQuery = t.Object({
+  ...OptionalPage.properties,
   // Blank entries are refused by the route: a failing item rule on a one-value array escapes Elysia's
   // query decoding as a TransformDecodeCheckError (a 500) instead of a validation error.
   skills: t.Array(t.String(), { minItems: 1, description: "Repeatable: users holding any of them (case-insensitive), each once" }),

@@ -4,7 +4,7 @@ import type { AppContext } from "../../context";
 import { ErrorEnvelope } from "../../envelope";
 import { Violations } from "../../errors";
 import { User } from "../users/model";
-import { DepartmentRoleParams, parseInstant, SkillsQuery, UserSearchQuery } from "./model";
+import { DepartmentRoleParams, OptionalPage, pageOf, parseInstant, SkillsQuery, UserSearchQuery } from "./model";
 import { searchUsers } from "./service";
 
 /** `?age=&name=`: an empty parameter does not restrict, so it must not fail type validation either. */
@@ -53,15 +53,16 @@ export const searchRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get("/users/department/:dept/role/:role", ({ params }) => searchUsers(ctx.db, { department: params.dept, role: params.role }), {
+    .get("/users/department/:dept/role/:role", ({ params, query }) => searchUsers(ctx.db, { department: params.dept, role: params.role }, pageOf(query)), {
       auth: "authenticated",
       params: DepartmentRoleParams,
+      query: OptionalPage,
       response: { 200: t.Array(User), ...errors },
-      detail: { summary: "Users of a department holding a role", description: "Department name and role name, both case-insensitive; every match, by id." },
+      detail: { summary: "Users of a department holding a role", description: "Department name and role name, both case-insensitive; by id. Every match, or one page when page or size is given." },
     })
-    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }), {
+    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }, pageOf(query)), {
       auth: "authenticated",
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },
-      detail: { summary: "Users holding any of the skills", description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id." },
+      detail: { summary: "Users holding any of the skills", description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id. Every match, or one page when page or size is given." },
     });
