@@ -98,11 +98,19 @@ export function translate(key: MessageKey, lang: Lang, params: Record<string, st
   return typeof text === "function" ? text(params) : text;
 }
 
-/** zh, zh-TW, zh-Hant… pick the original service's texts; anything else English. */
+/** zh, zh-TW, zh-Hant… pick the original service's texts; anything else English. Highest q wins. */
 export function languageOf(acceptLanguage: string | null | undefined): Lang {
   if (!acceptLanguage) return "en";
-  for (const part of acceptLanguage.split(",")) {
-    const tag = part.split(";")[0].trim().toLowerCase();
+  const ranked = acceptLanguage
+    .split(",")
+    .map((part) => {
+      const [tag, ...params] = part.split(";");
+      const q = params.map((p) => /^\s*q\s*=\s*([\d.]+)\s*$/.exec(p)?.[1]).find(Boolean);
+      return { tag: tag.trim().toLowerCase(), q: q === undefined ? 1 : Number(q) };
+    })
+    .filter((entry) => entry.q > 0)
+    .sort((a, b) => b.q - a.q); // stable: equal weights keep the client's order
+  for (const { tag } of ranked) {
     if (tag.startsWith("zh")) return "zh-TW";
     if (tag.startsWith("en")) return "en";
   }

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createClient } from "@libsql/client";
 import { Elysia, type AnyElysia } from "elysia";
-import { orders, products, roles } from "../src/db/schema";
+import { eq } from "drizzle-orm";
+import { orders, products, roles, users } from "../src/db/schema";
 import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
@@ -218,6 +219,25 @@ describe("request bodies", () => {
     expectEnvelope(res, 415, { message: "Unsupported content type", errorCode: "UNSUPPORTED_MEDIA_TYPE" });
     const text = await t.request("POST", "/api/users", { token: admin.token, raw: "hello", headers: { "content-type": "text/plain", ...ZH } });
     expectEnvelope(text, 415, { message: "不支援的內容類型", errorCode: "UNSUPPORTED_MEDIA_TYPE" });
+  });
+});
+
+describe("Accept-Language", () => {
+  test.each([
+    ["zh-TW", "zh"],
+    ["zh-Hant-TW", "zh"],
+    ["zh", "zh"],
+    ["fr-FR, zh-TW;q=0.8", "zh"],
+    ["en-US, zh-TW;q=0.8", "en"],
+    ["zh-TW;q=0.2, en;q=0.9", "en"],
+    ["en;q=0, zh-TW;q=0.5", "zh"],
+    ["de", "en"],
+    ["*", "en"],
+  ])("%p answers in %s", async (header, lang) => {
+    await t.db.delete(users).where(eq(users.id, 7)); // the spec's example id, whatever ran before
+    const res = await t.request("GET", "/api/users/7", { token: admin.token, headers: { "accept-language": header } });
+    expect(res.status).toBe(404);
+    expect(res.body.message).toBe(lang === "zh" ? "找不到使用者，ID: 7" : "User not found, ID: 7");
   });
 });
 
