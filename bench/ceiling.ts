@@ -2,10 +2,12 @@
  * The ceilings usersvc is measured against: the least a Bun HTTP server can do.
  *   bun bench/ceiling.ts json PORT               a fixed ~250-byte JSON
  *   bun bench/ceiling.ts sqlite PORT FILE        one bun:sqlite point read of `users` by random id
- *   bun bench/ceiling.ts libsql PORT FILE        the same read through @libsql/client (usersvc's driver)
+ *   bun bench/ceiling.ts libsql PORT FILE        the same read through @libsql/client as usersvc opens it
+ *                                                (with src/db/embedded-tuning.ts: the floor of usersvc's driver)
  */
 import { Database } from "bun:sqlite";
 import { createClient } from "@libsql/client";
+import { tuneEmbeddedConnections } from "../src/db/embedded-tuning";
 
 const [mode, portArg, file] = process.argv.slice(2);
 const port = Number(portArg);
@@ -34,6 +36,7 @@ if (mode === "json") {
   const byId = db.query("select id, name, email, phone, active, created_at, updated_at, version from users where id = ?");
   fetchHandler = () => Response.json(byId.get(1 + Math.floor(Math.random() * count)));
 } else if (mode === "libsql") {
+  tuneEmbeddedConnections();
   const client = createClient({ url: `file:${file}` });
   const count = Number((await client.execute("select max(id) as n from users")).rows[0].n);
   fetchHandler = async () => {
