@@ -3,6 +3,8 @@
  * (process.env merged with `--flags` by the CLI), fills defaults, converts types and
  * reports every bad key at once, so a misconfigured start stops before the database opens.
  */
+import { isIP } from "node:net";
+
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
 const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
 
@@ -53,6 +55,7 @@ export const CONFIG_VARIABLES = [
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 const DATABASE_SCHEMES = ["file:", "libsql:", "http:", "https:", "ws:", "wss:"];
 
 export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Config {
@@ -95,6 +98,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
 
   const port = integer("PORT", 8080, 0, 65535);
   const host = read("HOST") ?? "0.0.0.0";
+  const dotted = /^[\d.]+$/.test(host);
+  if (isIP(host) === 0 && (dotted || !HOST_NAME.test(host))) problems.push(`HOST must be an IP address or a host name (got "${host}")`);
 
   // "svc", "/svc/" → "/svc"; "/" alone is the root, like no prefix at all.
   const trimmedBase = (read("BASE_PATH") ?? "").replace(/^\/+|\/+$/g, "");

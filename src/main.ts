@@ -90,7 +90,12 @@ async function serve(config: Config) {
   const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, files });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
-  app.listen({ port: config.port, hostname: config.host, reusePort: config.workers > 1 });
+  try {
+    app.listen({ port: config.port, hostname: config.host, reusePort: config.workers > 1 });
+  } catch (error) {
+    // Bun's own text ("ENOENT … listen" for an unknown host) does not say what it tried.
+    throw new Error(`cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`);
+  }
   lifecycle.ready = true;
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
   const sender = child ? undefined : startOutboxSender({ db: database.db, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });

@@ -86,6 +86,10 @@ describe("loadConfig", () => {
     });
   });
 
+  test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
+    expect(loadConfig({ HOST: host }, 4).host).toBe(host);
+  });
+
   test("DATA_DIR moves the database and uploads with it", () => {
     expect(loadConfig({ DATA_DIR: "/var/lib/usersvc" }, 4)).toMatchObject({
       databaseUrl: "file:/var/lib/usersvc/usersvc.db",
@@ -109,6 +113,9 @@ describe("loadConfig", () => {
     ["PORT", "-1"],
     ["PORT", "65536"],
     ["PORT", "80.5"],
+    ["HOST", "bad host"],
+    ["HOST", "999.1.1.1"],
+    ["HOST", "-leading.dash"],
     ["BASE_PATH", "/has space"],
     ["BASE_PATH", "/a?b"],
     ["BASE_PATH", "/api//v1"],
@@ -230,6 +237,7 @@ describe("the command line (bun src/main.ts)", () => {
     try {
       const { code, stderr } = await cli([], { PORT: String(taken.port), HOST: "127.0.0.1", DATA_DIR: join(cwd, "taken") });
       expect(code).toBe(1);
+      expect(stderr).toContain(`usersvc: cannot listen on 127.0.0.1:${taken.port}: `);
       expect(stderr).toContain(`port ${taken.port} in use`);
     } finally {
       await taken.stop(true);
