@@ -143,6 +143,16 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
     expect(await t.db.$count(orders)).toBe(before);
   });
 
+  test("a missing product is reported before another line's short stock, and nothing is reserved", async () => {
+    const scarce = await product(3, 1);
+    const res = await order([
+      { productId: scarce.id, quantity: 2 },
+      { productId: 999998, quantity: 1 },
+    ]);
+    expect([res.status, res.body]).toEqual([404, failure("PRODUCT_NOT_FOUND", "Product not found, ID: 999998")]);
+    expect(await stockOf(scarce.id)).toBe(1);
+  });
+
   test("two lines of one product count together against its stock", async () => {
     const p = await product(1, 5);
     const res = await order([

@@ -119,45 +119,59 @@ export async function listOrders(db: Db, caller: Caller, query: OrderListQuery) 
   return { orders: list, total };
 }
 
-/** Reserves every line's stock, or nothing: any failure rolls the whole transaction back. */
+/**
+ * Reserves one line: the UPDATE is both the check (ACTIVE, enough stock left) and the write,
+ * and hands back what the line records. Undefined when it cannot: refusal() says why.
+ */
 async function reserve(tx: Tx, productId: number, quantity: number) {
   const [taken] = await tx
     .update(products)
     .set({ stock: sql`${products.stock} - ${quantity}` })
-    .where(and(eq(products.id, productId), sql`${products.stock} >= ${quantity}`))
-    .returning({ stock: products.stock });
-  if (taken) return;
-  const [current] = await tx.select({ stock: products.stock }).from(products).where(eq(products.id, productId));
-  throw new AppError("INSUFFICIENT_INVENTORY", { id: productId, requested: quantity, available: current?.stock ?? 0 });
+    .where(and(eq(products.id, productId), eq(products.status, "ACTIVE"), sql`${products.stock} >= ${quantity}`))
+    .returning({ name: products.name, priceCents: products.priceCents });
+  return taken;
 }
 
+/** Why a line could not be reserved, in the interface's order: any product missing, then not ACTIVE, then stock. */
+async function refusal(tx: Tx, items: CreateOrderRequest["items"], failed: { productId: number; quantity: number }) {
+  const wanted = [...new Set(items.map((item) => item.productId))];
+  const found = new Map((await tx.select().from(products).where(inArray(products.id, wanted))).map((p) => [p.id, p]));
+  for (const productId of wanted) {
+    const product = found.get(productId);
+    if (!product) return new AppError("PRODUCT_NOT_FOUND", { id: productId });
+    if (product.status !== "ACTIVE") return new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
+  }
+  // What earlier lines of this order left (they are rolled back with it).
+  const available = found.get(failed.productId)!.stock;
+  return new AppError("INSUFFICIENT_INVENTORY", { id: failed.productId, requested: failed.quantity, available });
+}
+
+/** All lines reserved, the order, its items and the ORDER_CREATED notification: one transaction, or nothing. */
 export async function createOrder(deps: OrdersDeps, caller: Caller, input: CreateOrderRequest): Promise<Order> {
   const userId = input.userId ?? caller.id;
   if (userId !== caller.id && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
   const now = new Date(deps.now());
   return deps.db.transaction(async (tx) => {
-    const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, userId));
-    if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
-    const wanted = [...new Set(input.items.map((item) => item.productId))];
-    const found = new Map((await tx.select().from(products).where(inArray(products.id, wanted))).map((p) => [p.id, p]));
-    for (const productId of wanted) {
-      const product = found.get(productId);
-      if (!product) throw new AppError("PRODUCT_NOT_FOUND", { id: productId });
-      if (product.status !== "ACTIVE") throw new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
+    let recipient = caller.email;
+    if (userId !== caller.id) {
+      const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, userId));
+      if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
+      recipient = owner.email;
     }
-    const lines = input.items.map(({ productId, quantity }) => {
-      const product = found.get(productId)!;
-      return { productId, productName: product.name, quantity, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * quantity };
-    });
+    const lines = [];
+    for (const item of input.items) {
+      const product = await reserve(tx, item.productId, item.quantity);
+      if (!product) throw await refusal(tx, input.items, item);
+      lines.push({ ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity });
+    }
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
-    for (const line of lines) await reserve(tx, line.productId, line.quantity);
     const [order] = await tx
       .insert(orders)
       .values({ userId, status: "PENDING", totalCents, createdAt: now, updatedAt: now })
       .returning({ id: orders.id });
     await tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: order.id })));
-    await enqueueNotification(tx, "ORDER_CREATED", owner.email, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
+    await enqueueNotification(tx, "ORDER_CREATED", recipient, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
     // Everything the answer shows is in hand: no second read.
     return toOrder({ id: order.id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
   });
