@@ -303,9 +303,10 @@ describe("PUT /api/users/{id}", () => {
     const other = await create();
     await Bun.sleep(2);
     const email = uniqueEmail();
-    const res = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { id: other.id, name: "Renamed", email, department: "Ops" } });
+    const res = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { id: other.id, name: "Renamed", email, department: "Ops", phone: "999" } });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ id: user.id, name: "Renamed", email, department: "Ops", version: 1, active: true, createdAt: user.createdAt });
+    // Only name, e-mail and department are PUT's: the phone stays as it was.
+    expect(res.body).toMatchObject({ id: user.id, name: "Renamed", email, department: "Ops", phone: "123", version: 1, active: true, createdAt: user.createdAt });
     expect(Date.parse(res.body.updatedAt)).toBeGreaterThan(Date.parse(user.updatedAt));
     expect((await t.request("GET", `/api/users/${other.id}`, { token: admin.token })).body).toEqual(other);
   });
