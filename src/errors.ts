@@ -9,6 +9,7 @@ import { failure } from "./envelope";
 import { languageOf, translate, type Lang, type MessageKey } from "./i18n";
 import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
+import { parsedBodyOf } from "./http/body-parser";
 
 /** The code catalogue: status and message of every errorCode a client can see. */
 export const ERRORS = {
@@ -152,7 +153,8 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (code === "VALIDATION" && error instanceof ValidationError) {
         if (error.type === "body") {
           const schema = (error.validator as any)?.schema ?? error.validator;
-          return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, error.value), lang)));
+          const sent = parsedBodyOf(request);
+          return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, sent === undefined ? error.value : sent), lang)));
         }
         if (error.type === "response") {
           // A response that does not fit its schema is our bug, not the client's.

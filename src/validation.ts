@@ -175,6 +175,29 @@ function asNumbers(schema: TSchema): TSchema {
   return schema;
 }
 
+/** Where a dot path ("address.zipCode", "skills[1]") sits in the schema: property and item indexes along it. */
+function fieldOrder(schema: TSchema, path: string): number[] {
+  const out: number[] = [];
+  let node: TSchema | undefined = schema;
+  for (const part of path.split(/\.|(?=\[)/)) {
+    const item = /^\[(\d+)\]$/.exec(part);
+    if (item) {
+      out.push(Number(item[1]));
+      node = node?.items;
+    } else {
+      const keys = Object.keys(node?.properties ?? {});
+      out.push(keys.includes(part) ? keys.indexOf(part) : keys.length);
+      node = node?.properties?.[part];
+    }
+  }
+  return out;
+}
+
+function compareOrder(a: number[], b: number[]): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
 /** X of a t.Nullable(X) schema (`anyOf: [X, null]`), else undefined. */
 function nullableBranch(schema: TSchema): TSchema | undefined {
   const branches: TSchema[] | undefined = schema.anyOf;
@@ -182,14 +205,23 @@ function nullableBranch(schema: TSchema): TSchema | undefined {
   return branches.find((b) => b.type !== "null");
 }
 
-/** Every violation of `value` against `schema`, in field order, without duplicates. */
+/**
+ * A hostile body (a 1 MB string where a list goes becomes a million-element list) can fail a
+ * million times: the first violations say what is wrong, and counting the rest took 35 s.
+ */
+const MAX_VIOLATIONS = 50;
+const MAX_ERRORS_SCANNED = 1000;
+
+/** The violations of `value` against `schema` (at most MAX_VIOLATIONS), in field order, without duplicates. */
 export function violationsOf(widened: TSchema, value: unknown): Violation[] {
   // Elysia widens body integers the same way (t.Integer → anyOf [numeric string, integer]).
   const schema = typedBranch(widened);
   const out: Violation[] = [];
   const seen = new Set<string>();
   const blank = new Map<string, Violation["key"]>();
+  let scanned = 0;
   for (const error of Value.Errors(schema, value)) {
+    if (out.length >= MAX_VIOLATIONS || ++scanned > MAX_ERRORS_SCANNED) break;
     // t.Nullable(X) fails as a whole union: a value that is not null is judged by X, with X's own texts.
     const nonNull = error.value !== null && error.value !== undefined ? nullableBranch(error.schema) : undefined;
     if (nonNull) {
@@ -211,6 +243,9 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
   }
   // A blank value is reported as blank only, not also as too short or badly formatted.
   const result = out.filter((v) => !blank.has(v.path) || blank.get(v.path) === v.key);
+  // TypeBox names missing properties before the others: report in the schema's field order.
+  const order = new Map(result.map((v) => [v, fieldOrder(schema, v.path)]));
+  result.sort((a, b) => compareOrder(order.get(a)!, order.get(b)!));
   refinements(schema, value, "", result);
   return result;
 }

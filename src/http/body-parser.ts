@@ -20,6 +20,37 @@ async function readLimited(request: Request, limit: number): Promise<string> {
   return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
 }
 
+/**
+ * Deeper JSON is refused before parsing: no body of ours nests past a few levels, and
+ * validating thousands of levels overflows the stack (a 500) where a 400 is due.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether brackets outside strings nest deeper than `limit`: one pass, no recursion. */
+export function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \\ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 /* [ */ || c === 123 /* { */) {
+      if (++depth > limit) return true;
+    } else if (c === 93 /* ] */ || c === 125 /* } */) depth--;
+  }
+  return false;
+}
+
+/**
+ * Each request's JSON as parsed, before Elysia normalises it in place for its schema (which turns
+ * a string sent where a list goes into a list of one entry per character): violations are
+ * reported on what the client sent.
+ */
+const parsedBodies = new WeakMap<Request, unknown>();
+export const parsedBodyOf = (request: Request): unknown => parsedBodies.get(request);
+
 const isJson = (type: string) => type.startsWith("application/json") || /^application\/[\w.+-]+\+json/.test(type);
 
 /** `streamedRoutes`: full route paths that read their own body as a stream (file upload); untouched here. */
@@ -31,11 +62,16 @@ export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string
     if (isJson(type)) {
       const text = await readLimited(request, maxBodyBytes);
       if (text.trim() === "") return null;
+      if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ParseError();
+      let parsed: unknown;
       try {
-        return JSON.parse(text);
+        parsed = JSON.parse(text);
       } catch {
         throw new ParseError();
       }
+      // Elysia's normaliser builds a new value, so this one stays as sent.
+      parsedBodies.set(request, parsed);
+      return parsed;
     }
     // Multipart is only for the streamed upload routes above: anywhere else it would be buffered whole.
     const length = request.headers.get("content-length");
