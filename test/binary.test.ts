@@ -118,8 +118,32 @@ describe("dist/usersvc alone in an empty folder", () => {
     expect(unknown.stderr).toContain("nobody@example.com");
   }, 30_000);
 
-  test("SIGTERM: drains, closes the database and exits 0", async () => {
+  test("SIGTERM: finishes the request in flight, then closes the database and exits 0", async () => {
+    // A create whose body is only half sent when the signal arrives: it must still be answered.
+    const bearer = (await run(["token", "--email", "root@example.com"])).stdout.trim();
+    const body = JSON.stringify({ name: "In Flight", email: "inflight@example.com" });
+    let answer = "";
+    const answered = Promise.withResolvers<void>();
+    const socket = await Bun.connect({
+      hostname: "127.0.0.1",
+      port: Number(new URL(base).port),
+      socket: {
+        data(_, chunk) {
+          answer += chunk.toString();
+          if (/\r\n\r\n\{.*\}$/s.test(answer)) answered.resolve();
+        },
+        close: () => answered.resolve(),
+      },
+    });
+    socket.write(`POST /api/users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${bearer}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+    await Bun.sleep(200);
     server.kill("SIGTERM");
+    await Bun.sleep(300);
+    expect(server.exitCode).toBeNull(); // still draining
+    socket.write(body.slice(10));
+    await Promise.race([answered.promise, Bun.sleep(10_000)]);
+    socket.end();
+    expect(answer).toStartWith("HTTP/1.1 201");
     const code = await Promise.race([server.exited, Bun.sleep(25_000).then(() => "timeout" as const)]);
     running.delete(server);
     expect(code).toBe(0);
@@ -138,7 +162,8 @@ describe("dist/usersvc alone in an empty folder", () => {
       const token = (await run(["token", "--email", "root@example.com"])).stdout.trim();
       const list = await fetch(`http://127.0.0.1:${port}/api/users`, { headers: { authorization: `Bearer ${token}` } });
       expect(list.status).toBe(200);
-      expect(list.headers.get("x-total-count")).toBe("2");
+      // root, the one created over HTTP, and the one answered while draining
+      expect(list.headers.get("x-total-count")).toBe("3");
     } finally {
       again.kill("SIGTERM");
       expect(await Promise.race([again.exited, Bun.sleep(25_000).then(() => "timeout" as const)])).toBe(0);
