@@ -6,16 +6,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { orders, outbox, products } from "../src/db/schema";
-import { simulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
+import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
+import { STALE_CLAIM_MS } from "../src/features/orders/service";
 import { makeTestApp, type TestApp } from "./helpers";
 
 /** The simulator, counting charges; the pause widens the window a double charge would need. */
 let charges = 0;
+const simulator = createSimulatedGateway();
 const countingGateway: PaymentGateway = {
   async charge(request) {
     charges++;
     await Bun.sleep(20);
-    return simulatedGateway.charge(request);
+    return simulator.charge(request);
   },
 };
 
@@ -300,5 +302,49 @@ describe("concurrency, with real parallel requests", () => {
     expect(await stockOf(p.id)).toBe(0);
     const placed = await t.db.$count(orders, and(eq(orders.status, "PENDING")));
     expect(placed).toBeGreaterThanOrEqual(5);
+  });
+});
+
+describe("a payer that never comes back", () => {
+  test("the simulator answers a repeated idempotency key with the first result, never a second charge", async () => {
+    const gateway = createSimulatedGateway();
+    const first = await gateway.charge({ orderId: 1, amountCents: 100, cardNumber: GOOD_CARD, idempotencyKey: "order-1" });
+    expect(await gateway.charge({ orderId: 1, amountCents: 100, cardNumber: GOOD_CARD, idempotencyKey: "order-1" })).toEqual(first);
+    expect(await gateway.charge({ orderId: 2, amountCents: 100, cardNumber: GOOD_CARD, idempotencyKey: "order-2" })).not.toEqual(first);
+  });
+
+  test("its claim goes stale after STALE_CLAIM_MS; the next payment takes the order over with the same idempotency key", async () => {
+    let clock = Date.now();
+    const simulator = createSimulatedGateway();
+    const keys: string[] = [];
+    const gateway: PaymentGateway = {
+      charge(request) {
+        keys.push(request.idempotencyKey);
+        // The first payer "dies" while the gateway works: its request never finishes.
+        return keys.length === 1 ? new Promise(() => {}) : simulator.charge(request);
+      },
+    };
+    const own = await makeTestApp({}, { now: () => clock, paymentGateway: gateway });
+    try {
+      const boss = await own.admin();
+      const buyer = await own.createUser();
+      const item = (await own.request("POST", "/api/products", { token: boss.token, body: { name: "Slow", code: "SLOW", price: 5, stock: 1 } })).body;
+      const placed = (await own.request("POST", "/api/orders", { token: buyer.token, body: { items: [{ productId: item.id, quantity: 1 }] } })).body;
+      const payNow = () => own.request("POST", `/api/orders/${placed.id}/pay`, { token: buyer.token, body: { method: "CARD", cardNumber: GOOD_CARD } });
+      void payNow();
+      while (keys.length === 0) await Bun.sleep(5);
+
+      const early = await payNow();
+      expect([early.status, early.body.errorCode]).toEqual([400, "INVALID_ORDER_STATUS"]);
+      expect(keys).toHaveLength(1);
+
+      clock += STALE_CLAIM_MS + 1000;
+      const late = await payNow();
+      expect(late.status).toBe(200);
+      expect(late.body).toMatchObject({ id: placed.id, status: "PAID", paymentId: expect.stringMatching(/^PAY-/) });
+      expect(keys).toEqual([`order-${placed.id}`, `order-${placed.id}`]);
+    } finally {
+      await own.close();
+    }
   });
 });

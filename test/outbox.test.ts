@@ -7,17 +7,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, isNull } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
-import { simulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
+import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { enqueueNotification } from "../src/features/notifications/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
 import { createLogging } from "../src/logging/logger";
 import { makeTestApp, type TestApp } from "./helpers";
 
 let charges = 0;
+const simulator = createSimulatedGateway();
 const countingGateway: PaymentGateway = {
   charge(request) {
     charges++;
-    return simulatedGateway.charge(request);
+    return simulator.charge(request);
   },
 };
 

@@ -7,6 +7,8 @@ export interface ChargeRequest {
   orderId: number;
   amountCents: number;
   cardNumber: string;
+  /** The same key twice gets the first charge's result, never a second charge (what real gateways offer). */
+  idempotencyKey: string;
 }
 
 export type ChargeResult = { approved: true; paymentId: string } | { approved: false; reason: string };
@@ -32,9 +34,17 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
-export const simulatedGateway: PaymentGateway = {
-  async charge({ cardNumber }) {
-    if (cardNumber === DECLINED_TEST_CARD) return { approved: false, reason: "card declined by issuer" };
-    return { approved: true, paymentId: `PAY-${crypto.randomUUID()}` };
-  },
-};
+/** The simulator (one per app); it remembers results by idempotency key for as long as it lives. */
+export function createSimulatedGateway(): PaymentGateway {
+  const answered = new Map<string, ChargeResult>();
+  return {
+    async charge({ cardNumber, idempotencyKey }) {
+      let result = answered.get(idempotencyKey);
+      if (!result) {
+        result = cardNumber === DECLINED_TEST_CARD ? { approved: false, reason: "card declined by issuer" } : { approved: true, paymentId: `PAY-${crypto.randomUUID()}` };
+        answered.set(idempotencyKey, result);
+      }
+      return result;
+    },
+  };
+}

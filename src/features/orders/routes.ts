@@ -4,11 +4,12 @@ import type { AppContext } from "../../context";
 import { ErrorEnvelope } from "../../envelope";
 import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
 import { createOrder, findOrder, listOrders, payOrder } from "./service";
+import { createSimulatedGateway } from "./payment-gateway";
 
 const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope, 503: ErrorEnvelope };
 
 export const ordersRoutes = (ctx: AppContext) => {
-  const deps = { db: ctx.db, logger: ctx.logging.get("orders"), now: ctx.now, paymentGateway: ctx.paymentGateway };
+  const deps = { db: ctx.db, logger: ctx.logging.get("orders"), now: ctx.now, paymentGateway: ctx.paymentGateway ?? createSimulatedGateway() };
   return new Elysia({ prefix: "/api/orders", tags: ["Orders"] } as never)
     .use(ctx.auth)
     .guard({ auth: "authenticated" }, (app) =>

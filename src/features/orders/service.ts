@@ -4,14 +4,19 @@
  * "from" status, so two callers can never both make the same transition:
  *
  *   (none) ──create──▶ PENDING ──claim──▶ PROCESSING ──succeed──▶ PAID
- *                         ▲                  │  └──────decline──▶ PAYMENT_FAILED (stock released)
- *                         └─────unclaim──────┘  (gateway unreachable: nothing was charged)
+ *                         ▲                  │ ▲└──────decline──▶ PAYMENT_FAILED (stock released)
+ *                         └─────unclaim──────┘ └reclaim┘ (a claim older than STALE_CLAIM_MS)
  *
  * PROCESSING is internal (clients see PENDING): the order is claimed before the gateway is
- * asked, so ten simultaneous payments charge once. Stock is reserved at creation with
- * `stock = stock - q WHERE stock >= q`, so concurrent orders never oversell.
+ * asked, so ten simultaneous payments charge once. A claim whose payer died (or whose result
+ * could not be recorded) goes stale and may be taken again; the charge carries the
+ * idempotency key order-<id>, so the gateway answers the first charge's result instead of
+ * charging twice. Settling re-checks PROCESSING inside its transaction, so only one payer
+ * records a result. Unclaim: the gateway could not be asked, nothing was charged.
+ * Stock is reserved at creation with `stock = stock - q WHERE stock >= q`, so concurrent
+ * orders never oversell.
  */
-import { and, asc, count, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Db } from "../../db/client";
 import { orderItems, orders, products, users } from "../../db/schema";
@@ -21,13 +26,13 @@ import { isAdmin, type Caller } from "../auth/guard";
 import { enqueueNotification } from "../notifications/outbox";
 import { fromCents } from "../products/money";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
-import { luhnValid, simulatedGateway, type PaymentGateway } from "./payment-gateway";
+import { luhnValid, type PaymentGateway } from "./payment-gateway";
 
 export interface OrdersDeps {
   db: Db;
   logger: Logger;
   now: () => number;
-  paymentGateway?: PaymentGateway;
+  paymentGateway: PaymentGateway;
 }
 
 type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
@@ -35,27 +40,40 @@ type Writer = Db | Tx;
 
 type StoredStatus = "PENDING" | "PROCESSING" | "PAID" | "PAYMENT_FAILED";
 
+/** How long a payer may hold an order before another payment may take it over. */
+export const STALE_CLAIM_MS = 2 * 60_000;
+
 const TRANSITIONS = {
   claim: { from: "PENDING", to: "PROCESSING" },
+  reclaim: { from: "PROCESSING", to: "PROCESSING" },
   succeed: { from: "PROCESSING", to: "PAID" },
   decline: { from: "PROCESSING", to: "PAYMENT_FAILED" },
   unclaim: { from: "PROCESSING", to: "PENDING" },
 } as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
 
-/** The one way an order's status changes; undefined when the order was not in the "from" status (or not the owner's). */
+/**
+ * The one way an order's status changes; undefined when the order was not in the "from"
+ * status (or not the owner's, or for a reclaim, not stale).
+ */
 async function move(
   db: Writer,
   id: number,
   transition: keyof typeof TRANSITIONS,
   at: Date,
-  extra: { paymentId?: string; paidAt?: Date } = {},
-  ownerId?: number,
+  options: { set?: { paymentId?: string; paidAt?: Date }; ownerId?: number } = {},
 ) {
   const { from, to } = TRANSITIONS[transition];
   const [row] = await db
     .update(orders)
-    .set({ status: to, updatedAt: at, ...extra })
-    .where(and(eq(orders.id, id), eq(orders.status, from), ownerId === undefined ? undefined : eq(orders.userId, ownerId)))
+    .set({ status: to, updatedAt: at, ...options.set })
+    .where(
+      and(
+        eq(orders.id, id),
+        eq(orders.status, from),
+        options.ownerId === undefined ? undefined : eq(orders.userId, options.ownerId),
+        transition === "reclaim" ? lt(orders.updatedAt, new Date(at.getTime() - STALE_CLAIM_MS)) : undefined,
+      ),
+    )
     .returning({ userId: orders.userId, totalCents: orders.totalCents });
   return row;
 }
@@ -179,9 +197,10 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
   if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" as MessageKey }]);
-  const { db, logger } = deps;
-  const gateway = deps.paymentGateway ?? simulatedGateway;
-  const claimed = await move(db, id, "claim", new Date(deps.now()), {}, isAdmin(caller) ? undefined : caller.id);
+  const { db, logger, paymentGateway: gateway } = deps;
+  const ownerId = isAdmin(caller) ? undefined : caller.id;
+  const claimedAt = new Date(deps.now());
+  const claimed = (await move(db, id, "claim", claimedAt, { ownerId })) ?? (await move(db, id, "reclaim", claimedAt, { ownerId }));
   if (!claimed) {
     const order = await findOrder(db, caller, id);
     throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
@@ -189,7 +208,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
 
   let result;
   try {
-    result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber });
+    result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {
     await move(db, id, "unclaim", new Date(deps.now()));
     logger.warn({ err: error, orderId: id }, "payment gateway unreachable; order released");
@@ -197,24 +216,31 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   }
 
   const at = new Date(deps.now());
+  /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
+  const settle = async (tx: Tx, transition: "succeed" | "decline", set?: { paymentId: string; paidAt: Date }) => {
+    if (await move(tx, id, transition, at, { set })) return;
+    const [current] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
+  };
   if (result.approved) {
     const { paymentId } = result;
     try {
       await db.transaction(async (tx) => {
-        await move(tx, id, "succeed", at, { paymentId, paidAt: at });
+        await settle(tx, "succeed", { paymentId, paidAt: at });
         const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, claimed.userId));
         await enqueueNotification(tx, "PAYMENT_SUCCESS", owner?.email ?? null, { orderId: id, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents) }, at);
       });
     } catch (error) {
-      // Charged but not recorded: the order stays PROCESSING, so it is never charged twice; reconcile by paymentId.
-      logger.error({ err: error, orderId: id, paymentId }, "payment charged but not recorded");
+      // Charged but not recorded: the order stays PROCESSING until its claim goes stale; the next
+      // payment then gets this same result from the gateway (same idempotency key) and records it.
+      if (!(error instanceof AppError)) logger.error({ err: error, orderId: id, paymentId }, "payment charged but not recorded");
       throw error;
     }
     return findOrder(db, caller, id);
   }
 
   await db.transaction(async (tx) => {
-    await move(tx, id, "decline", at);
+    await settle(tx, "decline");
     const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
     for (const line of lines) {
       await tx.update(products).set({ stock: sql`${products.stock} + ${line.quantity}` }).where(eq(products.id, line.productId));
