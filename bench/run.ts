@@ -363,9 +363,23 @@ async function main() {
   } else add("usersvc POST /api/auth/login", null, "n/a (route not there yet)");
   results.serverExit = await server.stop();
 
+  // The machine is shared: the JSON ceiling again, and the ratios use the mean of both runs.
+  const jsonAgain = await startCeiling(ceilingScript, "json", ceilingDb);
+  const jsonSecond = await measure(jsonAgain, { path: "/" });
+  add("ceiling: Bun.serve fixed JSON (again)", jsonSecond);
+  await jsonAgain.stop();
+  jsonCeiling = (jsonCeiling + jsonSecond.rps) / 2;
+
+  // The comparisons below are between neighbouring runs: workers=1 with logs, without, then workers=2.
+  const single = await usersvc(home);
+  const getUser1 = await measure(single, userLoad);
+  add("usersvc GET /api/users/{id} (again, baseline below)", getUser1);
+  await single.stop();
+
   // Logging cost: the same read with request logs off.
   const quiet = await usersvc(home, { LOG_LEVEL: "warn" });
-  add("usersvc GET /api/users/{id}, LOG_LEVEL=warn", await measure(quiet, userLoad));
+  const getUserQuiet = await measure(quiet, userLoad);
+  add("usersvc GET /api/users/{id}, LOG_LEVEL=warn", getUserQuiet, `${(getUserQuiet.rps / getUser1.rps).toFixed(2)}× LOG_LEVEL=info`);
   await quiet.stop();
 
   // Two processes sharing the port.
@@ -373,12 +387,12 @@ async function main() {
   await Bun.sleep(500);
   const pairIdle = rssMiB(pair.proc.pid);
   const getUser2 = await measure(pair, userLoad);
-  add("usersvc --workers 2 GET /api/users/{id}", getUser2, `${(getUser2.rps / getUser.rps).toFixed(2)}× workers=1`);
+  add("usersvc --workers 2 GET /api/users/{id}", getUser2, `${(getUser2.rps / getUser1.rps).toFixed(2)}× workers=1`);
   const health2 = await measure(pair, { path: "/actuator/health" });
   add("usersvc --workers 2 GET /actuator/health", health2, `${(health2.rps / health.rps).toFixed(2)}× workers=1`);
   const creates = await concurrentCreates(pair, token, dbFile);
   log(`concurrent creates across 2 workers: ${JSON.stringify(creates)}`);
-  results.workers2 = { idleRssMiB: pairIdle, loadRssMiB: getUser2.rssMiB, readSpeedup: Math.round((getUser2.rps / getUser.rps) * 100) / 100, concurrentCreates: creates, exitCode: await pair.stop() };
+  results.workers2 = { idleRssMiB: pairIdle, loadRssMiB: getUser2.rssMiB, readSpeedup: Math.round((getUser2.rps / getUser1.rps) * 100) / 100, concurrentCreates: creates, exitCode: await pair.stop() };
 
   results.binaryMiB = Math.round(statSync(BINARY).size / 1024 / 102.4) / 10;
   const colds: number[] = [];
@@ -386,6 +400,7 @@ async function main() {
   results.coldStartMs = { median: median(colds), all: colds };
   rmSync(home, { recursive: true, force: true });
 
+  results.jsonCeilingRps = Math.round(jsonCeiling);
   for (const row of rows) if (row.rps !== null) row.ratio = Math.round((row.rps / jsonCeiling) * 1000) / 1000;
   const ratioOf = (name: string) => rows.find((r) => r.name === name)?.ratio ?? 0;
   const targets = {
@@ -394,7 +409,7 @@ async function main() {
     "POST /api/users ≥ 3,000/s": create.rps >= 3000,
     "idle RSS < 60 MB": (results.idleRssMiB as number) * 1.048576 < 60,
     "cold start < 150 ms": median(colds) < 150,
-    "workers=2 reads ≥ 1.7× workers=1": getUser2.rps / getUser.rps >= 1.7,
+    "workers=2 reads ≥ 1.7× workers=1": getUser2.rps / getUser1.rps >= 1.7,
     "concurrent creates across workers correct": creates.correct,
   };
 
@@ -464,6 +479,7 @@ function printTable(rows: Row[], results: Record<string, any>, targets: Record<s
     const status = r.statuses ? Object.entries(r.statuses).map(([k, v]) => `${k}×${v}`).join(" ") : "";
     out.push(`${pad(r.name, 50)} ${String(r.rps ?? "—").padStart(8)} ${num(r.p50Ms).padStart(8)} ${num(r.p99Ms).padStart(8)} ${(r.ratio === undefined ? "" : `${(r.ratio * 100).toFixed(0)}%`).padStart(7)}  ${[r.note, status].filter(Boolean).join("; ")}`);
   }
+  out.push(`ratio: req/s against the mean of the two JSON-ceiling runs (${results.jsonCeilingRps}/s)`);
   out.push("");
   out.push(`idle RSS ${results.idleRssMiB} MiB, under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`);
   out.push(`binary ${results.binaryMiB} MiB; cold start to first 200: median ${results.coldStartMs.median} ms (${results.coldStartMs.all.join(", ")})`);
