@@ -55,6 +55,8 @@ export const CONFIG_VARIABLES = [
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
+/** A typo guard for the bootstrap admin (the users API checks addresses fully). */
+export const looksLikeEmail = (value: string) => /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(value);
 const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 const DATABASE_SCHEMES = ["file:", "libsql:", "http:", "https:", "ws:", "wss:"];
 
@@ -138,6 +140,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
 
   const adminEmail = read("ADMIN_EMAIL");
   const adminPassword = read("ADMIN_PASSWORD");
+  if (adminEmail !== undefined && !looksLikeEmail(adminEmail)) problems.push(`ADMIN_EMAIL must be an e-mail address (got "${adminEmail}")`);
   if ((adminEmail === undefined) !== (adminPassword === undefined)) {
     problems.push("ADMIN_EMAIL and ADMIN_PASSWORD must be set together");
   }

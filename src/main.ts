@@ -6,7 +6,7 @@
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import { createApp } from "./app";
-import { CONFIG_VARIABLES, ConfigError, loadConfig, type Config, type Env } from "./config";
+import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import { openDatabase } from "./db/client";
 import { migrate } from "./db/migrate";
 import { users } from "./db/schema";
@@ -162,6 +162,7 @@ async function main(argv: string[]): Promise<number> {
       if (rest[0] !== "create") throw new UsageError(`unknown admin command "${rest[0] ?? ""}" (try: usersvc admin create --email E --password P)`);
       expectNoMore(1);
       if (typeof values.email !== "string" || typeof values.password !== "string") throw new UsageError("admin create needs --email and --password");
+      if (!looksLikeEmail(values.email)) throw new UsageError(`--email must be an e-mail address (got "${values.email}")`);
       const database = await openMigrated(configFrom(values));
       const { id, created } = await ensureAdmin(database.db, { email: values.email, password: values.password, name: values.name as string | undefined });
       database.close();

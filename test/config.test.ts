@@ -156,6 +156,7 @@ describe("loadConfig", () => {
   test("ADMIN_EMAIL and ADMIN_PASSWORD come together", () => {
     expect(problemsOf({ ADMIN_EMAIL: "root@example.com" })).toEqual(["ADMIN_EMAIL and ADMIN_PASSWORD must be set together"]);
     expect(problemsOf({ ADMIN_PASSWORD: "Admin@1234" })).toEqual(["ADMIN_EMAIL and ADMIN_PASSWORD must be set together"]);
+    expect(problemsOf({ ADMIN_EMAIL: "root", ADMIN_PASSWORD: "Admin@1234" })).toEqual(['ADMIN_EMAIL must be an e-mail address (got "root")']);
   });
 
   test("DATABASE_SYNC_URL needs a file: DATABASE_URL", () => {
@@ -221,6 +222,7 @@ describe("the command line (bun src/main.ts)", () => {
     [["admin"], "admin"],
     [["admin", "create", "--email", "a@b.co"], "--password"],
     [["token"], "--email"],
+    [["admin", "create", "--email", "root", "--password", "Admin@1234"], "--email"],
     [["--port"], "--port"],
   ])("usage error %p: a clear message naming %p, exit 2", async (args, named) => {
     const { code, stderr, stdout } = await cli(args);
