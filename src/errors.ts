@@ -115,8 +115,9 @@ function queryOf(url: string): Record<string, string | string[]> {
 
 export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDeps) =>
   new Elysia({ name: "errors" }).onError({ as: "global" }, async ({ code, error: raised, set, request, route, params }) => {
-    // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415) keep their meaning.
-    const error = code === "PARSE" && (raised as Error).cause instanceof AppError ? ((raised as Error).cause as AppError) : raised;
+    // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415, a body that is not an object) keep their meaning.
+    const cause = (raised as Error).cause;
+    const error = code === "PARSE" && (cause instanceof AppError || cause instanceof Violations) ? cause : raised;
     const lang = languageOf(request.headers.get("accept-language"));
     const reply = (status: number, body: ReturnType<typeof failure>, headers?: Record<string, string>) => {
       set.status = status;

@@ -4,7 +4,7 @@
  * Routes that stream their own body (file upload) get it untouched, with their own limit.
  */
 import { Elysia, ParseError } from "elysia";
-import { AppError } from "../errors";
+import { AppError, Violations } from "../errors";
 
 async function readLimited(request: Request, limit: number): Promise<string> {
   const declared = Number(request.headers.get("content-length") ?? NaN);
@@ -68,6 +68,11 @@ export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string
         parsed = JSON.parse(text);
       } catch {
         throw new ParseError();
+      }
+      // Every JSON body here is an object; Elysia's normaliser would turn "abc", 7 or [1] into {}
+      // and let an all-optional schema (a PATCH, a profile PUT) accept it as "change nothing / clear all".
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+        throw new Violations("body", [{ path: "root", key: "field.type", params: { expected: "an object" } }]);
       }
       // Elysia's normaliser builds a new value, so this one stays as sent.
       parsedBodies.set(request, parsed);
