@@ -1,0 +1,426 @@
+/**
+ * Seeded, deterministic fuzzing of every route that takes a JSON body: each case starts from a
+ * valid body for that route and breaks it (wrong types, missing and extra fields, huge numbers,
+ * deep nesting, long strings, invalid UTF-8, NUL, duplicate and prototype keys, truncation,
+ * other content types). Every answer must be a 2xx or a 4xx envelope within the timeout, a 4xx
+ * must leave every domain row as it was, and Object.prototype must stay clean.
+ * FUZZ_SEED and FUZZ_RUNS (cases per route) reproduce or widen a run.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import fc from "fast-check";
+import { makeTestApp, type TestApp } from "../helpers";
+import { problemWith, prototypeIsClean, snapshot, within } from "./support";
+
+const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
+const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 160);
+const ZZUF_SEEDS_PER_ROUTE = 12;
+const TIMEOUT_MS = 10_000;
+const MAX_BODY_BYTES = 2 * 1024 * 1024;
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Path = (string | number)[];
+
+interface Target {
+  url(): string;
+  token(): Promise<string | undefined>;
+  /** A body the route accepts; `n` makes unique values unique. */
+  valid(n: number): Record<string, Json>;
+  /** A 4xx the route is specified to answer after changing state (a declined payment). */
+  changesOn4xx?: (errorCode: string | undefined) => boolean;
+  /** Called with every answer, to keep the fixture usable (a paid order, a changed password). */
+  after?(status: number, body: Record<string, Json> | undefined, response: any): Promise<void>;
+}
+
+let t: TestApp;
+let admin: { id: number; email: string; token: string };
+let victim: { id: number; email: string };
+let password: { id: number; email: string; current: string };
+let loginUser = { email: "", password: "LoginPassw0rd!" };
+let productId = 0;
+let orderProductId = 0;
+let pendingOrderId = 0;
+
+const NEW_PASSWORDS = ["FuzzPassw0rd1!", "FuzzPassw0rd2!"];
+
+/** A token carrying the user's current token version (a password change revokes older ones). */
+async function tokenOf(userId: number) {
+  const { rows } = await t.client.execute({ sql: "SELECT email, token_version FROM users WHERE id = ?", args: [userId] });
+  return t.tokens.issue(String(rows[0].email), Number(rows[0].token_version));
+}
+
+async function newPendingOrder() {
+  const res = await t.request("POST", "/api/orders", { token: admin.token, body: { items: [{ productId: orderProductId, quantity: 1 }] } });
+  if (res.status !== 201) throw new Error(`fixture order: ${res.status} ${res.text}`);
+  pendingOrderId = res.body.id;
+}
+
+const TARGETS: Record<string, Target> = {
+  "POST /actuator/loggers/:name": {
+    url: () => "/actuator/loggers/http",
+    token: async () => admin.token,
+    valid: () => ({ configuredLevel: "INFO" }),
+  },
+  "POST /api/auth/register": {
+    url: () => "/api/auth/register",
+    token: async () => undefined,
+    valid: (n) => ({
+      name: "Fuzz Person",
+      email: `fuzz-register-${n}@example.com`,
+      password: "Passw0rd!",
+      confirmPassword: "Passw0rd!",
+      age: 30,
+      birthDate: "1990-05-17",
+      phone: "0912-345-678",
+      salary: 1234.5,
+      address: { city: "Taipei", district: "Xinyi", detail: "No. 7", zipCode: "11049" },
+      skills: ["go", "sql"],
+    }),
+  },
+  "POST /api/auth/login": {
+    url: () => "/api/auth/login",
+    token: async () => undefined,
+    valid: () => ({ email: loginUser.email, password: loginUser.password }),
+  },
+  "POST /api/auth/change-password": {
+    url: () => "/api/auth/change-password",
+    token: () => tokenOf(password.id),
+    valid: (n) => {
+      const next = NEW_PASSWORDS[n % 2] === password.current ? NEW_PASSWORDS[(n + 1) % 2] : NEW_PASSWORDS[n % 2];
+      return { currentPassword: password.current, newPassword: next, confirmNewPassword: next };
+    },
+    async after(status, body) {
+      if (status === 200 && typeof body?.newPassword === "string") password.current = body.newPassword;
+    },
+  },
+  "POST /api/users": {
+    url: () => "/api/users",
+    token: async () => admin.token,
+    valid: (n) => ({ name: "Fuzz User", email: `fuzz-create-${n}@example.com`, department: "Fuzzing", phone: "+886 (2) 1234-5678", password: "Passw0rd!" }),
+  },
+  "PUT /api/users/:id": {
+    url: () => `/api/users/${victim.id}`,
+    token: async () => admin.token,
+    valid: (n) => ({ name: "Victim Replaced", email: `fuzz-put-${n}@example.com`, department: "Fuzzing", phone: "123" }),
+  },
+  "PATCH /api/users/:id": {
+    url: () => `/api/users/${victim.id}`,
+    token: async () => admin.token,
+    valid: () => ({ name: "Victim Patched", department: "Ops" }),
+  },
+  "POST /api/products": {
+    url: () => "/api/products",
+    token: async () => admin.token,
+    valid: (n) => ({ name: "Widget", code: `FUZZ-${n}`, price: 19.99, description: "fuzzed", status: "ACTIVE", stock: 10 }),
+  },
+  "PUT /api/products/:id": {
+    url: () => `/api/products/${productId}`,
+    token: async () => admin.token,
+    valid: (n) => ({ name: "Gadget", code: `FUZZ-PUT-${n}`, price: 5, description: "replaced", status: "INACTIVE", stock: 3 }),
+  },
+  "POST /api/orders": {
+    url: () => "/api/orders",
+    token: async () => admin.token,
+    valid: () => ({ userId: victim.id, items: [{ productId: orderProductId, quantity: 1 }] }),
+  },
+  "POST /api/orders/:id/pay": {
+    url: () => `/api/orders/${pendingOrderId}/pay`,
+    token: async () => admin.token,
+    valid: () => ({ method: "CARD", cardNumber: "4242424242424242" }),
+    changesOn4xx: (code) => code === "ORDER_PAYMENT_FAILED",
+    async after(status, _body, response) {
+      if (status === 200 || response?.errorCode === "ORDER_PAYMENT_FAILED") await newPendingOrder();
+    },
+  },
+  "POST /api/departments": {
+    url: () => "/api/departments",
+    token: async () => admin.token,
+    valid: (n) => ({ name: `Fuzz Dept ${n}`, description: "fuzzed" }),
+  },
+  "PUT /api/users/:id/roles": {
+    url: () => `/api/users/${victim.id}/roles`,
+    token: async () => admin.token,
+    valid: () => ({ roles: ["USER"] }),
+  },
+  "PUT /api/users/:id/profile": {
+    url: () => `/api/users/${victim.id}/profile`,
+    token: async () => admin.token,
+    valid: () => ({ avatarUrl: "https://img.example.com/a.png", bio: "fuzzed", birthDate: "1990-01-01", address: "Somewhere 1" }),
+  },
+};
+
+// ---- the mutations ----------------------------------------------------------------------------
+
+/** Values no field expects, chosen for what they break: number edges, NaN-likes, odd strings, containers. */
+const hostile: fc.Arbitrary<Json> = fc.oneof(
+  fc.constantFrom<Json>(
+    1e308, -1e308, -0, 2 ** 63, -(2 ** 63), 2 ** 53 + 1, Number.MAX_SAFE_INTEGER, 1e-320, 0.1, -1, 0,
+    "NaN", "Infinity", "-Infinity", "1e308", "-0", "0x10", "9223372036854775808", "", " ", "\u0000", "a\u0000b",
+    "\uFFFF", "\uD800", "𝟘𝟙", "null", "true", "__proto__", "constructor", "ADMIN", "../../etc/passwd",
+    [], {}, null, true, false, [null], { __proto__: null } as Json, ["USER", "ADMIN"],
+  ),
+  fc.string({ maxLength: 40 }),
+  fc.string({ unit: "binary", maxLength: 20 }),
+  fc.integer(),
+  fc.double({ noNaN: true }),
+  fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>,
+);
+
+const EXTRA_KEYS = ["__proto__", "constructor", "prototype", "id", "roles", "active", "version", "tokenVersion", "isAdmin", "passwordHash", "userId", "createdAt"];
+
+type Structural =
+  | { kind: "drop"; path: number }
+  | { kind: "set"; path: number; value: Json }
+  | { kind: "extra"; key: string; value: Json }
+  | { kind: "whole"; value: Json };
+
+/** Changes to the JSON text itself, where a parser (not a schema) must cope. */
+type Raw =
+  | { kind: "duplicateKey"; path: number; value: Json }
+  | { kind: "deepNest"; depth: number; object: boolean; inField: boolean }
+  | { kind: "longString"; path: number; bytes: number }
+  | { kind: "invalidUtf8"; at: number; bytes: readonly number[] }
+  | { kind: "rawNul"; at: number }
+  | { kind: "numberLiteral"; path: number; literal: string }
+  | { kind: "truncate"; at: number }
+  | { kind: "protoText"; payload: string };
+
+interface Case {
+  structural: Structural[];
+  raw?: Raw;
+  contentType?: string;
+}
+
+const index = fc.nat({ max: 1000 });
+const structural: fc.Arbitrary<Structural> = fc.oneof(
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("drop" as const), path: index }) },
+  { weight: 5, arbitrary: fc.record({ kind: fc.constant("set" as const), path: index, value: hostile }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant("extra" as const), key: fc.oneof(fc.constantFrom(...EXTRA_KEYS), fc.string({ maxLength: 12 })), value: hostile }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("whole" as const), value: hostile }) },
+);
+
+const rawMutation: fc.Arbitrary<Raw> = fc.oneof(
+  fc.record({ kind: fc.constant("duplicateKey" as const), path: index, value: hostile }),
+  fc.record({ kind: fc.constant("deepNest" as const), depth: fc.constantFrom(100, 1000, 5000, 10_000), object: fc.boolean(), inField: fc.boolean() }),
+  fc.record({ kind: fc.constant("longString" as const), path: index, bytes: fc.constantFrom(300, 70_000, 1024 * 1024) }),
+  fc.record({
+    kind: fc.constant("invalidUtf8" as const),
+    at: index,
+    bytes: fc.constantFrom([0xff], [0xfe, 0xff], [0xc0, 0x80], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82], [0x80]),
+  }),
+  fc.record({ kind: fc.constant("rawNul" as const), at: index }),
+  fc.record({
+    kind: fc.constant("numberLiteral" as const),
+    path: index,
+    literal: fc.constantFrom("1e999", "-1e999", "-0", "123456789012345678901234567890", "9223372036854775808", "NaN", "Infinity", "0x1F", "1_000", "01", ".5", "1e", "+1", "4.9e-325"),
+  }),
+  fc.record({ kind: fc.constant("truncate" as const), at: index }),
+  fc.record({
+    kind: fc.constant("protoText" as const),
+    payload: fc.constantFrom(
+      '"__proto__":{"roles":["ADMIN"],"isAdmin":true,"polluted":1}',
+      '"constructor":{"prototype":{"roles":["ADMIN"],"polluted":1}}',
+      '"__proto__":{"__proto__":{"polluted":1}}',
+      '"prototype":{"active":false}',
+    ),
+  }),
+);
+
+const caseArbitrary: fc.Arbitrary<Case> = fc.record(
+  {
+    structural: fc.array(structural, { minLength: 0, maxLength: 3 }),
+    raw: rawMutation,
+    contentType: fc.constantFrom(
+      "application/json; charset=utf-8",
+      "application/json; charset=latin1",
+      "application/vnd.api+json",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/xml",
+    ),
+  },
+  { requiredKeys: ["structural"] },
+);
+
+/** Every path (object keys, array indexes) in a JSON value, parents first. */
+function pathsOf(value: Json, prefix: Path = []): Path[] {
+  if (value === null || typeof value !== "object") return [];
+  const entries: [string | number, Json][] = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+  return entries.flatMap(([key, child]) => [[...prefix, key], ...pathsOf(child, [...prefix, key])]);
+}
+
+function setAt(root: Json, path: Path, value: Json | undefined) {
+  let node: any = root;
+  for (const key of path.slice(0, -1)) node = node?.[key];
+  if (node === null || typeof node !== "object") return;
+  const last = path[path.length - 1];
+  if (value === undefined) {
+    if (Array.isArray(node)) node.splice(Number(last), 1);
+    else delete node[last];
+  } else {
+    // defineProperty, so "__proto__" becomes an own key (as JSON.parse makes it), not a prototype.
+    Object.defineProperty(node, last, { value, enumerable: true, writable: true, configurable: true });
+  }
+}
+
+const pick = <T>(list: T[], i: number) => list[i % list.length];
+
+function applyStructural(body: Json, mutation: Structural): Json {
+  if (mutation.kind === "whole") return structuredClone(mutation.value);
+  const paths = pathsOf(body);
+  if (mutation.kind === "extra") {
+    if (body !== null && typeof body === "object" && !Array.isArray(body)) setAt(body, [mutation.key], structuredClone(mutation.value));
+    return body;
+  }
+  if (paths.length === 0) return body;
+  setAt(body, pick(paths, mutation.path), mutation.kind === "drop" ? undefined : structuredClone(mutation.value));
+  return body;
+}
+
+/** JSON text with the value at `path` replaced by raw text (JSON.stringify places a marker first). */
+function withRawValue(body: Json, path: Path | undefined, raw: string): string {
+  const marker = "\u0001RAW\u0001";
+  if (!path) return raw;
+  const copy = structuredClone(body);
+  setAt(copy, path, marker);
+  const text = JSON.stringify(copy);
+  return text.includes(JSON.stringify(marker)) ? text.replace(JSON.stringify(marker), raw) : text;
+}
+
+function applyRaw(body: Json, raw: Raw): string | Uint8Array {
+  const text = JSON.stringify(body) ?? "";
+  const paths = pathsOf(body);
+  const path = (i: number) => (paths.length ? pick(paths, i) : undefined);
+  switch (raw.kind) {
+    case "duplicateKey": {
+      const key = paths.length ? String(pick(paths, raw.path)[0]) : "name";
+      return text.startsWith("{") && text !== "{}" ? `${text.slice(0, -1)},${JSON.stringify(key)}:${JSON.stringify(raw.value)}}` : text;
+    }
+    case "deepNest": {
+      const [open, close] = raw.object ? ['{"a":', "}"] : ["[", "]"];
+      const nested = open.repeat(raw.depth) + "1" + close.repeat(raw.depth);
+      return raw.inField ? withRawValue(body, path(raw.depth), nested) : nested;
+    }
+    case "longString":
+      return withRawValue(body, path(raw.path), JSON.stringify("x".repeat(raw.bytes)));
+    case "invalidUtf8": {
+      const bytes = new TextEncoder().encode(text);
+      const at = bytes.length ? raw.at % bytes.length : 0;
+      return new Uint8Array([...bytes.subarray(0, at), ...raw.bytes, ...bytes.subarray(at)]);
+    }
+    case "rawNul": {
+      const at = text.length ? raw.at % text.length : 0;
+      return text.slice(0, at) + "\u0000" + text.slice(at);
+    }
+    case "numberLiteral":
+      return withRawValue(body, path(raw.path), raw.literal);
+    case "truncate":
+      return text.slice(0, text.length ? raw.at % text.length : 0);
+    case "protoText":
+      return text.startsWith("{") ? `{${raw.payload}${text === "{}" ? "" : ","}${text.slice(1)}` : text;
+  }
+}
+
+/** Short, printable description of a case for a failure report. */
+const describeCase = (c: Case) =>
+  JSON.stringify(c, (_, v) => (typeof v === "string" && v.length > 60 ? `${v.slice(0, 60)}…(${v.length})` : v)).slice(0, 400);
+
+// ---- running ----------------------------------------------------------------------------------
+
+let counter = 0;
+const failures: string[] = [];
+let casesRun = 0;
+
+async function send(key: string, target: Target, payload: string | Uint8Array, contentType: string, sentBody: Record<string, Json> | undefined, label: string) {
+  const t0 = performance.now();
+  const before = await snapshot(t.client);
+  const token = await target.token();
+  const [method] = key.split(" ");
+  const res = await within(TIMEOUT_MS, `${key} ${label}`, t.request(method, target.url(), { raw: payload, token, headers: { "content-type": contentType } }));
+  casesRun++;
+  const problem = problemWith(res.status, res.text);
+  if (problem) failures.push(`${key} → ${problem}\n    case: ${label}`);
+  if (res.status >= 400 && res.status < 500 && !target.changesOn4xx?.(res.body?.errorCode)) {
+    const after = await snapshot(t.client);
+    const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
+    if (changed.length) failures.push(`${key} → ${res.status} ${res.body?.errorCode ?? ""} but changed ${changed.join(", ")}\n    case: ${label}`);
+  }
+  const polluted = prototypeIsClean();
+  if (polluted) failures.push(`${key} → Object.prototype.${polluted} polluted\n    case: ${label}`);
+  await target.after?.(res.status, sentBody, res.body);
+  if (process.env.FUZZ_TIMING && performance.now() - t0 > 300) console.log(`slow ${Math.round(performance.now() - t0)} ms ${res.status} ${key} ${label}`);
+  return res;
+}
+
+beforeAll(async () => {
+  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES) }, { logs: { write() {} } });
+  admin = await t.admin();
+  const v = await t.createUser({ name: "Victim" });
+  victim = { id: v.id, email: v.email };
+  const p = await t.createUser({ name: "Password Owner", password: "StartPassw0rd!" });
+  password = { id: p.id, email: p.email, current: "StartPassw0rd!" };
+  const l = await t.createUser({ name: "Login User", password: loginUser.password });
+  loginUser.email = l.email;
+  const product = await t.request("POST", "/api/products", { token: admin.token, body: { name: "Target", code: "FUZZ-TARGET", price: 1, stock: 5 } });
+  const orderable = await t.request("POST", "/api/products", { token: admin.token, body: { name: "Orderable", code: "FUZZ-ORDERABLE", price: 2.5, stock: 1_000_000 } });
+  if (product.status !== 201 || orderable.status !== 201) throw new Error(`fixture products: ${product.text} ${orderable.text}`);
+  productId = product.body.id;
+  orderProductId = orderable.body.id;
+  await newPendingOrder();
+});
+afterAll(() => t.close());
+
+describe("fuzzing every JSON endpoint", () => {
+  test("every route with a body has a fuzz target (a new route must be added here)", () => {
+    const withBody = (t.app as any).routes.filter((r: any) => r.hooks?.body).map((r: any) => `${r.method} ${r.path}`);
+    expect(withBody.sort()).toEqual(Object.keys(TARGETS).sort());
+  });
+
+  test("the valid bodies are accepted (the fuzzer starts from the right place)", async () => {
+    for (const [key, target] of Object.entries(TARGETS)) {
+      const body = target.valid(++counter);
+      const res = await send(key, target, JSON.stringify(body), "application/json", body, "valid");
+      expect({ key, status: res.status < 300 ? "2xx" : res.text }).toEqual({ key, status: "2xx" });
+    }
+  });
+
+  test(`${RUNS_PER_ROUTE} seeded mutations per route (seed ${SEED}): 2xx or 4xx envelope, nothing changed on a 4xx`, async () => {
+    const keys = Object.keys(TARGETS);
+    for (const [i, key] of keys.entries()) {
+      const target = TARGETS[key];
+      const cases = fc.sample(caseArbitrary, { seed: SEED + i, numRuns: RUNS_PER_ROUTE });
+      const started = performance.now();
+      for (const c of cases) {
+        const valid = target.valid(++counter);
+        let body: Json = structuredClone(valid);
+        for (const mutation of c.structural) body = applyStructural(body, mutation);
+        const payload = c.raw ? applyRaw(body, c.raw) : JSON.stringify(body) ?? "";
+        const sent = body !== null && typeof body === "object" && !Array.isArray(body) ? (body as Record<string, Json>) : undefined;
+        await send(key, target, payload, c.contentType ?? "application/json", sent, describeCase(c));
+      }
+      if (process.env.FUZZ_TIMING) console.log(`fuzz: ${key} ${Math.round(performance.now() - started)} ms`);
+    }
+    console.log(`fuzz: ${casesRun} cases over ${keys.length} routes, seed ${SEED}, ${failures.length} failures`);
+    expect(failures.slice(0, 15)).toEqual([]);
+    expect(casesRun).toBeGreaterThanOrEqual(2000);
+  }, 120_000);
+
+  const zzuf = Bun.which("zzuf");
+  if (!zzuf) console.warn("fuzz: zzuf not found (apt-get install zzuf); the zzuf-mutated bodies are skipped");
+  test.skipIf(!zzuf)(`zzuf -r 0.01 over every valid body, ${ZZUF_SEEDS_PER_ROUTE} seeds a route`, async () => {
+    const before = failures.length;
+    let ran = 0;
+    for (const [key, target] of Object.entries(TARGETS)) {
+      for (let seed = 1; seed <= ZZUF_SEEDS_PER_ROUTE; seed++) {
+        const valid = JSON.stringify(target.valid(++counter));
+        const mutated = spawnSync(zzuf!, ["-s", String(SEED + seed), "-r", "0.01", "-i", "cat"], { input: valid });
+        if (mutated.status !== 0) throw new Error(`zzuf failed: ${mutated.stderr}`);
+        await send(key, target, new Uint8Array(mutated.stdout), "application/json", undefined, `zzuf seed ${SEED + seed}`);
+        ran++;
+      }
+    }
+    console.log(`fuzz: ${ran} zzuf-mutated bodies`);
+    expect(failures.slice(before, before + 15)).toEqual([]);
+  }, 60_000);
+});

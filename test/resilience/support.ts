@@ -1,0 +1,108 @@
+/**
+ * What every resilience test checks about an answer, and the state it must not have changed:
+ * a 2xx, or a 4xx envelope with nothing internal in it; never a 5xx, never a hang.
+ */
+import { createHash } from "node:crypto";
+import type { Client } from "@libsql/client";
+
+/** Tables whose rows a refused (4xx) request must leave exactly as they were. */
+export const DOMAIN_TABLES = [
+  "users",
+  "user_roles",
+  "user_profiles",
+  "user_skills",
+  "departments",
+  "products",
+  "orders",
+  "order_items",
+  "files",
+  "outbox",
+  "audit_log",
+] as const;
+
+/** One digest per table: the rows in rowid order, so any changed, added or removed row shows. */
+export async function snapshot(client: Client, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const table of tables) {
+    const { rows } = await client.execute(`SELECT * FROM ${table} ORDER BY rowid`);
+    out[table] = createHash("sha1").update(JSON.stringify(rows)).digest("hex");
+  }
+  return out;
+}
+
+export async function counts(client: Client, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const table of tables) out[table] = Number((await client.execute(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+  return out;
+}
+
+/**
+ * Text that must never reach a client: a driver's or ORM's error, a stack frame, a source or
+ * binary path. Specific enough that a client's own input echoed back (a name, a code) never matches.
+ */
+export const LEAKS: RegExp[] = [
+  /Failed query/i,
+  /SQLITE_[A-Z]/,
+  /LibsqlError|DrizzleError|SqliteError/,
+  /near "[^"]*": syntax error/,
+  /no such (table|column)/,
+  /\n\s+at\s+\S+\s+\(/,
+  /\.(ts|js):\d+:\d+/,
+  /node_modules|\/\$bunfs\//,
+  /usersvc-(test|server|crash)-/,
+];
+
+export function leakIn(text: string): RegExp | undefined {
+  return LEAKS.find((pattern) => pattern.test(text));
+}
+
+/** Why an answer is unacceptable, or undefined when it is a 2xx or a proper 4xx envelope. */
+export function problemWith(status: number, text: string, options: { allow5xx?: number[] } = {}): string | undefined {
+  const leak = leakIn(text);
+  if (leak) return `leaks ${leak}: ${text.slice(0, 300)}`;
+  if (status >= 200 && status < 300) {
+    if (status === 204 || text === "") return undefined;
+    try {
+      JSON.parse(text);
+      return undefined;
+    } catch {
+      return status === 200 ? undefined : `2xx body is not JSON: ${text.slice(0, 100)}`;
+    }
+  }
+  if (status >= 500 && !options.allow5xx?.includes(status)) return `status ${status}: ${text.slice(0, 300)}`;
+  if (status < 400) return `unexpected status ${status}`;
+  let body: any;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return `${status} without a JSON envelope: ${text.slice(0, 200)}`;
+  }
+  if (body?.success !== false) return `${status} envelope without success:false`;
+  if (typeof body.message !== "string" || body.message === "") return `${status} envelope without a message`;
+  if (typeof body.timestamp !== "string" || Number.isNaN(Date.parse(body.timestamp))) return `${status} envelope without a timestamp`;
+  return undefined;
+}
+
+/** Rejects when `work` takes longer than `ms`: a hang is a failure, not a slow test. */
+export async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: Timer | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Keys whose presence on Object.prototype would mean a body polluted it. */
+export const POLLUTION_KEYS = ["roles", "isAdmin", "admin", "polluted", "active", "version", "role"];
+
+export function prototypeIsClean(): string | undefined {
+  const probe: Record<string, unknown> = {};
+  return POLLUTION_KEYS.find((key) => probe[key] !== undefined || Object.prototype.hasOwnProperty.call(Object.prototype, key));
+}
+
+/** Heavy suites (real processes, kills, load) run only under `npm run test:resilience`. */
+export const HEAVY = process.env.RESILIENCE_HEAVY === "1";
