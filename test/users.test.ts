@@ -495,3 +495,21 @@ describe("access rules", () => {
     expect(res.body.message).toBe("沒有權限執行此操作");
   });
 });
+
+describe("under BASE_PATH", () => {
+  test("the users API moves under the prefix; the bare path is unknown", async () => {
+    const prefixed = await makeTestApp({ BASE_PATH: "svc/" });
+    try {
+      const { token } = await prefixed.admin();
+      expect(prefixed.config.basePath).toBe("/svc");
+      const created = await prefixed.request("POST", "/api/users", { token, body: { name: "Prefixed", email: "p@svc.io" } });
+      expect(created.status).toBe(201);
+      expect((await prefixed.request("GET", `/api/users/${created.body.id}`, { token })).body.email).toBe("p@svc.io");
+      const bare = await prefixed.app.handle(new Request("http://localhost/api/users", { headers: { authorization: `Bearer ${token}` } }));
+      expect(bare.status).toBe(404);
+      expect(((await bare.json()) as { errorCode: string }).errorCode).toBe("NOT_FOUND");
+    } finally {
+      await prefixed.close();
+    }
+  });
+});
