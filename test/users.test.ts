@@ -152,6 +152,7 @@ describe("POST /api/users", () => {
       roles: ["USER"],
     });
     expect(res.body.id).not.toBe(999_999);
+    expect(res.headers.get("etag")).toBe('"0"');
     expect(Date.now() - Date.parse(res.body.createdAt)).toBeLessThan(60_000);
     expect(res.text).not.toMatch(/password|hash|argon/i);
     const [row] = await t.db.select().from(users).where(eq(users.id, res.body.id));
@@ -414,6 +415,7 @@ describe("optimistic locking", () => {
     const fresh = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": etag }, body: { name: "Matched" } });
     expect(fresh.status).toBe(200);
     expect(fresh.body.version).toBe(1);
+    expect(fresh.headers.get("etag")).toBe('"1"'); // the answer's ETag is the next If-Match
     const stale = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, headers: { "if-match": etag }, body: { name: "Too Late" } });
     expect(stale.status).toBe(409);
     expect(stale.body).toEqual(conflict);

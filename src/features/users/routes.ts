@@ -23,6 +23,12 @@ const normalizeBody = ({ body }: { body: unknown }) => {
   }
 };
 
+/** Every single-user answer carries ETag: "<version>", ready for the next If-Match. */
+const tagged = (set: { headers: Record<string, unknown> }, user: User) => {
+  set.headers.etag = `"${user.version}"`;
+  return user;
+};
+
 const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
 
 export const usersRoutes = (ctx: AppContext) =>
@@ -44,22 +50,18 @@ export const usersRoutes = (ctx: AppContext) =>
     )
     .get(
       "/:id",
-      async ({ params, set }) => {
-        const user = await findUser(ctx.db, params.id);
-        set.headers.etag = `"${user.version}"`;
-        return user;
-      },
+      async ({ params, set }) => tagged(set, await findUser(ctx.db, params.id)),
       { auth: "authenticated", params: UserIdParams, response: { 200: User, ...errors }, detail: { summary: "Get a user", description: "Sends ETag: \"<version>\" for If-Match." } },
     )
     .post(
       "",
       async ({ body, caller, set }) => {
         set.status = 201;
-        return createUser(ctx, body, caller.email);
+        return tagged(set, await createUser(ctx, body, caller.email));
       },
       { auth: "ADMIN", body: UserBody, transform: normalizeBody, response: { 201: User, ...errors }, detail: { summary: "Create a user" } },
     )
-    .put("/:id", ({ params, body, request }) => replaceUser(ctx, params.id, body, request.headers.get("if-match")), {
+    .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, params.id, body, request.headers.get("if-match"))), {
       auth: "ADMIN",
       params: UserIdParams,
       body: UserBody,
@@ -69,9 +71,9 @@ export const usersRoutes = (ctx: AppContext) =>
     })
     .patch(
       "/:id",
-      ({ params, body, request, caller }) => {
+      async ({ params, body, request, caller, set }) => {
         assertSelfOrAdmin(caller, params.id);
-        return patchUser(ctx, params.id, body, request.headers.get("if-match"));
+        return tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match")));
       },
       {
         auth: "authenticated",
