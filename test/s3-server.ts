@@ -3,10 +3,10 @@
  * shared recipe (../shared/recipes/s3-ceph/start.sh, a single-node memstore cluster), or one
  * already running whose endpoint is in USERSVC_TEST_S3_ENDPOINT (.ci/run may start it once).
  */
-import { createHash, createHmac } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { s3Fetch } from "../src/storage/s3-multipart";
 
 export const S3_TEST_KEYS = { accessKeyId: "test-key", secretAccessKey: "test-secret", region: "us-east-1" };
 
@@ -73,29 +73,7 @@ async function reachable(endpoint: string) {
   }
 }
 
-const hmac = (key: string | Buffer, text: string) => createHmac("sha256", key).update(text).digest();
-const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
-
-/**
- * PUT /bucket, signed with AWS Signature V4: Bun's S3 client has no CreateBucket, and a test
- * needs a fresh bucket of its own.
- */
+/** PUT /bucket: Bun's S3 client has no CreateBucket, and a test needs a fresh bucket of its own. */
 export async function createBucket(endpoint: string, bucket: string, keys = S3_TEST_KEYS) {
-  const url = new URL(`/${bucket}`, endpoint);
-  const amzDate = new Date().toISOString().replace(/[-:]|\.\d{3}/g, "");
-  const day = amzDate.slice(0, 8);
-  const payload = sha256("");
-  const headers = { host: url.host, "x-amz-content-sha256": payload, "x-amz-date": amzDate };
-  const signed = Object.keys(headers).join(";");
-  const canonical = ["PUT", url.pathname, "", ...Object.entries(headers).map(([k, v]) => `${k}:${v}`), "", signed, payload].join("\n");
-  const scope = `${day}/${keys.region}/s3/aws4_request`;
-  const toSign = ["AWS4-HMAC-SHA256", amzDate, scope, sha256(canonical)].join("\n");
-  let key = hmac(`AWS4${keys.secretAccessKey}`, day);
-  for (const part of [keys.region, "s3", "aws4_request"]) key = hmac(key, part);
-  const signature = createHmac("sha256", key).update(toSign).digest("hex");
-  const response = await fetch(url, {
-    method: "PUT",
-    headers: { ...headers, authorization: `AWS4-HMAC-SHA256 Credential=${keys.accessKeyId}/${scope}, SignedHeaders=${signed}, Signature=${signature}` },
-  });
-  if (!response.ok && response.status !== 409) throw new Error(`CreateBucket ${bucket}: ${response.status} ${await response.text()}`);
+  await s3Fetch({ endpoint, bucket, ...keys }, "PUT", "");
 }

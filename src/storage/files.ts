@@ -6,6 +6,7 @@
 import { mkdir, open, readdir, rename, rm, stat as statFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { S3Client } from "bun";
+import { multipartUpload, type S3Target } from "./s3-multipart";
 
 /** The only shape a stored name has: a v4 UUID plus an optional short lowercase extension. */
 export const STORED_NAME = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,10})?$/;
@@ -121,18 +122,24 @@ export interface S3Settings {
   sessionToken?: string;
 }
 
-/** Parts of a streamed upload: S3's minimum, with two in flight, bounds the memory of one upload. */
-const PART_SIZE = 5 * 1024 * 1024;
-
 /**
- * `s3://bucket/prefix` through Bun's built-in client. A streamed upload is a multipart upload that
- * only becomes an object when it completes; a failed or oversized one is aborted, so no half object
- * is ever visible.
+ * `s3://bucket/prefix`: uploads through our own multipart upload (one 5 MiB part buffer; only a
+ * completed upload becomes an object, a failed or oversized one is aborted), reads, stats and
+ * deletes through Bun's built-in client.
  */
 export async function s3FileStore(location: string, settings: S3Settings): Promise<FileStore> {
   const url = new URL(location);
   const prefix = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
-  const client = new S3Client({ bucket: url.hostname, ...settings });
+  const region = settings.region ?? "us-east-1";
+  const client = new S3Client({ bucket: url.hostname, ...settings, region });
+  const target: S3Target = {
+    endpoint: settings.endpoint ?? `https://s3.${region}.amazonaws.com`,
+    region,
+    bucket: url.hostname,
+    accessKeyId: settings.accessKeyId ?? "",
+    secretAccessKey: settings.secretAccessKey ?? "",
+    sessionToken: settings.sessionToken,
+  };
   const keyOf = (name: string) => (prefix ? `${prefix}/${checked(name)}` : checked(name));
   // Fail at start, with the bucket's name, rather than on the first upload.
   await client.list({ prefix: prefix ? `${prefix}/` : undefined, maxKeys: 1 });
@@ -141,16 +148,7 @@ export async function s3FileStore(location: string, settings: S3Settings): Promi
     kind: "s3",
     async put(name, source, limit) {
       const result: StoredObject = { size: 0, sha256: "" };
-      const chunks = metered(source, limit, result);
-      const body = new ReadableStream<Uint8Array>({
-        async pull(controller) {
-          const next = await chunks.next();
-          if (next.done) controller.close();
-          else controller.enqueue(next.value);
-        },
-        cancel: () => void chunks.return(undefined),
-      });
-      await client.write(keyOf(name), new Response(body), { partSize: PART_SIZE, queueSize: 2 });
+      await multipartUpload(target, keyOf(name), metered(source, limit, result));
       return result;
     },
     get(name, range) {
