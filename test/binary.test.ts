@@ -5,7 +5,7 @@
  * scripts/smoke-binary.sh is CI's shell twin of the serve part; this is the thorough one.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
@@ -72,6 +72,8 @@ describe("dist/usersvc alone in an empty folder", () => {
   });
 
   test("serve: answers /actuator/health 200, creating ./data/usersvc.db and a 0600 jwt.secret", async () => {
+    // A stray .env must not be read by the binary (built with autoloadDotenv off): loaded, it would stop the start.
+    writeFileSync(join(dir, ".env"), "JWT_SECRET=too-short\nBASE_PATH=/dotenv\n");
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     server = Bun.spawn([binary, "serve"], { cwd: dir, env: bareEnv({ PORT: String(port), HOST: "127.0.0.1" }), stdout: "pipe", stderr: "pipe" });
