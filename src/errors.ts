@@ -3,13 +3,13 @@
  * first and global, turns every error into the envelope with the interface's status codes.
  * Nothing else writes an error response.
  */
-import { Elysia, ValidationError } from "elysia";
+import { Elysia, ParseError, ValidationError } from "elysia";
 import type { Logger } from "pino";
 import { failure } from "./envelope";
 import { languageOf, translate, type Lang, type MessageKey } from "./i18n";
 import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
-import { parsedBodyOf } from "./http/body-parser";
+import { parsedBodyOf, refusedBodyOf } from "./http/body-parser";
 
 /** The code catalogue: status and message of every errorCode a client can see. */
 export const ERRORS = {
@@ -117,7 +117,10 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
   new Elysia({ name: "errors" }).onError({ as: "global" }, async ({ code, error: raised, set, request, route, params }) => {
     // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415, a body that is not an object) keep their meaning.
     const cause = (raised as Error).cause;
-    const error = code === "PARSE" && (cause instanceof AppError || cause instanceof Violations) ? cause : raised;
+    // A body held back by the parser until access was granted made the body fail validation: answer its refusal.
+    const refused = code === "VALIDATION" ? refusedBodyOf(request) : undefined;
+    const kind = refused instanceof ParseError ? "PARSE" : code;
+    const error = refused ?? (code === "PARSE" && (cause instanceof AppError || cause instanceof Violations) ? cause : raised);
     const lang = languageOf(request.headers.get("accept-language"));
     const reply = (status: number, body: ReturnType<typeof failure>, headers?: Record<string, string>) => {
       set.status = status;
@@ -151,7 +154,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
         const key = error.on === "body" ? "validation.body" : "validation.params";
         return reply(400, failure(translate(key, lang), undefined, formatViolations(error.violations, lang)));
       }
-      if (code === "VALIDATION" && error instanceof ValidationError) {
+      if (kind === "VALIDATION" && error instanceof ValidationError) {
         if (error.type === "body") {
           const schema = (error.validator as any)?.schema ?? error.validator;
           const sent = parsedBodyOf(request);
@@ -172,8 +175,8 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
         });
         return reply(400, failure(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
       }
-      if (code === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
-      if (code === "NOT_FOUND") {
+      if (kind === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
+      if (kind === "NOT_FOUND") {
         if (!(await isAuthenticated(request))) {
           return reply(401, failure(translate("error.unauthorized", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
         }

@@ -104,6 +104,30 @@ describe("authentication and access", () => {
     const user = await t.request("POST", "/api/users", { token: plain.token, body: { name: "A" } });
     expect(user.status).toBe(403);
   });
+
+  // Elysia parses before the guard runs: a body the parser refuses is only answered once access is granted.
+  const json = { "content-type": "application/json" };
+  // [what, route, body, headers, status for a USER, status for the ADMIN]
+  const refusals: [string, string, RequestInit["body"], Record<string, string>, number, number][] = [
+    ["malformed JSON", "POST /api/users", "{bad", json, 403, 400],
+    ["a JSON body over MAX_BODY_BYTES", "POST /api/users", JSON.stringify({ name: "x".repeat(5000) }), json, 403, 413],
+    ["a body of a type no route takes", "POST /api/users", "name=x", { "content-type": "application/x-www-form-urlencoded" }, 403, 415],
+    ["a JSON body that is not an object", "POST /api/users", "[1]", json, 403, 400],
+    // PATCH admits any authenticated caller; self-or-ADMIN is decided by the handler, after the body.
+    ["malformed JSON on an all-optional schema", "PATCH /api/users/{admin}", "{bad", json, 400, 400],
+  ];
+  test.each(refusals)("%s: 401 anonymous, then refused only for a caller the guard admits", async (_, route, raw, headers, userStatus, status) => {
+    const [method, template] = route.split(" ");
+    const path = template.replace("{admin}", String(admin.id));
+    const anonymous = await t.request(method, path, { raw, headers });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.body.errorCode).toBe("UNAUTHORIZED");
+    const user = await t.request(method, path, { raw, headers, token: plain.token });
+    expect(user.status).toBe(userStatus);
+    const allowed = await t.request(method, path, { raw, headers, token: admin.token });
+    expect(allowed.status).toBe(status);
+    expect(allowed.body.success).toBe(false);
+  });
 });
 
 describe("routing", () => {

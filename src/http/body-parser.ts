@@ -53,34 +53,59 @@ export const parsedBodyOf = (request: Request): unknown => parsedBodies.get(requ
 
 const isJson = (type: string) => type.startsWith("application/json") || /^application\/[\w.+-]+\+json/.test(type);
 
+/**
+ * Elysia parses before the access guard runs, so a body refused here (malformed, too large, not
+ * an object, of a type no route takes) is held back: the route sees {} and the refusal is raised
+ * once the guard has let the caller through. An anonymous caller gets 401, not a verdict on the body.
+ */
+const refusedBodies = new WeakMap<Request, Error>();
+export const refusedBodyOf = (request: Request): Error | undefined => refusedBodies.get(request);
+const isRefusal = (error: unknown): error is Error => error instanceof AppError || error instanceof ParseError || error instanceof Violations;
+
 /** `streamedRoutes`: full route paths that read their own body as a stream (file upload); untouched here. */
 export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string[] = []) =>
-  new Elysia({ name: "body-parser" }).onParse({ as: "global" }, async ({ request, contentType, route }) => {
-    // Returning the request keeps Elysia's own parsers (formData(), which buffers) off the stream.
-    if (streamedRoutes.includes(route)) return request;
-    const type = (contentType ?? "").toLowerCase();
-    if (isJson(type)) {
-      const text = await readLimited(request, maxBodyBytes);
-      if (text.trim() === "") return null;
-      if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ParseError();
-      let parsed: unknown;
+  new Elysia({ name: "body-parser" })
+    .onParse({ as: "global" }, async ({ request, contentType, route }) => {
+      // Returning the request keeps Elysia's own parsers (formData(), which buffers) off the stream.
+      if (streamedRoutes.includes(route)) return request;
       try {
-        parsed = JSON.parse(text);
-      } catch {
-        throw new ParseError();
+        return await parse(request, (contentType ?? "").toLowerCase(), maxBodyBytes);
+      } catch (error) {
+        if (!isRefusal(error)) throw error;
+        refusedBodies.set(request, error);
+        return {};
       }
-      // Every JSON body here is an object; Elysia's normaliser would turn "abc", 7 or [1] into {}
-      // and let an all-optional schema (a PATCH, a profile PUT) accept it as "change nothing / clear all".
-      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-        throw new Violations("body", [{ path: "root", key: "field.type", params: { expected: "an object" } }]);
-      }
-      // Elysia's normaliser builds a new value, so this one stays as sent.
-      parsedBodies.set(request, parsed);
-      return parsed;
+    })
+    // Runs after the guard (a transform) and after validation; a body that failed validation
+    // because it was held back is answered with its refusal by the errors plugin instead.
+    .onBeforeHandle({ as: "global" }, ({ request }) => {
+      const refused = refusedBodies.get(request);
+      if (refused) throw refused;
+    });
+
+async function parse(request: Request, type: string, maxBodyBytes: number): Promise<unknown> {
+  if (isJson(type)) {
+    const text = await readLimited(request, maxBodyBytes);
+    if (text.trim() === "") return null;
+    if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ParseError();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new ParseError();
     }
-    // Multipart is only for the streamed upload routes above: anywhere else it would be buffered whole.
-    const length = request.headers.get("content-length");
-    const hasBody = request.body !== null && length !== "0";
-    if (hasBody) throw new AppError("UNSUPPORTED_MEDIA_TYPE");
-    return null;
-  });
+    // Every JSON body here is an object; Elysia's normaliser would turn "abc", 7 or [1] into {}
+    // and let an all-optional schema (a PATCH, a profile PUT) accept it as "change nothing / clear all".
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+      throw new Violations("body", [{ path: "root", key: "field.type", params: { expected: "an object" } }]);
+    }
+    // Elysia's normaliser builds a new value, so this one stays as sent.
+    parsedBodies.set(request, parsed);
+    return parsed;
+  }
+  // Multipart is only for the streamed upload routes above: anywhere else it would be buffered whole.
+  const length = request.headers.get("content-length");
+  const hasBody = request.body !== null && length !== "0";
+  if (hasBody) throw new AppError("UNSUPPORTED_MEDIA_TYPE");
+  return null;
+}
