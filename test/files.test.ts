@@ -381,7 +381,7 @@ describe("files on the local folder", () => {
 const s3 = await startS3Server();
 afterAll(async () => {
   if ("stop" in s3) await s3.stop();
-});
+}, 30_000); // the OSD takes a few seconds to exit
 if ("reason" in s3) {
   console.warn(`files on S3 (Ceph RGW) skipped: ${s3.reason}`);
   test.skip(`files on S3 (Ceph RGW): ${s3.reason}`, () => {});

@@ -3,7 +3,8 @@
  * shared recipe (../shared/recipes/s3-ceph/start.sh, a single-node memstore cluster), or one
  * already running whose endpoint is in USERSVC_TEST_S3_ENDPOINT (.ci/run may start it once).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { s3Fetch } from "../src/storage/s3-multipart";
@@ -15,27 +16,41 @@ export interface S3Server {
   stop(): Promise<void>;
 }
 
-const RECIPE_CANDIDATES = [
-  resolve(import.meta.dir, "../../shared/recipes/s3-ceph/start.sh"),
-  "/work/shared/recipes/s3-ceph/start.sh",
-];
+/** shared/ sits beside the repository (in CI too: a fresh clone with shared/ next to it). */
+const RECIPE = resolve(import.meta.dir, "../../shared/recipes/s3-ceph/start.sh");
 
 /** A running S3 server, or the reason there is none (for the skip message). */
 export async function startS3Server(): Promise<S3Server | { reason: string }> {
   const given = process.env.USERSVC_TEST_S3_ENDPOINT;
   if (given) return { endpoint: given, stop: async () => {} };
-  const recipe = RECIPE_CANDIDATES.find((path) => existsSync(path));
-  if (!recipe) return { reason: `no s3-ceph recipe at ${RECIPE_CANDIDATES.join(" or ")}` };
+  if (!existsSync(RECIPE)) return { reason: `no s3-ceph recipe at ${RECIPE}` };
   if (!Bun.which("radosgw") || !Bun.which("ceph-osd") || !Bun.which("ceph-mon")) {
     return { reason: "radosgw, ceph-osd or ceph-mon is not installed (apt-get install ceph-mon ceph-osd radosgw)" };
   }
-  const dir = mkdtempSync(join(tmpdir(), "usersvc-ceph-"));
   const port = 18085;
-  const started = Bun.spawn(["bash", recipe, join(dir, "cluster")], { env: { ...process.env, RGW_PORT: String(port) }, stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(started.stdout).text(), new Response(started.stderr).text(), started.exited]);
-  const pids = out.split(/\s+/).filter((pid) => /^\d+$/.test(pid)).map(Number);
+  // The recipe's ports are fixed: a cluster someone else started (another test run) is not ours to use or stop.
+  for (const taken of [port, 16789]) {
+    if (await listening(taken)) return { reason: `127.0.0.1:${taken} is already in use (another Ceph test cluster running?)` };
+  }
+  // The OSD's first start is flaky (the recipe retries once); one more whole attempt covers the rest.
+  let reason = "";
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const started = await startCluster(RECIPE, port);
+    if ("endpoint" in started) return started;
+    reason = started.reason;
+  }
+  return { reason };
+}
+
+async function startCluster(recipe: string, port: number): Promise<S3Server | { reason: string }> {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-ceph-"));
+  const cluster = join(dir, "cluster");
+  const started = Bun.spawn(["bash", recipe, cluster], { env: { ...process.env, RGW_PORT: String(port) }, stdout: "ignore", stderr: "pipe" });
+  const [err, code] = await Promise.all([new Response(started.stderr).text(), started.exited]);
   const stop = async () => {
-    // radosgw, osd, mon: each by its own pid; the OSD takes a few seconds to exit.
+    // Every daemon whose working folder is this cluster (radosgw, osd, mon), each by its own pid,
+    // also when the recipe failed halfway and printed none; the OSD takes a few seconds to exit.
+    const pids = daemonsIn(cluster);
     for (const pid of pids) {
       try {
         process.kill(pid, "SIGTERM");
@@ -43,16 +58,29 @@ export async function startS3Server(): Promise<S3Server | { reason: string }> {
         // already gone
       }
     }
-    for (let i = 0; i < 50 && pids.some(alive); i++) await Bun.sleep(200);
+    for (let i = 0; i < 75 && pids.some(alive); i++) await Bun.sleep(200);
     for (const pid of pids.filter(alive)) process.kill(pid, "SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   };
   const endpoint = `http://127.0.0.1:${port}`;
-  if (code !== 0 || pids.length < 3 || !(await reachable(endpoint))) {
+  if (code !== 0 || !(await reachable(endpoint))) {
     await stop();
-    return { reason: `the Ceph recipe did not start (exit ${code}): ${err.trim().split("\n").slice(-2).join(" / ")}` };
+    return { reason: `the Ceph recipe did not start (exit ${code}): ${err.trim().split("\n").slice(-1)[0]}` };
   }
   return { endpoint, stop };
+}
+
+function daemonsIn(folder: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/cwd`) === folder) pids.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
 }
 
 const alive = (pid: number) => {
@@ -63,6 +91,17 @@ const alive = (pid: number) => {
     return false;
   }
 };
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
 
 async function reachable(endpoint: string) {
   try {
