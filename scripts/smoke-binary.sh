@@ -21,10 +21,17 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "authorization: Bearer $token" 
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "authorization: Bearer $token" -H 'content-type: application/json' \
   -d '{"name":"Smoke Test","email":"smoke@example.com"}' "$base/api/users"); [ "$code" = 201 ] || fail "POST /api/users answered $code"
 [ -f data/usersvc.db ] || fail "no database created in ./data"
+printf 'smoke \377\000 bytes' > upload.bin
+up=$(curl -s -w '\n%{http_code}' -H "authorization: Bearer $token" -F "file=@upload.bin;filename=smoke.bin" "$base/api/files/upload")
+[ "${up##*$'\n'}" = 201 ] || fail "upload answered ${up##*$'\n'}"
+name=$(printf '%s' "${up%$'\n'*}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["fileName"])')
+curl -fs -H "authorization: Bearer $token" -o download.bin "$base/api/files/download/$name" || fail "download of $name failed"
+cmp -s upload.bin download.bin || fail "downloaded bytes differ from the upload"
+[ -f "data/uploads/$name" ] || fail "no data/uploads/$name"
 
 kill -TERM $pid
 for _ in $(seq 1 100); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
 if kill -0 $pid 2>/dev/null; then fail "still running 5 s after SIGTERM"; fi
 status=0; wait $pid || status=$?
 [ $status -eq 0 ] || fail "exit status $status after SIGTERM"
-echo "smoke: binary OK from an empty folder (health, auth, token, create user, SIGTERM exit 0)"
+echo "smoke: binary OK from an empty folder (health, auth, token, create user, file upload and download, SIGTERM exit 0)"

@@ -153,6 +153,18 @@ describe("loadConfig", () => {
     expect(problemsOf({ FILE_STORAGE: "s3://Bad_Bucket" }).some((p) => p.startsWith("FILE_STORAGE must be a folder or s3://bucket/prefix"))).toBe(true);
   });
 
+  test("S3 settings: S3_* first, else AWS_*; an s3:// FILE_STORAGE needs keys", () => {
+    const s3 = (env: Env) => loadConfig({ FILE_STORAGE: "s3://bucket/files", ...env }, 4).s3;
+    expect(s3({ S3_ENDPOINT: "http://127.0.0.1:9000", S3_REGION: "eu-west-1", S3_ACCESS_KEY_ID: "k", S3_SECRET_ACCESS_KEY: "s", AWS_ACCESS_KEY_ID: "other" })).toEqual({
+      endpoint: "http://127.0.0.1:9000", region: "eu-west-1", accessKeyId: "k", secretAccessKey: "s", sessionToken: undefined,
+    });
+    expect(s3({ AWS_ENDPOINT_URL: "https://s3.example.com", AWS_DEFAULT_REGION: "us-west-2", AWS_ACCESS_KEY_ID: "ak", AWS_SECRET_ACCESS_KEY: "as", AWS_SESSION_TOKEN: "t" })).toEqual({
+      endpoint: "https://s3.example.com", region: "us-west-2", accessKeyId: "ak", secretAccessKey: "as", sessionToken: "t",
+    });
+    expect(problemsOf({ FILE_STORAGE: "s3://bucket/files" })).toEqual(["FILE_STORAGE=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"]);
+    expect(problemsOf({ S3_ENDPOINT: "ftp://x" })).toEqual(['S3_ENDPOINT must be a http: / https: URL (got "ftp://x")']);
+  });
+
   test("ADMIN_EMAIL and ADMIN_PASSWORD come together", () => {
     expect(problemsOf({ ADMIN_EMAIL: "root@example.com" })).toEqual(["ADMIN_EMAIL and ADMIN_PASSWORD must be set together"]);
     expect(problemsOf({ ADMIN_PASSWORD: "Admin@1234" })).toEqual(["ADMIN_EMAIL and ADMIN_PASSWORD must be set together"]);
