@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { auditLog, users } from "../src/db/schema";
-import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
@@ -63,8 +63,27 @@ test("without JWT_SECRET a key is generated once (0600) and reused; a short kept
     expect(statSync(join(dir, "jwt.secret")).mode & 0o777).toBe(0o600);
     expect(resolveJwtSecret(undefined, dir, logger)).toBe(first);
     expect(resolveJwtSecret("configured-".padEnd(64, "k"), dir, logger)).toBe("configured-".padEnd(64, "k"));
+    chmodSync(join(dir, "jwt.secret"), 0o644);
+    expect(resolveJwtSecret(undefined, dir, logger)).toBe(first);
+    expect(statSync(join(dir, "jwt.secret")).mode & 0o777).toBe(0o600);
     writeFileSync(join(dir, "jwt.secret"), "short\n");
     expect(() => resolveJwtSecret(undefined, dir, logger)).toThrow("fewer than 64 bytes");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("processes generating the key at the same moment all end up with the one kept key", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-secret-race-"));
+  const script = `import { resolveJwtSecret } from ${JSON.stringify(join(import.meta.dir, "../src/features/auth/secret.ts"))};
+    import { createLogging } from ${JSON.stringify(join(import.meta.dir, "../src/logging/logger.ts"))};
+    process.stdout.write(resolveJwtSecret(undefined, ${JSON.stringify(dir)}, createLogging("silent", "json").root));`;
+  try {
+    const runs = Array.from({ length: 6 }, () => Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "pipe" }));
+    const keys = await Promise.all(runs.map((p) => new Response(p.stdout).text()));
+    expect(await Promise.all(runs.map((p) => p.exited))).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(new Set(keys).size).toBe(1);
+    expect(keys[0]).toBe(readFileSync(join(dir, "jwt.secret"), "utf8").trim());
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
