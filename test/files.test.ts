@@ -4,7 +4,7 @@
  * original names with unicode and quotes, limits that leave nothing behind, and a 50 MB upload
  * to a real server process whose RSS is sampled while it streams.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { S3Client } from "bun";
@@ -14,6 +14,9 @@ import { files } from "../src/db/schema";
 import { makeTestApp, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { peakRss, startServer, streamDownload, streamUpload } from "./server-process";
+
+// Real disk and a real S3 server on a shared 2-core machine: I/O can stall for seconds under others' load.
+setDefaultTimeout(30_000);
 
 const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const STORED = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,10})?$/;

@@ -33,7 +33,7 @@ export const filesRoutes = (ctx: AppContext) =>
     .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {
       auth: "authenticated",
       params: FileNameParams,
-      response: { 200: t.Any({ description: "The bytes, application/octet-stream" }), 206: t.Any({ description: "One byte range" }), 416: ErrorEnvelope, ...errors },
+      response: { 200: t.File({ description: "The bytes" }), 206: t.File({ description: "One byte range (Content-Range)" }), 416: ErrorEnvelope, ...errors },
       detail: {
         summary: "Download a file",
         description: "Streamed as an attachment under its original name; supports one `Range: bytes=…`.",
