@@ -27,7 +27,8 @@ export async function startServer(env: Env, command?: string): Promise<ServerPro
   const argv = command ? [command] : [process.execPath, join(ROOT, "src/main.ts")];
   const port = freePort();
   const fullEnv = { ...process.env, DATA_DIR: dir, JWT_SECRET: SECRET, LOG_LEVEL: "warn", PORT: String(port), HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, ...env };
-  const proc = Bun.spawn([...argv, "serve"], { cwd: dir, env: fullEnv, stdout: "pipe", stderr: "pipe" });
+  // Logs go to stdout (not read: an unread pipe could fill and stall the server); stderr only on a failed start.
+  const proc = Bun.spawn([...argv, "serve"], { cwd: dir, env: fullEnv, stdout: "ignore", stderr: "pipe" });
   const url = `http://127.0.0.1:${port}`;
   const stop = async () => {
     proc.kill("SIGTERM");
