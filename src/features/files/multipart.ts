@@ -38,12 +38,15 @@ export function withFilePart<T>(request: Request, field: string, handle: (part: 
 
   return new Promise<T>((resolve, reject) => {
     let handled: Promise<T> | undefined;
+    let part: Readable | undefined;
     let failed = false;
     const fail = (error: unknown) => {
       if (failed) return;
       failed = true;
       body.unpipe(parser);
       body.destroy();
+      // The handler may be waiting on the part's next bytes, which will never come now: end its wait.
+      part?.destroy(error instanceof Error ? error : new Error("upload failed"));
       // Answer only once the handler has cleaned up after itself (a temp file, an aborted upload).
       void (handled ?? Promise.resolve()).catch(() => {}).finally(() => reject(error));
     };
@@ -55,6 +58,7 @@ export function withFilePart<T>(request: Request, field: string, handle: (part: 
       // The handler may start reading only later (after opening its target); an error busboy puts on
       // the stream before then (a cut-off body) must wait for it rather than crash the process.
       stream.on("error", () => {});
+      part = stream;
       handled = handle({ fileName: info.filename ?? "", mimeType: info.mimeType, stream });
       handled.catch((error) => {
         stream.destroy();
@@ -67,6 +71,9 @@ export function withFilePart<T>(request: Request, field: string, handle: (part: 
       handled.then(resolve, fail);
     });
     body.on("error", () => fail(invalid("field.file.malformed")));
+    // A client that goes away mid-upload leaves the body stream waiting forever (no error, no end):
+    // without this the temp file and its handle would stay open until garbage collection.
+    request.signal.addEventListener("abort", () => fail(invalid("field.file.malformed")), { once: true });
     body.pipe(parser);
   });
 }
