@@ -43,6 +43,19 @@ export class SizeLimitExceeded extends Error {
   }
 }
 
+/**
+ * The storage itself failed (its folder gone, unwritable or full): not the client's doing, and
+ * nothing was stored. The cause stays for the log, never for the client.
+ */
+export class StorageUnavailable extends Error {
+  constructor(readonly cause: unknown) {
+    super("file storage unavailable");
+  }
+}
+
+const STORAGE_ERRNOS = new Set(["ENOTDIR", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "EROFS", "EIO", "ENOENT", "EISDIR", "EMFILE", "ENFILE"]);
+const asUnavailable = (error: unknown) => (STORAGE_ERRNOS.has((error as NodeJS.ErrnoException)?.code ?? "") ? new StorageUnavailable(error) : error);
+
 function checked(name: string): string {
   if (!isStoredName(name)) throw new Error("not a stored file name");
   return name;
@@ -81,7 +94,9 @@ export async function localFileStore(folder: string): Promise<FileStore> {
       const target = pathOf(name);
       const temp = join(root, `${TEMP_PREFIX}${crypto.randomUUID()}`);
       const result: StoredObject = { size: 0, sha256: "" };
-      const file = await open(temp, "wx", 0o600);
+      const file = await open(temp, "wx", 0o600).catch((error) => {
+        throw asUnavailable(error);
+      });
       try {
         for await (const chunk of metered(source, limit, result)) await file.write(chunk);
         await file.sync();
@@ -89,12 +104,16 @@ export async function localFileStore(folder: string): Promise<FileStore> {
         await rename(temp, target);
       } catch (error) {
         await file.close().catch(() => {});
-        await rm(temp, { force: true });
-        throw error;
+        await rm(temp, { force: true }).catch(() => {});
+        throw asUnavailable(error);
       }
       // The rename itself survives a crash only once the folder's entry is on disk.
-      const dir = await open(root, "r");
-      await dir.sync().finally(() => dir.close());
+      try {
+        const dir = await open(root, "r");
+        await dir.sync().finally(() => dir.close());
+      } catch (error) {
+        throw asUnavailable(error);
+      }
       return result;
     },
     get(name, range) {
@@ -104,7 +123,7 @@ export async function localFileStore(folder: string): Promise<FileStore> {
     async stat(name) {
       const info = await statFile(pathOf(name)).catch((error) => {
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-        throw error;
+        throw asUnavailable(error);
       });
       return info?.isFile() ? { size: info.size, modified: info.mtime } : undefined;
     },

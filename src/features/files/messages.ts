@@ -5,10 +5,12 @@ import { defineMessages } from "../../i18n";
 defineErrors({
   FILE_NOT_FOUND: { status: 404, message: "files.notFound" },
   RANGE_NOT_SATISFIABLE: { status: 416, message: "files.rangeNotSatisfiable" },
+  STORAGE_UNAVAILABLE: { status: 503, message: "files.storageUnavailable" },
 });
 
 defineMessages({
   "files.notFound": { en: (p) => `File not found: ${p.name}`, "zh-TW": (p) => `找不到檔案: ${p.name}` },
+  "files.storageUnavailable": { en: "File storage is unavailable; nothing was stored, try again later", "zh-TW": "檔案儲存空間無法使用，未儲存任何內容，請稍後再試" },
   "files.rangeNotSatisfiable": { en: "The requested range is outside the file", "zh-TW": "請求的範圍超出檔案大小" },
   "field.fileName.pattern": { en: "is not a file name this service generated", "zh-TW": "不是有效的檔案名稱" },
   "field.file.required": { en: "is required: send one multipart part named file", "zh-TW": "請選擇要上傳的檔案" },

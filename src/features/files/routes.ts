@@ -8,7 +8,7 @@ import { downloadFile, fileInfo, uploadFile } from "./service";
 /** The upload reads its own body as a stream; the global body parser lets this route through. */
 export const UPLOAD_PATH = "/api/files/upload";
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope };
+const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope, 503: ErrorEnvelope };
 
 export const filesRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)

@@ -6,7 +6,7 @@ import { eq } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import { SizeLimitExceeded, type ByteRange, type FileStore } from "../../storage/files";
+import { SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
 import type { FileInfo, FileUploadResponse } from "./model";
 import { withFilePart } from "./multipart";
 import "./messages";
@@ -44,7 +44,19 @@ export function cleanContentType(declared: string | undefined): string {
  * Streams the part named `file` of a multipart request into storage, then records it. Whatever
  * fails (too large, empty, malformed, the database), the stored bytes are removed again.
  */
+/** Room for multipart framing and the small fields busboy allows beside the file (20 × 64 KiB). */
+const MULTIPART_SLACK = 2 * 1024 * 1024;
+
+/** 503 for a storage failure (logged with its cause); anything else unchanged. */
+function storageError(deps: Pick<FilesDeps, "logger">, error: unknown): unknown {
+  if (!(error instanceof StorageUnavailable)) return error;
+  deps.logger.warn({ err: error.cause }, "file storage unavailable");
+  return new AppError("STORAGE_UNAVAILABLE");
+}
+
 export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: number, maxBytes: number): Promise<FileUploadResponse> {
+  // A declared length that cannot fit is refused before a byte of the body is read.
+  if (Number(request.headers.get("content-length")) > maxBytes + MULTIPART_SLACK) throw new AppError("PAYLOAD_TOO_LARGE");
   let name: string | undefined;
   try {
     const upload = await withFilePart(request, "file", async (part) => {
@@ -77,7 +89,7 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
       await deps.files.delete(name).catch((cleanup) => deps.logger.warn({ err: cleanup, name }, "could not remove a failed upload"));
     }
     if (error instanceof SizeLimitExceeded) throw new AppError("PAYLOAD_TOO_LARGE");
-    throw error;
+    throw storageError(deps, error);
   }
 }
 
@@ -125,9 +137,11 @@ export function contentDisposition(originalName: string): string {
 }
 
 /** The download as a streamed Response: the whole file, or one range of it. */
-export async function downloadFile(deps: Pick<FilesDeps, "db" | "files">, name: string, rangeHeader: string | null): Promise<Response> {
+export async function downloadFile(deps: Pick<FilesDeps, "db" | "files" | "logger">, name: string, rangeHeader: string | null): Promise<Response> {
   const info = await fileInfo(deps, name);
-  const stat = await deps.files.stat(name);
+  const stat = await deps.files.stat(name).catch((error) => {
+    throw storageError(deps, error);
+  });
   if (!stat) throw new AppError("FILE_NOT_FOUND", { name });
   const range = parseRange(rangeHeader, stat.size);
   const headers: Record<string, string> = {
