@@ -1,0 +1,202 @@
+/**
+ * Resource limits on a real listening socket (the app as main.ts serves it): oversized bodies
+ * are refused before they are read, slow clients do not hold the server and are cut off, and
+ * an upload folder that cannot be written answers a clear 5xx envelope and records nothing.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { connect, type Socket } from "node:net";
+import { makeTestApp, type TestApp } from "../helpers";
+import { counts, problemWith } from "./support";
+
+const MAX_BODY_BYTES = 64 * 1024;
+const MAX_UPLOAD_BYTES = 256 * 1024;
+
+let t: TestApp;
+let admin: { id: number; email: string; token: string };
+let port = 0;
+let uploads = "";
+
+beforeAll(async () => {
+  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), MAX_UPLOAD_BYTES: String(MAX_UPLOAD_BYTES) }, { logs: { write() {} } });
+  uploads = t.config.fileStorage;
+  admin = await t.admin();
+  t.app.listen({ port: 0, hostname: "127.0.0.1" });
+  port = t.app.server!.port!;
+});
+afterAll(async () => {
+  await t.app.stop(true);
+  await t.close();
+});
+
+interface RawAnswer {
+  status: number;
+  text: string;
+  ms: number;
+}
+
+/** Sends `head` (and then `trickle` every `everyMs`, until the answer) on a raw socket; resolves with the first answer. */
+function rawRequest(head: string, options: { trickle?: string; everyMs?: number; timeoutMs?: number } = {}): Promise<RawAnswer> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    let received = "";
+    let timer: Timer | undefined;
+    const socket = connect(port, "127.0.0.1", () => {
+      socket.write(head);
+      if (options.trickle) timer = setInterval(() => socket.writable && socket.write(options.trickle!), options.everyMs ?? 50);
+    });
+    const give = setTimeout(() => finish(new Error(`no answer within ${options.timeoutMs ?? 5000} ms`)), options.timeoutMs ?? 5000);
+    const finish = (error?: Error) => {
+      clearInterval(timer);
+      clearTimeout(give);
+      socket.destroy();
+      if (error) return reject(error);
+      const [headers, ...body] = received.split("\r\n\r\n");
+      resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(headers)?.[1] ?? 0), text: body.join("\r\n\r\n"), ms: performance.now() - started });
+    };
+    socket.on("data", (chunk) => {
+      received += chunk.toString("latin1");
+      const [headers, body = ""] = received.split("\r\n\r\n");
+      const length = Number(/content-length: (\d+)/i.exec(headers)?.[1] ?? -1);
+      if (length >= 0 && Buffer.byteLength(body, "latin1") >= length) finish();
+    });
+    socket.on("error", () => {});
+    socket.on("close", () => (received ? finish() : finish(new Error("closed without an answer"))));
+  });
+}
+
+const jsonHead = (path: string, length: number | "chunked", token = admin.token) =>
+  `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+  (length === "chunked" ? "Transfer-Encoding: chunked\r\n" : `Content-Length: ${length}\r\n`) +
+  "\r\n";
+
+describe("bodies over the limit are refused before they are read", () => {
+  test("a JSON body declaring 10 GB, sent slowly: 413 envelope at once, nothing created", async () => {
+    const before = await counts(t.client);
+    const answer = await rawRequest(jsonHead("/api/users", 10_000_000_000) + '{"name":"', { trickle: "x", everyMs: 100, timeoutMs: 3000 });
+    expect({ status: answer.status, problem: problemWith(answer.status, answer.text), code: JSON.parse(answer.text).errorCode }).toEqual({
+      status: 413, problem: undefined, code: "PAYLOAD_TOO_LARGE",
+    });
+    expect(answer.ms).toBeLessThan(1500);
+    expect(await counts(t.client)).toEqual(before);
+  });
+
+  test("a chunked JSON body with no length, streamed past the limit: 413 as soon as it passes", async () => {
+    const chunk = "x".repeat(8192);
+    const chunked = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
+    const answer = await rawRequest(jsonHead("/api/users", "chunked") + `9\r\n{"name":"\r\n`, { trickle: chunked, everyMs: 20, timeoutMs: 5000 });
+    expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
+    // 64 KiB at 8 KiB every 20 ms is ~160 ms of sending: the answer does not wait for an end that never comes.
+    expect(answer.ms).toBeLessThan(3000);
+  });
+
+  test("an upload declaring far more than MAX_UPLOAD_BYTES, sent slowly: 413 at once, nothing stored", async () => {
+    const boundary = "----resilience";
+    const head =
+      `POST /api/files/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${admin.token}\r\n` +
+      `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 100000000000\r\n\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+    const answer = await rawRequest(head, { trickle: "y".repeat(1024), everyMs: 100, timeoutMs: 4000 });
+    expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
+    expect(answer.ms).toBeLessThan(1500);
+    expect((await counts(t.client, ["files"])).files).toBe(0);
+    expect(readdirSync(uploads)).toEqual([]);
+  });
+});
+
+describe("clients that go away", () => {
+  test("an upload cut off halfway leaves no temp file, no row and no open handle", async () => {
+    const boundary = "----cut";
+    const socket = connect(port, "127.0.0.1", () =>
+      socket.write(
+        `POST /api/files/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${admin.token}\r\n` +
+          `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 200000\r\n\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n${"z".repeat(50_000)}`,
+      ),
+    );
+    socket.on("error", () => {});
+    await Bun.sleep(300);
+    expect(readdirSync(uploads).filter((f) => f.startsWith(".upload-")).length).toBe(1);
+    socket.destroy();
+    for (let i = 0; i < 50 && readdirSync(uploads).length > 0; i++) await Bun.sleep(50);
+    expect(readdirSync(uploads)).toEqual([]);
+    expect((await counts(t.client, ["files"])).files).toBe(0);
+  });
+});
+
+describe("slow clients", () => {
+  test("slowloris sockets do not hold the server, and are cut off; an idle keep-alive connection closes after idleTimeout (20 s)", async () => {
+    const started = performance.now();
+    const closedAfter = (socket: Socket) => new Promise<number>((resolve) => socket.on("close", () => resolve(performance.now() - started)));
+    // 40 connections that send a header byte a second and never finish the request.
+    const trickling = Array.from({ length: 40 }, () => {
+      const socket = connect(port, "127.0.0.1", () => socket.write("GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
+      socket.on("error", () => {});
+      const timer = setInterval(() => socket.writable && socket.write("a"), 1000);
+      socket.on("close", () => clearInterval(timer));
+      return closedAfter(socket);
+    });
+    // One connection that completes a request, then stays silent (keep-alive).
+    const idle = connect(port, "127.0.0.1", () => idle.write("GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    idle.on("error", () => {});
+    idle.resume(); // read the answer, or the client never sees the server's close
+    const idleClosed = closedAfter(idle);
+
+    // Meanwhile the server serves everyone else, promptly.
+    for (let i = 0; i < 20; i++) {
+      const begun = performance.now();
+      const res = await fetch(`http://127.0.0.1:${port}/api/users/${admin.id}`, { headers: { authorization: `Bearer ${admin.token}` } });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      expect(performance.now() - begun).toBeLessThan(1000);
+      await Bun.sleep(250);
+    }
+    // Bun cuts a request whose head has not completed after ~10 s, however it trickles.
+    const cut = await Promise.all(trickling);
+    expect(Math.max(...cut)).toBeLessThan(16_000);
+    const idleMs = await idleClosed;
+    expect(idleMs).toBeGreaterThan(17_000);
+    expect(idleMs).toBeLessThan(26_000);
+  }, 40_000);
+});
+
+describe("an upload folder that cannot be written", () => {
+  async function upload(name: string) {
+    const form = new FormData();
+    form.append("file", new File(["some bytes"], name, { type: "text/plain" }));
+    const res = await fetch(`http://127.0.0.1:${port}/api/files/upload`, { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: form });
+    return { status: res.status, text: await res.text() };
+  }
+
+  test("a file where the folder should be: 503 STORAGE_UNAVAILABLE without a path, no row; reads too; recovers when fixed", async () => {
+    const stored = await upload("before.txt");
+    expect(stored.status).toBe(201);
+    const name = JSON.parse(stored.text).fileName;
+    const before = await counts(t.client, ["files"]);
+
+    rmSync(uploads, { recursive: true, force: true });
+    writeFileSync(uploads, "not a folder");
+    try {
+      const res = await upload("during.txt");
+      const body = JSON.parse(res.text);
+      expect({ status: res.status, code: body.errorCode, problem: problemWith(res.status, res.text, { allow5xx: [503] }) }).toEqual({
+        status: 503, code: "STORAGE_UNAVAILABLE", problem: undefined,
+      });
+      expect(res.text).not.toContain(uploads);
+      expect(res.text).not.toMatch(/ENOTDIR|EACCES|errno/i);
+      expect(await counts(t.client, ["files"])).toEqual(before);
+      // Reading a recorded file whose bytes cannot be reached: the same answer, not a 500.
+      for (const path of [`/api/files/download/${name}`]) {
+        const read = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: `Bearer ${admin.token}` } });
+        const text = await read.text();
+        expect({ status: read.status, code: JSON.parse(text).errorCode }).toEqual({ status: 503, code: "STORAGE_UNAVAILABLE" });
+        expect(text).not.toContain(uploads);
+      }
+    } finally {
+      rmSync(uploads, { force: true });
+      mkdirSync(uploads, { recursive: true });
+    }
+    expect((await upload("after.txt")).status).toBe(201);
+    expect(readdirSync(uploads).filter((f) => f.startsWith("."))).toEqual([]);
+  });
+});
