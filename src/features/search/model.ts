@@ -15,7 +15,15 @@ export const Instant = t.String({
   description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
 } as never);
 
+/**
+ * Free text matched with LIKE or FTS5, both of which read a NUL as the end of the text: `%\0%`
+ * matched every user and an FTS phrase cut at a NUL was a syntax error (500). No name holds one.
+ */
+const SearchText = (description: string) =>
+  t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description } as never);
+
 defineMessages({
+  "field.searchText": { en: "must not contain a NUL character", "zh-TW": "不可包含 NUL 字元" },
   "field.instant": { en: "must be a date (yyyy-MM-dd) or an ISO 8601 date-time", "zh-TW": "日期格式不正確，應為 yyyy-MM-dd 或 ISO 8601 日期時間" },
 });
 
@@ -35,12 +43,12 @@ export function parseInstant(value: string, param: string): Date {
 
 /** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria. */
 export const UserSearchQuery = t.Object({
-  name: t.Optional(t.String({ description: "Case-insensitive substring of the name; `%`, `_` and quotes match literally" })),
+  name: t.Optional(SearchText("Case-insensitive substring of the name; `%`, `_` and quotes match literally")),
   age: t.Optional(t.Integer({ description: "Exact age" })),
   active: t.Optional(t.Boolean({ default: true, description: "Defaults to true" })),
   page: t.Optional(t.Integer({ minimum: 0, default: 0 })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: 10 })),
-  email: t.Optional(t.String({ description: "Case-insensitive substring of the e-mail" })),
+  email: t.Optional(SearchText("Case-insensitive substring of the e-mail")),
   department: t.Optional(t.String({ description: "Department name, case-insensitive" })),
   createdAfter: t.Optional(Instant),
   createdBefore: t.Optional(Instant),
