@@ -40,10 +40,6 @@ export function cleanContentType(declared: string | undefined): string {
   return type.length <= 100 && /^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/.test(type) ? type : "application/octet-stream";
 }
 
-/**
- * Streams the part named `file` of a multipart request into storage, then records it. Whatever
- * fails (too large, empty, malformed, the database), the stored bytes are removed again.
- */
 /** Room for multipart framing and the small fields busboy allows beside the file (20 × 64 KiB). */
 const MULTIPART_SLACK = 2 * 1024 * 1024;
 
@@ -54,6 +50,10 @@ function storageError(deps: Pick<FilesDeps, "logger">, error: unknown): unknown 
   return new AppError("STORAGE_UNAVAILABLE");
 }
 
+/**
+ * Streams the part named `file` of a multipart request into storage, then records it. Whatever
+ * fails (too large, empty, malformed, the database), the stored bytes are removed again.
+ */
 export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: number, maxBytes: number): Promise<FileUploadResponse> {
   // A declared length that cannot fit is refused before a byte of the body is read.
   if (Number(request.headers.get("content-length")) > maxBytes + MULTIPART_SLACK) throw new AppError("PAYLOAD_TOO_LARGE");
