@@ -3,6 +3,7 @@
  * a 2xx, or a 4xx envelope with nothing internal in it; never a 5xx, never a hang.
  */
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type { Client } from "@libsql/client";
 
 /** Tables whose rows a refused (4xx) request must leave exactly as they were. */
@@ -106,3 +107,69 @@ export function prototypeIsClean(): string | undefined {
 
 /** Heavy suites (real processes, kills, load) run only under `npm run test:resilience`. */
 export const HEAVY = process.env.RESILIENCE_HEAVY === "1";
+
+// ---- the compiled binary as a real process (crash and load suites) ---------------------------
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+export const BINARY = `${ROOT}dist/usersvc`;
+export const ADMIN = { email: "admin@resilience.example.com", password: "Resil1ence!Admin" };
+
+/** dist/usersvc, built first when missing (`bun scripts/build.ts`). */
+export function ensureBinary(): string {
+  if (!Bun.file(BINARY).size) {
+    const built = Bun.spawnSync([process.execPath, "scripts/build.ts"], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+    if (built.exitCode !== 0) throw new Error("bun scripts/build.ts failed");
+  }
+  return BINARY;
+}
+
+export function freePort(): number {
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = server.port!;
+  server.stop(true);
+  return port;
+}
+
+export interface Service {
+  url: string;
+  proc: Bun.Subprocess;
+  /** Resident set size now, in bytes (from /proc). */
+  rss(): number;
+}
+
+/** Starts the binary in `dir` (its data folder, a fresh temp folder the first time) and waits until it serves. */
+export async function startBinary(dir: string, port: number, env: Record<string, string> = {}): Promise<Service> {
+  const proc = Bun.spawn([ensureBinary(), "serve"], {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      DATA_DIR: dir,
+      JWT_SECRET: "resilience-secret-".padEnd(80, "r"),
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+      ...env,
+    },
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (await fetch(`${url}/actuator/health/readiness`).then((r) => r.ok, () => false)) break;
+    if (i > 300 || proc.exitCode !== null) {
+      proc.kill("SIGKILL");
+      throw new Error(`usersvc did not start: ${(await new Response(proc.stderr as ReadableStream).text()).slice(-800)}`);
+    }
+    await Bun.sleep(50);
+  }
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
+  return { url, proc, rss };
+}
+
+export async function loginToken(url: string, email = ADMIN.email, password = ADMIN.password): Promise<string> {
+  const res = await fetch(`${url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) });
+  if (res.status !== 200) throw new Error(`login ${res.status}: ${await res.text()}`);
+  return ((await res.json()) as any).data.token;
+}
