@@ -57,6 +57,40 @@ export function tuneEmbeddedConnections() {
       if (!list) columns.set(this, (list = original.call(this)));
       return list;
     };
+    // The client sets safeIntegers(true) and raw(true) on every call, and raw(true) throws for
+    // a statement without result columns (every INSERT, BEGIN, COMMIT): an N-API call, and
+    // an exception per write statement. Both answers are fixed for a prepared statement.
+    const settled = new WeakMap<Statement, { raw?: boolean; notReader?: unknown; safeIntegers?: boolean }>();
+    const modes = (statement: Statement) => {
+      let mode = settled.get(statement);
+      if (!mode) settled.set(statement, (mode = {}));
+      return mode;
+    };
+    const setRaw = statementProto.raw;
+    statementProto.raw = function (this: Statement, toggle?: boolean) {
+      const wanted = toggle ?? true;
+      const mode = modes(this);
+      if (mode.raw === wanted) return this;
+      if (wanted && mode.notReader !== undefined) throw mode.notReader;
+      try {
+        setRaw.call(this, wanted);
+      } catch (error) {
+        if (wanted) mode.notReader = error;
+        throw error;
+      }
+      mode.raw = wanted;
+      return this;
+    };
+    const setSafeIntegers = statementProto.safeIntegers;
+    statementProto.safeIntegers = function (this: Statement, toggle?: boolean) {
+      const wanted = toggle ?? true;
+      const mode = modes(this);
+      if (mode.safeIntegers !== wanted) {
+        setSafeIntegers.call(this, wanted);
+        mode.safeIntegers = wanted;
+      }
+      return this;
+    };
     // A statement that failed (SQLITE_BUSY above all) may stay un-reset until it is garbage-
     // collected, holding its connection "in progress" (see finalizeAfterBusy in client.ts):
     // it leaves the cache at once, so the collection can finalize it and the SQL is prepared afresh.
