@@ -20,6 +20,9 @@ defineMessages({
 export const ProductStatus = t.Union([t.Literal("ACTIVE"), t.Literal("INACTIVE"), t.Literal("DISCONTINUED")]);
 export type ProductStatus = Static<typeof ProductStatus>;
 
+/** Units on hand at most (a billion). */
+export const MAX_STOCK = 1_000_000_000;
+
 /** The most DECIMAL(10,2) holds. */
 export const MAX_PRICE = 99_999_999.99;
 
@@ -38,7 +41,9 @@ export const ProductBody = t.Object(
     description: t.Optional(t.String({ maxLength: 10_000 })),
     /** Defaults to ACTIVE. */
     status: t.Optional(ProductStatus),
-    stock: t.Optional(t.Integer({ minimum: 0, description: "Units on hand; defaults to 0" })),
+    // Bounded so stock plus every quantity released back stays an exact integer: 2^63 or 1e308 were
+    // stored as REAL, and 2^53 could not be read back (a 500).
+    stock: t.Optional(t.Integer({ minimum: 0, maximum: MAX_STOCK, description: "Units on hand; defaults to 0" })),
   },
   { refine: priceDigits } as never,
 );
