@@ -13,7 +13,7 @@ import { makeTestApp, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
-const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 160);
+const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 250);
 const ZZUF_SEEDS_PER_ROUTE = 12;
 const TIMEOUT_MS = 10_000;
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
@@ -328,6 +328,20 @@ const describeCase = (c: Case) =>
 
 // ---- running ----------------------------------------------------------------------------------
 
+/** A 2xx must never carry a number JSON cannot hold exactly (something stored went out of range). */
+function unsafeNumberIn(value: unknown, path = "body"): string | undefined {
+  if (typeof value === "number") return Number.isFinite(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER ? undefined : `${path} is ${value}`;
+  if (value === null || typeof value !== "object") return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const found = unsafeNumberIn(child, `${path}.${key}`);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/** Numbers at the edges of what JSON, JavaScript and SQLite hold, written as JSON text. */
+const NUMBER_EDGES = ["1e308", "-1e308", "9223372036854775808", "-9223372036854775809", "9007199254740992", "9007199254740993", "-0", "4.9e-324", "0.5", "-1", "0", "1e999"];
+
 let counter = 0;
 const failures: string[] = [];
 let casesRun = 0;
@@ -339,7 +353,7 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
   const [method] = key.split(" ");
   const res = await within(TIMEOUT_MS, `${key} ${label}`, t.request(method, target.url(), { raw: payload, token, headers: { "content-type": contentType } }));
   casesRun++;
-  const problem = problemWith(res.status, res.text);
+  const problem = problemWith(res.status, res.text) ?? (res.status < 300 ? unsafeNumberIn(res.body) : undefined);
   if (problem) failures.push(`${key} → ${problem}\n    case: ${label}`);
   if (res.status >= 400 && res.status < 500 && !target.changesOn4xx?.(res.body?.errorCode)) {
     const after = await snapshot(t.client);
@@ -405,6 +419,23 @@ describe("fuzzing every JSON endpoint", () => {
     expect(failures.slice(0, 15)).toEqual([]);
     expect(casesRun).toBeGreaterThanOrEqual(2000);
   }, 120_000);
+
+  test("every numeric field of every valid body, at every number edge", async () => {
+    const before = failures.length;
+    let ran = 0;
+    for (const [key, target] of Object.entries(TARGETS)) {
+      const numeric = pathsOf(target.valid(0)).filter((path) => typeof path.reduce<any>((node, k) => node?.[k], target.valid(0)) === "number");
+      for (const path of numeric) {
+        for (const edge of NUMBER_EDGES) {
+          const valid = target.valid(++counter);
+          await send(key, target, withRawValue(valid, path, edge), "application/json", undefined, `${path.join(".")} = ${edge}`);
+          ran++;
+        }
+      }
+    }
+    console.log(`fuzz: ${ran} number-edge cases`);
+    expect(failures.slice(before, before + 15)).toEqual([]);
+  });
 
   const zzuf = Bun.which("zzuf");
   if (!zzuf) console.warn("fuzz: zzuf not found (apt-get install zzuf); the zzuf-mutated bodies are skipped");
