@@ -105,7 +105,9 @@ export interface ErrorsPluginDeps {
 }
 
 function queryOf(url: string): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
+  // No prototype: a parameter named "constructor" or "__proto__" is just a name (it found
+  // Object.prototype's and failed to clone it, a 500).
+  const out: Record<string, string | string[]> = Object.create(null);
   for (const [key, value] of new URL(url).searchParams) {
     const seen = out[key];
     out[key] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
