@@ -34,6 +34,12 @@ export interface RuleOptions {
   refine?: Refinement;
 }
 
+/**
+ * The highest page number any list accepts: page × size (size ≤ 100) must stay an exact
+ * integer, or SQLite's OFFSET overflows (page=1e20 was a 500 on every list).
+ */
+export const MAX_PAGE = Math.floor(Number.MAX_SAFE_INTEGER / 100);
+
 const NOT_BLANK = "\\S";
 
 /** A string that must contain a non-space character; its "blank" text comes from `messages.blank`. */

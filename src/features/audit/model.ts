@@ -1,5 +1,6 @@
 /** TypeBox shapes of the audit log API. */
 import { t, type Static } from "elysia";
+import { MAX_PAGE } from "../../validation";
 
 export const AuditEntry = t.Object(
   {
@@ -16,7 +17,7 @@ export const AuditEntry = t.Object(
 export type AuditEntry = Static<typeof AuditEntry>;
 
 export const AuditQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0, default: 0 })),
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE, default: 0 })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
   action: t.Optional(t.String({ maxLength: 64 })),
 });

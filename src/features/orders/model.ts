@@ -2,6 +2,7 @@
 import { t, type Static } from "elysia";
 import { defineErrors } from "../../errors";
 import { defineMessages } from "../../i18n";
+import { MAX_PAGE } from "../../validation";
 
 defineErrors({
   ORDER_NOT_FOUND: { status: 404, message: "error.orderNotFound" },
@@ -82,7 +83,7 @@ export const OrderIdParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 
 export const OrderListQuery = t.Object({
   userId: t.Optional(t.Integer({ minimum: 1 })),
-  page: t.Optional(t.Integer({ minimum: 0 })),
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
 });
 export type OrderListQuery = Static<typeof OrderListQuery>;

@@ -2,7 +2,7 @@
 import { t, type Static } from "elysia";
 import { defineErrors } from "../../errors";
 import { defineMessages, type MessageKey } from "../../i18n";
-import { NotBlankString, type Violation } from "../../validation";
+import { MAX_PAGE, NotBlankString, type Violation } from "../../validation";
 import { toCents } from "./money";
 
 defineErrors({
@@ -70,7 +70,7 @@ export type Product = Static<typeof Product>;
 export const ProductIdParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 
 export const ProductListQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0 })),
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
   status: t.Optional(ProductStatus),
 });

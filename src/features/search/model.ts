@@ -3,6 +3,7 @@ import { t, type Static } from "elysia";
 import { SORTABLE_FIELDS } from "../users/model";
 import { Violations } from "../../errors";
 import { defineMessages, type MessageKey } from "../../i18n";
+import { MAX_PAGE } from "../../validation";
 
 export const MAX_PAGE_SIZE = 100;
 
@@ -46,7 +47,7 @@ export const UserSearchQuery = t.Object({
   name: t.Optional(SearchText("Case-insensitive substring of the name; `%`, `_` and quotes match literally")),
   age: t.Optional(t.Integer({ description: "Exact age" })),
   active: t.Optional(t.Boolean({ default: true, description: "Defaults to true" })),
-  page: t.Optional(t.Integer({ minimum: 0, default: 0 })),
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE, default: 0 })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: 10 })),
   email: t.Optional(SearchText("Case-insensitive substring of the e-mail")),
   department: t.Optional(t.String({ description: "Department name, case-insensitive" })),
@@ -63,7 +64,7 @@ const PAGE_OPTIONAL = "Optional: without page and size every match comes back";
 
 /** The unpaged lists (department+role, skills) page only when asked, as GET /api/users does. */
 export const OptionalPage = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0, description: `${PAGE_OPTIONAL}; default 0 when size is given` })),
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE, description: `${PAGE_OPTIONAL}; default 0 when size is given` })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, description: `${PAGE_OPTIONAL}; default 20 when page is given` })),
 });
 

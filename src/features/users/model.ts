@@ -1,6 +1,6 @@
 /** TypeBox shapes of the users API: what clients send and what they get back. */
 import { t, type Static } from "elysia";
-import { NotBlankString } from "../../validation";
+import { MAX_PAGE, NotBlankString } from "../../validation";
 
 export const PHONE_PATTERN = "^[0-9-+()\\s]*$";
 export const PASSWORD_PATTERN = "^(?=.*[a-z])(?=.*[A-Z])(?=.*\\d)(?=.*[@$!%*?&])[A-Za-z\\d@$!%*?&]+$";
@@ -75,7 +75,7 @@ export type User = Static<typeof User>;
 export const SORTABLE_FIELDS = ["id", "name", "email", "createdAt", "updatedAt", "lastLogin", "active"] as const;
 
 export const UserListQuery = t.Object({
-  page: t.Optional(t.Integer({ minimum: 0 })),
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
   sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } } as never)),
 });
