@@ -15,6 +15,7 @@ import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 250);
 const ZZUF_SEEDS_PER_ROUTE = 12;
+const PARAM_RUNS_PER_ROUTE = 40;
 const TIMEOUT_MS = 10_000;
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
 
@@ -326,6 +327,44 @@ function applyRaw(body: Json, raw: Raw): string | Uint8Array {
 const describeCase = (c: Case) =>
   JSON.stringify(c, (_, v) => (typeof v === "string" && v.length > 60 ? `${v.slice(0, 60)}…(${v.length})` : v)).slice(0, 400);
 
+/** Text for a query or path parameter: number edges, NaN-likes, metacharacters, odd Unicode, long. */
+const paramText: fc.Arbitrary<string> = fc.oneof(
+  fc.constantFrom(
+    "", " ", "0", "-1", "-0", "1.5", "1e3", "0x1F", "NaN", "Infinity", "9223372036854775808", "1e308", "true", "false", "null",
+    "[]", "{}", "%", "%00", "\u0000", "a\u0000b", "../../etc/passwd", "..%2F..%2F", "x".repeat(10_000), "𝟘𝟙", "\uFFFF", "' OR 1=1 --",
+    "2024-02-30", "2024-13-01T25:61:00Z", "99999-01-01", "asc", "DESC", "name,asc", "id,sideways", "ACTIVE", "USER", "ADMIN",
+  ),
+  fc.string({ maxLength: 30 }),
+  fc.integer().map(String),
+  fc.double().map(String),
+);
+
+const HEADER_VALUES: Record<string, string[]> = {
+  "accept-language": ["zh-TW", "zh-TW;q=0.1, en;q=x", "*", ";;;", "x".repeat(5000)],
+  "if-match": ['"1"', "*", '"', "W/\"0\"", '"99999999999999999999"'],
+  range: ["bytes=0-0", "bytes=-1", "bytes=5-2", "bytes=99999999999-", "bytes=0-1,2-3", "items=0-1", "bytes=-0"],
+  "x-client-version": ["1.0", "", "../../x", "x".repeat(100), "1.0 beta"],
+  "accept-encoding": ["gzip", "br;q=1, gzip;q=0", "identity;q=0", "*;q=0", "deflate"],
+  "x-request-id": ["", "x".repeat(10_000), "a b\tc", "\u00ff"],
+};
+
+interface ParamCase {
+  query: [string, string][];
+  params: Record<string, string>;
+  headers: Record<string, string>;
+}
+
+function paramCase(queryKeys: string[], paramKeys: string[]): fc.Arbitrary<ParamCase> {
+  const key = fc.oneof(...(queryKeys.length ? [fc.constantFrom(...queryKeys)] : []), fc.constantFrom("__proto__", "constructor", "x", "", "page[0]"));
+  return fc.record({
+    query: fc.array(fc.tuple(key, paramText), { maxLength: 5 }),
+    params: paramKeys.length ? fc.dictionary(fc.constantFrom(...paramKeys), paramText, { maxKeys: paramKeys.length }) : fc.constant({}),
+    headers: fc.dictionary(fc.constantFrom(...Object.keys(HEADER_VALUES)), fc.nat(), { maxKeys: 3 }).map((picked) =>
+      Object.fromEntries(Object.entries(picked).map(([name, i]) => [name, HEADER_VALUES[name][i % HEADER_VALUES[name].length]])),
+    ),
+  });
+}
+
 // ---- running ----------------------------------------------------------------------------------
 
 /** A 2xx must never carry a number JSON cannot hold exactly (something stored went out of range). */
@@ -436,6 +475,35 @@ describe("fuzzing every JSON endpoint", () => {
     console.log(`fuzz: ${ran} number-edge cases`);
     expect(failures.slice(before, before + 15)).toEqual([]);
   });
+
+  test(`query strings, path segments and headers of every GET route (${PARAM_RUNS_PER_ROUTE} cases a route): no 5xx, nothing changed`, async () => {
+    const gets = (t.app as any).routes.filter((r: any) => r.method === "GET" && !r.path.startsWith("/swagger") && r.path !== "/actuator/heapdump");
+    const upload = new FormData();
+    upload.append("file", new File(["fuzzed bytes"], "f.txt"));
+    const stored = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: upload }));
+    const validParam: Record<string, string> = { id: String(victim.id), name: "http", fileName: ((await stored.json()) as any).fileName, dept: "Fuzzing", role: "USER" };
+    const before = failures.length;
+    const snap = await snapshot(t.client);
+    let ran = 0;
+    for (const [i, route] of gets.entries()) {
+      const queryKeys: string[] = Object.keys(route.hooks?.query?.properties ?? {});
+      const paramKeys = [...route.path.matchAll(/:(\w+)/g)].map((m: RegExpMatchArray) => m[1]);
+      const cases = fc.sample(paramCase(queryKeys, paramKeys), { seed: SEED + 1000 + i, numRuns: PARAM_RUNS_PER_ROUTE });
+      for (const c of cases) {
+        const path = route.path.replace(/:(\w+)/g, (_: string, key: string) => encodeURIComponent(c.params[key] ?? validParam[key] ?? "1"));
+        const query = c.query.map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(value)}`).join("&");
+        const url = query ? `${path}?${query}` : path;
+        const res = await within(TIMEOUT_MS, `GET ${url}`, t.request("GET", url, { token: admin.token, headers: c.headers }));
+        ran++;
+        const problem = problemWith(res.status, res.text);
+        if (problem) failures.push(`GET ${route.path} → ${problem}\n    case: ${url.slice(0, 300)} ${JSON.stringify(c.headers).slice(0, 200)}`);
+      }
+    }
+    casesRun += ran;
+    console.log(`fuzz: ${ran} GET cases over ${gets.length} routes`);
+    expect(failures.slice(before, before + 15)).toEqual([]);
+    expect(await snapshot(t.client)).toEqual(snap);
+  }, 60_000);
 
   const zzuf = Bun.which("zzuf");
   if (!zzuf) console.warn("fuzz: zzuf not found (apt-get install zzuf); the zzuf-mutated bodies are skipped");
