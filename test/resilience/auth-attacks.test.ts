@@ -116,28 +116,28 @@ describe("forged and foreign tokens: 401, whatever the header says", () => {
 describe("a USER cannot escalate through any write endpoint", () => {
   const productBody = { name: "Stolen", code: "STOLEN-1", price: 1, stock: 1 };
   /** Every write a USER must be refused, with the status the access rules give. */
-  const refused: [string, string, () => unknown, number][] = [
-    ["POST", "/api/users", () => ({ name: "New Admin", email: "new-admin@example.com", password: PASSWORD }), 403],
-    ["PUT", "/api/users/:other", () => ({ name: "Renamed", email: other.email }), 403],
-    ["PUT", "/api/users/:self", () => ({ name: "Me Admin", email: user.email, roles: ["ADMIN"] }), 403],
-    ["DELETE", "/api/users/:other", () => undefined, 403],
-    ["DELETE", "/api/users/:self", () => undefined, 403],
-    ["PATCH", "/api/users/:other", () => ({ name: "Renamed" }), 403],
-    ["PUT", "/api/users/:self/roles", () => ({ roles: ["USER", "ADMIN"] }), 403],
-    ["PUT", "/api/users/:other/roles", () => ({ roles: ["USER"] }), 403],
-    ["PUT", "/api/users/:other/profile", () => ({ bio: "owned" }), 403],
-    ["POST", "/api/departments", () => ({ name: "Shadow IT" }), 403],
-    ["POST", "/api/products", () => productBody, 403],
-    ["PUT", "/api/products/:product", () => productBody, 403],
-    ["POST", "/api/users/deactivate-inactive?before=2999-01-01", () => undefined, 403],
-    ["POST", "/actuator/loggers/http", () => ({ configuredLevel: "TRACE" }), 403],
-    ["GET", "/actuator/heapdump", () => undefined, 403],
-    ["GET", "/actuator/threaddump", () => undefined, 403],
-    ["GET", "/actuator/prometheus", () => undefined, 403],
-    ["GET", "/actuator/metrics", () => undefined, 403],
-    ["GET", "/actuator/loggers", () => undefined, 403],
-    ["GET", "/api/audit", () => undefined, 403],
-    ["POST", "/api/orders", () => ({ userId: 0, items: [{ productId: 1, quantity: 1 }] }), 403],
+  const refused: [string, string, number, () => unknown][] = [
+    ["POST", "/api/users", 403, () => ({ name: "New Admin", email: "new-admin@example.com", password: PASSWORD })],
+    ["PUT", "/api/users/:other", 403, () => ({ name: "Renamed", email: other.email })],
+    ["PUT", "/api/users/:self", 403, () => ({ name: "Me Admin", email: user.email, roles: ["ADMIN"] })],
+    ["DELETE", "/api/users/:other", 403, () => undefined],
+    ["DELETE", "/api/users/:self", 403, () => undefined],
+    ["PATCH", "/api/users/:other", 403, () => ({ name: "Renamed" })],
+    ["PUT", "/api/users/:self/roles", 403, () => ({ roles: ["USER", "ADMIN"] })],
+    ["PUT", "/api/users/:other/roles", 403, () => ({ roles: ["USER"] })],
+    ["PUT", "/api/users/:other/profile", 403, () => ({ bio: "owned" })],
+    ["POST", "/api/departments", 403, () => ({ name: "Shadow IT" })],
+    ["POST", "/api/products", 403, () => productBody],
+    ["PUT", "/api/products/:product", 403, () => productBody],
+    ["POST", "/api/users/deactivate-inactive?before=2999-01-01", 403, () => undefined],
+    ["POST", "/actuator/loggers/http", 403, () => ({ configuredLevel: "TRACE" })],
+    ["GET", "/actuator/heapdump", 403, () => undefined],
+    ["GET", "/actuator/threaddump", 403, () => undefined],
+    ["GET", "/actuator/prometheus", 403, () => undefined],
+    ["GET", "/actuator/metrics", 403, () => undefined],
+    ["GET", "/actuator/loggers", 403, () => undefined],
+    ["GET", "/api/audit", 403, () => undefined],
+    ["POST", "/api/orders", 403, () => ({ userId: 0, items: [{ productId: 1, quantity: 1 }] })],
   ];
   let productId = 0;
 
@@ -149,7 +149,7 @@ describe("a USER cannot escalate through any write endpoint", () => {
   const resolve = (path: string) =>
     path.replace(":other", String(other.id)).replace(":self", String(user.id)).replace(":product", String(productId));
 
-  test.each(refused)("%s %s → %s, nothing changed", async (method, path, body, status) => {
+  test.each(refused)("%s %s → %d, nothing changed", async (method, path, status, body) => {
     const before = await snapshot(t.client);
     let sent = body();
     if (sent && typeof sent === "object" && "userId" in sent) sent = { ...sent, userId: other.id, items: [{ productId, quantity: 1 }] };
