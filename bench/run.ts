@@ -24,6 +24,10 @@ const BINARY = join(ROOT, "dist/usersvc");
 const flags = new Set(process.argv.slice(2));
 const DURATION_S = flags.has("--quick") ? 3 : Number(process.env.BENCH_DURATION ?? 8);
 const WARMUP_S = flags.has("--quick") ? 1 : 2;
+const PAIRED_CEILING_S = flags.has("--quick") ? 2 : 5;
+/** Alternating rounds of the side-by-side comparisons (workers, log level). */
+const ROUNDS = 3;
+const ROUND_S = flags.has("--quick") ? 2 : 3;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SEEDED_USERS = 10_000;
 const BUDGET_MS = 5 * 60_000;
@@ -200,6 +204,28 @@ async function measure(server: Server, load: Load): Promise<Measured & { rssMiB:
   }
 }
 
+/**
+ * The servers measured in turn, ROUNDS times (after one warm-up each): per server the median
+ * round, its peak RSS, and `ratio`, the median of its rounds' req/s against the first server's.
+ */
+async function alternate(servers: Server[], load: Load): Promise<(Measured & { rssMiB: number; ratio: number })[]> {
+  for (const server of servers) await generate(server.url, load, WARMUP_S);
+  const runs: Measured[][] = servers.map(() => []);
+  const peaks = servers.map(() => 0);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [i, server] of servers.entries()) {
+      const sampler = setInterval(() => (peaks[i] = Math.max(peaks[i], rssMiB(server.proc.pid))), 250);
+      runs[i].push(await generate(server.url, load, ROUND_S));
+      clearInterval(sampler);
+    }
+  }
+  return runs.map((rounds, i) => {
+    const byRps = [...rounds].sort((a, b) => a.rps - b.rps);
+    const ratio = median(rounds.map((r, round) => r.rps / runs[0][round].rps));
+    return { ...byRps[Math.floor(byRps.length / 2)], rssMiB: peaks[i], ratio };
+  });
+}
+
 // ---------------------------------------------------------------- usersvc set-up
 
 const FIRST = ["Ann", "Ben", "Chen", "Dara", "Eve", "Femi", "Gus", "Hana", "Ivan", "Jun", "Kai", "Lea", "Mei", "Nia", "Omar", "Pia"];
@@ -301,6 +327,8 @@ interface Row {
   p50Ms?: number;
   p99Ms?: number;
   ratio?: number;
+  /** The JSON ceiling measured right after this row; its ratio is against that one. */
+  ceilingRps?: number;
   note?: string;
   statuses?: Record<string, number>;
 }
@@ -327,14 +355,25 @@ async function main() {
   copy.exec(`VACUUM INTO '${ceilingDb}'`);
   copy.close();
   const ceilingScript = join(import.meta.dir, "ceiling.ts");
-  let jsonCeiling = 0;
-  for (const [name, mode] of [["ceiling: Bun.serve fixed JSON", "json"], ["ceiling: Bun.serve + bun:sqlite point read", "sqlite"], ["ceiling: Bun.serve + @libsql/client point read", "libsql"]] as const) {
+  // The JSON ceiling stays up (idle) beside usersvc, so the target rows can be paired with a
+  // ceiling run taken right after them: the load on this machine drifts within minutes.
+  const jsonServer = await startCeiling(ceilingScript, "json", ceilingDb);
+  const jsonSamples: number[] = [];
+  const first = await measure(jsonServer, { path: "/" });
+  jsonSamples.push(first.rps);
+  add("ceiling: Bun.serve fixed JSON", first);
+  for (const [name, mode] of [["ceiling: Bun.serve + bun:sqlite point read", "sqlite"], ["ceiling: Bun.serve + @libsql/client point read", "libsql"]] as const) {
     const ceiling = await startCeiling(ceilingScript, mode, ceilingDb);
-    const m = await measure(ceiling, { path: "/" });
-    if (mode === "json") jsonCeiling = m.rps;
-    add(name, m);
+    add(name, await measure(ceiling, { path: "/" }));
     await ceiling.stop();
   }
+  const pairWithCeiling = async () => {
+    const paired = await generate(jsonServer.url, { path: "/" }, PAIRED_CEILING_S);
+    jsonSamples.push(paired.rps);
+    const row = rows[rows.length - 1];
+    row.ceilingRps = paired.rps;
+    row.note = [row.note, `JSON ceiling right after: ${paired.rps}/s`].filter(Boolean).join("; ");
+  };
 
   const results: Record<string, unknown> = {};
   const server = await usersvc(home);
@@ -344,6 +383,7 @@ async function main() {
   const userLoad: Load = { path: "/api/users/{id}", token, maxId: SEEDED_USERS };
   const getUser = await measure(server, userLoad);
   add("usersvc GET /api/users/{id} (auth)", getUser);
+  await pairWithCeiling();
   results.loadRssMiB = getUser.rssMiB;
 
   const searchPath = "/api/search/users?name=Ann&size=10";
@@ -352,6 +392,7 @@ async function main() {
 
   const health = await measure(server, { path: "/actuator/health" });
   add("usersvc GET /actuator/health", health);
+  await pairWithCeiling();
 
   const create = await measure(server, { method: "POST", path: "/api/users", token, body: '{"name":"Bench User","email":"{email}"}', countStatuses: true });
   add("usersvc POST /api/users (admin)", create);
@@ -362,36 +403,32 @@ async function main() {
   } else add("usersvc POST /api/auth/login", null, "n/a (route not there yet)");
   results.serverExit = await server.stop();
 
-  // The machine is shared: the JSON ceiling again, and the ratios use the mean of both runs.
-  const jsonAgain = await startCeiling(ceilingScript, "json", ceilingDb);
-  const jsonSecond = await measure(jsonAgain, { path: "/" });
+  const jsonSecond = await measure(jsonServer, { path: "/" });
+  jsonSamples.push(jsonSecond.rps);
   add("ceiling: Bun.serve fixed JSON (again)", jsonSecond);
-  await jsonAgain.stop();
-  jsonCeiling = (jsonCeiling + jsonSecond.rps) / 2;
+  await jsonServer.stop();
+  const jsonCeiling = jsonSamples.reduce((a, b) => a + b, 0) / jsonSamples.length;
 
-  // The comparisons below are between neighbouring runs: workers=1 with logs, without, then workers=2.
+  // Side by side on one database: workers=1, the same with LOG_LEVEL=warn, and --workers 2 run
+  // at once (idle but for the one measured) and are measured in alternating rounds, so a load
+  // change on the machine hits all of them alike; a ratio is the median of the rounds' ratios.
   const single = await usersvc(home);
-  const getUser1 = await measure(single, userLoad);
-  add("usersvc GET /api/users/{id} (again, baseline below)", getUser1);
-  await single.stop();
-
-  // Logging cost: the same read with request logs off.
   const quiet = await usersvc(home, { LOG_LEVEL: "warn" });
-  const getUserQuiet = await measure(quiet, userLoad);
-  add("usersvc GET /api/users/{id}, LOG_LEVEL=warn", getUserQuiet, `${(getUserQuiet.rps / getUser1.rps).toFixed(2)}× LOG_LEVEL=info`);
-  await quiet.stop();
-
-  // Two processes sharing the port.
   const pair = await usersvc(home, {}, ["--workers", "2"]);
   await Bun.sleep(500);
   const pairIdle = rssMiB(pair.proc.pid);
-  const getUser2 = await measure(pair, userLoad);
-  add("usersvc --workers 2 GET /api/users/{id}", getUser2, `${(getUser2.rps / getUser1.rps).toFixed(2)}× workers=1`);
-  const health2 = await measure(pair, { path: "/actuator/health" });
-  add("usersvc --workers 2 GET /actuator/health", health2, `${(health2.rps / health.rps).toFixed(2)}× workers=1`);
+  const [getUser1, getUserQuiet, getUser2] = await alternate([single, quiet, pair], userLoad);
+  add("usersvc GET /api/users/{id} (A/B baseline: workers=1)", getUser1);
+  add("usersvc GET /api/users/{id}, LOG_LEVEL=warn", getUserQuiet, `${getUserQuiet.ratio.toFixed(2)}× LOG_LEVEL=info`);
+  add("usersvc --workers 2 GET /api/users/{id}", getUser2, `${getUser2.ratio.toFixed(2)}× workers=1`);
+  const [health1, health2] = await alternate([single, pair], { path: "/actuator/health" });
+  add("usersvc GET /actuator/health (A/B baseline: workers=1)", health1);
+  add("usersvc --workers 2 GET /actuator/health", health2, `${health2.ratio.toFixed(2)}× workers=1`);
+  await quiet.stop();
+  await single.stop();
   const creates = await concurrentCreates(pair, token, dbFile);
   log(`concurrent creates across 2 workers: ${JSON.stringify(creates)}`);
-  results.workers2 = { idleRssMiB: pairIdle, loadRssMiB: getUser2.rssMiB, readSpeedup: Math.round((getUser2.rps / getUser1.rps) * 100) / 100, concurrentCreates: creates, exitCode: await pair.stop() };
+  results.workers2 = { idleRssMiB: pairIdle, loadRssMiB: getUser2.rssMiB, readSpeedup: Math.round(getUser2.ratio * 100) / 100, concurrentCreates: creates, exitCode: await pair.stop() };
 
   results.binaryMiB = Math.round(statSync(BINARY).size / 1024 / 102.4) / 10;
   const firsts: number[] = [];
@@ -406,9 +443,10 @@ async function main() {
   rmSync(home, { recursive: true, force: true });
 
   results.jsonCeilingRps = Math.round(jsonCeiling);
-  for (const row of rows) if (row.rps !== null) row.ratio = Math.round((row.rps / jsonCeiling) * 1000) / 1000;
+  results.jsonCeilingSamples = jsonSamples;
+  for (const row of rows) if (row.rps !== null) row.ratio = Math.round((row.rps / (row.ceilingRps ?? jsonCeiling)) * 1000) / 1000;
   const ratioOf = (name: string) => rows.find((r) => r.name === name)?.ratio ?? 0;
-  const speedup = getUser2.rps / getUser1.rps;
+  const speedup = getUser2.ratio;
   const idleMB = (results.idleRssMiB as number) * 1.048576;
   const target = (met: boolean, measured: string) => ({ met, measured });
   const targets = {
@@ -417,7 +455,7 @@ async function main() {
     "POST /api/users ≥ 3,000/s": target(create.rps >= 3000, `${create.rps}/s`),
     "idle RSS < 60 MB": target(idleMB < 60, `${idleMB.toFixed(1)} MB`),
     "cold start < 150 ms (restart, database exists)": target(median(restarts) < 150, `${median(restarts)} ms`),
-    "workers=2 reads ≥ 1.7× workers=1": target(speedup >= 1.7, `${speedup.toFixed(3)}×`),
+    "workers=2 reads ≥ 1.7× workers=1": target(speedup >= 1.7, `${speedup.toFixed(3)}× (median of ${ROUNDS} alternating rounds)`),
     "concurrent creates across workers correct": target(creates.correct, creates.correct ? "yes" : "no"),
   };
 
@@ -487,7 +525,7 @@ function printTable(rows: Row[], results: Record<string, any>, targets: Record<s
     const status = r.statuses ? Object.entries(r.statuses).map(([k, v]) => `${k}×${v}`).join(" ") : "";
     out.push(`${pad(r.name, 50)} ${String(r.rps ?? "—").padStart(8)} ${num(r.p50Ms).padStart(8)} ${num(r.p99Ms).padStart(8)} ${(r.ratio === undefined ? "" : `${(r.ratio * 100).toFixed(0)}%`).padStart(7)}  ${[r.note, status].filter(Boolean).join("; ")}`);
   }
-  out.push(`ratio: req/s against the mean of the two JSON-ceiling runs (${results.jsonCeilingRps}/s)`);
+  out.push(`ratio: against the JSON ceiling run right after the row where there is one, else the mean of all ${results.jsonCeilingSamples.length} runs (${results.jsonCeilingRps}/s: ${results.jsonCeilingSamples.join(", ")})`);
   out.push("");
   out.push(`idle RSS ${results.idleRssMiB} MiB, under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`);
   out.push(`binary ${results.binaryMiB} MiB; cold start to first 200: restart median ${results.coldStartMs.median} ms (${results.coldStartMs.all.join(", ")}), first start in an empty folder median ${results.coldStartMs.firstStartMedian} ms (${results.coldStartMs.firstStartAll.join(", ")})`);
