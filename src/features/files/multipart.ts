@@ -51,13 +51,14 @@ export function withFilePart<T>(request: Request, field: string, handle: (part: 
       void (handled ?? Promise.resolve()).catch(() => {}).finally(() => reject(error));
     };
     parser.on("file", (name, stream, info) => {
+      // An error busboy puts on a part (a cut-off body) must not go unheard: an 'error' with no
+      // listener is an uncaught exception. The chosen part's handler may start reading only later
+      // (after opening its target) and sees the error then; a skipped part is drained and forgotten.
+      stream.on("error", () => {});
       if (name !== field || handled || failed) {
         stream.resume();
         return;
       }
-      // The handler may start reading only later (after opening its target); an error busboy puts on
-      // the stream before then (a cut-off body) must wait for it rather than crash the process.
-      stream.on("error", () => {});
       part = stream;
       handled = handle({ fileName: info.filename ?? "", mimeType: info.mimeType, stream });
       handled.catch((error) => {
