@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
 import fc from "fast-check";
 import { makeTestApp, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
@@ -521,5 +522,31 @@ describe("fuzzing every JSON endpoint", () => {
     }
     console.log(`fuzz: ${ran} zzuf-mutated bodies`);
     expect(failures.slice(before, before + 15)).toEqual([]);
+  }, 60_000);
+
+  test.skipIf(!zzuf)("zzuf over multipart uploads: a 201 or a 4xx envelope, every row has its file and no file lacks a row", async () => {
+    const boundary = "----fuzzboundary";
+    const valid =
+      `--${boundary}\r\nContent-Disposition: form-data; name="note"\r\n\r\nhello\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="fuzz me.txt"\r\nContent-Type: text/plain\r\n\r\n` +
+      `${"payload ".repeat(150)}\r\n--${boundary}--\r\n`;
+    const before = failures.length;
+    const statuses: Record<number, number> = {};
+    for (const ratio of ["0.001", "0.01"]) {
+      for (let seed = 1; seed <= 60; seed++) {
+        const mutated = spawnSync(zzuf!, ["-s", String(SEED + seed), "-r", ratio, "-i", "cat"], { input: valid });
+        const res = await within(TIMEOUT_MS, `upload zzuf ${seed}`, t.request("POST", "/api/files/upload", {
+          token: admin.token, raw: new Uint8Array(mutated.stdout), headers: { "content-type": `multipart/form-data; boundary=${boundary}` },
+        }));
+        casesRun++;
+        statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+        const problem = problemWith(res.status, res.text);
+        if (problem) failures.push(`POST /api/files/upload → ${problem}\n    case: zzuf -r ${ratio} -s ${SEED + seed}`);
+      }
+    }
+    console.log(`fuzz: 120 zzuf-mutated uploads: ${JSON.stringify(statuses)}`);
+    expect(failures.slice(before, before + 15)).toEqual([]);
+    const rows = (await t.client.execute("SELECT id FROM files")).rows.map((r) => String(r.id)).sort();
+    expect(readdirSync(t.config.fileStorage).filter((f) => !f.startsWith(".")).sort()).toEqual(rows);
   }, 60_000);
 });
