@@ -104,6 +104,37 @@ describe("bodies over the limit are refused before they are read", () => {
   });
 });
 
+describe("protocol junk on the socket", () => {
+  /** What comes back on a raw connection within a second and a half: the status line's code, or 0 for a silent close. */
+  function statusOf(data: string) {
+    return new Promise<number>((resolve) => {
+      let got = "";
+      const socket = connect(port, "127.0.0.1", () => socket.write(data));
+      socket.on("data", (d) => (got += d.toString("latin1")));
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(Number(/^HTTP\/1\.[01] (\d+)/.exec(got)?.[1] ?? 0)));
+      setTimeout(() => socket.destroy(), 1500);
+    });
+  }
+
+  // Bun's parser answers these itself, before the app, with bare 4xx: never a 5xx, never a smuggled second request.
+  test.each([
+    ["a 100 KB Authorization header", `GET /api/users/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(100_000)}\r\nConnection: close\r\n\r\n`, [431]],
+    ["500 headers", `GET /api/version HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 500 }, (_, i) => `X-H${i}: v`).join("\r\n")}\r\nConnection: close\r\n\r\n`, [431]],
+    ["Content-Length with Transfer-Encoding (smuggling)", "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/users HTTP/1.1\r\nHost: x\r\n\r\n", [400]],
+    ["two Content-Lengths", "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}", [400]],
+    ["a negative Content-Length", "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -5\r\n\r\n{}", [400]],
+    ["no Host", "GET /api/version HTTP/1.1\r\nConnection: close\r\n\r\n", [400]],
+    ["an unknown method", "FOO /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", [0, 400, 405]],
+    ["OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", [400, 404]],
+    ["dot segments to an ADMIN path, anonymous", "GET /api/../actuator/heapdump HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", [401]],
+  ] as const)("%s → refused", async (_, data, allowed) => {
+    expect(allowed as readonly number[]).toContain(await statusOf(data));
+    // Still serving afterwards.
+    expect((await fetch(`http://127.0.0.1:${port}/api/version`)).status).toBe(200);
+  });
+});
+
 describe("clients that go away", () => {
   test("an upload cut off halfway leaves no temp file, no row and no open handle", async () => {
     const boundary = "----cut";
