@@ -1,7 +1,7 @@
 /**
  * Crash safety of the compiled binary (heavy: RESILIENCE_HEAVY=1, npm run test:resilience).
- * From an empty folder, each round runs a burst of concurrent user creates, orders and
- * uploads, kills the process with SIGKILL mid-burst (a different moment each round),
+ * From an empty folder, each round runs a burst of concurrent user creates, orders (most of
+ * them then paid, some declined) and uploads, kills the process with SIGKILL mid-burst (a different moment each round),
  * restarts it on the same folder and checks: every request that got a 2xx is all there, and
  * nothing is half-written (orders have their items, stock adds up, every file row has its
  * exact bytes, no partial file under a real name, PRAGMA integrity_check is ok).
@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { freePort, HEAVY, loginToken, startBinary, type Service } from "./support";
 
-const KILL_AFTER_MS = [250, 700, 1500];
+const KILL_AFTER_MS = [50, 250, 700, 1500];
 const WORKERS = 12;
 const INITIAL_STOCK = 1_000_000;
 
@@ -22,7 +22,8 @@ if (!HEAVY) console.warn("crash: skipped (heavy; runs under npm run test:resilie
 
 interface Acked {
   users: { id: number; email: string }[];
-  orders: { id: number; quantity: number }[];
+  /** The status the last acknowledged answer gave (PENDING until a payment was answered). */
+  orders: { id: number; quantity: number; status: string }[];
   files: { name: string; sha256: string; size: number }[];
 }
 
@@ -62,7 +63,12 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
   afterAll(() => {
     service?.proc.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
-    console.log(`crash: ${survived} kills survived; ${acked.users.length} users, ${acked.orders.length} orders, ${acked.files.length} files acknowledged and found intact`);
+    const paid = acked.orders.filter((o) => o.status === "PAID").length;
+    const declined = acked.orders.filter((o) => o.status === "PAYMENT_FAILED").length;
+    console.log(
+      `crash: ${survived} kills survived; acknowledged and found intact: ${acked.users.length} users, ${acked.orders.length} orders ` +
+        `(${paid} paid, ${declined} declined), ${acked.files.length} files`,
+    );
   });
 
   /** One worker's loop: a create, an order or an upload in turn, until the server dies. */
@@ -78,7 +84,20 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
         } else if (i % 3 === 1) {
           const quantity = 1 + (i % 4);
           const res = await fetch(`${url}/api/orders`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ items: [{ productId, quantity }] }) });
-          if (res.status === 201) acked.orders.push({ id: ((await res.json()) as any).id, quantity });
+          if (res.status !== 201) continue;
+          const order = { id: ((await res.json()) as any).id as number, quantity, status: "PENDING" };
+          acked.orders.push(order);
+          // Pay most orders, a quarter of them with the simulator's declined card (stock goes back).
+          if (i % 6 === 4) continue;
+          const declined = i % 4 === 1;
+          const paid = await fetch(`${url}/api/orders/${order.id}/pay`, {
+            method: "POST",
+            headers: { ...auth, "content-type": "application/json" },
+            body: JSON.stringify({ method: "CARD", cardNumber: declined ? "4000000000000002" : "4242424242424242" }),
+          });
+          const body = (await paid.json()) as any;
+          if (paid.status === 200) order.status = "PAID";
+          else if (body.errorCode === "ORDER_PAYMENT_FAILED") order.status = "PAYMENT_FAILED";
         } else {
           const bytes = uploadBytes(tag, 20_000 + ((w * 7919 + i * 104_729) % 400_000));
           const hash = sha256(bytes);
@@ -106,6 +125,9 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
       expect({ id: order.id, status: res.status }).toEqual({ id: order.id, status: 200 });
       const body = (await res.json()) as any;
       expect(body.orderItems.map((item: any) => [item.productId, item.quantity])).toEqual([[productId, order.quantity]]);
+      // An answered payment is durable; an unanswered one may or may not have happened.
+      if (order.status !== "PENDING") expect({ id: order.id, status: body.status }).toEqual({ id: order.id, status: order.status });
+      if (body.status === "PAID") expect(typeof body.paymentId === "string" && typeof body.paidAt === "string").toBe(true);
     }
     for (const file of acked.files) {
       const res = await fetch(`${url}/api/files/download/${file.name}`, { headers: auth });
