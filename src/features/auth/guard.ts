@@ -59,6 +59,7 @@ export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
       email: users.email,
       active: users.active,
       tokenVersion: users.tokenVersion,
+      createdAt: users.createdAt,
       roles: roleNamesOfUser,
     })
     .from(users)
@@ -73,6 +74,9 @@ export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
       if (!claims) return undefined;
       const [user] = await findByEmail.all({ email: claims.sub });
       if (!user || !user.active || user.tokenVersion !== claims.ver) return undefined;
+      // A token issued before this account existed belonged to a deleted account with the same
+      // e-mail (whose versions restarted at 0): it must not open the new one.
+      if (claims.iat !== undefined && claims.iat < Math.floor(user.createdAt.getTime() / 1000)) return undefined;
       return { id: user.id, email: user.email, roles: (user.roles?.split(",") ?? []) as RoleName[], tokenVersion: user.tokenVersion };
     },
   };

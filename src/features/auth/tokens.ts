@@ -12,6 +12,8 @@ export interface TokenClaims {
   sub: string;
   ver: number;
   exp: number;
+  /** Issued-at (seconds), when the token carries one. */
+  iat?: number;
 }
 
 export interface Tokens {
@@ -55,7 +57,8 @@ export function createTokens(secret: string, now: () => number = Date.now): Toke
       if (!claims || typeof claims.sub !== "string" || typeof claims.exp !== "number") return undefined;
       // A token minted elsewhere without ver counts as version 0: the user's first logout revokes it.
       const ver = typeof claims.ver === "number" ? claims.ver : 0;
-      const result = { sub: claims.sub, ver, exp: claims.exp };
+      const result: TokenClaims = { sub: claims.sub, ver, exp: claims.exp };
+      if (typeof claims.iat === "number") result.iat = claims.iat;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
       verified.set(token, result);
       return result;
