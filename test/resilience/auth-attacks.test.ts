@@ -111,6 +111,20 @@ describe("forged and foreign tokens: 401, whatever the header says", () => {
     const refreshed = await t.request("POST", "/api/auth/refresh", { token: afterChange });
     expect(refreshed.status).toBe(401);
   });
+
+  test("a deleted account's token does not open a new account registered later with the same e-mail", async () => {
+    const email = "recycled@example.com";
+    const gone = await t.createUser({ email, password: PASSWORD });
+    const oldToken = await login(email, PASSWORD);
+    expect((await t.request("DELETE", `/api/users/${gone.id}`, { token: admin.token })).status).toBe(204);
+    await Bun.sleep(1100); // iat has one-second resolution
+    const registered = await t.request("POST", "/api/auth/register", {
+      body: { name: "New Owner", email, password: "Fresh9!Passw", confirmPassword: "Fresh9!Passw", age: 40, address: { city: "C", district: "D", detail: "E" }, skills: ["x"] },
+    });
+    expect(registered.status).toBe(201);
+    await expect401(oldToken);
+    expect((await t.request("GET", "/api/search/profile", { token: await login(email, "Fresh9!Passw") })).status).toBe(200);
+  });
 });
 
 describe("a USER cannot escalate through any write endpoint", () => {
