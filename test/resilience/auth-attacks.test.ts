@@ -199,6 +199,19 @@ describe("a USER cannot escalate through any write endpoint", () => {
     expect((await t.request("GET", "/actuator/heapdump", { token: user.token })).status).toBe(403);
   });
 
+  test("an ADMIN's e-mail in another case or with spaces cannot be taken by create, PATCH or registration", async () => {
+    for (const email of [admin.email.toUpperCase(), ` ${admin.email}`, `${admin.email} `, admin.email.replace("example", "EXAMPLE")]) {
+      const created = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Twin", email } });
+      const patched = await t.request("PATCH", `/api/users/${user.id}`, { token: user.token, body: { email } });
+      const registered = await t.request("POST", "/api/auth/register", {
+        body: { name: "Twin", email, password: PASSWORD, confirmPassword: PASSWORD, age: 30, address: { city: "C", district: "D", detail: "E" }, skills: ["x"] },
+      });
+      expect({ email, statuses: [created.status, patched.status, registered.status].map((s) => (s === 409 || s === 400 ? "refused" : s)) }).toEqual({
+        email, statuses: ["refused", "refused", "refused"],
+      });
+    }
+  });
+
   test("registration with roles, active or id fields gives a plain, active USER", async () => {
     const res = await t.request("POST", "/api/auth/register", {
       body: {
