@@ -44,6 +44,9 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
   let productId = 0;
   const acked: Acked = { users: [], orders: [], files: [] };
   const sentShas = new Set<string>();
+  /** Left by kills: complete files renamed into place whose row was never written, and temp files. */
+  const orphans = new Set<string>();
+  const temps = new Set<string>();
   let survived = 0;
 
   beforeAll(async () => {
@@ -67,7 +70,7 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
     const declined = acked.orders.filter((o) => o.status === "PAYMENT_FAILED").length;
     console.log(
       `crash: ${survived} kills survived; acknowledged and found intact: ${acked.users.length} users, ${acked.orders.length} orders ` +
-        `(${paid} paid, ${declined} declined), ${acked.files.length} files`,
+        `(${paid} paid, ${declined} declined), ${acked.files.length} files; left behind: ${orphans.size} complete files without a row, ${temps.size} temp files`,
     );
   });
 
@@ -159,8 +162,12 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
         expect({ name: row.id, size: bytes.length, sha256: sha256(bytes) }).toEqual({ name: row.id, size: Number(row.size), sha256: String(row.sha256) });
       }
       for (const entry of readdirSync(uploads)) {
-        if (entry.startsWith(".")) continue; // a temp name: never served, swept at start once stale
+        if (entry.startsWith(".")) {
+          temps.add(entry); // a temp name: never served, swept at start once stale
+          continue;
+        }
         if (byName.has(entry)) continue;
+        orphans.add(entry);
         // Renamed into place but the process died before its row: whole bytes of something sent, never partial.
         const bytes = new Uint8Array(readFileSync(join(uploads, entry)));
         expect({ orphan: entry, complete: sentShas.has(sha256(bytes)) }).toEqual({ orphan: entry, complete: true });
