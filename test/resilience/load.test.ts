@@ -3,7 +3,7 @@
  * 200 connections for 30 s over mixed traffic (user reads, name search, health, user creates,
  * logins). Zero socket errors, zero non-2xx answers, and no unbounded memory growth: RSS after
  * the run at most 1.5 × RSS after a warm-up. p99 and throughput are printed.
- * LOAD_SECONDS / LOAD_CONNECTIONS change the run.
+ * LOAD_SECONDS / LOAD_CONNECTIONS change the run. Also: write races across two worker processes.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -121,4 +121,34 @@ describe.skipIf(Boolean(skipReason))(`wrk: ${CONNECTIONS} connections for ${SECO
     // Still healthy and serving after the storm.
     expect((await fetch(`${service!.url}/actuator/health`)).status).toBe(200);
   }, (WARMUP_SECONDS + SECONDS) * 1000 + 60_000);
+});
+
+describe.skipIf(!HEAVY)("races across two worker processes (WORKERS=2): one winner, the rest 409, never a 5xx", () => {
+  let dir = "";
+  let service: Service | undefined;
+  let headers: Record<string, string> = {};
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "usersvc-load-"));
+    service = await startBinary(dir, freePort(), { WORKERS: "2" });
+    headers = { authorization: `Bearer ${await loginToken(service.url)}`, "content-type": "application/json" };
+  });
+  afterAll(() => {
+    service?.proc.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const statuses = (requests: Promise<Response>[]) =>
+    Promise.all(requests).then((all) => all.map((r) => r.status).reduce<Record<number, number>>((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}));
+  const post = (path: string, body: unknown, auth = true) =>
+    fetch(`${service!.url}${path}`, { method: "POST", headers: auth ? headers : { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+  test("40 creates naming one new department, 40 departments of one name, 20 registrations of one e-mail, 30 products of one code", async () => {
+    expect(await statuses(Array.from({ length: 40 }, (_, i) => post("/api/users", { name: "Racer", email: `racer-${i}@example.com`, department: "Race Dept" })))).toEqual({ 201: 40 });
+    expect(await statuses(Array.from({ length: 40 }, () => post("/api/departments", { name: "Only Once" })))).toEqual({ 201: 1, 409: 39 });
+    const registration = { name: "Same", email: "same@example.com", password: "Passw0rd!", confirmPassword: "Passw0rd!", age: 30, address: { city: "a", district: "b", detail: "c" }, skills: ["x"] };
+    expect(await statuses(Array.from({ length: 20 }, () => post("/api/auth/register", registration, false)))).toEqual({ 201: 1, 409: 19 });
+    expect(await statuses(Array.from({ length: 30 }, () => post("/api/products", { name: "P", code: "SAME", price: 1 })))).toEqual({ 201: 1, 409: 29 });
+    const departments = (await (await fetch(`${service!.url}/api/departments`, { headers })).json()) as { name: string; userCount: number }[];
+    expect(departments.map((d) => [d.name, d.userCount])).toEqual([["Only Once", 0], ["Race Dept", 40]]);
+  }, 60_000);
 });
