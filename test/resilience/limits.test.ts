@@ -73,11 +73,12 @@ const jsonHead = (path: string, length: number | "chunked", token = admin.token)
 describe("bodies over the limit are refused before they are read", () => {
   test("a JSON body declaring 10 GB, sent slowly: 413 envelope at once, nothing created", async () => {
     const before = await counts(t.client);
-    const answer = await rawRequest(jsonHead("/api/users", 10_000_000_000) + '{"name":"', { trickle: "x", everyMs: 100, timeoutMs: 3000 });
+    const answer = await rawRequest(jsonHead("/api/users", 10_000_000_000) + '{"name":"', { trickle: "x", everyMs: 100, timeoutMs: 5000 });
     expect({ status: answer.status, problem: problemWith(answer.status, answer.text), code: JSON.parse(answer.text).errorCode }).toEqual({
       status: 413, problem: undefined, code: "PAYLOAD_TOO_LARGE",
     });
-    expect(answer.ms).toBeLessThan(1500);
+    // The body would take forever at this pace: any prompt answer was given without reading it.
+    expect(answer.ms).toBeLessThan(3000);
     expect(await counts(t.client)).toEqual(before);
   });
 
@@ -96,9 +97,10 @@ describe("bodies over the limit are refused before they are read", () => {
       `POST /api/files/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${admin.token}\r\n` +
       `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 100000000000\r\n\r\n` +
       `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
-    const answer = await rawRequest(head, { trickle: "y".repeat(1024), everyMs: 100, timeoutMs: 4000 });
+    const answer = await rawRequest(head, { trickle: "y".repeat(1024), everyMs: 100, timeoutMs: 5000 });
     expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
-    expect(answer.ms).toBeLessThan(1500);
+    // The body would take forever at this pace: any prompt answer was given without reading it.
+    expect(answer.ms).toBeLessThan(3000);
     expect((await counts(t.client, ["files"])).files).toBe(0);
     expect(readdirSync(uploads)).toEqual([]);
   });
@@ -179,7 +181,7 @@ describe("slow clients", () => {
       const res = await fetch(`http://127.0.0.1:${port}/api/users/${admin.id}`, { headers: { authorization: `Bearer ${admin.token}` } });
       expect(res.status).toBe(200);
       await res.arrayBuffer();
-      expect(performance.now() - begun).toBeLessThan(1000);
+      expect(performance.now() - begun).toBeLessThan(2000);
       await Bun.sleep(250);
     }
     // Bun cuts a request whose head has not completed after ~10 s, however it trickles.
