@@ -17,6 +17,7 @@ import { createLogging } from "./logging/logger";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
 import { createFileStore } from "./storage/files";
+import { sweepOrphanedFiles } from "./features/files/service";
 import { VERSION } from "./version";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
 
@@ -100,6 +101,14 @@ async function serve(config: Config) {
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
   const sender = child ? undefined : startOutboxSender({ db: database.db, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });
   const supervisor = config.workers > 1 && !child ? superviseWorkers(config.workers - 1, logger) : undefined;
+  // The primary also removes uploaded bytes whose row a crash kept from committing, now and hourly.
+  const sweep = () =>
+    sweepOrphanedFiles({ db: database.db, files }).then(
+      (removed) => removed > 0 && logger.info({ removed }, "removed stored files that had no record"),
+      (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
+    );
+  const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
+  if (!child) void sweep();
   if (!child) {
     logger.info({ port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version }, "usersvc listening");
   }
@@ -120,6 +129,7 @@ async function serve(config: Config) {
     await children;
     peers?.close();
     await sender?.stop();
+    clearInterval(sweeper);
     database.close();
     logger.info("stopped");
     logging.root.flush();

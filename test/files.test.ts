@@ -11,6 +11,7 @@ import { S3Client } from "bun";
 import { count } from "drizzle-orm";
 import type { Env } from "../src/config";
 import { files } from "../src/db/schema";
+import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { makeTestApp, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { peakRss, startServer, streamDownload, streamUpload } from "./server-process";
@@ -364,6 +365,21 @@ function fileSuite(backend: Backend) {
       await server.stop();
     }
   }, 120_000);
+
+  test("bytes whose row never committed (a crash after storing) are swept once old enough; recorded files stay", async () => {
+    const kept = await uploadFile("recorded", "kept.txt", "text/plain");
+    const orphan = `${crypto.randomUUID()}.bin`;
+    await t.files.put(orphan, (async function* () {
+      yield new TextEncoder().encode("no row");
+    })(), 1000);
+    const deps = { db: t.db, files: t.files };
+    expect(await sweepOrphanedFiles(deps)).toBe(0); // young: it may be an upload still recording its row
+    expect(await backend.listStored(t)).toContain(orphan);
+    expect(await sweepOrphanedFiles(deps, Date.now() + ORPHAN_AGE_MS + 60_000)).toBe(1);
+    const stored = await backend.listStored(t);
+    expect(stored).not.toContain(orphan);
+    expect(stored).toContain(kept.fileName);
+  });
 
   test("a second part named file is ignored; other fields are skipped", async () => {
     const res = await upload([

@@ -34,6 +34,8 @@ export interface FileStore {
   get(name: string, range?: ByteRange): ReadableStream<Uint8Array>;
   stat(name: string): Promise<{ size: number; modified: Date } | undefined>;
   delete(name: string): Promise<void>;
+  /** Every stored name with its last change, for sweeping out bytes whose row never committed. */
+  list(): AsyncIterable<{ name: string; modified: Date }>;
 }
 
 /** Thrown by `put` when the source passes its limit; the partial bytes are already gone. */
@@ -130,6 +132,13 @@ export async function localFileStore(folder: string): Promise<FileStore> {
     async delete(name) {
       await rm(pathOf(name), { force: true });
     },
+    async *list() {
+      for (const entry of await readdir(root)) {
+        if (!isStoredName(entry)) continue;
+        const info = await statFile(join(root, entry)).catch(() => undefined);
+        if (info?.isFile()) yield { name: entry, modified: info.mtime };
+      }
+    },
   };
 }
 
@@ -185,6 +194,18 @@ export async function s3FileStore(location: string, settings: S3Settings): Promi
     },
     async delete(name) {
       await client.delete(keyOf(name));
+    },
+    async *list() {
+      const within = prefix ? `${prefix}/` : "";
+      let continuationToken: string | undefined;
+      do {
+        const page = await client.list({ prefix: within || undefined, continuationToken });
+        for (const object of page.contents ?? []) {
+          const name = object.key.slice(within.length);
+          if (isStoredName(name)) yield { name, modified: new Date(object.lastModified ?? 0) };
+        }
+        continuationToken = page.isTruncated ? page.nextContinuationToken : undefined;
+      } while (continuationToken);
     },
   };
 }

@@ -93,6 +93,25 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
   }
 }
 
+/** An upload between its bytes and its row is never this old; anything older without a row was cut off by a crash. */
+export const ORPHAN_AGE_MS = 15 * 60 * 1000;
+
+/**
+ * Removes stored bytes that have no row: the leftovers of a process killed between `put` and
+ * the insert (or while removing a failed upload). Returns how many were removed.
+ */
+export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, now = Date.now()): Promise<number> {
+  let removed = 0;
+  for await (const object of deps.files.list()) {
+    if (now - object.modified.getTime() < ORPHAN_AGE_MS) continue;
+    const [row] = await deps.db.select({ id: files.id }).from(files).where(eq(files.id, object.name));
+    if (row) continue;
+    await deps.files.delete(object.name);
+    removed++;
+  }
+  return removed;
+}
+
 export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promise<FileInfo> {
   const [row] = await deps.db.select().from(files).where(eq(files.id, name));
   if (!row) throw new AppError("FILE_NOT_FOUND", { name });
