@@ -7,9 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Algorithm, hash as argon2 } from "@node-rs/argon2";
 import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
-import { makeTestApp, type TestApp } from "./helpers";
+import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const PASSWORD = "Passw0rd!";
 
 let t: TestApp;
@@ -295,19 +294,7 @@ describe("GET /api/search/profile", () => {
     const plain = await t.request("GET", "/api/search/profile", { token: user.token });
     expect(plain.status).toBe(200);
     expect(plain.headers.get("x-client-version")).toBe("1.0");
-    expect(plain.body).toEqual({
-      id: user.id,
-      name: "Test User",
-      email: user.email,
-      department: null,
-      phone: null,
-      active: true,
-      createdAt: expect.stringMatching(ISO_Z),
-      updatedAt: expect.stringMatching(ISO_Z),
-      lastLogin: null,
-      version: 0,
-      roles: ["USER"],
-    });
+    expect(plain.body).toEqual(freshUser({ id: user.id, email: user.email }));
     const versioned = await t.request("GET", "/api/search/profile", { token: user.token, headers: { "x-client-version": "2.3.1" } });
     expect(versioned.headers.get("x-client-version")).toBe("2.3.1");
   });

@@ -8,9 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { SignJWT, generateKeyPair, jwtVerify } from "jose";
 import { users } from "../src/db/schema";
-import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const KEY = new TextEncoder().encode(TEST_SECRET);
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 

@@ -11,9 +11,8 @@ import { orders, products, roles, users } from "../src/db/schema";
 import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
-import { makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const ZH = { "accept-language": "zh-TW" };
 const ENVELOPE_KEYS = new Set(["success", "message", "errorCode", "errors", "timestamp"]);
 

@@ -12,14 +12,13 @@ import { count } from "drizzle-orm";
 import type { Env } from "../src/config";
 import { files } from "../src/db/schema";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
-import { makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { peakRss, startServer, streamDownload, streamUpload } from "./server-process";
 
 // Real disk and a real S3 server on a shared 2-core machine: I/O can stall for seconds under others' load.
 setDefaultTimeout(30_000);
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const STORED = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,10})?$/;
 
 interface Part {

@@ -3,6 +3,7 @@
  * migrated by the production migrator, a real upload folder, its own metrics registry.
  * Requests go through app.handle, the same path Bun.serve takes.
  */
+import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +19,24 @@ import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
 import type { PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
+
+/** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
+export const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** The whole User a just-created account reads as; a test overrides what it set. */
+export const freshUser = (fields: Record<string, unknown>) => ({
+  id: expect.any(Number),
+  name: "Test User",
+  department: null,
+  phone: null,
+  active: true,
+  createdAt: expect.stringMatching(ISO_Z),
+  updatedAt: expect.stringMatching(ISO_Z),
+  lastLogin: null,
+  version: 0,
+  roles: ["USER"],
+  ...fields,
+});
 
 export const TEST_SECRET = "test-secret-".padEnd(80, "x");
 

@@ -8,7 +8,7 @@ import { and, eq } from "drizzle-orm";
 import { orders, outbox, products } from "../src/db/schema";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { STALE_CLAIM_MS } from "../src/features/orders/service";
-import { makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 /** The simulator, counting charges; the pause widens the window a double charge would need. */
 let charges = 0;
@@ -35,7 +35,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const GOOD_CARD = "4111111111111111";
 const DECLINED_CARD = "4000000000000002";
 let serial = 0;

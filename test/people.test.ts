@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { users } from "../src/db/schema";
-import { makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -20,7 +20,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const failure = (message: string, errorCode?: string, errors?: string[]) => ({
   success: false,
   message,

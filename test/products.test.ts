@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { products } from "../src/db/schema";
 import { fromCents, toCents } from "../src/features/products/money";
-import { makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -19,7 +19,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 let serial = 0;
 const code = () => `P-${++serial}-${crypto.randomUUID().slice(0, 6)}`;
 const body = (extra: Record<string, unknown> = {}) => ({ name: "Widget", code: code(), price: 19.99, stock: 5, ...extra });

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { searchQuery, TRIGRAM } from "../src/features/search/service";
 import { seedUsers, type SeededUser } from "./fixtures/users-dataset";
-import { makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;
 let caller: { id: number; email: string; token: string };
@@ -14,7 +14,6 @@ let admin: { id: number; email: string; token: string };
 /** Everyone in the database, as the oracle sees them. */
 let people: SeededUser[];
 
-const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** Names with every character a LIKE pattern or an SQL string could misread. */
 const AWKWARD_NAMES = ["100% Pure", "Under_Score", "Ann O'Hara", "Back\\Slash", 'Say "Hi"', "Percent%Sign", "Plain Name"];
