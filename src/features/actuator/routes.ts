@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { generateHeapSnapshot } from "bun";
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { ErrorEnvelope, errorResponses } from "../../envelope";
 import { AppError, defineErrors } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { LogLevel } from "../../config";
@@ -39,7 +39,7 @@ defineErrors({
   LOGGER_NOT_FOUND: { status: 404, message: "error.loggerNotFound" },
 });
 
-const adminErrors = { 401: ErrorEnvelope, 403: ErrorEnvelope };
+const adminErrors = errorResponses(401, 403);
 
 const toSpring = (level: LogLevel): (typeof LEVELS)[number] => (level === "silent" ? "OFF" : (level.toUpperCase() as (typeof LEVELS)[number]));
 const toPino = (level: string): LogLevel => (level.toUpperCase() === "OFF" ? "silent" : (level.toLowerCase() as LogLevel));

@@ -1,7 +1,7 @@
 /** /api/audit: the audit trail, for ADMIN only. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../envelope";
 import { AuditEntry, AuditQuery } from "./model";
 import { listAudit } from "./service";
 
@@ -16,7 +16,7 @@ export const auditRoutes = (ctx: AppContext) =>
     {
       auth: "ADMIN",
       query: AuditQuery,
-      response: { 200: t.Array(AuditEntry), 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope },
+      response: { 200: t.Array(AuditEntry), ...errorResponses(400, 401, 403) },
       detail: { summary: "Read the audit log", description: "Newest first, paged (page from 0, size up to 100), optionally of one action. Total in X-Total-Count." },
     },
   );

@@ -5,7 +5,7 @@
  */
 import { Elysia, t, type TSchema } from "elysia";
 import type { AppContext } from "../../context";
-import { EnvelopeOf, ErrorEnvelope, ok } from "../../envelope";
+import { EnvelopeOf, errorResponses, ok } from "../../envelope";
 import { Violations } from "../../errors";
 import { languageOf } from "../../i18n";
 import { refinementViolationsOf } from "../../validation";
@@ -40,7 +40,7 @@ const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
 };
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 409: ErrorEnvelope, 429: ErrorEnvelope };
+const errors = errorResponses(400, 401, 403, 409, 429);
 
 const accountRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/auth", tags: ["Authentication"] } as never)
@@ -68,7 +68,7 @@ const accountRoutes = (ctx: AppContext) =>
       },
       {
         query: ValidateEmailQuery,
-        response: { 200: EnvelopeOf(t.Boolean()), 400: ErrorEnvelope },
+        response: { 200: EnvelopeOf(t.Boolean()), ...errorResponses(400) },
         detail: { summary: "Whether an e-mail is free", description: "data is true when no account uses the address." },
       },
     )
@@ -127,7 +127,7 @@ const profileRoutes = (ctx: AppContext) =>
     {
       auth: "authenticated",
       headers: ProfileHeaders,
-      response: { 200: User, 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope },
+      response: { 200: User, ...errorResponses(400, 401, 404) },
       detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back." },
     },
   );

@@ -1,14 +1,14 @@
 /** /api/files: streamed upload and download, and file info; any authenticated caller. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { ErrorEnvelope, errorResponses } from "../../envelope";
 import { FileIdParams, FileInfo, FileNameParams, FileUploadResponse, UploadBody } from "./model";
 import { downloadFile, fileInfo, uploadFile } from "./service";
 
 /** The upload reads its own body as a stream; the global body parser lets this route through. */
 export const UPLOAD_PATH = "/api/files/upload";
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope, 503: ErrorEnvelope };
+const errors = errorResponses(400, 401, 404, 503);
 
 export const filesRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)

@@ -1,12 +1,12 @@
 /** /api/orders: thin HTTP over the order workflow; every caller sees and pays only their own orders unless ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../envelope";
 import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
 import { createOrder, findOrder, listOrders, payOrder } from "./service";
 import { createSimulatedGateway } from "./payment-gateway";
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope, 503: ErrorEnvelope };
+const errors = errorResponses(400, 401, 403, 404, 409, 503);
 
 export const ordersRoutes = (ctx: AppContext) => {
   const deps = { db: ctx.db, logger: ctx.logging.get("orders"), now: ctx.now, paymentGateway: ctx.paymentGateway ?? createSimulatedGateway() };

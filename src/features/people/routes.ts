@@ -5,14 +5,14 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../envelope";
 import { assertSelfOrAdmin } from "../auth/guard";
 import { User, UserIdParams } from "../users/model";
 import { parseInstant } from "../search/model";
 import { DeactivateQuery, DeactivateResult, Department, DepartmentBody, ProfileBody, Role, RolesBody, UserProfile } from "./model";
 import { createDepartment, deactivateInactive, getProfile, listDepartments, listRoles, putProfile, setRoles } from "./service";
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
+const errors = errorResponses(400, 401, 403, 404, 409);
 
 export const peopleRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api" })

@@ -1,7 +1,7 @@
 /** /api/products: reads for any authenticated caller, writes for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../envelope";
 import { Violations } from "../../errors";
 import { refinementViolationsOf } from "../../validation";
 import { Product, ProductBody, ProductIdParams, ProductListQuery } from "./model";
@@ -13,7 +13,7 @@ const checkPrice = ({ body }: { body: ProductBody }) => {
   if (violations.length > 0) throw new Violations("body", violations);
 };
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
+const errors = errorResponses(400, 401, 403, 404, 409);
 
 export const productsRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/products", tags: ["Products"] } as never)

@@ -1,7 +1,7 @@
 /** /api/search: thin HTTP over the search service; any authenticated caller. Bare JSON arrays of User. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../envelope";
 import { Violations } from "../../errors";
 import { User } from "../users/model";
 import { DepartmentRoleParams, OptionalPage, pageOf, parseInstant, SkillsQuery, UserSearchQuery } from "./model";
@@ -19,7 +19,7 @@ function notBlank(skills: string[]) {
   return skills;
 }
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope };
+const errors = errorResponses(400, 401);
 
 export const searchRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/search", tags: ["Search"] } as never)

@@ -2,7 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { assertSelfOrAdmin } from "../auth/guard";
-import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../envelope";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
 import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
 
@@ -29,7 +29,7 @@ const tagged = (set: { headers: Record<string, unknown> }, user: User) => {
   return user;
 };
 
-const errors = { 400: ErrorEnvelope, 401: ErrorEnvelope, 403: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope };
+const errors = errorResponses(400, 401, 403, 404, 409);
 
 export const usersRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/users", tags: ["Users"] } as never)
