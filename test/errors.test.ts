@@ -112,9 +112,16 @@ describe("authentication and access", () => {
     ["a JSON body over MAX_BODY_BYTES", "POST /api/users", JSON.stringify({ name: "x".repeat(5000) }), json, 403, 413],
     ["a body of a type no route takes", "POST /api/users", "name=x", { "content-type": "application/x-www-form-urlencoded" }, 403, 415],
     ["a JSON body that is not an object", "POST /api/users", "[1]", json, 403, 400],
-    // PATCH admits any authenticated caller; self-or-ADMIN is decided by the handler, after the body.
-    ["malformed JSON on an all-optional schema", "PATCH /api/users/{admin}", "{bad", json, 400, 400],
+    // Self-or-ADMIN routes decide from the path before the body too: another USER learns nothing.
+    ["malformed JSON on another user's PATCH", "PATCH /api/users/{admin}", "{bad", json, 403, 400],
+    ["an invalid profile for another user", "PUT /api/users/{admin}/profile", JSON.stringify({ birthDate: "not a date" }), json, 403, 400],
   ];
+  test("the user themself with a broken body gets the 400 (the guard admits them)", async () => {
+    const res = await t.request("PATCH", `/api/users/${plain.id}`, { raw: "{bad", headers: json, token: plain.token });
+    expect(res.status).toBe(400);
+    expect(res.body.message).toBe("Malformed JSON request");
+  });
+
   test.each(refusals)("%s: 401 anonymous, then refused only for a caller the guard admits", async (_, route, raw, headers, userStatus, status) => {
     const [method, template] = route.split(" ");
     const path = template.replace("{admin}", String(admin.id));

@@ -14,7 +14,8 @@ import { AppError } from "../../errors";
 import type { Tokens } from "./tokens";
 
 export type RoleName = "USER" | "ADMIN";
-export type AccessRule = "authenticated" | RoleName;
+/** SELF_OR_ADMIN: the user named by the route's `:id` segment, or an ADMIN (PATCH a user, profiles). */
+export type AccessRule = "authenticated" | RoleName | "SELF_OR_ADMIN";
 
 export interface Caller {
   id: number;
@@ -26,16 +27,12 @@ export interface Caller {
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");
 
-/** ADMIN includes USER. */
-export function satisfies(caller: Caller, rule: AccessRule): boolean {
+/** ADMIN includes USER. `pathId` is the route's raw `:id` segment, for SELF_OR_ADMIN. */
+export function satisfies(caller: Caller, rule: AccessRule, pathId?: string): boolean {
   if (rule === "authenticated") return true;
   if (isAdmin(caller)) return true;
+  if (rule === "SELF_OR_ADMIN") return pathId === String(caller.id);
   return caller.roles.includes(rule);
-}
-
-/** PATCH /api/users/{id}, profiles: the user themself or an ADMIN. */
-export function assertSelfOrAdmin(caller: Caller, userId: number) {
-  if (caller.id !== userId && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
 }
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
@@ -95,10 +92,10 @@ export const authPlugin = (authenticator: Authenticator) =>
     auth: (rule: AccessRule) => ({
       // The OpenAPI document (src/features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
       detail: { security: [{ bearerAuth: [] }] },
-      async transform({ request }) {
+      async transform({ request, params }) {
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();
-        if (!satisfies(caller, rule)) throw new AppError("ACCESS_DENIED");
+        if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
         callers.set(request, caller);
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),

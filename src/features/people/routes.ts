@@ -6,7 +6,6 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
-import { assertSelfOrAdmin } from "../auth/guard";
 import { User, UserIdParams } from "../users/model";
 import { parseInstant } from "../search/model";
 import { DeactivateQuery, DeactivateResult, Department, DepartmentBody, ProfileBody, Role, RolesBody, UserProfile } from "./model";
@@ -59,12 +58,9 @@ export const peopleRoutes = (ctx: AppContext) =>
     })
     .get(
       "/users/:id/profile",
-      ({ params, caller }) => {
-        assertSelfOrAdmin(caller, params.id);
-        return getProfile(ctx.db, params.id);
-      },
+      ({ params }) => getProfile(ctx.db, params.id),
       {
-        auth: "authenticated",
+        auth: "SELF_OR_ADMIN",
         params: UserIdParams,
         response: { 200: UserProfile, ...errors },
         detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
@@ -72,12 +68,9 @@ export const peopleRoutes = (ctx: AppContext) =>
     )
     .put(
       "/users/:id/profile",
-      ({ params, body, caller }) => {
-        assertSelfOrAdmin(caller, params.id);
-        return putProfile(ctx.db, params.id, body, new Date(ctx.now()).toISOString().slice(0, 10));
-      },
+      ({ params, body }) => putProfile(ctx.db, params.id, body, new Date(ctx.now()).toISOString().slice(0, 10)),
       {
-        auth: "authenticated",
+        auth: "SELF_OR_ADMIN",
         params: UserIdParams,
         body: ProfileBody,
         response: { 200: UserProfile, ...errors },

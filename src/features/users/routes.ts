@@ -1,7 +1,6 @@
 /** /api/users: thin HTTP over the users service, with the interface's access rules. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { assertSelfOrAdmin } from "../auth/guard";
 import { errorResponses } from "../../envelope";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
 import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
@@ -71,12 +70,9 @@ export const usersRoutes = (ctx: AppContext) =>
     })
     .patch(
       "/:id",
-      async ({ params, body, request, caller, set }) => {
-        assertSelfOrAdmin(caller, params.id);
-        return tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match")));
-      },
+      async ({ params, body, request, set }) => tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match"))),
       {
-        auth: "authenticated",
+        auth: "SELF_OR_ADMIN",
         params: UserIdParams,
         body: UserPatch,
         transform: normalizeBody,
