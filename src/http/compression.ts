@@ -39,13 +39,30 @@ const compress = (body: Uint8Array, encoding: Encoding) =>
     ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } })
     : gzipAsync(body, { level: 6 });
 
+/** Sure to fit under the threshold without encoding it: UTF-8 takes at most 3 bytes per UTF-16 unit. */
+const surelySmall = (text: string) => text.length * 3 <= COMPRESSION_THRESHOLD_BYTES;
+const isPlainJson = (value: unknown): value is object =>
+  value !== null && typeof value === "object" && (Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype);
+
 export const compression = () =>
   new Elysia({ name: "compression" }).mapResponse({ as: "global" }, async ({ request, responseValue, set }): Promise<any> => {
     // "Leave it" must hand the value back: Elysia 1.4's app-level error path (unknown routes)
     // answers an empty body when a mapResponse hook returns undefined.
     const asIs = responseValue;
     if (request.method === "HEAD") return asIs;
-    const encoding = chooseEncoding(request.headers.get("accept-encoding"));
+
+    // Most answers are small JSON: decide that before any header or encoding work (this hook
+    // runs on every request), and hand Elysia the text so the value is serialized once.
+    let json: string | undefined;
+    if (isPlainJson(responseValue)) {
+      json = JSON.stringify(responseValue);
+      if (surelySmall(json) || Buffer.byteLength(json) <= COMPRESSION_THRESHOLD_BYTES) {
+        set.headers["content-type"] ??= "application/json; charset=utf-8";
+        return json;
+      }
+    } else if (typeof responseValue === "string" && surelySmall(responseValue)) {
+      return asIs;
+    }
 
     // What the handler (or the errors plugin) answered, as bytes plus its type.
     let body: Uint8Array;
@@ -63,9 +80,9 @@ export const compression = () =>
     } else if (typeof responseValue === "string") {
       type = String(set.headers["content-type"] ?? "text/plain; charset=utf-8");
       body = new TextEncoder().encode(responseValue);
-    } else if (responseValue !== null && typeof responseValue === "object" && (Array.isArray(responseValue) || Object.getPrototypeOf(responseValue) === Object.prototype)) {
+    } else if (json !== undefined) {
       type = String(set.headers["content-type"] ?? "application/json; charset=utf-8");
-      body = new TextEncoder().encode(JSON.stringify(responseValue));
+      body = new TextEncoder().encode(json);
     } else {
       return asIs;
     }
@@ -74,6 +91,7 @@ export const compression = () =>
     // A Response read above must be answered anew, whatever its size.
     if (body.byteLength <= COMPRESSION_THRESHOLD_BYTES) return responseValue instanceof Response ? new Response(body, { status, headers }) : asIs;
     headers.append("vary", "Accept-Encoding");
+    const encoding = chooseEncoding(request.headers.get("accept-encoding"));
     if (!encoding) return new Response(body, { status, headers });
     headers.set("content-encoding", encoding);
     headers.delete("content-length");
