@@ -176,7 +176,13 @@ export async function s3FileStore(location: string, settings: S3Settings): Promi
     kind: "s3",
     async put(name, source, limit) {
       const result: StoredObject = { size: 0, sha256: "" };
-      await multipartUpload(target, keyOf(name), metered(source, limit, result));
+      try {
+        await multipartUpload(target, keyOf(name), metered(source, limit, result));
+      } catch (error) {
+        // The client's own doing (too large, cut off) stays as it is; the store failing is a 503.
+        if (error instanceof SizeLimitExceeded || !isStoreFailure(error)) throw error;
+        throw new StorageUnavailable(error);
+      }
       return result;
     },
     get(name, range) {
@@ -189,7 +195,7 @@ export async function s3FileStore(location: string, settings: S3Settings): Promi
         return { size: info.size, modified: info.lastModified };
       } catch (error) {
         if (isMissing(error)) return undefined;
-        throw error;
+        throw isStoreFailure(error) ? new StorageUnavailable(error) : error;
       }
     },
     async delete(name) {
@@ -209,6 +215,12 @@ export async function s3FileStore(location: string, settings: S3Settings): Promi
     },
   };
 }
+
+/** An error of the S3 endpoint (an S3 answer or no answer at all), not of the upload's source. */
+const isStoreFailure = (error: unknown) => {
+  const e = error as { code?: string; message?: string };
+  return /^S3 /.test(e?.message ?? "") || ["ConnectionRefused", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "FailedToOpenSocket"].includes(e?.code ?? "");
+};
 
 const isMissing = (error: unknown) => {
   const e = error as { code?: string; message?: string };
