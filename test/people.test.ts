@@ -261,3 +261,38 @@ describe("deactivate-inactive", () => {
     expect(await state("never")).toEqual({ active: true, version: 0 });
   });
 });
+
+describe("the last active ADMIN stays", () => {
+  let solo: TestApp;
+  beforeAll(async () => {
+    solo = await makeTestApp();
+  });
+  afterAll(() => solo.close());
+
+  test("demoting or deleting the only active ADMIN is 409 LAST_ADMIN and changes nothing; with a second ADMIN it is allowed", async () => {
+    const only = await solo.admin();
+    const refusals: [string, () => Promise<{ status: number; body: any }>][] = [
+      ["roles without ADMIN", () => solo.request("PUT", `/api/users/${only.id}/roles`, { token: only.token, body: { roles: ["USER"] } })],
+      ["delete", () => solo.request("DELETE", `/api/users/${only.id}`, { token: only.token })],
+    ];
+    for (const [, send] of refusals) {
+      const res = await send();
+      expect(res.status).toBe(409);
+      expect(res.body).toEqual({ success: false, message: "At least one active ADMIN must remain", errorCode: "LAST_ADMIN", timestamp: expect.stringMatching(ISO_Z) });
+    }
+    const zh = await solo.request("DELETE", `/api/users/${only.id}`, { token: only.token, headers: { "accept-language": "zh-TW" } });
+    expect(zh.body.message).toBe("至少需保留一位啟用中的管理員");
+    expect((await solo.request("GET", `/api/users/${only.id}`, { token: only.token })).body.roles).toEqual(["ADMIN", "USER"]);
+
+    // A deactivated ADMIN does not count as the one who remains.
+    const dormant = await solo.admin();
+    await solo.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
+    expect((await solo.request("PUT", `/api/users/${only.id}/roles`, { token: only.token, body: { roles: ["USER"] } })).status).toBe(409);
+
+    const second = await solo.admin();
+    const demoted = await solo.request("PUT", `/api/users/${only.id}/roles`, { token: second.token, body: { roles: ["USER"] } });
+    expect(demoted.status).toBe(200);
+    expect(demoted.body.roles).toEqual(["USER"]);
+    expect((await solo.request("DELETE", `/api/users/${second.id}`, { token: second.token })).status).toBe(409);
+  });
+});

@@ -9,7 +9,7 @@ import { departments, roles, userProfiles, userRoles, users } from "../../db/sch
 import { AppError, defineErrors, integrityKind, Violations } from "../../errors";
 import { defineMessages } from "../../i18n";
 import { writeAudit } from "../notifications/outbox";
-import { findUser, grantRoles } from "../users/service";
+import { findUser, grantRoles, keepAnAdmin } from "../users/service";
 import type { User } from "../users/model";
 import type { Department, DepartmentBody, ProfileBody, RolesBody, UserProfile } from "./model";
 
@@ -54,8 +54,9 @@ export async function setRoles(db: Db, id: number, input: RolesBody, actor: stri
   await db.transaction(async (tx) => {
     const updated = await tx.update(users).set({ version: sql`${users.version} + 1`, updatedAt: now }).where(eq(users.id, id)).returning({ id: users.id });
     if (updated.length === 0) throw new AppError("USER_NOT_FOUND", { id });
-    await tx.delete(userRoles).where(eq(userRoles.userId, id));
     const names = [...new Set(input.roles)];
+    if (!names.includes("ADMIN")) await keepAnAdmin(tx, id);
+    await tx.delete(userRoles).where(eq(userRoles.userId, id));
     await grantRoles(tx, id, names);
     await writeAudit(tx, { action: "USER_ROLES_SET", actor, subjectType: "User", subjectId: id, details: { roles: names } }, now);
   });

@@ -3,15 +3,21 @@
  * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
-import { and, asc, count, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { departments, roles, userRoles, users } from "../../db/schema";
-import { AppError, integrityKind } from "../../errors";
+import { AppError, defineErrors, integrityKind } from "../../errors";
+import { defineMessages } from "../../i18n";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
+
+defineErrors({ LAST_ADMIN: { status: 409, message: "error.lastAdmin" } });
+defineMessages({
+  "error.lastAdmin": { en: "At least one active ADMIN must remain", "zh-TW": "至少需保留一位啟用中的管理員" },
+});
 
 export interface UsersDeps {
   db: Db;
@@ -237,9 +243,30 @@ export function patchUser(deps: UsersDeps, id: number, input: UserPatch, ifMatch
   return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department }, expectedVersion(input.version, ifMatch), "patch");
 }
 
+/**
+ * Refuses a change that would leave no active ADMIN (nobody could manage users any more).
+ * Call it inside the change's transaction when `userId` is about to stop being an ADMIN.
+ */
+export async function keepAnAdmin(tx: Reader, userId: number) {
+  const adminsOf = (userFilter: SQL) =>
+    tx
+      .select({ n: count() })
+      .from(userRoles)
+      .innerJoin(roles, eq(roles.id, userRoles.roleId))
+      .innerJoin(users, eq(users.id, userRoles.userId))
+      .where(and(eq(roles.name, "ADMIN"), eq(users.active, true), userFilter));
+  const [target] = await adminsOf(eq(users.id, userId));
+  if (target.n === 0) return;
+  const [others] = await adminsOf(ne(users.id, userId));
+  if (others.n === 0) throw new AppError("LAST_ADMIN");
+}
+
 export async function deleteUser(deps: UsersDeps, id: number) {
-  await timed(deps.metrics, "delete", async () => {
-    const deleted = await deps.db.delete(users).where(eq(users.id, id)).returning({ id: users.id });
-    if (deleted.length === 0) throw new AppError("USER_NOT_FOUND", { id });
-  });
+  await timed(deps.metrics, "delete", () =>
+    deps.db.transaction(async (tx) => {
+      await keepAnAdmin(tx, id);
+      const deleted = await tx.delete(users).where(eq(users.id, id)).returning({ id: users.id });
+      if (deleted.length === 0) throw new AppError("USER_NOT_FOUND", { id });
+    }),
+  );
 }
