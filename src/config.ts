@@ -32,6 +32,8 @@ export interface Config {
   readonly notifyWebhookUrl?: string;
   readonly loginMaxFailures: number;
   readonly loginMaxFailuresPerIp: number;
+  /** Reverse proxies of ours in front of the service: how many X-Forwarded-For hops to believe. */
+  readonly trustProxy: number;
   readonly metricsToken?: string;
   /** Processes sharing the port (SO_REUSEPORT); "auto" resolves to the core count. */
   readonly workers: number;
@@ -51,7 +53,7 @@ export const CONFIG_VARIABLES = [
   "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
   "S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_SESSION_TOKEN",
   "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL",
-  "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "METRICS_TOKEN", "WORKERS",
+  "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "TRUST_PROXY", "METRICS_TOKEN", "WORKERS",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -168,6 +170,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     notifyWebhookUrl: url("NOTIFY_WEBHOOK_URL", ["http:", "https:"]),
     loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
     loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
+    trustProxy: integer("TRUST_PROXY", 0, 0, 10),
     metricsToken: read("METRICS_TOKEN"),
     workers,
   };

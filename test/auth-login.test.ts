@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Algorithm, hash as argon2 } from "@node-rs/argon2";
 import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
+import { clientAddress } from "../src/http/client-address";
 import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 const PASSWORD = "Passw0rd!";
@@ -202,6 +203,39 @@ describe("throttling (injected clock)", () => {
     await clearAddress();
     const user = await th.createUser({ password: PASSWORD });
     for (let i = 0; i < 12; i++) expect((await login(th, user.email, PASSWORD)).status).toBe(200);
+  });
+});
+
+describe("client address behind reverse proxies (TRUST_PROXY)", () => {
+  test("the hop count picks the address the Nth proxy saw; 0 believes only the socket", () => {
+    const request = new Request("http://x/", { headers: { "x-forwarded-for": "203.0.113.9, 198.51.100.7, 10.0.0.2" } });
+    const server = { requestIP: () => ({ address: "10.0.0.1" }) };
+    expect([0, 1, 2, 3, 4, 10].map((hops) => clientAddress(server, request, hops))).toEqual([
+      "10.0.0.1", "10.0.0.2", "198.51.100.7", "203.0.113.9", "203.0.113.9", "203.0.113.9",
+    ]);
+    expect(clientAddress(server, new Request("http://x/"), 1)).toBe("10.0.0.1");
+  });
+
+  /** Three failed logins from these forwarded addresses; the status of the third. */
+  const thirdFailure = async (app: TestApp, email: string, from: string[]) => {
+    const attempt = (address: string) =>
+      app.request("POST", "/api/auth/login", { body: { email, password: "Wrong@123" }, headers: { "x-forwarded-for": address } });
+    for (const address of from.slice(0, 2)) expect((await attempt(address)).status).toBe(401);
+    return (await attempt(from[2])).status;
+  };
+
+  test.each([
+    ["0 (default): X-Forwarded-For is ignored, so a fresh value per attempt does not escape the limit", "0", ["1.1.1.1", "2.2.2.2", "3.3.3.3"], 429],
+    ["1: each client behind the proxy has its own budget", "1", ["1.1.1.1", "1.1.1.1", "3.3.3.3"], 401],
+    ["1: one client is still limited", "1", ["1.1.1.1", "1.1.1.1", "1.1.1.1"], 429],
+  ])("TRUST_PROXY=%s", async (_, hops, from, third) => {
+    const app = await makeTestApp({ TRUST_PROXY: hops, LOGIN_MAX_FAILURES_PER_IP: "2" });
+    try {
+      // One unknown e-mail, well under its own limit of 5: only the per-address count can refuse.
+      expect(await thirdFailure(app, "nobody@example.com", from)).toBe(third);
+    } finally {
+      await app.close();
+    }
   });
 });
 

@@ -13,16 +13,9 @@ import { User } from "../users/model";
 import { findUser } from "../users/service";
 import { authText } from "./messages";
 import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
+import { clientAddress } from "../../http/client-address";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh } from "./service";
-
-/**
- * The throttle's client address: the socket's peer. X-Forwarded-For is NOT trusted (anyone
- * could send a fresh one per attempt); behind a proxy every client shares the proxy's limit.
- * app.handle (tests) has no socket: those requests share one constant address.
- */
-export const clientAddress = (server: { requestIP(request: Request): { address: string } | null } | null, request: Request) =>
-  server?.requestIP(request)?.address ?? "local";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
 function dropNulls(value: unknown) {
@@ -74,7 +67,7 @@ const accountRoutes = (ctx: AppContext) =>
     )
     .post(
       "/login",
-      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request)), authText("auth.loggedIn", langOf(request))),
+      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), authText("auth.loggedIn", langOf(request))),
       {
         body: LoginBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
@@ -104,7 +97,7 @@ const accountRoutes = (ctx: AppContext) =>
     .post(
       "/change-password",
       async ({ caller, body, request, server }) =>
-        ok(await changePassword(ctx, caller, body, clientAddress(server, request)), authText("auth.passwordChanged", langOf(request))),
+        ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), authText("auth.passwordChanged", langOf(request))),
       {
         auth: "authenticated",
         body: ChangePasswordBody,
