@@ -86,7 +86,7 @@ async function serve(config: Config) {
   const lifecycle = { ready: false };
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
-  if (peers) metrics.scrape = peers.scrape;
+  if (peers) metrics.current = peers.current;
   const files = await createFileStore(config.fileStorage, config.s3);
   const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, files });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second

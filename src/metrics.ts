@@ -25,8 +25,11 @@ export interface Metrics {
   usersActive: Gauge;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
-  /** The Prometheus text: this registry, or every worker's summed (`--workers N` replaces it, see src/workers.ts). */
-  scrape: () => Promise<string>;
+  /**
+   * What the actuator reports from: this registry, or under `--workers N` every worker's summed
+   * into one (src/workers.ts replaces it). /actuator/prometheus and /actuator/metrics both read it.
+   */
+  current: () => Promise<Registry>;
 }
 
 function createTimer<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], buckets: number[]): Timer<L> {
@@ -153,7 +156,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
       countActive = count;
       memo = undefined;
     },
-    scrape: () => registry.metrics(),
+    current: async () => registry,
   };
 }
 

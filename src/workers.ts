@@ -35,8 +35,8 @@ function ownCommand(): string[] {
 }
 
 export interface MetricsPeers {
-  /** Every live process's metrics, summed, in the Prometheus text format. */
-  scrape(): Promise<string>;
+  /** Every live process's metrics, summed into one registry. */
+  current(): Promise<Registry>;
   close(): void;
 }
 
@@ -45,7 +45,7 @@ export function joinMetricsPeers(registry: Registry, socketsDir: string): Metric
   const own = join(socketsDir, `${process.pid}.sock`);
   const server = Bun.serve({ unix: own, fetch: async () => Response.json(await registry.getMetricsAsJSON()) });
   return {
-    async scrape() {
+    async current() {
       const sockets = readdirSync(socketsDir).filter((f) => f.endsWith(".sock")).map((f) => join(socketsDir, f));
       const all = await Promise.all(
         sockets.map(async (socket) => {
@@ -58,7 +58,7 @@ export function joinMetricsPeers(registry: Registry, socketsDir: string): Metric
           }
         }),
       );
-      return AggregatorRegistry.aggregate(all.filter((m) => m !== undefined)).metrics();
+      return AggregatorRegistry.aggregate(all.filter((m) => m !== undefined));
     },
     close() {
       server.stop(true);

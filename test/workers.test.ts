@@ -57,7 +57,9 @@ test("two workers share the port and the database, and SIGTERM stops both", asyn
 
     const token = await createTokens(TEST_SECRET).issue(ADMIN.email, 0);
     const create = async (email: string) => {
+      // A fresh connection each time, so SO_REUSEPORT spreads the creates over both workers.
       const response = await fetch(`${base}/api/users`, {
+        keepalive: false,
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
         body: JSON.stringify({ name: "Worker Test", email }),
@@ -77,10 +79,12 @@ test("two workers share the port and the database, and SIGTERM stops both", asyn
     expect(list.status).toBe(200);
     expect(list.headers.get("x-total-count")).toBe(String(1 + 120 + 1));
 
-    // Whichever worker answers the scrape, it reports both workers' creates.
-    for (let i = 0; i < 4; i++) {
-      const scrape = await (await fetch(`${base}/actuator/prometheus`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    // Whichever worker answers, the scrape and the Spring-style view report both workers' creates.
+    for (let i = 0; i < 8; i++) {
+      const scrape = await (await fetch(`${base}/actuator/prometheus`, { keepalive: false, headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
       expect(scrape).toMatch(/^users_created_total 121$/m);
+      const view = await (await fetch(`${base}/actuator/metrics/users.created`, { keepalive: false, headers: { authorization: `Bearer ${token}` } })).json();
+      expect(view.measurements).toEqual([{ statistic: "COUNT", value: 121 }]);
     }
 
     process.kill(firstChild, "SIGKILL");

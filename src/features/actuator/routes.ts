@@ -112,7 +112,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
       "/prometheus",
       async ({ set }) => {
         set.headers["content-type"] = ctx.metrics.registry.contentType;
-        return ctx.metrics.scrape();
+        return (await ctx.metrics.current()).metrics();
       },
       {
         beforeHandle: adminOrMetricsToken,

@@ -100,8 +100,9 @@ const CATALOGUE: Record<string, { family: string; kind: "gauge" | "counter" | "t
 
 export const metricNames = () => Object.keys(CATALOGUE).sort();
 
+/** One family as the actuator reports it: this process's, or summed over every worker. */
 async function read(metrics: Metrics, family: string): Promise<MetricObjectWithValues<MetricValue<string>>> {
-  return (await metrics.registry.getSingleMetric(family)!.get()) as MetricObjectWithValues<MetricValue<string>>;
+  return (await (await metrics.current()).getSingleMetric(family)!.get()) as MetricObjectWithValues<MetricValue<string>>;
 }
 
 const sum = (values: MetricValue<string>[]) => values.reduce((total, v) => total + v.value, 0);
