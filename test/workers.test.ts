@@ -83,7 +83,7 @@ test("two workers share the port and the database, and SIGTERM stops both", asyn
     for (let i = 0; i < 8; i++) {
       const scrape = await (await fetch(`${base}/actuator/prometheus`, { keepalive: false, headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
       expect(scrape).toMatch(/^users_created_total 121$/m);
-      const view = await (await fetch(`${base}/actuator/metrics/users.created`, { keepalive: false, headers: { authorization: `Bearer ${token}` } })).json();
+      const view = (await (await fetch(`${base}/actuator/metrics/users.created`, { keepalive: false, headers: { authorization: `Bearer ${token}` } })).json()) as { measurements: unknown };
       expect(view.measurements).toEqual([{ statistic: "COUNT", value: 121 }]);
     }
 
