@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { auditLog, outbox, userProfiles, userSkills, users } from "../src/db/schema";
-import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { freshUser, ISO_Z, makeTestApp, validRegistration, type TestApp } from "./helpers";
 
 let t: TestApp;
 beforeAll(async () => {
@@ -19,20 +19,7 @@ let serial = 0;
 const uniqueEmail = () => `reg${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
 const day = (offsetDays: number) => new Date(Date.now() + offsetDays * 86_400_000).toISOString().slice(0, 10);
 
-function valid(): Record<string, any> {
-  return {
-    name: "Mei Lin",
-    email: uniqueEmail(),
-    password: "Passw0rd!",
-    confirmPassword: "Passw0rd!",
-    age: 30,
-    birthDate: "1995-04-01",
-    phone: "+886 2 1234-5678",
-    salary: 52000.5,
-    address: { city: "台北市", district: "大安區", detail: "復興南路一段 390 號", zipCode: "10617" },
-    skills: ["TypeScript", "SQL"],
-  };
-}
+const valid = () => validRegistration(uniqueEmail());
 
 const register = (body: unknown, lang?: string) =>
   t.request("POST", "/api/auth/register", { body, headers: lang ? { "accept-language": lang } : undefined });

@@ -17,7 +17,7 @@ import { createTokens } from "../src/features/auth/tokens";
 import { hashPassword } from "../src/features/auth/passwords";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
-import type { PaymentGateway } from "../src/features/orders/payment-gateway";
+import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
 
 /** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
@@ -37,6 +37,34 @@ export const freshUser = (fields: Record<string, unknown>) => ({
   roles: ["USER"],
   ...fields,
 });
+
+/** A registration that passes every rule, for the given e-mail. */
+export const validRegistration = (email: string): Record<string, any> => ({
+  name: "Mei Lin",
+  email,
+  password: "Passw0rd!",
+  confirmPassword: "Passw0rd!",
+  age: 30,
+  birthDate: "1995-04-01",
+  phone: "+886 2 1234-5678",
+  salary: 52000.5,
+  address: { city: "台北市", district: "大安區", detail: "復興南路一段 390 號", zipCode: "10617" },
+  skills: ["TypeScript", "SQL"],
+});
+
+/** The built-in payment simulator, counting its charges; `pauseMs` widens the window a double charge would need. */
+export function countingGateway(pauseMs = 0) {
+  const simulator = createSimulatedGateway();
+  let charges = 0;
+  const gateway: PaymentGateway = {
+    async charge(request) {
+      charges++;
+      if (pauseMs > 0) await Bun.sleep(pauseMs);
+      return simulator.charge(request);
+    },
+  };
+  return { gateway, charges: () => charges };
+}
 
 export const TEST_SECRET = "test-secret-".padEnd(80, "x");
 

@@ -8,18 +8,9 @@ import { and, eq } from "drizzle-orm";
 import { orders, outbox, products } from "../src/db/schema";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { STALE_CLAIM_MS } from "../src/features/orders/service";
-import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { countingGateway, ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
-/** The simulator, counting charges; the pause widens the window a double charge would need. */
-let charges = 0;
-const simulator = createSimulatedGateway();
-const countingGateway: PaymentGateway = {
-  async charge(request) {
-    charges++;
-    await Bun.sleep(20);
-    return simulator.charge(request);
-  },
-};
+const payments = countingGateway(20);
 
 let t: TestApp;
 type Account = { id: number; email: string; token: string };
@@ -28,7 +19,7 @@ let alice: Account;
 let bob: Account;
 
 beforeAll(async () => {
-  t = await makeTestApp({}, { paymentGateway: countingGateway });
+  t = await makeTestApp({}, { paymentGateway: payments.gateway });
   admin = await t.admin();
   alice = await t.createUser();
   bob = await t.createUser();
@@ -169,11 +160,11 @@ describe("payment transitions", () => {
   test("PENDING + payment succeeds → PAID with paymentId and paidAt, payment-success notification", async () => {
     const p = await product(19.99, 5);
     const created = (await order([{ productId: p.id, quantity: 2 }])).body;
-    const before = charges;
+    const before = payments.charges();
     const res = await pay(created.id);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ ...created, status: "PAID", paymentId: expect.stringMatching(/^PAY-/), paidAt: expect.stringMatching(ISO_Z) });
-    expect(charges - before).toBe(1);
+    expect(payments.charges() - before).toBe(1);
     expect(await stockOf(p.id)).toBe(3);
     const notes = await outboxOf("PAYMENT_SUCCESS", created.id);
     expect(notes).toHaveLength(1);
@@ -202,7 +193,7 @@ describe("payment transitions", () => {
     const failed = (await order([{ productId: p.id, quantity: 1 }])).body;
     await pay(failed.id, DECLINED_CARD);
     const failedView = (await t.request("GET", `/api/orders/${failed.id}`, { token: alice.token })).body;
-    const before = charges;
+    const before = payments.charges();
     for (const [view, status] of [
       [paidView, "PAID"],
       [failedView, "PAYMENT_FAILED"],
@@ -212,7 +203,7 @@ describe("payment transitions", () => {
       expect(again.body).toEqual(failure("INVALID_ORDER_STATUS", `Order ${view.id} cannot be paid in status ${status}`));
       expect((await t.request("GET", `/api/orders/${view.id}`, { token: alice.token })).body).toEqual(view);
     }
-    expect(charges).toBe(before);
+    expect(payments.charges()).toBe(before);
     expect(await stockOf(p.id)).toBe(4);
   });
 
@@ -279,9 +270,9 @@ describe("concurrency, with real parallel requests", () => {
   test("10 simultaneous payments of one order: the gateway is charged once and exactly one answers 200", async () => {
     const p = await product(9.99, 3);
     const created = (await order([{ productId: p.id, quantity: 1 }])).body;
-    const before = charges;
+    const before = payments.charges();
     const results = await Promise.all(Array.from({ length: 10 }, () => pay(created.id)));
-    expect(charges - before).toBe(1);
+    expect(payments.charges() - before).toBe(1);
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     const rest = results.filter((r) => r.status !== 200);
     expect(rest).toHaveLength(9);

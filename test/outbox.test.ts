@@ -7,20 +7,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, isNull } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
-import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { enqueueNotification } from "../src/features/notifications/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
 import { createLogging } from "../src/logging/logger";
-import { makeTestApp, type TestApp } from "./helpers";
+import { countingGateway, makeTestApp, type TestApp } from "./helpers";
 
-let charges = 0;
-const simulator = createSimulatedGateway();
-const countingGateway: PaymentGateway = {
-  charge(request) {
-    charges++;
-    return simulator.charge(request);
-  },
-};
+const payments = countingGateway();
 
 let t: TestApp;
 type Account = { id: number; email: string; token: string };
@@ -28,7 +20,7 @@ let admin: Account;
 let alice: Account;
 
 beforeAll(async () => {
-  t = await makeTestApp({}, { paymentGateway: countingGateway });
+  t = await makeTestApp({}, { paymentGateway: payments.gateway });
   admin = await t.admin();
   alice = await t.createUser();
 });
@@ -105,7 +97,7 @@ describe("orders: the outbox row and the change share one transaction", () => {
   test("a PAYMENT_SUCCESS that cannot be written leaves the order unpaid and is never charged twice", async () => {
     const p = await product(5);
     const created = (await t.request("POST", "/api/orders", { token: alice.token, body: { items: [{ productId: p.id, quantity: 1 }] } })).body;
-    const before = charges;
+    const before = payments.charges();
     const res = await refusingOutbox("PAYMENT_SUCCESS", () => t.request("POST", `/api/orders/${created.id}/pay`, { token: alice.token, body: { method: "CARD", cardNumber: "4111111111111111" } }));
     // The trigger's RAISE(ABORT) is a constraint failure to SQLite: the errors plugin's 409.
     expect([res.status, res.body.errorCode]).toEqual([409, "DATA_INTEGRITY_VIOLATION"]);
@@ -115,7 +107,7 @@ describe("orders: the outbox row and the change share one transaction", () => {
     // The charge happened but was not recorded: the claim keeps a second payment from charging again.
     const again = await t.request("POST", `/api/orders/${created.id}/pay`, { token: alice.token, body: { method: "CARD", cardNumber: "4111111111111111" } });
     expect([again.status, again.body.errorCode]).toEqual([400, "INVALID_ORDER_STATUS"]);
-    expect(charges - before).toBe(1);
+    expect(payments.charges() - before).toBe(1);
   });
 });
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import fc from "fast-check";
-import { makeTestApp, type TestApp } from "../helpers";
+import { makeTestApp, validRegistration, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
@@ -66,18 +66,7 @@ const TARGETS: Record<string, Target> = {
   "POST /api/auth/register": {
     url: () => "/api/auth/register",
     token: async () => undefined,
-    valid: (n) => ({
-      name: "Fuzz Person",
-      email: `fuzz-register-${n}@example.com`,
-      password: "Passw0rd!",
-      confirmPassword: "Passw0rd!",
-      age: 30,
-      birthDate: "1990-05-17",
-      phone: "0912-345-678",
-      salary: 1234.5,
-      address: { city: "Taipei", district: "Xinyi", detail: "No. 7", zipCode: "11049" },
-      skills: ["go", "sql"],
-    }),
+    valid: (n) => validRegistration(`fuzz-register-${n}@example.com`),
   },
   "POST /api/auth/login": {
     url: () => "/api/auth/login",
