@@ -1,0 +1,70 @@
+/**
+ * The data layer every service uses, whichever driver runs underneath:
+ *
+ * - `native` (the default for `file:` URLs): Bun's own SQLite through drizzle-orm/bun-sqlite,
+ *   one writer connection and one reader connection (see native.ts).
+ * - `libsql`: @libsql/client, for `libsql:`, `http(s):`, `ws(s):` URLs, embedded replicas
+ *   (DATABASE_SYNC_URL), and `file:` with DATABASE_DRIVER=libsql (see libsql.ts).
+ *
+ * Reads: the Database itself is the read surface (`db.select(…)`), on the reader connection,
+ * outside any unit of work: it sees only committed data, never an open unit's writes.
+ *
+ * Writes: only inside a unit of work, one of two shapes:
+ *
+ *   await db.write(async (tx) => { … })            // a closure, when statements need earlier answers
+ *   await db.writeAll((tx) => [tx.insert(…), …])   // a list, when they don't
+ *
+ * A unit commits as a whole or not at all. `tx` reads see the unit's own writes. On the native
+ * driver a unit is BEGIN IMMEDIATE … COMMIT on the writer connection, units of one process
+ * taking turns through an async mutex; on libsql a closure is an interactive transaction and
+ * a list is one batch in write mode (one Hrana round trip to a remote primary).
+ *
+ * Inside a closure await only database calls: hash passwords, call the payment gateway and
+ * send anything before or after it, since every await inside holds every writer of the process.
+ *
+ * When another process holds the write lock (SQLITE_BUSY, "database is locked"), the whole
+ * unit runs again after a jittered pause, until DATABASE_BUSY_TIMEOUT_MS; past it the unit
+ * throws a DatabaseBusyError (503 with Retry-After), with nothing half-written.
+ *
+ * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
+ */
+import type { BatchItem, BatchResponse } from "drizzle-orm/batch";
+import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
+import type * as schema from "./schema";
+
+/** A drizzle handle of either driver: a unit's `tx`, or a driver's own connection. */
+export type Db = BaseSQLiteDatabase<"sync" | "async", unknown, typeof schema>;
+
+/** What reads need: the Database (the reader connection) and a unit's `tx` both are one. */
+export type Reader = Pick<Db, "select" | "selectDistinct" | "$count" | "$with" | "with" | "all" | "get" | "values">;
+
+/** One statement of a list unit: a drizzle query built on the unit's `tx`, not yet run. */
+export type Statement = BatchItem<"sqlite">;
+
+export type DatabaseDriver = "native" | "libsql";
+
+export interface Database extends Reader {
+  readonly driver: DatabaseDriver;
+  /** A unit of work as a closure: committed when the promise resolves, rolled back when it rejects. */
+  write<T>(work: (tx: Db) => Promise<T>): Promise<T>;
+  /** A unit of work as a list of independent statements, run in order; answers each statement's result. */
+  writeAll<T extends readonly [Statement, ...Statement[]]>(build: (tx: Db) => T): Promise<BatchResponse<T>>;
+  /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
+  migrate(statements: string[]): Promise<void>;
+  /**
+   * The writer's own drizzle handle, outside any unit and its turn-taking: for test fixtures and
+   * one-off tools only, never while units may run.
+   */
+  readonly unguarded: Db;
+  close(): void;
+}
+
+export interface DatabaseOptions {
+  url: string;
+  authToken?: string;
+  syncUrl?: string;
+  /** `file:` only: native (bun:sqlite, the default) or libsql (@libsql/client). */
+  driver?: DatabaseDriver;
+  /** How long a unit keeps retrying while another process holds the write lock (ms). */
+  busyTimeoutMs?: number;
+}
