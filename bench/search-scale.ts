@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { createServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { openDatabase, type Db } from "../src/db/client";
+import { openDatabase, type Reader } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
 import { createTokens } from "../src/features/auth/tokens";
 import { searchUsers } from "../src/features/search/service";
@@ -97,7 +97,7 @@ async function load(url: string, token: string, seconds: number): Promise<Omit<F
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 
-async function queryOnly(db: Db, runs = 2000) {
+async function queryOnly(db: Reader, runs = 2000) {
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
@@ -113,11 +113,11 @@ async function measure(users: number): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-search-scale-"));
   try {
     const database = await openDatabase({ url: `file:${join(dir, "usersvc.db")}` });
-    await migrate(database.db);
+    await migrate(database);
     const t0 = performance.now();
-    const seeded = await seedUsers(database.db, { count: users, seed: 1 });
+    const seeded = await seedUsers(database, { count: users, seed: 1 });
     const seedSeconds = Math.round((performance.now() - t0) / 100) / 10;
-    const direct = await queryOnly(database.db);
+    const direct = await queryOnly(database);
     database.close();
     const caller = seeded.find((u) => u.active)!;
     const matches = seeded.filter((u) => u.active && u.name.toLowerCase().includes(TERM.toLowerCase())).length;

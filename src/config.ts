@@ -16,6 +16,10 @@ export interface Config {
   readonly databaseUrl: string;
   readonly databaseAuthToken?: string;
   readonly databaseSyncUrl?: string;
+  /** How a file: database is opened: bun:sqlite (native, the default) or @libsql/client. */
+  readonly databaseDriver: "native" | "libsql";
+  /** How long a unit of work retries while another process holds the write lock, then 503. */
+  readonly databaseBusyTimeoutMs: number;
   /** HS512 key (UTF-8 bytes). Undefined: main.ts generates one and keeps it in dataDir. */
   readonly jwtSecret?: string;
   readonly dataDir: string;
@@ -50,7 +54,7 @@ export class ConfigError extends Error {
 /** Every variable the service reads; the CLI accepts each as a --kebab-case flag too. */
 export const CONFIG_VARIABLES = [
   "PORT", "HOST", "BASE_PATH", "DATABASE_URL", "DATABASE_AUTH_TOKEN", "DATABASE_SYNC_URL",
-  "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
+  "DATABASE_DRIVER", "DATABASE_BUSY_TIMEOUT_MS", "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
   "S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_SESSION_TOKEN",
   "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL",
   "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "TRUST_PROXY", "METRICS_TOKEN", "WORKERS",
@@ -157,6 +161,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     databaseUrl,
     databaseAuthToken: read("DATABASE_AUTH_TOKEN"),
     databaseSyncUrl,
+    databaseDriver: oneOf("DATABASE_DRIVER", ["native", "libsql"] as const, "native"),
+    databaseBusyTimeoutMs: integer("DATABASE_BUSY_TIMEOUT_MS", 5000, 0, 600_000),
     jwtSecret,
     dataDir,
     fileStorage,

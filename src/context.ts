@@ -3,7 +3,7 @@
  * imported as a global), so tests and worker processes can build as many apps as they like.
  */
 import type { Config } from "./config";
-import type { Db } from "./db/client";
+import type { Database } from "./db/client";
 import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import type { Authenticator, authPlugin } from "./features/auth/guard";
@@ -18,7 +18,8 @@ export interface Lifecycle {
 
 export interface AppDeps {
   config: Config;
-  db: Db;
+  /** Reads, and units of work for writes (src/db/database.ts). */
+  db: Database;
   metrics: Metrics;
   logging: Logging;
   tokens: Tokens;

@@ -10,6 +10,10 @@ import { languageOf, translate, type Lang, type MessageKey } from "./i18n";
 import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
 import { parsedBodyOf, refusedBodyOf } from "./http/body-parser";
+import { integrityKind, isBusy } from "./db/errors";
+
+/** Database failures are classified in src/db/errors.ts, for every driver. */
+export { integrityKind };
 
 /** The code catalogue: status and message of every errorCode a client can see. */
 export const ERRORS = {
@@ -67,28 +71,6 @@ export class Violations extends Error {
 
 export function formatViolations(violations: Violation[], lang: Lang): string[] {
   return violations.map((v) => `${v.path}: ${translate(v.key, lang, v.params)}`);
-}
-
-/** SQLite constraint failures, whichever wrapper (drizzle, libsql) they arrive in. */
-export function integrityKind(error: unknown): "duplicate" | "foreignKey" | "other" | undefined {
-  for (let e: any = error, depth = 0; e && depth < 5; e = e.cause, depth++) {
-    const code = String(e.code ?? "") + " " + String(e.extendedCode ?? "");
-    const text = String(e.message ?? "");
-    if (code.includes("SQLITE_CONSTRAINT") || text.includes("constraint failed")) {
-      if (code.includes("UNIQUE") || code.includes("PRIMARYKEY") || text.includes("UNIQUE constraint")) return "duplicate";
-      if (code.includes("FOREIGNKEY") || text.includes("FOREIGN KEY constraint")) return "foreignKey";
-      return "other";
-    }
-  }
-  return undefined;
-}
-
-/** SQLITE_BUSY / locked: the database is momentarily unavailable, never a 500. */
-export function isBusy(error: unknown): boolean {
-  for (let e: any = error, depth = 0; e && depth < 5; e = e.cause, depth++) {
-    if (/SQLITE_BUSY|SQLITE_LOCKED|database is locked/.test(`${e.code ?? ""} ${e.message ?? ""}`)) return true;
-  }
-  return false;
 }
 
 const INTEGRITY_MESSAGE = {

@@ -64,9 +64,18 @@ function configFrom(values: Record<string, unknown>): Config {
   return loadConfig(env);
 }
 
+const openConfigured = (config: Config) =>
+  openDatabase({
+    url: config.databaseUrl,
+    authToken: config.databaseAuthToken,
+    syncUrl: config.databaseSyncUrl,
+    driver: config.databaseDriver,
+    busyTimeoutMs: config.databaseBusyTimeoutMs,
+  });
+
 async function openMigrated(config: Config) {
-  const database = await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, syncUrl: config.databaseSyncUrl });
-  await migrate(database.db);
+  const database = await openConfigured(config);
+  await migrate(database);
   return database;
 }
 
@@ -76,10 +85,10 @@ async function serve(config: Config) {
   // A --workers child finds the database migrated and the admin ensured by its primary.
   const child = isWorkerChild();
   const database = child
-    ? await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, syncUrl: config.databaseSyncUrl })
+    ? await openConfigured(config)
     : await openMigrated(config);
   if (!child && config.adminEmail && config.adminPassword) {
-    const { created } = await ensureAdmin(database.db, { email: config.adminEmail, password: config.adminPassword });
+    const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword });
     logger.info({ email: config.adminEmail, created }, "admin account ensured");
   }
   const tokens = createTokens(resolveJwtSecret(config.jwtSecret, config.dataDir, logger));
@@ -88,7 +97,7 @@ async function serve(config: Config) {
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
   const files = await createFileStore(config.fileStorage, config.s3);
-  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, files });
+  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
   try {
@@ -99,11 +108,11 @@ async function serve(config: Config) {
   }
   lifecycle.ready = true;
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
-  const sender = child ? undefined : startOutboxSender({ db: database.db, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });
+  const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });
   const supervisor = config.workers > 1 && !child ? superviseWorkers(config.workers - 1, logger) : undefined;
   // The primary also removes uploaded bytes whose row a crash kept from committing, now and hourly.
   const sweep = () =>
-    sweepOrphanedFiles({ db: database.db, files }).then(
+    sweepOrphanedFiles({ db: database, files }).then(
       (removed) => removed > 0 && logger.info({ removed }, "removed stored files that had no record"),
       (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
     );
@@ -174,7 +183,7 @@ async function main(argv: string[]): Promise<number> {
       if (typeof values.email !== "string" || typeof values.password !== "string") throw new UsageError("admin create needs --email and --password");
       if (!looksLikeEmail(values.email)) throw new UsageError(`--email must be an e-mail address (got "${values.email}")`);
       const database = await openMigrated(configFrom(values));
-      const { id, created } = await ensureAdmin(database.db, { email: values.email, password: values.password, name: values.name as string | undefined });
+      const { id, created } = await ensureAdmin(database, { email: values.email, password: values.password, name: values.name as string | undefined });
       database.close();
       process.stdout.write(`${created ? "created" : "promoted"} admin ${values.email} (id ${id})\n`);
       return 0;
@@ -184,7 +193,7 @@ async function main(argv: string[]): Promise<number> {
       if (typeof values.email !== "string") throw new UsageError("token needs --email");
       const config = configFrom(values);
       const database = await openMigrated(config);
-      const [user] = await database.db.select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active }).from(users).where(eq(users.email, values.email.trim().toLowerCase()));
+      const [user] = await database.select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active }).from(users).where(eq(users.email, values.email.trim().toLowerCase()));
       database.close();
       if (!user || !user.active) {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);

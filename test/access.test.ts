@@ -4,7 +4,7 @@
  * the status the row allows: the route's own answer when access passes, 401 UNAUTHORIZED
  * (with WWW-Authenticate: Bearer) without a valid token, 403 ACCESS_DENIED without the role.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { makeTestApp, type TestApp } from "./helpers";
 
 type Who = "anonymous" | "noRole" | "user" | "admin";

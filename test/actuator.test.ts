@@ -2,7 +2,7 @@
  * /actuator/** and /api/version: health shapes by caller, DOWN and draining, every metric,
  * counters moving, route-template labels, promtool, loggers taking effect, the heap dump.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { health } from "../src/features/actuator/service";
 import { createLogging } from "../src/logging/logger";
 import { addDefaultMetrics } from "../src/metrics";
@@ -74,12 +74,12 @@ describe("health", () => {
   test("a closed database: 503 DOWN, and the db detail names the failure without SQL or stack", async () => {
     const down = await makeTestApp();
     try {
-      down.client.close();
+      down.database.close();
       const res = await down.request("GET", "/actuator/health");
       expect(res.status).toBe(503);
       expect(res.body).toEqual({ status: "DOWN", components: { db: { status: "DOWN" }, diskSpace: { status: "UP" }, ping: { status: "UP" } } });
       // With the database gone no caller can be proven ADMIN, so the details are read at the service.
-      const report = await health({ db: down.db, config: down.config, lifecycle: down.lifecycle, logger: createLogging("silent", "json").root }, { details: true });
+      const report = await health({ db: down.database, config: down.config, lifecycle: down.lifecycle, logger: createLogging("silent", "json").root }, { details: true });
       expect(report.status).toBe("DOWN");
       expect(report.components.db.status).toBe("DOWN");
       const error = report.components.db.details?.error ?? "";

@@ -4,7 +4,7 @@
  * touching its password or revoking its tokens. And the JWT key kept in DATA_DIR when
  * JWT_SECRET is unset.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { auditLog, users } from "../src/db/schema";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -24,11 +24,11 @@ afterAll(() => t.close());
 const login = (email: string, password: string) => t.request("POST", "/api/auth/login", { body: { email, password } });
 
 test("creates the ADMIN on the first start and changes nothing on the second", async () => {
-  const first = await ensureAdmin(t.db, { email: "Root@Example.com", password: "Adm1n!pass" });
+  const first = await ensureAdmin(t.database, { email: "Root@Example.com", password: "Adm1n!pass" });
   expect(first.created).toBe(true);
   const [before] = await t.db.select().from(users).where(eq(users.id, first.id));
 
-  const second = await ensureAdmin(t.db, { email: "root@example.com", password: "Adm1n!pass" });
+  const second = await ensureAdmin(t.database, { email: "root@example.com", password: "Adm1n!pass" });
   expect(second).toEqual({ id: first.id, created: false });
   const [after] = await t.db.select().from(users).where(eq(users.id, first.id));
   expect(after.passwordHash).toBe(before.passwordHash);
@@ -46,7 +46,7 @@ test("creates the ADMIN on the first start and changes nothing on the second", a
 test("promotes and re-activates an existing account, keeping its password and tokens", async () => {
   const plain = await t.createUser({ password: "Us3r!pass" });
   await t.db.update(users).set({ active: false }).where(eq(users.id, plain.id));
-  const result = await ensureAdmin(t.db, { email: plain.email, password: "Other!pass1" });
+  const result = await ensureAdmin(t.database, { email: plain.email, password: "Other!pass1" });
   expect(result).toEqual({ id: plain.id, created: false });
   const res = await login(plain.email, "Us3r!pass");
   expect(res.status).toBe(200);

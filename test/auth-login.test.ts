@@ -3,7 +3,7 @@
  * real libSQL file: success and failure parity, legacy BCrypt hashes rehashed to argon2id,
  * throttling per e-mail and per client address with an injected clock, and revocation.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { Algorithm, hash as argon2 } from "@node-rs/argon2";
 import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";

@@ -4,7 +4,7 @@
  * in English and in the original zh-TW texts, all violations at once, and what one
  * registration writes (user, role, profile, skills, outbox, audit) in its transaction.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { auditLog, outbox, userProfiles, userSkills, users } from "../src/db/schema";
 import { freshUser, ISO_Z, makeTestApp, validRegistration, type TestApp } from "./helpers";

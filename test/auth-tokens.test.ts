@@ -4,7 +4,7 @@
  * a deleted or inactive subject and a stale token version are 401 UNAUTHORIZED with
  * WWW-Authenticate: Bearer.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { SignJWT, generateKeyPair, jwtVerify } from "jose";
 import { users } from "../src/db/schema";

@@ -2,7 +2,7 @@
  * Compression: JSON and text over 1 KiB are gzip- (or brotli-) compressed when accepted, with
  * Vary: Accept-Encoding; small answers, binary downloads and error envelopes keep their bytes.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { chooseEncoding, COMPRESSION_THRESHOLD_BYTES } from "../src/http/compression";
 import { makeTestApp, type TestApp } from "./helpers";

@@ -3,7 +3,7 @@
  * the guard applies, a document redocly accepts, a page that renders offline in Chromium;
  * and BASE_PATH moving all of it (actuator included) under the prefix.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -3,15 +3,14 @@
  * ({success:false, message, errorCode?, errors?, timestamp}) with the interface's status,
  * the original service's zh-TW texts on request, and X-Request-Id on every answer.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createClient } from "@libsql/client";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { Elysia, type AnyElysia } from "elysia";
 import { eq } from "drizzle-orm";
 import { orders, products, roles, users } from "../src/db/schema";
 import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
-import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { holdWriteLock, ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 const ZH = { "accept-language": "zh-TW" };
 const ENVELOPE_KEYS = new Set(["success", "message", "errorCode", "errors", "timestamp"]);
@@ -338,16 +337,14 @@ describe("X-Request-Id", () => {
 
 describe("unexpected failures", () => {
   test("SQLITE_BUSY (another process holds the write lock): 503, not 500", async () => {
-    const other = createClient({ url: t.config.databaseUrl });
-    const lock = await other.transaction("write");
+    const other = await holdWriteLock(t.config.databaseUrl.slice("file:".length));
     try {
       const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Blocked", email: "blocked@x.io" } });
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("1");
       expectEnvelope(res, 503, { message: "The service is busy, please try again shortly", errorCode: "SERVICE_UNAVAILABLE" });
     } finally {
-      await lock.rollback();
-      other.close();
+      await other.release();
     }
     expect((await t.request("POST", "/api/users", { token: admin.token, body: { name: "Unblocked", email: "blocked@x.io" } })).status).toBe(201);
   }, 20_000);
@@ -355,7 +352,7 @@ describe("unexpected failures", () => {
   test("a closed database: 500 INTERNAL_ERROR, generic text, no stack, SQL or path", async () => {
     const broken = await makeTestApp();
     const { token } = await broken.admin();
-    broken.client.close();
+    broken.database.close();
     try {
       for (const [method, path, withToken] of [["GET", "/api/users", true], ["GET", "/api/users/1", true], ["GET", "/api/unknown", true]] as const) {
         for (const [headers, message] of [[{}, "Internal server error, please try again later"], [ZH, "系統內部錯誤，請稍後再試"]] as const) {

@@ -3,7 +3,7 @@
  * check, then refuses every write, then is gone. Uploads answer 503 STORAGE_UNAVAILABLE
  * (never a 500) and record nothing.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "./legs";
 import { count } from "drizzle-orm";
 import { files } from "../src/db/schema";
 import { makeTestApp, type TestApp } from "./helpers";

@@ -4,7 +4,7 @@
  * original names with unicode and quotes, limits that leave nothing behind, and a 50 MB upload
  * to a real server process whose RSS is sampled while it streams.
  */
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "./legs";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { S3Client } from "bun";
@@ -371,7 +371,7 @@ function fileSuite(backend: Backend) {
     await t.files.put(orphan, (async function* () {
       yield new TextEncoder().encode("no row");
     })(), 1000);
-    const deps = { db: t.db, files: t.files };
+    const deps = { db: t.database, files: t.files };
     expect(await sweepOrphanedFiles(deps)).toBe(0); // young: it may be an upload still recording its row
     expect(await backend.listStored(t)).toContain(orphan);
     expect(await sweepOrphanedFiles(deps, Date.now() + ORPHAN_AGE_MS + 60_000)).toBe(1);

@@ -1,6 +1,6 @@
 /**
- * One real app per test file: a fresh temp folder with a real libSQL file database
- * migrated by the production migrator, a real upload folder, its own metrics registry.
+ * One real app per test file: a fresh temp folder with a real file database, opened with
+ * this run's driver (test/legs.ts) and migrated by the production migrator, a real upload folder, its own metrics registry.
  * Requests go through app.handle, the same path Bun.serve takes.
  */
 import { expect } from "bun:test";
@@ -11,6 +11,7 @@ import { eq } from "drizzle-orm";
 import { createApp } from "../src/app";
 import { loadConfig, type Env } from "../src/config";
 import { openDatabase } from "../src/db/client";
+import { leg } from "./legs";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { createTokens } from "../src/features/auth/tokens";
@@ -86,9 +87,9 @@ export interface RequestOptions {
 /** `logs` receives every log line (JSON), for tests about logging. */
 export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void }; paymentGateway?: PaymentGateway } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-test-"));
-  const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", ...env });
-  const database = await openDatabase({ url: config.databaseUrl });
-  await migrate(database.db);
+  const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", DATABASE_DRIVER: leg, ...env });
+  const database = await openDatabase({ url: config.databaseUrl, driver: config.databaseDriver, busyTimeoutMs: config.databaseBusyTimeoutMs });
+  await migrate(database);
   const now = options.now ?? Date.now;
   const tokens = createTokens(config.jwtSecret!, now);
   const metrics = createMetrics({ defaultMetrics: false });
@@ -96,7 +97,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const lifecycle = { ready: true };
   // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
   const files = await createFileStore(config.fileStorage, config.s3);
-  const app = createApp({ config, db: database.db, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway });
+  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway });
   const base = `http://localhost${config.basePath}`;
 
   async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
@@ -123,7 +124,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   async function createUser(opts: { email?: string; name?: string; password?: string; roles?: ("USER" | "ADMIN")[] } = {}) {
     const email = (opts.email ?? `user${++counter}-${crypto.randomUUID().slice(0, 8)}@example.com`).toLowerCase();
     const at = new Date(now());
-    const [{ id }] = await database.db
+    const [{ id }] = await database.unguarded
       .insert(users)
       .values({
         name: opts.name ?? "Test User",
@@ -134,8 +135,8 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
       })
       .returning({ id: users.id });
     for (const name of opts.roles ?? ["USER"]) {
-      const [role] = await database.db.select().from(roles).where(eq(roles.name, name));
-      await database.db.insert(userRoles).values({ userId: id, roleId: role.id });
+      const [role] = await database.select().from(roles).where(eq(roles.name, name));
+      await database.unguarded.insert(userRoles).values({ userId: id, roleId: role.id });
     }
     return { id, email, token: await tokens.issue(email, 0) };
   }
@@ -144,8 +145,10 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     app,
     config,
     dir,
-    db: database.db,
-    client: database.client,
+    /** The app's database: reads, units of work. */
+    database,
+    /** The writer's own handle, for fixtures and checks between requests (never while a unit runs). */
+    db: database.unguarded,
     tokens,
     metrics,
     files,
@@ -162,6 +165,28 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
 }
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>;
+
+/**
+ * Another process holding the database's write lock (as a --workers sibling would) until
+ * released. A process: two SQLite libraries in one process (bun:sqlite, libsql) do not see
+ * each other's POSIX locks.
+ */
+export async function holdWriteLock(path: string) {
+  const holder = Bun.spawn(
+    [process.execPath, "-e", `const db = new (require("bun:sqlite").Database)(${JSON.stringify(path)}); db.run("PRAGMA busy_timeout = 5000"); db.run("BEGIN IMMEDIATE"); console.log("locked"); for await (const _ of console) break; db.run("ROLLBACK"); db.close();`],
+    { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
+  );
+  const reader = holder.stdout.getReader();
+  const { value } = await reader.read();
+  if (!new TextDecoder().decode(value).includes("locked")) throw new Error("the lock holder did not start");
+  return {
+    async release() {
+      holder.stdin.write("\n");
+      await holder.stdin.end();
+      await holder.exited;
+    },
+  };
+}
 
 /** The envelope every error carries. */
 export function expectEnvelope(body: any) {

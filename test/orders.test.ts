@@ -3,7 +3,7 @@
  * transition table, exact money, visibility, and the two concurrency cases run for real
  * with parallel requests (ten payments of one order; twenty orders for five units).
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { and, eq } from "drizzle-orm";
 import { orders, outbox, products } from "../src/db/schema";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";

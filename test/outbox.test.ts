@@ -4,8 +4,8 @@
  * real local HTTP receiver with retries across a restart, logged when no URL is set, and the
  * admin's audit log.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { eq, isNull } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { eq, isNull, sql } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
 import { enqueueNotification } from "../src/features/notifications/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
@@ -33,11 +33,11 @@ const stockOf = async (id: number) => (await t.db.select({ s: products.stock }).
 
 /** A trigger that refuses outbox rows of one kind: the notification "cannot be written". */
 async function refusingOutbox<T>(kind: string, body: () => Promise<T>): Promise<T> {
-  await t.client.execute(`CREATE TRIGGER refuse_outbox BEFORE INSERT ON outbox WHEN NEW.kind = '${kind}' BEGIN SELECT RAISE(ABORT, 'outbox refused by test'); END`);
+  await t.db.run(sql.raw(`CREATE TRIGGER refuse_outbox BEFORE INSERT ON outbox WHEN NEW.kind = '${kind}' BEGIN SELECT RAISE(ABORT, 'outbox refused by test'); END`));
   try {
     return await body();
   } finally {
-    await t.client.execute("DROP TRIGGER refuse_outbox");
+    await t.db.run(sql`DROP TRIGGER refuse_outbox`);
   }
 }
 
@@ -172,7 +172,7 @@ describe("the sender", () => {
       await enqueueNotification(own.db, "ORDER_CREATED", "buyer@example.com", { orderId: 42, totalAmount: 19.99 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
 
-      const first = startOutboxSender({ db: own.db, logger, webhookUrl, pollIntervalMs: 20, baseDelayMs: 300 });
+      const first = startOutboxSender({ db: own.database, logger, webhookUrl, pollIntervalMs: 20, baseDelayMs: 300 });
       const failed = await until(id, (r) => r.attempts === 1, own.db);
       await first.stop();
       expect(failed.deliveredAt).toBeNull();
@@ -180,7 +180,7 @@ describe("the sender", () => {
       expect(failed.nextAttemptAt.getTime()).toBeGreaterThan(Date.now());
 
       answer = 200;
-      const second = startOutboxSender({ db: own.db, logger, webhookUrl, pollIntervalMs: 20, baseDelayMs: 300 });
+      const second = startOutboxSender({ db: own.database, logger, webhookUrl, pollIntervalMs: 20, baseDelayMs: 300 });
       const delivered = await until(id, (r) => r.deliveredAt !== null, own.db);
       await second.stop();
       expect(delivered).toMatchObject({ attempts: 2, lastError: null });
@@ -210,7 +210,7 @@ describe("the sender", () => {
     });
     try {
       for (let i = 0; i < 50; i++) await enqueueNotification(own.db, "ORDER_CREATED", `n${i}@example.com`, { orderId: i });
-      const options = { db: own.db, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, pollIntervalMs: 10, batchSize: 7 };
+      const options = { db: own.database, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, pollIntervalMs: 10, batchSize: 7 };
       const senders = [startOutboxSender(options), startOutboxSender(options)];
       for (let i = 0; i < 250 && (await own.db.$count(outbox, isNull(outbox.deliveredAt))) > 0; i++) await Bun.sleep(20);
       await Promise.all(senders.map((s) => s.stop()));
@@ -227,7 +227,7 @@ describe("the sender", () => {
     const receiver = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => Bun.sleep(2000).then(() => new Response("late")) });
     try {
       await enqueueNotification(own.db, "WELCOME", "slow@example.com", { userId: 1 });
-      const sender = startOutboxSender({ db: own.db, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 100, pollIntervalMs: 20, baseDelayMs: 10_000 });
+      const sender = startOutboxSender({ db: own.database, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 100, pollIntervalMs: 20, baseDelayMs: 10_000 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
       const row = await until(id, (r) => r.attempts === 1, own.db);
       await sender.stop();
@@ -245,7 +245,7 @@ describe("the sender", () => {
     const logging = createLogging("info", "json", { write: (line: string) => void lines.push(line) });
     try {
       await enqueueNotification(own.db, "PAYMENT_SUCCESS", "payer@example.com", { orderId: 7, paymentId: "PAY-1" });
-      const sender = startOutboxSender({ db: own.db, logger: logging.get("outbox"), pollIntervalMs: 20 });
+      const sender = startOutboxSender({ db: own.database, logger: logging.get("outbox"), pollIntervalMs: 20 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
       const row = await until(id, (r) => r.deliveredAt !== null, own.db);
       await sender.stop();

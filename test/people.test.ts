@@ -2,7 +2,7 @@
  * Departments, roles, profiles and bulk deactivation through app.handle on a real libSQL
  * file: shapes, who may do what, validation, and the deactivation cutoff at its boundary.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { users } from "../src/db/schema";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";

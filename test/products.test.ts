@@ -2,7 +2,7 @@
  * The products API through app.handle on a real libSQL file: exact decimal prices (never a
  * float multiplication), the DECIMAL(10,2) limits, unique codes, automatic audit fields, access.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { products } from "../src/db/schema";
 import { fromCents, toCents } from "../src/features/products/money";

@@ -3,7 +3,7 @@
  * boundaries, the interface's statuses and codes, optimistic locking, concurrent creates
  * of one e-mail, and who may do what.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { users } from "../src/db/schema";
 import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";

@@ -4,7 +4,7 @@
  * sums both workers' counters, a killed worker is replaced, and SIGTERM stops every process
  * with exit code 0.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "./legs";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";

@@ -3,8 +3,9 @@
  * forged headers (kid, jku, jwk), a huge token, foreign keys and algorithms, revoked tokens,
  * role escalation by a USER through every write endpoint, and reading what is another's.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT } from "jose";
+import { sql } from "drizzle-orm";
 import { makeTestApp, TEST_SECRET, type TestApp } from "../helpers";
 import { counts, problemWith, snapshot } from "./support";
 
@@ -164,12 +165,12 @@ describe("a USER cannot escalate through any write endpoint", () => {
     path.replace(":other", String(other.id)).replace(":self", String(user.id)).replace(":product", String(productId));
 
   test.each(refused)("%s %s → %d, nothing changed", async (method, path, status, body) => {
-    const before = await snapshot(t.client);
+    const before = await snapshot(t.database);
     let sent = body();
     if (sent && typeof sent === "object" && "userId" in sent) sent = { ...sent, userId: other.id, items: [{ productId, quantity: 1 }] };
     const res = await t.request(method, resolve(path), { token: user.token, body: sent });
     expect({ status: res.status, code: res.body?.errorCode, problem: problemWith(res.status, res.text) }).toEqual({ status, code: "ACCESS_DENIED", problem: undefined });
-    expect(await snapshot(t.client)).toEqual(before);
+    expect(await snapshot(t.database)).toEqual(before);
   });
 
   test("PATCH of one's own roles, active, version, id or tokenVersion changes none of them", async () => {
@@ -282,8 +283,8 @@ describe("reading what is another's", () => {
   });
 
   test("no refused request above added a user, an ADMIN or a row anywhere", async () => {
-    const { rows } = await t.client.execute("SELECT count(*) AS n FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE r.name = 'ADMIN'");
-    expect(Number(rows[0].n)).toBe(1);
-    expect((await counts(t.client, ["departments"])).departments).toBe(0);
+    const [admins] = await t.database.all<{ n: number }>(sql`SELECT count(*) AS n FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE r.name = 'ADMIN'`);
+    expect(Number(admins!.n)).toBe(1);
+    expect((await counts(t.database, ["departments"])).departments).toBe(0);
   });
 });

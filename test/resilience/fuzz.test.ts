@@ -6,10 +6,12 @@
  * must leave every domain row as it was, and Object.prototype must stay clean.
  * FUZZ_SEED and FUZZ_RUNS (cases per route) reproduce or widen a run.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import fc from "fast-check";
+import { eq } from "drizzle-orm";
+import { files, users } from "../../src/db/schema";
 import { makeTestApp, validRegistration, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 
@@ -47,8 +49,8 @@ const NEW_PASSWORDS = ["FuzzPassw0rd1!", "FuzzPassw0rd2!"];
 
 /** A token carrying the user's current token version (a password change revokes older ones). */
 async function tokenOf(userId: number) {
-  const { rows } = await t.client.execute({ sql: "SELECT email, token_version FROM users WHERE id = ?", args: [userId] });
-  return t.tokens.issue(String(rows[0].email), Number(rows[0].token_version));
+  const [row] = await t.database.select({ email: users.email, tokenVersion: users.tokenVersion }).from(users).where(eq(users.id, userId));
+  return t.tokens.issue(row.email, row.tokenVersion);
 }
 
 async function newPendingOrder() {
@@ -377,7 +379,7 @@ let casesRun = 0;
 
 async function send(key: string, target: Target, payload: string | Uint8Array, contentType: string, sentBody: Record<string, Json> | undefined, label: string) {
   const t0 = performance.now();
-  const before = await snapshot(t.client);
+  const before = await snapshot(t.database);
   const token = await target.token();
   const [method] = key.split(" ");
   const res = await within(TIMEOUT_MS, `${key} ${label}`, t.request(method, target.url(), { raw: payload, token, headers: { "content-type": contentType } }));
@@ -385,7 +387,7 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
   const problem = problemWith(res.status, res.text) ?? (res.status < 300 ? unsafeNumberIn(res.body) : undefined);
   if (problem) failures.push(`${key} → ${problem}\n    case: ${label}`);
   if (res.status >= 400 && res.status < 500 && !target.changesOn4xx?.(res.body?.errorCode)) {
-    const after = await snapshot(t.client);
+    const after = await snapshot(t.database);
     const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
     if (changed.length) failures.push(`${key} → ${res.status} ${res.body?.errorCode ?? ""} but changed ${changed.join(", ")}\n    case: ${label}`);
   }
@@ -473,7 +475,7 @@ describe("fuzzing every JSON endpoint", () => {
     const stored = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: upload }));
     const validParam: Record<string, string> = { id: String(victim.id), name: "http", fileName: ((await stored.json()) as any).fileName, dept: "Fuzzing", role: "USER" };
     const before = failures.length;
-    const snap = await snapshot(t.client);
+    const snap = await snapshot(t.database);
     let ran = 0;
     for (const [i, route] of gets.entries()) {
       const queryKeys: string[] = Object.keys(route.hooks?.query?.properties ?? {});
@@ -492,7 +494,7 @@ describe("fuzzing every JSON endpoint", () => {
     casesRun += ran;
     console.log(`fuzz: ${ran} GET cases over ${gets.length} routes`);
     expect(failures.slice(before, before + 15)).toEqual([]);
-    expect(await snapshot(t.client)).toEqual(snap);
+    expect(await snapshot(t.database)).toEqual(snap);
   }, 60_000);
 
   const zzuf = Bun.which("zzuf");
@@ -535,7 +537,7 @@ describe("fuzzing every JSON endpoint", () => {
     }
     console.log(`fuzz: 120 zzuf-mutated uploads: ${JSON.stringify(statuses)}`);
     expect(failures.slice(before, before + 15)).toEqual([]);
-    const rows = (await t.client.execute("SELECT id FROM files")).rows.map((r) => String(r.id)).sort();
+    const rows = (await t.database.select({ id: files.id }).from(files)).map((r) => r.id).sort();
     expect(readdirSync(t.config.fileStorage).filter((f) => !f.startsWith(".")).sort()).toEqual(rows);
   }, 60_000);
 });

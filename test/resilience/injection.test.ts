@@ -4,7 +4,7 @@
  * byte for byte (it was bound, not spliced). With RESILIENCE_HEAVY=1 and sqlmap installed,
  * sqlmap probes the search and user endpoints on a real loopback port and must find nothing.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,7 +89,7 @@ const READS: ((p: string) => string)[] = [
 
 describe("SQL metacharacters change nothing and leak nothing", () => {
   test(`${READS.length} reads × ${SQL_PAYLOADS.length} payloads: no 5xx, no leak, no row changed`, async () => {
-    const before = await counts(t.client);
+    const before = await counts(t.database);
     const problems: string[] = [];
     for (const read of READS) {
       for (const payload of SQL_PAYLOADS) {
@@ -105,11 +105,11 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
       }
     }
     expect(problems.slice(0, 10)).toEqual([]);
-    expect(await counts(t.client)).toEqual(before);
+    expect(await counts(t.database)).toEqual(before);
   });
 
   test("login, registration and deactivation with metacharacters: refused or harmless, nothing leaks", async () => {
-    const before = await counts(t.client);
+    const before = await counts(t.database);
     for (const payload of SQL_PAYLOADS) {
       const login = await t.request("POST", "/api/auth/login", { body: { email: `${admin.email}${payload}`, password: payload || "x" }, headers: { "x-forwarded-for": "10.0.0.1" } });
       expect({ payload, status: login.status, problem: problemWith(login.status, login.text) }).toMatchObject({ payload, problem: undefined });
@@ -117,7 +117,7 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
       const deactivate = await t.request("POST", `/api/users/deactivate-inactive?before=${q(payload)}`, { token: admin.token });
       expect({ payload, status: deactivate.status, problem: problemWith(deactivate.status, deactivate.text) }).toEqual({ payload, status: 400, problem: undefined });
     }
-    expect(await counts(t.client)).toEqual(before);
+    expect(await counts(t.database)).toEqual(before);
   });
 
   test("text written with metacharacters is stored and read back exactly, and finds only itself", async () => {

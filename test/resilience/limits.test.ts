@@ -3,7 +3,7 @@
  * are refused before they are read, slow clients do not hold the server and are cut off, and
  * an upload folder that cannot be written answers a clear 5xx envelope and records nothing.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { makeTestApp, type TestApp } from "../helpers";
@@ -72,14 +72,14 @@ const jsonHead = (path: string, length: number | "chunked", token = admin.token)
 
 describe("bodies over the limit are refused before they are read", () => {
   test("a JSON body declaring 10 GB, sent slowly: 413 envelope at once, nothing created", async () => {
-    const before = await counts(t.client);
+    const before = await counts(t.database);
     const answer = await rawRequest(jsonHead("/api/users", 10_000_000_000) + '{"name":"', { trickle: "x", everyMs: 100, timeoutMs: 5000 });
     expect({ status: answer.status, problem: problemWith(answer.status, answer.text), code: JSON.parse(answer.text).errorCode }).toEqual({
       status: 413, problem: undefined, code: "PAYLOAD_TOO_LARGE",
     });
     // The body would take forever at this pace: any prompt answer was given without reading it.
     expect(answer.ms).toBeLessThan(3000);
-    expect(await counts(t.client)).toEqual(before);
+    expect(await counts(t.database)).toEqual(before);
   });
 
   test("a chunked JSON body with no length, streamed past the limit: 413 as soon as it passes", async () => {
@@ -101,7 +101,7 @@ describe("bodies over the limit are refused before they are read", () => {
     expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
     // The body would take forever at this pace: any prompt answer was given without reading it.
     expect(answer.ms).toBeLessThan(3000);
-    expect((await counts(t.client, ["files"])).files).toBe(0);
+    expect((await counts(t.database, ["files"])).files).toBe(0);
     expect(readdirSync(uploads)).toEqual([]);
   });
 });
@@ -153,7 +153,7 @@ describe("clients that go away", () => {
     socket.destroy();
     for (let i = 0; i < 50 && readdirSync(uploads).length > 0; i++) await Bun.sleep(50);
     expect(readdirSync(uploads)).toEqual([]);
-    expect((await counts(t.client, ["files"])).files).toBe(0);
+    expect((await counts(t.database, ["files"])).files).toBe(0);
   });
 });
 
@@ -205,7 +205,7 @@ describe("an upload folder that cannot be written", () => {
     const stored = await upload("before.txt");
     expect(stored.status).toBe(201);
     const name = JSON.parse(stored.text).fileName;
-    const before = await counts(t.client, ["files"]);
+    const before = await counts(t.database, ["files"]);
 
     rmSync(uploads, { recursive: true, force: true });
     writeFileSync(uploads, "not a folder");
@@ -217,7 +217,7 @@ describe("an upload folder that cannot be written", () => {
       });
       expect(res.text).not.toContain(uploads);
       expect(res.text).not.toMatch(/ENOTDIR|EACCES|errno/i);
-      expect(await counts(t.client, ["files"])).toEqual(before);
+      expect(await counts(t.database, ["files"])).toEqual(before);
       // Reading a recorded file whose bytes cannot be reached: the same answer, not a 500.
       for (const path of [`/api/files/download/${name}`]) {
         const read = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: `Bearer ${admin.token}` } });

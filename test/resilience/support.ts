@@ -4,7 +4,8 @@
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type { Client } from "@libsql/client";
+import { sql } from "drizzle-orm";
+import type { Reader } from "../../src/db/client";
 
 /** Tables whose rows a refused (4xx) request must leave exactly as they were. */
 export const DOMAIN_TABLES = [
@@ -22,18 +23,18 @@ export const DOMAIN_TABLES = [
 ] as const;
 
 /** One digest per table: the rows in rowid order, so any changed, added or removed row shows. */
-export async function snapshot(client: Client, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, string>> {
+export async function snapshot(db: Reader, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const table of tables) {
-    const { rows } = await client.execute(`SELECT * FROM ${table} ORDER BY rowid`);
+    const rows = await db.all(sql.raw(`SELECT * FROM ${table} ORDER BY rowid`));
     out[table] = createHash("sha1").update(JSON.stringify(rows)).digest("hex");
   }
   return out;
 }
 
-export async function counts(client: Client, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, number>> {
+export async function counts(db: Reader, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const table of tables) out[table] = Number((await client.execute(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+  for (const table of tables) out[table] = Number((await db.all<{ n: number }>(sql.raw(`SELECT count(*) AS n FROM ${table}`)))[0].n);
   return out;
 }
 

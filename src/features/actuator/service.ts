@@ -26,7 +26,7 @@ export const countActiveUsers = async (db: Deps["db"]) => (await db.select({ n: 
 async function dbHealth({ db, logger }: Deps, details: boolean): Promise<ComponentHealth> {
   try {
     if (!details) {
-      await db.run(sql`select 1`);
+      await db.get(sql`select 1`);
       return { status: "UP" };
     }
     const [{ n }] = await db.select({ n: count() }).from(users);

@@ -1,11 +1,11 @@
 /** Reading the audit trail (written by the features through notifications/outbox.ts writeAudit). */
 import { count, desc, eq } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Reader } from "../../db/client";
 import { auditLog } from "../../db/schema";
 import type { AuditEntry, AuditQuery } from "./model";
 
 /** Newest first, one page (default page 0 of 20). */
-export async function listAudit(db: Db, query: AuditQuery): Promise<{ entries: AuditEntry[]; total: number }> {
+export async function listAudit(db: Reader, query: AuditQuery): Promise<{ entries: AuditEntry[]; total: number }> {
   const where = query.action ? eq(auditLog.action, query.action) : undefined;
   const size = query.size ?? 20;
   const [rows, [{ total }]] = await Promise.all([

@@ -4,16 +4,16 @@
  * (a restart with the same variables must not revoke the admin's tokens), unless it has none.
  */
 import { eq } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { users } from "../../db/schema";
 import { grantRoles, normalizeEmail } from "../users/service";
 import { writeAudit } from "../notifications/outbox";
 import { hashPassword } from "./passwords";
 
-export async function ensureAdmin(db: Db, input: { email: string; password: string; name?: string }): Promise<{ id: number; created: boolean }> {
+export async function ensureAdmin(db: Database, input: { email: string; password: string; name?: string }): Promise<{ id: number; created: boolean }> {
   const email = normalizeEmail(input.email);
   const passwordHash = await hashPassword(input.password);
-  return db.transaction(async (tx) => {
+  return db.write(async (tx) => {
     const now = new Date();
     const [existing] = await tx.select({ id: users.id, passwordHash: users.passwordHash }).from(users).where(eq(users.email, email));
     let id = existing?.id;

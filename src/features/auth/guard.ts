@@ -7,7 +7,7 @@
  */
 import { Elysia } from "elysia";
 import { eq, sql } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Reader } from "../../db/client";
 import { users } from "../../db/schema";
 import { roleNamesOfUser } from "../users/service";
 import { AppError } from "../../errors";
@@ -49,7 +49,7 @@ export interface Authenticator {
   callerOf(request: Request): Promise<Caller | undefined>;
 }
 
-export function createAuthenticator(db: Db, tokens: Tokens): Authenticator {
+export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
   const findByEmail = db
     .select({
       id: users.id,

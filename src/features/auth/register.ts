@@ -3,7 +3,7 @@
  * salary, the welcome notification and the audit record, all in one transaction. The
  * unique index on users.email decides races between two registrations of one address.
  */
-import type { Db } from "../../db/client";
+import type { Database, Reader } from "../../db/client";
 import { userProfiles, userSkills, users } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
@@ -15,7 +15,7 @@ import type { Address, RegistrationBody } from "./model";
 import { hashPassword } from "./passwords";
 
 export interface RegisterDeps {
-  db: Db;
+  db: Database;
   metrics: Metrics;
   now: () => number;
 }
@@ -47,7 +47,7 @@ export async function register(deps: RegisterDeps, input: RegistrationBody): Pro
     const name = input.name.trim();
     let id: number;
     try {
-      id = await deps.db.transaction(async (tx) => {
+      id = await deps.db.write(async (tx) => {
         const [{ id }] = await tx
           .insert(users)
           .values({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, active: true, createdAt: now, updatedAt: now })
@@ -68,6 +68,6 @@ export async function register(deps: RegisterDeps, input: RegistrationBody): Pro
 }
 
 /** True when no account uses the address. */
-export async function emailAvailable(db: Db, email: string) {
+export async function emailAvailable(db: Reader, email: string) {
   return !(await emailTaken(db, email));
 }

@@ -7,7 +7,7 @@
  * is checked against a dummy argon2id hash, and both answer 401 INVALID_CREDENTIALS.
  */
 import { and, eq, sql } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { findUser, normalizeEmail } from "../users/service";
@@ -18,7 +18,7 @@ import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, type Thro
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
 
 export interface SessionDeps extends ThrottleDeps {
-  db: Db;
+  db: Database;
   tokens: Tokens;
 }
 
@@ -63,10 +63,10 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
   if (!account.active) throw new AppError("ACCOUNT_DISABLED");
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
-  await deps.db.batch([
-    deps.db.update(users).set({ lastLogin }).where(eq(users.id, account.id)),
+  await deps.db.writeAll((tx) => [
+    tx.update(users).set({ lastLogin }).where(eq(users.id, account.id)),
     // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
-    ...(rehash ? [deps.db.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
+    ...(rehash ? [tx.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
   ]);
   return tokenFor(deps, account.id, email, account.tokenVersion);
 }
@@ -78,7 +78,7 @@ export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenRespons
 
 /** Revokes every token issued to the caller so far. */
 export async function logout(deps: SessionDeps, caller: Caller) {
-  await deps.db.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, caller.id));
+  await deps.db.writeAll((tx) => [tx.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, caller.id))]);
 }
 
 /**
@@ -89,10 +89,12 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
   const account = await checkPassword(deps, caller.email, input.currentPassword, address);
   if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" as never }]);
   const passwordHash = await hashPassword(input.newPassword);
-  const [updated] = await deps.db
-    .update(users)
-    .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
-    .where(eq(users.id, account.id))
-    .returning({ tokenVersion: users.tokenVersion });
+  const [[updated]] = await deps.db.writeAll((tx) => [
+    tx
+      .update(users)
+      .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
+      .where(eq(users.id, account.id))
+      .returning({ tokenVersion: users.tokenVersion }),
+  ]);
   return tokenFor(deps, account.id, caller.email, updated.tokenVersion);
 }

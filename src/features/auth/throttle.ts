@@ -14,14 +14,14 @@
  * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
 import { and, eq, gt, inArray, sql } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database, Db } from "../../db/client";
 import { loginThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
 
 export const THROTTLE_WINDOW_MS = 15 * 60 * 1000;
 
 export interface ThrottleDeps {
-  db: Db;
+  db: Database;
   now: () => number;
   config: { loginMaxFailures: number; loginMaxFailuresPerIp: number };
 }
@@ -64,10 +64,10 @@ export async function assertNotThrottled(deps: ThrottleDeps, email: string, addr
   return { emailHasFailures: rows.some((row) => row.key === emailKey(email)) };
 }
 
-function countFailure(deps: ThrottleDeps, key: string) {
+function countFailure(deps: ThrottleDeps, tx: Db, key: string) {
   const now = deps.now();
   const expired = sql`${loginThrottle.windowStartedAt} <= ${now - THROTTLE_WINDOW_MS}`;
-  return deps.db
+  return tx
     .insert(loginThrottle)
     .values({ key, failures: 1, windowStartedAt: new Date(now) })
     .onConflictDoUpdate({
@@ -82,10 +82,10 @@ function countFailure(deps: ThrottleDeps, key: string) {
 
 /** One more failure for the e-mail and for the address, each in its own window. */
 export async function recordFailure(deps: ThrottleDeps, email: string, address: string) {
-  await deps.db.batch([countFailure(deps, emailKey(email)), countFailure(deps, addressKey(address))]);
+  await deps.db.writeAll((tx) => [countFailure(deps, tx, emailKey(email)), countFailure(deps, tx, addressKey(address))]);
 }
 
 /** A successful login clears the e-mail's count (the address keeps its own). */
 export async function clearFailures(deps: ThrottleDeps, email: string) {
-  await deps.db.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email)));
+  await deps.db.writeAll((tx) => [tx.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email)))]);
 }

@@ -3,7 +3,7 @@
  * and finds stored files again. Client file names are kept as data only, never as paths.
  */
 import { eq } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
@@ -12,7 +12,7 @@ import { withFilePart } from "./multipart";
 import "./messages";
 
 export interface FilesDeps {
-  db: Db;
+  db: Database;
   files: FileStore;
   now: () => number;
   logger: { warn(obj: object, msg: string): void };
@@ -67,15 +67,17 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
     });
     if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" as never }]);
     const createdAt = new Date(deps.now());
-    await deps.db.insert(files).values({
-      id: name!,
-      originalName: upload.originalName,
-      contentType: upload.contentType,
-      size: upload.size,
-      sha256: upload.sha256,
-      uploadedBy: uploaderId,
-      createdAt,
-    });
+    await deps.db.writeAll((tx) => [
+      tx.insert(files).values({
+        id: name!,
+        originalName: upload.originalName,
+        contentType: upload.contentType,
+        size: upload.size,
+        sha256: upload.sha256,
+        uploadedBy: uploaderId,
+        createdAt,
+      }),
+    ]);
     return {
       fileName: name!,
       id: name!,

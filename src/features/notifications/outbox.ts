@@ -8,7 +8,7 @@ import { auditLog, outbox } from "../../db/schema";
 
 export type NotificationKind = "WELCOME" | "USER_UPDATED" | "ORDER_CREATED" | "PAYMENT_SUCCESS";
 
-/** A transaction or the database itself: both can insert. */
+/** A unit of work's handle (src/db/database.ts). */
 type Writer = Pick<Db, "insert">;
 
 export async function enqueueNotification(tx: Writer, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now = new Date()) {

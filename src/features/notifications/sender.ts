@@ -9,11 +9,11 @@
  */
 import { and, asc, eq, inArray, isNull, lte, sql } from "drizzle-orm";
 import type { Logger } from "pino";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { outbox } from "../../db/schema";
 
 export interface OutboxSenderOptions {
-  db: Db;
+  db: Database;
   logger: Logger;
   webhookUrl?: string;
   /** Pause between passes when nothing is due. */
@@ -72,30 +72,30 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
     const attempts = row.attempts + 1;
     const delay = retryDelay(attempts, baseDelayMs, maxDelayMs);
     const lastError = String((error as Error)?.message ?? error).slice(0, 500);
-    await db.update(outbox).set({ attempts, lastError, nextAttemptAt: new Date(now() + delay) }).where(eq(outbox.id, row.id));
+    await db.writeAll((tx) => [tx.update(outbox).set({ attempts, lastError, nextAttemptAt: new Date(now() + delay) }).where(eq(outbox.id, row.id))]);
     logger.warn({ outboxId: row.id, kind: row.kind, attempts, retryInMs: delay, error: lastError }, "notification delivery failed");
   }
 
   async function runOnce() {
     // One statement picks the due rows and leases them, so no other sender takes them meanwhile.
-    const due = db
-      .select({ id: outbox.id })
-      .from(outbox)
-      .where(and(isNull(outbox.deliveredAt), lte(outbox.nextAttemptAt, new Date(now()))))
-      .orderBy(asc(outbox.id))
-      .limit(batchSize);
-    const claimed = await db
-      .update(outbox)
-      .set({ nextAttemptAt: new Date(now() + leaseMs) })
-      .where(inArray(outbox.id, due))
-      .returning();
+    const [claimed] = await db.writeAll((tx) => {
+      const due = tx
+        .select({ id: outbox.id })
+        .from(outbox)
+        .where(and(isNull(outbox.deliveredAt), lte(outbox.nextAttemptAt, new Date(now()))))
+        .orderBy(asc(outbox.id))
+        .limit(batchSize);
+      return [tx.update(outbox).set({ nextAttemptAt: new Date(now() + leaseMs) }).where(inArray(outbox.id, due)).returning()];
+    });
     const outcomes = await Promise.allSettled(claimed.map(deliver));
     const delivered = claimed.filter((_, i) => outcomes[i].status === "fulfilled").map((row) => row.id);
     if (delivered.length > 0) {
-      await db
-        .update(outbox)
-        .set({ deliveredAt: new Date(now()), attempts: sql`${outbox.attempts} + 1`, lastError: null })
-        .where(inArray(outbox.id, delivered));
+      await db.writeAll((tx) => [
+        tx
+          .update(outbox)
+          .set({ deliveredAt: new Date(now()), attempts: sql`${outbox.attempts} + 1`, lastError: null })
+          .where(inArray(outbox.id, delivered)),
+      ]);
     }
     for (const [i, outcome] of outcomes.entries()) {
       if (outcome.status === "rejected") await failed(claimed[i], outcome.reason);

@@ -18,7 +18,7 @@
  */
 import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
-import type { Db } from "../../db/client";
+import type { Database, Db, Reader } from "../../db/client";
 import { orderItems, orders, products, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import type { MessageKey } from "../../i18n";
@@ -29,14 +29,12 @@ import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentReq
 import { luhnValid, type PaymentGateway } from "./payment-gateway";
 
 export interface OrdersDeps {
-  db: Db;
+  db: Database;
   logger: Logger;
   now: () => number;
   paymentGateway: PaymentGateway;
 }
 
-type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
-type Writer = Db | Tx;
 
 type StoredStatus = "PENDING" | "PROCESSING" | "PAID" | "PAYMENT_FAILED";
 
@@ -53,17 +51,17 @@ const TRANSITIONS = {
 
 /**
  * The one way an order's status changes; undefined when the order was not in the "from"
- * status (or not the owner's, or for a reclaim, not stale).
+ * status (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
  */
-async function move(
-  db: Writer,
+function move(
+  tx: Db,
   id: number,
   transition: keyof typeof TRANSITIONS,
   at: Date,
   options: { set?: { paymentId?: string; paidAt?: Date }; ownerId?: number } = {},
 ) {
   const { from, to } = TRANSITIONS[transition];
-  const [row] = await db
+  return tx
     .update(orders)
     .set({ status: to, updatedAt: at, ...options.set })
     .where(
@@ -75,6 +73,11 @@ async function move(
       ),
     )
     .returning({ userId: orders.userId, totalCents: orders.totalCents });
+}
+
+/** A move as a unit of its own: the row moved, or undefined. */
+async function moveNow(db: Database, ...args: Parameters<typeof move> extends [Db, ...infer Rest] ? Rest : never) {
+  const [[row]] = await db.writeAll((tx) => [move(tx, ...args)]);
   return row;
 }
 
@@ -103,7 +106,7 @@ function toOrder(row: OrderRow, items: ItemRow[]): Order {
 }
 
 /** Orders matching `where`, with their items, oldest first. */
-async function selectOrders(db: Db, where: SQL | undefined, page?: { size: number; offset: number }): Promise<Order[]> {
+async function selectOrders(db: Reader, where: SQL | undefined, page?: { size: number; offset: number }): Promise<Order[]> {
   const base = db.select().from(orders).where(where).orderBy(asc(orders.id));
   const rows = page ? await base.limit(page.size).offset(page.offset) : await base;
   if (rows.length === 0) return [];
@@ -119,14 +122,14 @@ async function selectOrders(db: Db, where: SQL | undefined, page?: { size: numbe
 const visibleTo = (caller: Caller) => (isAdmin(caller) ? undefined : eq(orders.userId, caller.id));
 
 /** Another user's order is "not found" to a USER, so ids reveal nothing. */
-export async function findOrder(db: Db, caller: Caller, id: number): Promise<Order> {
+export async function findOrder(db: Reader, caller: Caller, id: number): Promise<Order> {
   const [order] = await selectOrders(db, and(eq(orders.id, id), visibleTo(caller)));
   if (!order) throw new AppError("ORDER_NOT_FOUND", { id });
   return order;
 }
 
 /** `userId` narrows the list; a USER only ever sees their own (another's id gives an empty list). */
-export async function listOrders(db: Db, caller: Caller, query: OrderListQuery) {
+export async function listOrders(db: Reader, caller: Caller, query: OrderListQuery) {
   const where = and(visibleTo(caller), query.userId === undefined ? undefined : eq(orders.userId, query.userId));
   const paged = query.page !== undefined || query.size !== undefined;
   const size = query.size ?? 20;
@@ -141,7 +144,7 @@ export async function listOrders(db: Db, caller: Caller, query: OrderListQuery) 
  * Reserves one line: the UPDATE is both the check (ACTIVE, enough stock left) and the write,
  * and hands back what the line records. Undefined when it cannot: refusal() says why.
  */
-async function reserve(tx: Tx, productId: number, quantity: number) {
+async function reserve(tx: Db, productId: number, quantity: number) {
   const [taken] = await tx
     .update(products)
     .set({ stock: sql`${products.stock} - ${quantity}` })
@@ -151,7 +154,7 @@ async function reserve(tx: Tx, productId: number, quantity: number) {
 }
 
 /** Why a line could not be reserved, in the interface's order: any product missing, then not ACTIVE, then stock. */
-async function refusal(tx: Tx, items: CreateOrderRequest["items"], failed: { productId: number; quantity: number }) {
+async function refusal(tx: Db, items: CreateOrderRequest["items"], failed: { productId: number; quantity: number }) {
   const wanted = [...new Set(items.map((item) => item.productId))];
   const found = new Map((await tx.select().from(products).where(inArray(products.id, wanted))).map((p) => [p.id, p]));
   for (const productId of wanted) {
@@ -169,7 +172,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   const userId = input.userId ?? caller.id;
   if (userId !== caller.id && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
   const now = new Date(deps.now());
-  return deps.db.transaction(async (tx) => {
+  return deps.db.write(async (tx) => {
     let recipient = caller.email;
     if (userId !== caller.id) {
       const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, userId));
@@ -200,7 +203,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());
-  const claimed = (await move(db, id, "claim", claimedAt, { ownerId })) ?? (await move(db, id, "reclaim", claimedAt, { ownerId }));
+  const claimed = (await moveNow(db, id, "claim", claimedAt, { ownerId })) ?? (await moveNow(db, id, "reclaim", claimedAt, { ownerId }));
   if (!claimed) {
     const order = await findOrder(db, caller, id);
     throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
@@ -210,22 +213,22 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   try {
     result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {
-    await move(db, id, "unclaim", new Date(deps.now()));
+    await moveNow(db, id, "unclaim", new Date(deps.now()));
     logger.warn({ err: error, orderId: id }, "payment gateway unreachable; order released");
     throw new AppError("PAYMENT_GATEWAY_UNAVAILABLE");
   }
 
   const at = new Date(deps.now());
   /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
-  const settle = async (tx: Tx, transition: "succeed" | "decline", set?: { paymentId: string; paidAt: Date }) => {
-    if (await move(tx, id, transition, at, { set })) return;
+  const settle = async (tx: Db, transition: "succeed" | "decline", set?: { paymentId: string; paidAt: Date }) => {
+    if ((await move(tx, id, transition, at, { set })).length > 0) return;
     const [current] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
     throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
   };
   if (result.approved) {
     const { paymentId } = result;
     try {
-      await db.transaction(async (tx) => {
+      await db.write(async (tx) => {
         await settle(tx, "succeed", { paymentId, paidAt: at });
         const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, claimed.userId));
         await enqueueNotification(tx, "PAYMENT_SUCCESS", owner?.email ?? null, { orderId: id, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents) }, at);
@@ -239,7 +242,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
     return findOrder(db, caller, id);
   }
 
-  await db.transaction(async (tx) => {
+  await db.write(async (tx) => {
     await settle(tx, "decline");
     const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
     for (const line of lines) {

@@ -4,7 +4,7 @@
  * departmentId); these functions manage the departments and the rest of the people model.
  */
 import { and, asc, eq, lt, sql } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database, Reader } from "../../db/client";
 import { departments, roles, userProfiles, userRoles, users } from "../../db/schema";
 import { AppError, defineErrors, integrityKind, Violations } from "../../errors";
 import { defineMessages } from "../../i18n";
@@ -17,8 +17,6 @@ defineErrors({ DUPLICATE_DEPARTMENT: { status: 409, message: "error.duplicateDep
 defineMessages({
   "error.duplicateDepartment": { en: (p) => `Department already exists: ${p.name}`, "zh-TW": (p) => `部門已存在: ${p.name}` },
 });
-
-type Reader = Pick<Db, "select">;
 
 export async function listDepartments(db: Reader): Promise<Department[]> {
   const rows = await db
@@ -34,10 +32,10 @@ export async function listDepartments(db: Reader): Promise<Department[]> {
   return rows.map((d) => ({ ...d, createdAt: d.createdAt.toISOString() }));
 }
 
-export async function createDepartment(db: Db, input: DepartmentBody, now: Date): Promise<Department> {
+export async function createDepartment(db: Database, input: DepartmentBody, now: Date): Promise<Department> {
   const name = input.name.trim();
   try {
-    const [row] = await db.insert(departments).values({ name, description: input.description ?? null, createdAt: now }).returning();
+    const [[row]] = await db.writeAll((tx) => [tx.insert(departments).values({ name, description: input.description ?? null, createdAt: now }).returning()]);
     return { id: row.id, name: row.name, description: row.description, createdAt: row.createdAt.toISOString(), userCount: 0 };
   } catch (error) {
     // The unique index on the name decides, so two concurrent creates give one department.
@@ -50,8 +48,8 @@ export function listRoles(db: Reader) {
 }
 
 /** Replaces the user's roles with exactly these, as one change of the user (version +1). */
-export async function setRoles(db: Db, id: number, input: RolesBody, actor: string, now: Date): Promise<User> {
-  await db.transaction(async (tx) => {
+export async function setRoles(db: Database, id: number, input: RolesBody, actor: string, now: Date): Promise<User> {
+  await db.write(async (tx) => {
     const updated = await tx.update(users).set({ version: sql`${users.version} + 1`, updatedAt: now }).where(eq(users.id, id)).returning({ id: users.id });
     if (updated.length === 0) throw new AppError("USER_NOT_FOUND", { id });
     const names = [...new Set(input.roles)];
@@ -78,10 +76,10 @@ export async function getProfile(db: Reader, id: number): Promise<UserProfile> {
 }
 
 /** PUT: creates or replaces the whole profile (absent fields become null). `today` is yyyy-MM-dd, UTC. */
-export async function putProfile(db: Db, id: number, input: ProfileBody, today: string): Promise<UserProfile> {
+export async function putProfile(db: Database, id: number, input: ProfileBody, today: string): Promise<UserProfile> {
   if (input.birthDate && input.birthDate >= today) throw new Violations("body", [{ path: "birthDate", key: "field.birthDate.past" }]);
   const profile: UserProfile = { ...emptyProfile(id), ...input, userId: id };
-  await db.transaction(async (tx) => {
+  await db.write(async (tx) => {
     await assertUserExists(tx, id);
     const { userId: _userId, ...fields } = profile;
     await tx.insert(userProfiles).values(profile).onConflictDoUpdate({ target: userProfiles.userId, set: fields });
@@ -94,13 +92,13 @@ export async function putProfile(db: Db, id: number, input: ProfileBody, today: 
  * users who never logged in are left alone (a null lastLogin is never "< cutoff" in SQL).
  * Their tokens stop working at once: the access guard refuses inactive users.
  */
-export async function deactivateInactive(db: Db, cutoff: Date, actor: string, now: Date): Promise<{ count: number }> {
-  return db.transaction(async (tx) => {
-    const result = await tx
+export async function deactivateInactive(db: Database, cutoff: Date, actor: string, now: Date): Promise<{ count: number }> {
+  return db.write(async (tx) => {
+    const { length: deactivated } = await tx
       .update(users)
       .set({ active: false, updatedAt: now, version: sql`${users.version} + 1` })
-      .where(and(eq(users.active, true), lt(users.lastLogin, cutoff)));
-    const deactivated = result.rowsAffected;
+      .where(and(eq(users.active, true), lt(users.lastLogin, cutoff)))
+      .returning({ id: users.id });
     await writeAudit(tx, { action: "USERS_DEACTIVATED", actor, subjectType: "User", subjectId: "*", details: { before: cutoff.toISOString(), count: deactivated } }, now);
     return { count: deactivated };
   });

@@ -4,7 +4,7 @@
  * code give one product and DUPLICATE_PRODUCT_CODE for the other.
  */
 import { asc, count, eq } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database, Reader } from "../../db/client";
 import { products } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import { fromCents, toCents } from "./money";
@@ -28,7 +28,7 @@ export function toProduct(row: Row): Product {
   };
 }
 
-export async function listProducts(db: Db, query: ProductListQuery) {
+export async function listProducts(db: Reader, query: ProductListQuery) {
   const where = query.status ? eq(products.status, query.status) : undefined;
   const base = db.select().from(products).where(where).orderBy(asc(products.id));
   const paged = query.page !== undefined || query.size !== undefined;
@@ -40,7 +40,7 @@ export async function listProducts(db: Db, query: ProductListQuery) {
   return { products: rows.map(toProduct), total };
 }
 
-export async function findProduct(db: Db, id: number): Promise<Product> {
+export async function findProduct(db: Reader, id: number): Promise<Product> {
   const [row] = await db.select().from(products).where(eq(products.id, id));
   if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
   return toProduct(row);
@@ -61,13 +61,15 @@ function columnsOf(input: ProductBody) {
 const duplicateCode = (error: unknown, code: string) =>
   integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_PRODUCT_CODE", { code }) : error;
 
-export async function createProduct(db: Db, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
+export async function createProduct(db: Database, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
   const values = columnsOf(input);
   try {
-    const [row] = await db
-      .insert(products)
-      .values({ ...values, createdAt: now, updatedAt: now, createdBy: actor, updatedBy: actor })
-      .returning();
+    const [[row]] = await db.writeAll((tx) => [
+      tx
+        .insert(products)
+        .values({ ...values, createdAt: now, updatedAt: now, createdBy: actor, updatedBy: actor })
+        .returning(),
+    ]);
     return toProduct(row);
   } catch (error) {
     throw duplicateCode(error, values.code);
@@ -75,10 +77,10 @@ export async function createProduct(db: Db, input: ProductBody, actor: string, n
 }
 
 /** PUT: replaces every field; createdAt/createdBy stay. */
-export async function replaceProduct(db: Db, id: number, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
+export async function replaceProduct(db: Database, id: number, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
   const values = columnsOf(input);
   try {
-    const [row] = await db.update(products).set({ ...values, updatedAt: now, updatedBy: actor }).where(eq(products.id, id)).returning();
+    const [[row]] = await db.writeAll((tx) => [tx.update(products).set({ ...values, updatedAt: now, updatedBy: actor }).where(eq(products.id, id)).returning()]);
     if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
     return toProduct(row);
   } catch (error) {

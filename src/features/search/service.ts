@@ -5,7 +5,7 @@
  */
 import { and, asc, desc, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
-import type { Db } from "../../db/client";
+import type { Reader } from "../../db/client";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS } from "../users/model";
 import { orderBy, selectUsers, toUser } from "../users/service";
@@ -36,7 +36,6 @@ export interface Page {
   size: number;
 }
 
-type Reader = Pick<Db, "select">;
 
 const hasText = (value: string | undefined): value is string => value !== undefined && value.trim() !== "";
 

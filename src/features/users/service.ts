@@ -4,7 +4,7 @@
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database, Db, Reader } from "../../db/client";
 import { departments, roles, userRoles, users } from "../../db/schema";
 import { AppError, defineErrors, integrityKind } from "../../errors";
 import { defineMessages } from "../../i18n";
@@ -20,13 +20,11 @@ defineMessages({
 });
 
 export interface UsersDeps {
-  db: Db;
+  db: Database;
   metrics: Metrics;
   logger: { warn(obj: object, msg: string): void };
 }
 
-type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
-type Reader = Pick<Db, "select">;
 
 /**
  * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
@@ -79,7 +77,7 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
  * findUser's query, built once per database handle: building drizzle SQL was a fifth of
  * GET /api/users/{id} in the CPU profile (npm run bench). Transactions get their own.
  */
-const findByIdQueries = new WeakMap<Reader, ReturnType<typeof prepareFindById>>();
+const findByIdQueries = new WeakMap<object, ReturnType<typeof prepareFindById>>();
 const prepareFindById = (db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare();
 
 export async function findUser(db: Reader, id: number): Promise<User> {
@@ -108,7 +106,7 @@ export function orderBy(sort: string | undefined) {
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
-export async function listUsers(db: Db, query: { page?: number; size?: number; sort?: string }) {
+export async function listUsers(db: Reader, query: { page?: number; size?: number; sort?: string }) {
   const paged = query.page !== undefined || query.size !== undefined;
   const size = query.size ?? 20;
   const page = query.page ?? 0;
@@ -121,7 +119,7 @@ export async function listUsers(db: Db, query: { page?: number; size?: number; s
 }
 
 /** The id of the named department, created on first use (a User carries its department by name). */
-export async function departmentId(tx: Tx, name: string | undefined): Promise<number | null> {
+export async function departmentId(tx: Db, name: string | undefined): Promise<number | null> {
   const trimmed = name?.trim();
   if (!trimmed) return null;
   await tx.insert(departments).values({ name: trimmed }).onConflictDoNothing();
@@ -130,7 +128,7 @@ export async function departmentId(tx: Tx, name: string | undefined): Promise<nu
 }
 
 /** One INSERT … SELECT (unknown names grant nothing): a statement fewer in every create. */
-export async function grantRoles(tx: Tx, userId: number, names: string[]) {
+export async function grantRoles(tx: Db, userId: number, names: string[]) {
   await tx
     .insert(userRoles)
     .select(tx.select({ userId: sql<number>`${userId}`.as("user_id"), roleId: roles.id }).from(roles).where(inArray(roles.name, names)))
@@ -142,7 +140,7 @@ function duplicateEmail(error: unknown, email: string) {
   return integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
 }
 
-const emailQueries = new WeakMap<Reader, ReturnType<typeof prepareEmailQuery>>();
+const emailQueries = new WeakMap<object, ReturnType<typeof prepareEmailQuery>>();
 const prepareEmailQuery = (db: Reader) => db.select({ id: users.id }).from(users).where(eq(users.email, sql.placeholder("email"))).prepare();
 
 export async function emailTaken(db: Reader, email: string) {
@@ -160,7 +158,7 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
     try {
-      const id = await deps.db.transaction(async (tx) => {
+      const id = await deps.db.write(async (tx) => {
         const [{ id }] = await tx
           .insert(users)
           .values({
@@ -206,7 +204,7 @@ async function applyUpdate(
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
     try {
-      await deps.db.transaction(async (tx) => {
+      await deps.db.write(async (tx) => {
         const [current] = await tx.select({ version: users.version, email: users.email }).from(users).where(eq(users.id, id));
         if (!current) throw new AppError("USER_NOT_FOUND", { id });
         if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
@@ -225,7 +223,7 @@ async function applyUpdate(
     const user = await findUser(deps.db, id);
     // The update notification is not part of the update: failing to queue it never undoes it.
     try {
-      await enqueueNotification(deps.db, "USER_UPDATED", user.email, { userId: id });
+      await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }));
     } catch (error) {
       deps.logger.warn({ err: error, userId: id }, "user-updated notification not queued");
     }
@@ -263,7 +261,7 @@ export async function keepAnAdmin(tx: Reader, userId: number) {
 
 export async function deleteUser(deps: UsersDeps, id: number) {
   await timed(deps.metrics, "delete", () =>
-    deps.db.transaction(async (tx) => {
+    deps.db.write(async (tx) => {
       await keepAnAdmin(tx, id);
       const deleted = await tx.delete(users).where(eq(users.id, id)).returning({ id: users.id });
       if (deleted.length === 0) throw new AppError("USER_NOT_FOUND", { id });

@@ -1,0 +1,77 @@
+/**
+ * What a database failure means, whichever driver raised it; services ask here, never read
+ * error text themselves. How each driver reports a failure:
+ *
+ * | driver                  | where                    | e.g. a duplicate key                                   |
+ * |-------------------------|--------------------------|--------------------------------------------------------|
+ * | bun:sqlite              | SQLiteError code, errno  | code SQLITE_CONSTRAINT_UNIQUE, errno 2067              |
+ * | @libsql/client, file:   | LibsqlError extendedCode | code SQLITE_CONSTRAINT, extendedCode …_UNIQUE, rawCode |
+ * | @libsql/client, remote  | LibsqlError code, text   | code SQLITE_CONSTRAINT[_UNIQUE], "UNIQUE constraint failed" |
+ *
+ * drizzle wraps each in a DrizzleQueryError (the driver's error is its cause), so the chain is walked.
+ */
+
+export type IntegrityKind = "duplicate" | "foreignKey" | "other";
+export type Failure = IntegrityKind | "busy";
+
+/** SQLite's extended result codes (https://sqlite.org/rescode.html). */
+const BY_CODE: Record<string, Failure> = {
+  SQLITE_CONSTRAINT_UNIQUE: "duplicate",
+  SQLITE_CONSTRAINT_PRIMARYKEY: "duplicate",
+  SQLITE_CONSTRAINT_FOREIGNKEY: "foreignKey",
+  SQLITE_BUSY: "busy",
+  SQLITE_LOCKED: "busy",
+};
+const BY_NUMBER: Record<number, Failure> = { 2067: "duplicate", 1555: "duplicate", 787: "foreignKey" };
+const PRIMARY_CONSTRAINT = 19;
+const PRIMARY_BUSY = 5;
+const PRIMARY_LOCKED = 6;
+
+/** Remote servers (sqld) may send only the primary code: their message names the constraint. */
+const BY_TEXT: [RegExp, Failure][] = [
+  [/UNIQUE constraint failed/, "duplicate"],
+  [/FOREIGN KEY constraint failed/, "foreignKey"],
+  [/database is locked|SQLITE_BUSY/, "busy"],
+];
+
+function classifyOne(e: any): Failure | undefined {
+  const codes = [e.extendedCode, e.code].filter((c): c is string => typeof c === "string");
+  for (const code of codes) {
+    const known = BY_CODE[code] ?? (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") ? "busy" : undefined);
+    if (known) return known;
+  }
+  const number = typeof e.rawCode === "number" ? e.rawCode : typeof e.errno === "number" && codes.some((c) => c.startsWith("SQLITE_")) ? e.errno : undefined;
+  if (number !== undefined) {
+    if (BY_NUMBER[number]) return BY_NUMBER[number];
+    const primary = number & 0xff;
+    if (primary === PRIMARY_BUSY || primary === PRIMARY_LOCKED) return "busy";
+  }
+  const message = typeof e.message === "string" ? e.message : "";
+  for (const [pattern, failure] of BY_TEXT) if (pattern.test(message)) return failure;
+  if (codes.some((c) => c.startsWith("SQLITE_CONSTRAINT")) || (number !== undefined && (number & 0xff) === PRIMARY_CONSTRAINT)) return "other";
+  return undefined;
+}
+
+/** The failure kind of `error` or anything in its cause chain; undefined for anything else. */
+export function classifyDatabaseError(error: unknown): Failure | undefined {
+  for (let e: any = error, depth = 0; e && typeof e === "object" && depth < 5; e = e.cause, depth++) {
+    if (e instanceof DatabaseBusyError) return "busy";
+    const kind = classifyOne(e);
+    if (kind) return kind;
+  }
+  return undefined;
+}
+
+export function integrityKind(error: unknown): IntegrityKind | undefined {
+  const kind = classifyDatabaseError(error);
+  return kind === "busy" ? undefined : kind;
+}
+
+export const isBusy = (error: unknown) => classifyDatabaseError(error) === "busy";
+
+/** A unit of work that could not get the write lock within DATABASE_BUSY_TIMEOUT_MS; nothing was written. */
+export class DatabaseBusyError extends Error {
+  constructor(readonly waitedMs: number, options?: { cause?: unknown }) {
+    super(`database busy: the write lock stayed taken for ${waitedMs} ms`, options);
+  }
+}

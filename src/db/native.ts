@@ -1,0 +1,112 @@
+/**
+ * The embedded default: Bun's own SQLite (bun:sqlite through drizzle-orm/bun-sqlite), used as
+ * the engine wants it. One writer connection runs every unit of work, BEGIN IMMEDIATE … COMMIT,
+ * units taking turns through an in-process mutex; one reader connection (query_only) serves
+ * every read outside a unit, and under WAL it never waits for the writer.
+ *
+ * drizzle's transaction() is not used: for bun-sqlite it is synchronous (drizzle-orm#2275), so
+ * COMMIT would run at the closure's first await and a later throw would roll nothing back.
+ */
+import { Database as Connection } from "bun:sqlite";
+import { drizzle } from "drizzle-orm/bun-sqlite";
+import type { Database, Db } from "./database";
+import { readSurface } from "./reads";
+import * as schema from "./schema";
+import { createTurns, retryWhileBusy } from "./units";
+
+/**
+ * SQLite's own wait for a lock, spent blocking the event loop: kept short, since a unit that
+ * finds the lock taken is retried as a whole after a pause that lets other requests run.
+ */
+const SQLITE_BUSY_TIMEOUT_MS = 20;
+/**
+ * A create writes dozens of pages to the WAL (users, its indexes, FTS, roles, outbox, audit),
+ * so the default checkpoint every 1,000 pages ran every ~24 creates, copying the same hot
+ * pages back each time and fsyncing; at 10,000 pages (~40 MB of WAL, kept for reuse) each hot
+ * page is copied once per ~240 creates.
+ */
+export const WAL_AUTOCHECKPOINT_PAGES = 10_000;
+
+/**
+ * Set once per connection, when it opens. synchronous=NORMAL under WAL keeps every committed
+ * unit across a crash of the process (the WAL is written before COMMIT returns); only a power
+ * loss can lose the last commits, never corrupt the file; it saves an fsync per commit.
+ */
+const WRITER_PRAGMAS = [
+  `busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`,
+  "journal_mode = WAL",
+  "synchronous = NORMAL",
+  "foreign_keys = ON",
+  `wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`,
+];
+const READER_PRAGMAS = [`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`, "query_only = ON"];
+
+function connect(path: string, pragmas: string[]) {
+  const connection = new Connection(path, { create: true });
+  for (const pragma of pragmas) connection.run(`PRAGMA ${pragma}`);
+  return connection;
+}
+
+/**
+ * drizzle over a connection whose statements are bun:sqlite's cached ones (query(), keyed by
+ * SQL text): a query drizzle builds per call is prepared once per shape, not per call, and
+ * close() finalizes them all, so nothing keeps using a closed database.
+ */
+function handleOf(connection: Connection): Db {
+  const client = { prepare: (text: string) => connection.query(text), exec: (text: string) => connection.run(text) };
+  return drizzle({ client: client as unknown as Connection, schema }) as unknown as Db;
+}
+
+export function openNative(path: string, busyTimeoutMs: number): Database {
+  const writerConnection = connect(path, WRITER_PRAGMAS);
+  // An in-memory database exists only on the connection that made it: one for both roles.
+  const inMemory = path === "" || path === ":memory:";
+  const readerConnection = inMemory ? writerConnection : connect(path, READER_PRAGMAS);
+  const writer = handleOf(writerConnection);
+  const reader = inMemory ? writer : handleOf(readerConnection);
+  const begin = writerConnection.prepare("BEGIN IMMEDIATE");
+  const commit = writerConnection.prepare("COMMIT");
+  const rollback = writerConnection.prepare("ROLLBACK");
+  const inTurn = createTurns();
+
+  /** One attempt: all of `work` committed, or (whatever it throws) nothing. */
+  async function attempt<T>(work: () => T | Promise<T>): Promise<T> {
+    begin.run();
+    try {
+      const result = await work();
+      commit.run();
+      return result;
+    } catch (error) {
+      if (writerConnection.inTransaction) rollback.run();
+      throw error;
+    }
+  }
+  const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => attempt(work), busyTimeoutMs));
+
+  return {
+    ...readSurface(reader),
+    driver: "native",
+    unguarded: writer,
+    write: (work) => unit(() => work(writer)),
+    writeAll: (build) =>
+      unit(async () => {
+        const results = [];
+        for (const statement of build(writer)) results.push(await statement);
+        return results as never;
+      }),
+    migrate: (statements) =>
+      inTurn(async () => {
+        // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.
+        writerConnection.run("PRAGMA foreign_keys = OFF");
+        try {
+          await retryWhileBusy(() => attempt(() => statements.forEach((statement) => writerConnection.run(statement))), busyTimeoutMs);
+        } finally {
+          writerConnection.run("PRAGMA foreign_keys = ON");
+        }
+      }),
+    close() {
+      if (readerConnection !== writerConnection) readerConnection.close();
+      writerConnection.close();
+    },
+  };
+}

@@ -1,0 +1,30 @@
+/**
+ * The database legs. `npm test` (scripts/test.ts) runs every test file that takes its test
+ * functions from here once per driver, with DATABASE_DRIVER set for the run (and inherited by
+ * the servers a test starts); each test's name ends with its leg, so CI's JUnit report counts
+ * both legs and neither overwrites the other. Everything else is bun:test's own.
+ */
+import * as bun from "bun:test";
+
+export const LEGS = ["native", "libsql"] as const;
+export type Leg = (typeof LEGS)[number];
+export const leg: Leg = LEGS.find((l) => l === process.env.DATABASE_DRIVER) ?? "native";
+
+/** A test function whose test names get the leg; `test.each(…)`, `test.if(…)` and the like hand back one too. */
+function named<F extends (...args: any[]) => any>(fn: F): F {
+  return new Proxy(fn, {
+    apply(target, self, args) {
+      if (typeof args[0] === "string") return Reflect.apply(target, self, [`${args[0]} [${leg}]`, ...args.slice(1)]);
+      const result = Reflect.apply(target, self, args);
+      return typeof result === "function" ? named(result) : result;
+    },
+    get(target, property) {
+      const value = Reflect.get(target, property);
+      return typeof value === "function" ? named(value.bind(target)) : value;
+    },
+  });
+}
+
+export const test = named(bun.test);
+export const it = test;
+export { afterAll, afterEach, beforeAll, beforeEach, describe, expect, mock, setDefaultTimeout, spyOn } from "bun:test";
