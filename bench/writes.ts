@@ -1,0 +1,70 @@
+/**
+ * The write path in-process, per driver: sequential POST /api/users-shaped creates through
+ * the users service (no HTTP), with the WAL frames each create appends (every dirty page of
+ * a commit is one frame) and which b-trees they land in.
+ *
+ *   bun bench/writes.ts [creates]
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Database as Connection } from "bun:sqlite";
+import { openDatabase, type DatabaseDriver } from "../src/db/client";
+import { migrate } from "../src/db/migrate";
+import { createUser } from "../src/features/users/service";
+import { createMetrics } from "../src/metrics";
+
+const CREATES = Number(process.argv[2] ?? 2000);
+/** Fewer than the autocheckpoint's 10,000 frames, so the WAL holds every frame written. */
+const COUNTED = 150;
+const logger = { warn() {} };
+
+async function run(driver: DatabaseDriver) {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-writes-"));
+  const path = join(dir, "w.db");
+  try {
+    const db = await openDatabase({ url: `file:${path}`, driver });
+    await migrate(db);
+    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger };
+    const create = (i: number) => createUser(deps, { name: `Bench User ${i}`, email: `bench${i}@example.com` }, "bench");
+    // Frames per create: a fresh WAL (checkpointed and truncated), COUNTED creates, its size.
+    await create(-1);
+    const probe = new Connection(path);
+    probe.run("PRAGMA wal_checkpoint(TRUNCATE)");
+    for (let i = 0; i < COUNTED; i++) await create(i);
+    const pageSize = Number(probe.query("PRAGMA page_size").values()[0][0]);
+    const frames = framesByTree(probe, `${path}-wal`, pageSize);
+    probe.close();
+    const started = performance.now();
+    const cpu = process.cpuUsage();
+    for (let i = COUNTED; i < COUNTED + CREATES; i++) await create(i);
+    const { user, system } = process.cpuUsage(cpu);
+    const perSecond = Math.round(CREATES / ((performance.now() - started) / 1000));
+    db.close();
+    return {
+      driver,
+      createsPerSecond: perSecond,
+      // On a shared machine wall time mostly measures the neighbours: per CPU-second of this process too.
+      createsPerCpuSecond: Math.round(CREATES / ((user + system) / 1e6)),
+      walFramesPerCreate: Math.round((Object.values(frames).reduce((a, b) => a + b, 0) / COUNTED) * 10) / 10,
+      byTree: Object.fromEntries(Object.entries(frames).sort(([, a], [, b]) => b - a).map(([name, n]) => [name, Math.round((n / COUNTED) * 10) / 10])),
+      pageSize,
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Frames in the WAL per b-tree (table or index), from the frame headers' page numbers and dbstat. */
+function framesByTree(connection: Connection, walPath: string, pageSize: number) {
+  const owner = new Map(connection.query<{ name: string; pageno: number }, []>("SELECT name, pageno FROM dbstat").all().map((r) => [r.pageno, r.name]));
+  const wal = readFileSync(walPath);
+  const counts: Record<string, number> = {};
+  for (let at = 32; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
+    const name = owner.get(wal.readUInt32BE(at)) ?? "(free list or new)";
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+for (const driver of ["native", "libsql"] as const) console.log(JSON.stringify(await run(driver)));
