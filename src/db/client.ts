@@ -5,7 +5,7 @@ import type { Database, DatabaseOptions } from "./database";
 import { openLibsql } from "./libsql";
 import { openNative } from "./native";
 
-export type { Database, DatabaseOptions, Db, Reader } from "./database";
+export type { Database, DatabaseDriver, DatabaseOptions, Db, Reader } from "./database";
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 
