@@ -18,6 +18,8 @@ import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { bodyParser } from "./http/body-parser";
 import { compression } from "./http/compression";
+import { cors } from "./http/cors";
+import { securityHeadersPlugin } from "./http/security-headers";
 import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
 
@@ -54,7 +56,9 @@ export function createApp(deps: AppDeps) {
         routes: routeTable(() => self!),
       }),
     )
+    .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
+    .use(cors(config.corsOrigins))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))
     .use(actuatorRoutes(ctx))

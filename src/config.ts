@@ -41,6 +41,10 @@ export interface Config {
   readonly metricsToken?: string;
   /** Processes sharing the port (SO_REUSEPORT); "auto" resolves to the core count. */
   readonly workers: number;
+  /** Seconds browsers keep to HTTPS (Strict-Transport-Security); undefined sends no HSTS. */
+  readonly hstsMaxAge?: number;
+  /** Browser origins (scheme://host[:port]) allowed cross-origin calls; empty allows none. */
+  readonly corsOrigins: readonly string[];
 }
 
 export type Env = Record<string, string | undefined>;
@@ -58,6 +62,7 @@ export const CONFIG_VARIABLES = [
   "S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_SESSION_TOKEN",
   "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL",
   "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "TRUST_PROXY", "METRICS_TOKEN", "WORKERS",
+  "HSTS_MAX_AGE", "CORS_ORIGINS",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -154,6 +159,19 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
   const rawWorkers = read("WORKERS");
   const workers = rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : integer("WORKERS", 1, 1, 64);
 
+  const hstsMaxAge = read("HSTS_MAX_AGE") === undefined ? undefined : integer("HSTS_MAX_AGE", 0, 0, 2 ** 31 - 1);
+  // An Origin header is scheme://host[:port], nothing more: anything else could never match one.
+  const corsOrigins = (read("CORS_ORIGINS") ?? "").split(",").map((o) => o.trim()).filter((o) => o !== "");
+  for (const origin of corsOrigins) {
+    let canonical = "";
+    try {
+      canonical = new URL(origin).origin;
+    } catch {
+      // reported below
+    }
+    if (canonical !== origin) problems.push(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
+  }
+
   const config: Config = {
     port,
     host,
@@ -179,6 +197,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     trustProxy: integer("TRUST_PROXY", 0, 0, 10),
     metricsToken: read("METRICS_TOKEN"),
     workers,
+    hstsMaxAge,
+    corsOrigins: Object.freeze(corsOrigins),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

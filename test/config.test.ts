@@ -187,6 +187,17 @@ describe("loadConfig", () => {
     expect(loadConfig({ WORKERS: "auto" }, 0).workers).toBe(1);
   });
 
+  test("CORS_ORIGINS: exact origins, comma-separated; HSTS_MAX_AGE: seconds", () => {
+    expect(loadConfig({}, 1).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: " https://app.example.com , http://localhost:5173" }, 1).corsOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
+    for (const bad of ["app.example.com", "https://app.example.com/", "https://app.example.com/path", "*"]) {
+      expect(problemsOf({ CORS_ORIGINS: bad }), bad).toEqual([expect.stringContaining(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${bad}")`)]);
+    }
+    expect(loadConfig({}, 1).hstsMaxAge).toBeUndefined();
+    expect(loadConfig({ HSTS_MAX_AGE: "63072000" }, 1).hstsMaxAge).toBe(63072000);
+    expect(problemsOf({ HSTS_MAX_AGE: "1y" })).toEqual([expect.stringContaining("HSTS_MAX_AGE must be a whole number")]);
+  });
+
   test("every bad variable is reported at once", () => {
     const problems = problemsOf({ PORT: "x", LOG_LEVEL: "loud", JWT_SECRET: "short", MAX_BODY_BYTES: "-5" });
     expect(problems.map((p) => p.split(" ")[0]).toSorted()).toEqual(["JWT_SECRET", "LOG_LEVEL", "MAX_BODY_BYTES", "PORT"]);

@@ -1,9 +1,13 @@
-/** The Swagger UI files, imported `with { type: "text" }`: their contents as strings. */
+/** The Swagger UI files (and our starter script), imported `with { type: "text" }`: their contents as strings. */
 declare module "swagger-ui-dist/swagger-ui-bundle.js" {
   const text: string;
   export default text;
 }
 declare module "swagger-ui-dist/swagger-ui.css" {
+  const text: string;
+  export default text;
+}
+declare module "*/swagger-init.js" {
   const text: string;
   export default text;
 }

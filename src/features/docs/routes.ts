@@ -6,7 +6,15 @@
 import { Elysia, t, type AnyElysia } from "elysia";
 import uiScript from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "text" };
 import uiStyles from "swagger-ui-dist/swagger-ui.css" with { type: "text" };
+import initScript from "./swagger-init.js" with { type: "text" };
+import { pageHeaders, pagePolicy } from "../../http/security-headers";
 import { buildSpec } from "./spec";
+
+/**
+ * The page's own complete policy: scripts and styles only from its embedded assets; the CSS
+ * draws its icons as data: SVG images; the UI fetches the document (and "Try it out") from here.
+ */
+export const SWAGGER_POLICY = pagePolicy({ script: ["'self'"], style: ["'self'"], img: ["'self'", "data:"], connect: ["'self'"] });
 
 const page = (basePath: string) => `<!DOCTYPE html>
 <html lang="en">
@@ -14,26 +22,26 @@ const page = (basePath: string) => `<!DOCTYPE html>
   <meta charset="utf-8" />
   <meta name="viewport" content="width=device-width, initial-scale=1" />
   <title>usersvc API</title>
+  <!-- No favicon: else the browser asks for /favicon.ico, outside BASE_PATH and the API. -->
+  <link rel="icon" href="data:," />
   <link rel="stylesheet" href="${basePath}/swagger/assets/swagger-ui.css" />
 </head>
 <body>
   <div id="swagger-ui"></div>
   <script src="${basePath}/swagger/assets/swagger-ui-bundle.js"></script>
-  <script>
-    window.ui = SwaggerUIBundle({ url: ${JSON.stringify(`${basePath}/swagger/json`)}, dom_id: "#swagger-ui", persistAuthorization: true, deepLinking: true });
-  </script>
+  <script src="${basePath}/swagger/assets/swagger-init.js" data-spec="${basePath}/swagger/json"></script>
 </body>
 </html>`;
 
-const served = (body: string, type: string, cache: string) => () =>
-  new Response(body, { headers: { "content-type": type, "cache-control": cache } });
+const served = (body: string, headers: Readonly<Record<string, string>>) => () => new Response(body, { headers });
+const asset = (type: string) => Object.freeze({ "content-type": type, "cache-control": "public, max-age=86400" });
 
 /** `app` is the whole application, read once on the first request for the document. */
 export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
   let spec: ReturnType<typeof buildSpec> | undefined;
   const hidden = { detail: { hide: true } };
   return new Elysia({ tags: ["Documentation"] } as never)
-    .get("/swagger", served(page(basePath), "text/html; charset=utf-8", "no-cache"), {
+    .get("/swagger", served(page(basePath), pageHeaders(SWAGGER_POLICY)), {
       response: { 200: t.String({ description: "The Swagger UI page (text/html)" }) },
       detail: { summary: "Interactive API documentation" },
     })
@@ -41,6 +49,7 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
       response: { 200: t.Record(t.String(), t.Unknown(), { description: "This OpenAPI 3.1 document" }) },
       detail: { summary: "OpenAPI document" },
     })
-    .get("/swagger/assets/swagger-ui-bundle.js", served(uiScript, "text/javascript; charset=utf-8", "public, max-age=86400"), hidden)
-    .get("/swagger/assets/swagger-ui.css", served(uiStyles, "text/css; charset=utf-8", "public, max-age=86400"), hidden);
+    .get("/swagger/assets/swagger-ui-bundle.js", served(uiScript, asset("text/javascript; charset=utf-8")), hidden)
+    .get("/swagger/assets/swagger-init.js", served(initScript, asset("text/javascript; charset=utf-8")), hidden)
+    .get("/swagger/assets/swagger-ui.css", served(uiStyles, asset("text/css; charset=utf-8")), hidden);
 };

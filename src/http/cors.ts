@@ -1,0 +1,51 @@
+/**
+ * CORS for the origins in CORS_ORIGINS, and for no one else.
+ *
+ * Our own hook, not @elysiajs/cors (1.4.2): that plugin puts its expose/allow headers on answers
+ * to every origin and answers every OPTIONS itself, where the contract wants a refused origin to
+ * see no `access-control-*` header at all.
+ *
+ * - A preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered 204 here, in
+ *   onRequest: before routing and authentication. An allowed origin gets the CORS headers; any
+ *   other gets a bare 204, so its browser blocks the call.
+ * - Any other request from an allowed origin gets Allow-Origin and the exposed headers.
+ * The header objects are prepared once per allowed origin; a request only picks one.
+ */
+import { Elysia } from "elysia";
+
+/** The answer headers a browser script may read. */
+export const EXPOSED_HEADERS = ["X-Total-Count", "ETag", "X-Request-Id", "Retry-After"];
+const ALLOWED_METHODS = "GET, HEAD, POST, PUT, PATCH, DELETE";
+/** Seconds a browser may reuse a preflight answer. */
+const PREFLIGHT_MAX_AGE = "600";
+
+export function cors(origins: readonly string[]) {
+  const answer = new Map<string, Readonly<Record<string, string>>>();
+  const preflight = new Map<string, Readonly<Record<string, string>>>();
+  for (const origin of origins) {
+    const common = { "access-control-allow-origin": origin, vary: "Origin" };
+    answer.set(origin, Object.freeze({ ...common, "access-control-expose-headers": EXPOSED_HEADERS.join(", ") }));
+    preflight.set(origin, Object.freeze({ ...common, "access-control-allow-methods": ALLOWED_METHODS, "access-control-max-age": PREFLIGHT_MAX_AGE }));
+  }
+  return new Elysia({ name: "cors" }).onRequest(({ request, set }) => {
+    const origin = request.headers.get("origin");
+    if (origin === null) return;
+    if (request.method === "OPTIONS" && request.headers.has("access-control-request-method")) {
+      const headers = preflight.get(origin);
+      if (headers) {
+        Object.assign(set.headers, headers);
+        const asked = request.headers.get("access-control-request-headers");
+        if (asked) set.headers["access-control-allow-headers"] = asked;
+      } else {
+        set.headers.vary = "Origin";
+      }
+      set.status = 204;
+      return new Response(null, { status: 204 });
+    }
+    const headers = answer.get(origin);
+    Object.assign(set.headers, headers ?? REFUSED);
+  });
+}
+
+/** The answer depends on the Origin even when it is refused, so a cache must key on it. */
+const REFUSED = Object.freeze({ vary: "Origin" });
