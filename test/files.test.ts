@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { S3Client } from "bun";
-import { count } from "drizzle-orm";
+import { count, eq } from "drizzle-orm";
 import type { Env } from "../src/config";
 import { files } from "../src/db/schema";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
@@ -233,10 +233,11 @@ function fileSuite(backend: Backend) {
     expect(res.headers.get("content-type")).toBe("application/octet-stream");
     expect(res.headers.get("content-disposition")!.startsWith("attachment;")).toBe(true);
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
-    expect(res.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
+    expect(res.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox; frame-ancestors 'none'");
+    expect(res.headers.get("x-frame-options")).toBe("DENY");
   });
 
-  test("ids that try to leave storage: 400 or 404, never a file", async () => {
+  test("ids that try to leave storage: 404 FILE_NOT_FOUND, never a file", async () => {
     const real = (await uploadFile("secret", "s.txt")).fileName;
     const attempts = [
       "../etc/passwd",
@@ -261,16 +262,30 @@ function fileSuite(backend: Backend) {
     for (const attempt of attempts) {
       for (const kind of ["download", "info"]) {
         const res = await call(t, "GET", `/api/files/${kind}/${attempt}`, { token: user.token });
-        expect({ attempt, kind, status: [400, 404].includes(res.status) }).toEqual({ attempt, kind, status: true });
+        expect({ attempt, kind, status: res.status }).toEqual({ attempt, kind, status: 404 });
         const text = await res.text();
         expect(text).not.toContain("secret");
         expect(text).not.toContain("SQLite");
       }
     }
     const res = await call(t, "GET", "/api/files/info/..%2F..%2Fetc%2Fpasswd", { token: user.token });
-    expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ success: false, message: "Parameter validation failed", errors: ["id: is not a file name this service generated"], timestamp: expect.stringMatching(ISO_Z) });
+    expect(await res.json()).toEqual({ success: false, message: "File not found: ../../etc/passwd", errorCode: "FILE_NOT_FOUND", timestamp: expect.stringMatching(ISO_Z) });
   });
+
+  test("a name this service never generates (an old client's own) is 404 FILE_NOT_FOUND, and never reaches the database or storage", async () => {
+    // A row under such a name: answering it would need the database, and storage refuses the name (a 500 or 503).
+    await t.db.insert(files).values({ id: "report.pdf", originalName: "report.pdf", contentType: "application/pdf", size: 1, sha256: "0".repeat(64), createdAt: new Date() });
+    try {
+      for (const path of ["/api/files/download/report.pdf", "/api/files/info/report.pdf", "/api/files/info/anything"]) {
+        const res = await call(t, "GET", path, { token: user.token });
+        expect({ path, status: res.status }).toEqual({ path, status: 404 });
+        expect(((await res.json()) as { errorCode: string }).errorCode).toBe("FILE_NOT_FOUND");
+      }
+    } finally {
+      await t.db.delete(files).where(eq(files.id, "report.pdf"));
+    }
+  });
+
 
   test("an unknown generated name → 404 FILE_NOT_FOUND", async () => {
     const name = `${crypto.randomUUID()}.txt`;

@@ -12,7 +12,6 @@ defineMessages({
   "files.notFound": { en: (p) => `File not found: ${p.name}`, "zh-TW": (p) => `找不到檔案: ${p.name}` },
   "files.storageUnavailable": { en: "File storage is unavailable; nothing was stored, try again later", "zh-TW": "檔案儲存空間無法使用，未儲存任何內容，請稍後再試" },
   "files.rangeNotSatisfiable": { en: "The requested range is outside the file", "zh-TW": "請求的範圍超出檔案大小" },
-  "field.fileName.pattern": { en: "is not a file name this service generated", "zh-TW": "不是有效的檔案名稱" },
   "field.file.required": { en: "is required: send one multipart part named file", "zh-TW": "請選擇要上傳的檔案" },
   "field.file.empty": { en: "must not be empty", "zh-TW": "檔案不能為空" },
   "field.file.multipart": { en: "must be sent as multipart/form-data", "zh-TW": "請使用 multipart/form-data 上傳檔案" },

@@ -1,14 +1,12 @@
 /** TypeBox shapes of the files API. */
 import { t, type Static } from "elysia";
-import { STORED_NAME, STORED_NAME_MAX } from "../../storage/files";
 
-/** A generated name, checked before any storage or database call: nothing else can name a file. */
-const StoredName = t.String({
-  maxLength: STORED_NAME_MAX,
-  pattern: STORED_NAME.source,
-  description: "The generated name from the upload: `<uuid><.ext>`",
-  messages: { pattern: "field.fileName.pattern", maxLength: "field.fileName.pattern" },
-} as never);
+/**
+ * The generated name from the upload. Any other text is a name no stored file has: the service
+ * answers 404 FILE_NOT_FOUND for it before any storage or database call (isStoredName), so the
+ * schema holds no pattern that would make it a 400.
+ */
+const StoredName = t.String({ description: "The generated name from the upload: `<uuid><.ext>`" });
 
 export const FileNameParams = t.Object({ fileName: StoredName });
 export const FileIdParams = t.Object({ id: StoredName });

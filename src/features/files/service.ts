@@ -6,7 +6,7 @@ import { eq } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import { SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
+import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
 import type { FileInfo, FileUploadResponse } from "./model";
 import { withFilePart } from "./multipart";
 import "./messages";
@@ -115,6 +115,8 @@ export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, 
 }
 
 export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promise<FileInfo> {
+  // Only generated names are stored: any other is missing, and never reaches storage or the database.
+  if (!isStoredName(name)) throw new AppError("FILE_NOT_FOUND", { name });
   const [row] = await deps.db.select().from(files).where(eq(files.id, name));
   if (!row) throw new AppError("FILE_NOT_FOUND", { name });
   return {
@@ -169,7 +171,7 @@ export async function downloadFile(deps: Pick<FilesDeps, "db" | "files" | "logge
     "content-type": "application/octet-stream",
     "content-disposition": contentDisposition(info.originalName),
     "x-content-type-options": "nosniff",
-    "content-security-policy": "default-src 'none'; sandbox",
+    "content-security-policy": "default-src 'none'; sandbox; frame-ancestors 'none'",
     "accept-ranges": "bytes",
     "content-length": String(range ? range.end - range.start + 1 : stat.size),
   };
