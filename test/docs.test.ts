@@ -200,3 +200,27 @@ describe("BASE_PATH=/svc", () => {
     }
   });
 });
+
+describe("GET /", () => {
+  test("open: a small JSON index of where things are", async () => {
+    const res = await t.request("GET", "/");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(res.body).toEqual({ name: "usersvc", version: expect.stringMatching(/^\d+\.\d+\.\d+/), docs: "/swagger", health: "/actuator/health", console: "/admin" });
+    expect((await t.request("GET", res.body.docs)).status).toBe(200);
+    expect((await t.request("GET", res.body.health)).status).toBe(200);
+  });
+
+  test("under BASE_PATH the links carry the prefix", async () => {
+    const svc = await makeTestApp({ BASE_PATH: "/svc" });
+    try {
+      for (const path of ["", "/"]) {
+        const res = await svc.app.handle(new Request(`http://localhost/svc${path}`));
+        expect(res.status, `/svc${path}`).toBe(200);
+        expect(await res.json()).toMatchObject({ docs: "/svc/swagger", health: "/svc/actuator/health", console: "/svc/admin" });
+      }
+    } finally {
+      await svc.close();
+    }
+  });
+});

@@ -8,6 +8,7 @@ import uiScript from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "text" 
 import uiStyles from "swagger-ui-dist/swagger-ui.css" with { type: "text" };
 import initScript from "./swagger-init.js" with { type: "text" };
 import { pageHeaders, pagePolicy } from "../../http/security-headers";
+import { VERSION } from "../../version";
 import { buildSpec } from "./spec";
 
 /**
@@ -36,11 +37,34 @@ const page = (basePath: string) => `<!DOCTYPE html>
 const served = (body: string, headers: Readonly<Record<string, string>>) => () => new Response(body, { headers });
 const asset = (type: string) => Object.freeze({ "content-type": type, "cache-control": "public, max-age=86400" });
 
+/** What a newcomer opening http://localhost:8080/ meets: where everything else is. */
+export const ServiceIndex = t.Object(
+  {
+    name: t.String(),
+    version: t.String(),
+    docs: t.String({ description: "The interactive API documentation (Swagger UI)" }),
+    health: t.String({ description: "The health endpoint" }),
+    console: t.String({ description: "The admin console" }),
+  },
+  { title: "ServiceIndex", additionalProperties: false },
+);
+
 /** `app` is the whole application, read once on the first request for the document. */
 export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
   let spec: ReturnType<typeof buildSpec> | undefined;
   const hidden = { detail: { hide: true } };
+  const index = Object.freeze({
+    name: VERSION.name,
+    version: VERSION.version,
+    docs: `${basePath}/swagger`,
+    health: `${basePath}/actuator/health`,
+    console: `${basePath}/admin`,
+  });
   return new Elysia({ tags: ["Documentation"] } as never)
+    .get("/", () => index, {
+      response: { 200: ServiceIndex },
+      detail: { summary: "Service index: links to the docs, health and the console" },
+    })
     .get("/swagger", served(page(basePath), pageHeaders(SWAGGER_POLICY)), {
       response: { 200: t.String({ description: "The Swagger UI page (text/html)" }) },
       detail: { summary: "Interactive API documentation" },
