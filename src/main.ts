@@ -13,7 +13,8 @@ import { users } from "./db/schema";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { resolveJwtSecret } from "./features/auth/secret";
 import { createTokens } from "./features/auth/tokens";
-import { createLogging } from "./logging/logger";
+import type { Logger } from "pino";
+import { createLogging, logStream } from "./logging/logger";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
 import { createFileStore } from "./storage/files";
@@ -39,6 +40,7 @@ class UsageError extends Error {}
 
 const flagOf = (variable: string) => variable.toLowerCase().replaceAll("_", "-");
 
+/** The command line, with flag errors in our words (node's parseArgs text quotes unevenly). */
 function parseCommandLine(argv: string[]) {
   const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
     help: { type: "boolean", short: "h" },
@@ -48,11 +50,15 @@ function parseCommandLine(argv: string[]) {
     name: { type: "string" },
   };
   for (const variable of CONFIG_VARIABLES) options[flagOf(variable)] = { type: "string" };
-  try {
-    return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
+  const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
+  for (const token of parsed.tokens) {
+    if (token.kind !== "option") continue;
+    const option = options[token.name];
+    if (!option) throw new UsageError(`unknown flag ${token.rawName}`);
+    if (option.type === "string" && token.value === undefined) throw new UsageError(`${token.rawName} needs a value`);
+    if (option.type === "boolean" && token.value !== undefined) throw new UsageError(`${token.rawName} takes no value`);
   }
+  return parsed as { values: Record<string, string | boolean | undefined>; positionals: string[] };
 }
 
 function configFrom(values: Record<string, unknown>): Config {
@@ -79,24 +85,40 @@ async function openMigrated(config: Config) {
   return database;
 }
 
+/**
+ * The data folder as serve and `admin create` leave it: database migrated, JWT key kept, upload
+ * storage there. A --workers child (`runMigrations: false`) finds the database migrated by its primary.
+ */
+async function prepareDataFolder(config: Config, logger: Logger, { runMigrations = true } = {}) {
+  const database = runMigrations ? await openMigrated(config) : await openConfigured(config);
+  try {
+    const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, logger);
+    const files = await createFileStore(config.fileStorage, config.s3);
+    return { database, secret, files };
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+}
+
+/** A one-shot command's logs: stderr, so stdout carries only its result (`TOKEN=$(usersvc token …)`). */
+const commandLogger = (config: Config) => createLogging(config.logLevel, config.logFormat, logStream(config.logFormat, 2)).get("cli");
+
 async function serve(config: Config) {
   const logging = createLogging(config.logLevel, config.logFormat);
   const logger = logging.get("main");
   // A --workers child finds the database migrated and the admin ensured by its primary.
   const child = isWorkerChild();
-  const database = child
-    ? await openConfigured(config)
-    : await openMigrated(config);
+  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child });
   if (!child && config.adminEmail && config.adminPassword) {
     const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword });
     logger.info({ email: config.adminEmail, created }, "admin account ensured");
   }
-  const tokens = createTokens(resolveJwtSecret(config.jwtSecret, config.dataDir, logger));
+  const tokens = createTokens(secret);
   const lifecycle = { ready: false };
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
-  const files = await createFileStore(config.fileStorage, config.s3);
   const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
@@ -178,11 +200,12 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case "admin": {
-      if (rest[0] !== "create") throw new UsageError(`unknown admin command "${rest[0] ?? ""}" (try: usersvc admin create --email E --password P)`);
+      if (rest[0] !== "create") throw new UsageError(rest[0] === undefined ? "admin needs a command: admin create --email E --password P" : `unknown admin command "${rest[0]}"`);
       expectNoMore(1);
       if (typeof values.email !== "string" || typeof values.password !== "string") throw new UsageError("admin create needs --email and --password");
       if (!looksLikeEmail(values.email)) throw new UsageError(`--email must be an e-mail address (got "${values.email}")`);
-      const database = await openMigrated(configFrom(values));
+      const config = configFrom(values);
+      const { database } = await prepareDataFolder(config, commandLogger(config));
       const { id, created } = await ensureAdmin(database, { email: values.email, password: values.password, name: values.name as string | undefined });
       database.close();
       process.stdout.write(`${created ? "created" : "promoted"} admin ${values.email} (id ${id})\n`);
@@ -199,12 +222,12 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
         return 1;
       }
-      const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, createLogging("warn", "json").root);
+      const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
       process.stdout.write((await createTokens(secret).issue(user.email, user.tokenVersion)) + "\n");
       return 0;
     }
     default:
-      throw new UsageError(`unknown command "${command}" (see usersvc --help)`);
+      throw new UsageError(`unknown command "${command}"`);
   }
 }
 
@@ -218,7 +241,7 @@ main(process.argv.slice(2)).then(
       process.exit(2);
     }
     if (error instanceof UsageError) {
-      process.stderr.write(`usersvc: ${error.message}\nRun usersvc --help for usage.\n`);
+      process.stderr.write(`usersvc: ${error.message} (see usersvc --help)\n`);
       process.exit(2);
     }
     process.stderr.write(`usersvc: ${(error as Error)?.message ?? error}\n`);

@@ -251,13 +251,54 @@ describe("the command line (bun src/main.ts)", () => {
     [["token"], "--email"],
     [["admin", "create", "--email", "root", "--password", "Admin@1234"], "--email"],
     [["--port"], "--port"],
-  ])("usage error %p: a clear message naming %p, exit 2", async (args, named) => {
+    [["-x"], "-x"],
+    [["--help=yes"], "--help"],
+  ])("usage error %j: one line in our words naming %s, exit 2", async (args, named) => {
     const { code, stderr, stdout } = await cli(args);
     expect(code).toBe(2);
+    expect(stderr).toStartWith("usersvc: ");
     expect(stderr).toContain(named);
-    expect(stderr).toContain("usersvc --help");
+    expect(stderr.trim().split("\n")).toHaveLength(1);
+    expect(stderr.match(/see usersvc --help/g)).toHaveLength(1);
     expect(stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(stderr).not.toMatch(/Unknown option|argument missing|positional/); // node's parseArgs text
     expect(stdout).toBe("");
+  });
+
+  test("flag errors read as ours", async () => {
+    expect((await cli(["--bogus"])).stderr).toBe("usersvc: unknown flag --bogus (see usersvc --help)\n");
+    expect((await cli(["token", "--email"])).stderr).toBe("usersvc: --email needs a value (see usersvc --help)\n");
+    expect((await cli(["frobnicate"])).stderr).toBe('usersvc: unknown command "frobnicate" (see usersvc --help)\n');
+  });
+
+  test("admin create prepares the data folder as serve does; token prints exactly one line, a JWT; logs go to stderr", async () => {
+    const dataDir = join(cwd, "scripted");
+    try {
+      const created = await cli(["admin", "create", "--email", "root@example.com", "--password", "Admin@12345"], { DATA_DIR: dataDir });
+      expect(created.code).toBe(0);
+      expect(created.stdout).toMatch(/^created admin root@example.com \(id \d+\)\n$/);
+      // The generated-key warning is a log line: on stderr, never in the captured result.
+      expect(created.stderr).toContain("JWT_SECRET is not set");
+      for (const made of ["usersvc.db", "jwt.secret", "uploads"]) expect(existsSync(join(dataDir, made)), made).toBe(true);
+
+      const token = await cli(["token", "--email", "root@example.com"], { DATA_DIR: dataDir });
+      expect(token.code).toBe(0);
+      expect(token.stdout).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+\n$/);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test("token for an unknown user: nothing on stdout, the reason on stderr, exit 1", async () => {
+    const dataDir = join(cwd, "fresh-token");
+    try {
+      const token = await cli(["token", "--email", "nobody@example.com"], { DATA_DIR: dataDir });
+      expect(token.code).toBe(1);
+      expect(token.stdout).toBe("");
+      expect(token.stderr).toContain("no active user with e-mail nobody@example.com");
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   test("a port already taken: the start fails with a clear line instead of sharing it", async () => {
@@ -280,7 +321,7 @@ describe("the command line (bun src/main.ts)", () => {
     [{ JWT_SECRET: "too-short" }, [], "JWT_SECRET"],
     [{ LOG_LEVEL: "chatty" }, ["migrate"], "LOG_LEVEL"],
     [{ ADMIN_EMAIL: "root@example.com" }, [], "ADMIN_EMAIL"],
-  ])("bad configuration %p %p: one line naming %s, exit 2, nothing created", async (env, args, variable) => {
+  ])("bad configuration %j %j: one line naming %s, exit 2, nothing created", async (env, args, variable) => {
     const { code, stderr } = await cli(args as string[], env as Env);
     expect(code).toBe(2);
     const lines = stderr.trim().split("\n");

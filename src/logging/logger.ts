@@ -25,6 +25,12 @@ function prettyStream(out: NodeJS.WritableStream): pino.DestinationStream {
   };
 }
 
+/** Where records go: fd 1 for the server, 2 (stderr, written at once) for one-shot commands; JSON or pretty lines. */
+export function logStream(format: "json" | "pretty", fd: 1 | 2): pino.DestinationStream {
+  if (format === "pretty") return prettyStream(fd === 1 ? process.stdout : process.stderr);
+  return pino.destination({ fd, sync: fd === 2 });
+}
+
 export function createLogging(level: LogLevel, format: "json" | "pretty", destination?: pino.DestinationStream): Logging {
   const root = pino(
     {
@@ -33,7 +39,7 @@ export function createLogging(level: LogLevel, format: "json" | "pretty", destin
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination ?? (format === "pretty" ? prettyStream(process.stdout) : pino.destination({ sync: false })),
+    destination ?? logStream(format, 1),
   );
   const named = new Map<string, { logger: Logger; configured: LogLevel | null }>();
   const logging: Logging = {
