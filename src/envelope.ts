@@ -10,7 +10,15 @@ export interface Envelope<T = unknown> {
   timestamp: string;
 }
 
-export function ok<T>(data: T, message = "OK"): Envelope<T> {
+/** A success envelope: always `success: true` and `data`, never an errorCode. */
+export interface Success<T> {
+  success: true;
+  message: string;
+  data: T;
+  timestamp: string;
+}
+
+export function ok<T>(data: T, message = "OK"): Success<T> {
   return { success: true, message, data, timestamp: new Date().toISOString() };
 }
 
@@ -21,16 +29,22 @@ export function failure(message: string, errorCode?: string, errors?: string[]):
   return body;
 }
 
-/** Response schema of an envelope carrying `data` of the given schema. */
-export const EnvelopeOf = <T extends TSchema>(data: T) =>
-  t.Object({
-    success: t.Boolean(),
-    message: t.String(),
-    errorCode: t.Optional(t.String()),
-    data: t.Optional(data),
-    errors: t.Optional(t.Array(t.String())),
-    timestamp: t.String({ format: "date-time" }),
-  });
+/**
+ * Response schema of a success envelope carrying `data` of the given schema, named in the
+ * OpenAPI document `<name>Envelope` (name: the data schema's title unless given).
+ */
+export const EnvelopeOf = <T extends TSchema>(data: T, name: string | undefined = data.title) => {
+  if (!name) throw new Error("EnvelopeOf needs a name for untitled data (e.g. EnvelopeOf(t.Boolean(), \"Boolean\"))");
+  return t.Object(
+    {
+      success: t.Literal(true),
+      message: t.String(),
+      data,
+      timestamp: t.String({ format: "date-time" }),
+    },
+    { title: `${name}Envelope` },
+  );
+};
 
 export const ErrorEnvelope = t.Object(
   {

@@ -1,7 +1,8 @@
 /**
  * One real app per test file: a fresh temp folder with a real file database, opened with
  * this run's driver (test/legs.ts) and migrated by the production migrator, a real upload folder, its own metrics registry.
- * Requests go through app.handle, the same path Bun.serve takes.
+ * Requests go through app.handle, the same path Bun.serve takes, and every answer is checked
+ * against the app's OpenAPI document.
  */
 import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -20,6 +21,7 @@ import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
+import { conformanceOf, type Conformance } from "./openapi-conformance";
 
 /** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
 export const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -99,7 +101,9 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const files = await createFileStore(config.fileStorage, config.s3);
   const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway });
   const base = `http://localhost${config.basePath}`;
+  let conformance: Conformance | undefined;
 
+  /** Every answer is checked against the OpenAPI document (test/openapi-conformance.ts): a mismatch fails the test. */
   async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
@@ -116,7 +120,10 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     } catch {
       // not JSON: keep the text
     }
-    return { status: response.status, headers: response.headers, body: parsed as T, text };
+    const answer = { status: response.status, headers: response.headers, body: parsed as T, text };
+    const problems = (conformance ??= conformanceOf(app)).check(method, base + path, answer);
+    if (problems.length > 0) throw new Error(`the answer does not conform to the OpenAPI document:\n${problems.join("\n")}`);
+    return answer;
   }
 
   let counter = 0;

@@ -2,6 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { AuditEntry, AuditQuery } from "./model";
 import { listAudit } from "./service";
 
@@ -17,6 +18,6 @@ export const auditRoutes = (ctx: AppContext) =>
       auth: "ADMIN",
       query: AuditQuery,
       response: { 200: t.Array(AuditEntry), ...errorResponses(400, 401, 403) },
-      detail: { summary: "Read the audit log", description: "Newest first, paged (page from 0, size up to 100), optionally of one action. Total in X-Total-Count." },
+      detail: { summary: "Read the audit log", description: "Newest first, paged (page from 0, size up to 100), optionally of one action. Total in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
     },
   );

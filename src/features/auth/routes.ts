@@ -6,6 +6,7 @@
 import { Elysia, t, type TSchema } from "elysia";
 import type { AppContext } from "../../context";
 import { EnvelopeOf, errorResponses, ok } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { Violations } from "../../errors";
 import { languageOf } from "../../i18n";
 import { refinementViolationsOf } from "../../validation";
@@ -33,7 +34,8 @@ const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
 };
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
-const errors = errorResponses(400, 401, 403, 409, 429);
+// Open routes that read the database: a busy one answers 503 with Retry-After.
+const errors = errorResponses(400, 401, 403, 409, 429, 503);
 
 const accountRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/auth", tags: ["Authentication"] } as never)
@@ -61,7 +63,7 @@ const accountRoutes = (ctx: AppContext) =>
       },
       {
         query: ValidateEmailQuery,
-        response: { 200: EnvelopeOf(t.Boolean()), ...errorResponses(400) },
+        response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 503) },
         detail: { summary: "Whether an e-mail is free", description: "data is true when no account uses the address." },
       },
     )
@@ -90,7 +92,7 @@ const accountRoutes = (ctx: AppContext) =>
       },
       {
         auth: "authenticated",
-        response: { 200: EnvelopeOf(t.Null()), ...errors },
+        response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errors },
         detail: { summary: "Revoke every token issued to the caller so far" },
       },
     )
@@ -121,7 +123,7 @@ const profileRoutes = (ctx: AppContext) =>
       auth: "authenticated",
       headers: ProfileHeaders,
       response: { 200: User, ...errorResponses(400, 401, 404) },
-      detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back." },
+      detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back.", ...documentedHeaders({ 200: ["X-Client-Version"] }) },
     },
   );
 

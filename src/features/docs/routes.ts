@@ -66,7 +66,7 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
       detail: { summary: "Service index: links to the docs, health and the console" },
     })
     .get("/swagger", served(page(basePath), pageHeaders(SWAGGER_POLICY)), {
-      response: { 200: t.String({ description: "The Swagger UI page (text/html)" }) },
+      response: { 200: t.String({ description: "The Swagger UI page", contentMediaType: "text/html" }) },
       detail: { summary: "Interactive API documentation" },
     })
     .get("/swagger/json", () => (spec ??= buildSpec(app())), {

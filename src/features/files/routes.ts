@@ -2,13 +2,15 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope, errorResponses } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { FileIdParams, FileInfo, FileNameParams, FileUploadResponse, UploadBody } from "./model";
 import { downloadFile, fileInfo, uploadFile } from "./service";
 
 /** The upload reads its own body as a stream; the global body parser lets this route through. */
 export const UPLOAD_PATH = "/api/files/upload";
 
-const errors = errorResponses(400, 401, 404, 503);
+// Storage may be unavailable (503) on every route; any name no stored file has is 404.
+const errors = errorResponses(401, 404, 503);
 
 export const filesRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)
@@ -22,7 +24,7 @@ export const filesRoutes = (ctx: AppContext) =>
       },
       {
         auth: "authenticated",
-        response: { 201: FileUploadResponse, 413: ErrorEnvelope, ...errors },
+        response: { 201: FileUploadResponse, ...errorResponses(400, 401, 413, 503) },
         detail: {
           summary: "Upload a file",
           description: "multipart/form-data with one part named `file`, streamed to storage. Larger than MAX_UPLOAD_BYTES: 413.",
@@ -37,6 +39,7 @@ export const filesRoutes = (ctx: AppContext) =>
       detail: {
         summary: "Download a file",
         description: "Streamed as an attachment under its original name; supports one `Range: bytes=…`.",
+        ...documentedHeaders({ 200: ["Content-Disposition"], 206: ["Content-Disposition", "Content-Range"], 416: ["Content-Range"] }),
       },
     })
     .get(
@@ -52,6 +55,10 @@ export const filesRoutes = (ctx: AppContext) =>
         auth: "authenticated",
         params: FileIdParams,
         response: { 200: FileInfo, ...errors },
-        detail: { summary: "File info", description: "X-File-Version is the SHA-256 of the bytes (a stored file never changes); X-Last-Modified its upload time." },
+        detail: {
+          summary: "File info",
+          description: "X-File-Version is the SHA-256 of the bytes (a stored file never changes); X-Last-Modified its upload time.",
+          ...documentedHeaders({ 200: ["X-File-Version", "X-Last-Modified"] }),
+        },
       },
     );

@@ -2,6 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
 import { createOrder, findOrder, listOrders, payOrder } from "./service";
 import { createSimulatedGateway } from "./payment-gateway";
@@ -41,7 +42,7 @@ export const ordersRoutes = (ctx: AppContext) => {
           {
             query: OrderListQuery,
             response: { 200: t.Array(Order), ...errors },
-            detail: { summary: "List orders", description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. Total in X-Total-Count." },
+            detail: { summary: "List orders", description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. Total in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
           },
         )
         .get("/:id", ({ params, caller }) => findOrder(ctx.db, caller, params.id), {

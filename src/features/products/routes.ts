@@ -2,6 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { Violations } from "../../errors";
 import { refinementViolationsOf } from "../../validation";
 import { Product, ProductBody, ProductIdParams, ProductListQuery } from "./model";
@@ -29,7 +30,7 @@ export const productsRoutes = (ctx: AppContext) =>
         auth: "authenticated",
         query: ProductListQuery,
         response: { 200: t.Array(Product), ...errors },
-        detail: { summary: "List products", description: "Every product (optionally of one status), or one page when page or size is given. The total is in X-Total-Count." },
+        detail: { summary: "List products", description: "Every product (optionally of one status), or one page when page or size is given. The total is in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
       },
     )
     .get("/:id", ({ params }) => findProduct(ctx.db, params.id), {

@@ -2,6 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
 import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
 
@@ -44,13 +45,13 @@ export const usersRoutes = (ctx: AppContext) =>
         auth: "USER",
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
-        detail: { summary: "List users", description: "Every user, or one page when page or size is given. The total is in X-Total-Count." },
+        detail: { summary: "List users", description: "Every user, or one page when page or size is given. The total is in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
       },
     )
     .get(
       "/:id",
       async ({ params, set }) => tagged(set, await findUser(ctx.db, params.id)),
-      { auth: "authenticated", params: UserIdParams, response: { 200: User, ...errors }, detail: { summary: "Get a user", description: "Sends ETag: \"<version>\" for If-Match." } },
+      { auth: "authenticated", params: UserIdParams, response: { 200: User, ...errors }, detail: { summary: "Get a user", description: "Sends ETag: \"<version>\" for If-Match.", ...documentedHeaders({ 200: ["ETag"] }) } },
     )
     .post(
       "",
@@ -58,7 +59,7 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 201;
         return tagged(set, await createUser(ctx, body, caller.email));
       },
-      { auth: "ADMIN", body: UserBody, transform: normalizeBody, response: { 201: User, ...errors }, detail: { summary: "Create a user" } },
+      { auth: "ADMIN", body: UserBody, transform: normalizeBody, response: { 201: User, ...errors }, detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) } },
     )
     .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, params.id, body, request.headers.get("if-match"))), {
       auth: "ADMIN",
@@ -66,7 +67,7 @@ export const usersRoutes = (ctx: AppContext) =>
       body: UserBody,
       transform: normalizeBody,
       response: { 200: User, ...errors },
-      detail: { summary: "Replace a user's name, email and department" },
+      detail: { summary: "Replace a user's name, email and department", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch(
       "/:id",
@@ -77,7 +78,7 @@ export const usersRoutes = (ctx: AppContext) =>
         body: UserPatch,
         transform: normalizeBody,
         response: { 200: User, ...errors },
-        detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN." },
+        detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN.", ...documentedHeaders({ 200: ["ETag"] }) },
       },
     )
     .delete(
