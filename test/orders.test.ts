@@ -107,7 +107,9 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
     ],
     ["no token", () => t.request("POST", "/api/orders", { body: { items: [{ productId: 1, quantity: 1 }] } }), 401, failure("UNAUTHORIZED")],
   ];
-  test.each(rows)("%s → %p", async (_, send, status, body) => {
+  // Rows hold a function, so names are built here (test.each's %p would print "[Function]").
+  for (const [name, send, status, body] of rows)
+    test(`${name} → ${status}`, async () => {
     const res = await send();
     expect(res.status).toBe(status);
     expect(res.body).toEqual(body);
@@ -228,7 +230,9 @@ describe("payment transitions", () => {
     ],
     ["an unknown order", () => pay(999999), 404, failure("ORDER_NOT_FOUND", "Order not found, ID: 999999")],
   ];
-  test.each(rows)("%s → %p", async (_, send, status, body) => {
+  // Rows hold a function, so names are built here (test.each's %p would print "[Function]").
+  for (const [name, send, status, body] of rows)
+    test(`${name} → ${status}`, async () => {
     const res = await send();
     expect(res.status).toBe(status);
     expect(res.body).toEqual(body);

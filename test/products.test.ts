@@ -119,7 +119,9 @@ describe("errors", () => {
     ["an unknown id", () => t.request("GET", "/api/products/999999", { token: plain.token }), 404, "PRODUCT_NOT_FOUND", null],
     ["PUT on an unknown id", () => t.request("PUT", "/api/products/999999", { token: admin.token, body: body() }), 404, "PRODUCT_NOT_FOUND", null],
   ];
-  test.each(rows)("%s → %p %p", async (_, send, status, errorCode, errors) => {
+  // Rows hold a function, so names are built here (test.each's %p would print "[Function]").
+  for (const [name, send, status, errorCode, errors] of rows)
+    test(`${name} → ${status}${errorCode ? ` ${errorCode}` : ""}`, async () => {
     const res = await send();
     expect(res.status).toBe(status);
     if (errors) expect(res.body).toEqual(bodyViolation(errors));

@@ -23,7 +23,7 @@ const RECIPE = resolve(import.meta.dir, "../../shared/recipes/s3-ceph/start.sh")
 export async function startS3Server(): Promise<S3Server | { reason: string }> {
   const given = process.env.USERSVC_TEST_S3_ENDPOINT;
   if (given) return { endpoint: given, stop: async () => {} };
-  if (!existsSync(RECIPE)) return { reason: `no s3-ceph recipe at ${RECIPE}` };
+  if (!existsSync(RECIPE)) return { reason: "no shared/recipes/s3-ceph beside the repository" };
   if (!Bun.which("radosgw") || !Bun.which("ceph-osd") || !Bun.which("ceph-mon")) {
     return { reason: "radosgw, ceph-osd or ceph-mon is not installed (apt-get install ceph-mon ceph-osd radosgw)" };
   }

@@ -18,7 +18,7 @@ const KILL_AFTER_MS = [50, 250, 700, 1500];
 const WORKERS = 12;
 const INITIAL_STOCK = 1_000_000;
 
-if (!HEAVY) console.warn("crash: skipped (heavy; runs under npm run test:resilience, RESILIENCE_HEAVY=1)");
+if (!HEAVY) console.warn("crash: skipped: heavy, run it with npm run test:resilience");
 
 interface Acked {
   users: { id: number; email: string }[];

@@ -159,7 +159,7 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
 // ---- sqlmap (heavy: RESILIENCE_HEAVY=1, npm run test:resilience) ------------------------------
 
 const sqlmap = Bun.which("sqlmap");
-const skipReason = !HEAVY ? "sqlmap runs only under npm run test:resilience (RESILIENCE_HEAVY=1)" : !sqlmap ? "sqlmap not installed (apt-get install sqlmap)" : undefined;
+const skipReason = !HEAVY ? "heavy, run it with npm run test:resilience" : !sqlmap ? "sqlmap not installed (apt-get install sqlmap)" : undefined;
 if (skipReason) console.warn(`injection: sqlmap skipped: ${skipReason}`);
 
 describe.skipIf(Boolean(skipReason))("sqlmap --level 2 --risk 1 on a loopback port", () => {

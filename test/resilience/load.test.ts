@@ -15,7 +15,7 @@ const SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
 const CONNECTIONS = Number(process.env.LOAD_CONNECTIONS ?? 200);
 const WARMUP_SECONDS = 10;
 const wrk = Bun.which("wrk");
-const skipReason = !HEAVY ? "heavy; runs under npm run test:resilience (RESILIENCE_HEAVY=1)" : !wrk ? "wrk not installed (apt-get install wrk)" : undefined;
+const skipReason = !HEAVY ? "heavy, run it with npm run test:resilience" : !wrk ? "wrk not installed (apt-get install wrk)" : undefined;
 if (skipReason) console.warn(`load: skipped: ${skipReason}`);
 
 /**
