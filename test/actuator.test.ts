@@ -293,7 +293,7 @@ describe("diagnostics", () => {
   });
 
   test("heapdump: an ADMIN download of a V8 heap snapshot that parses", async () => {
-    const res = await t.app.handle(new Request("http://localhost/actuator/heapdump", { headers: { authorization: `Bearer ${admin.token}`, "accept-encoding": "gzip" } }));
+    const res = await t.handle(new Request("http://localhost/actuator/heapdump", { headers: { authorization: `Bearer ${admin.token}`, "accept-encoding": "gzip" } }));
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("application/octet-stream");
     expect(res.headers.get("content-disposition")).toMatch(/^attachment; filename="usersvc-\d+-\d+\.heapsnapshot"$/);

@@ -20,7 +20,7 @@ afterAll(() => t.close());
 async function fetchRaw(path: string, acceptEncoding?: string, token = admin.token) {
   const headers: Record<string, string> = { authorization: `Bearer ${token}` };
   if (acceptEncoding !== undefined) headers["accept-encoding"] = acceptEncoding;
-  const res = await t.app.handle(new Request(`http://localhost${path}`, { headers }));
+  const res = await t.handle(new Request(`http://localhost${path}`, { headers }));
   const raw = Buffer.from(await res.arrayBuffer());
   const encoding = res.headers.get("content-encoding");
   const plain = encoding === "gzip" ? gunzipSync(raw) : encoding === "br" ? brotliDecompressSync(raw) : raw;
@@ -90,7 +90,7 @@ describe("responses", () => {
     const unknown = await fetchRaw("/api/no-such-thing", "gzip");
     expect(unknown.res.status).toBe(404);
     expect(JSON.parse(unknown.plain)).toMatchObject({ success: false, errorCode: "NOT_FOUND" });
-    const anonymous = await t.app.handle(new Request("http://localhost/api/no-such-thing", { headers: { "accept-encoding": "gzip" } }));
+    const anonymous = await t.handle(new Request("http://localhost/api/no-such-thing", { headers: { "accept-encoding": "gzip" } }));
     expect(anonymous.status).toBe(401);
     expect(await anonymous.json()).toMatchObject({ success: false, errorCode: "UNAUTHORIZED" });
     const missing = await fetchRaw("/api/users/999999", "gzip");
@@ -107,7 +107,7 @@ describe("responses", () => {
   });
 
   test("HEAD is left alone", async () => {
-    const res = await t.app.handle(new Request("http://localhost/actuator/health", { method: "HEAD", headers: { "accept-encoding": "gzip" } }));
+    const res = await t.handle(new Request("http://localhost/actuator/health", { method: "HEAD", headers: { "accept-encoding": "gzip" } }));
     expect(res.headers.get("content-encoding")).toBeNull();
   });
 });

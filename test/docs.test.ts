@@ -198,7 +198,7 @@ describe("BASE_PATH=/svc", () => {
     expect(scrape.text).toContain('route="/api/users/:id"');
 
     for (const outside of ["/actuator/health", "/swagger", "/api/version"]) {
-      const res = await svc.app.handle(new Request(`http://localhost${outside}`));
+      const res = await svc.handle(new Request(`http://localhost${outside}`));
       expect(res.status, outside).toBe(401);
     }
   });
@@ -218,7 +218,7 @@ describe("GET /", () => {
     const svc = await makeTestApp({ BASE_PATH: "/svc" });
     try {
       for (const path of ["", "/"]) {
-        const res = await svc.app.handle(new Request(`http://localhost/svc${path}`));
+        const res = await svc.handle(new Request(`http://localhost/svc${path}`));
         expect(res.status, `/svc${path}`).toBe(200);
         expect(await res.json()).toMatchObject({ docs: "/svc/swagger", health: "/svc/actuator/health", console: "/svc/admin" });
       }

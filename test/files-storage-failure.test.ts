@@ -38,7 +38,7 @@ afterAll(async () => {
 async function upload() {
   const form = new FormData();
   form.append("file", new Blob(["some bytes"]), "a.txt");
-  const res = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${token}` }, body: form }));
+  const res = await t.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${token}` }, body: form }));
   return { status: res.status, text: await res.text() };
 }
 

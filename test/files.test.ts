@@ -102,7 +102,7 @@ function fileSuite(backend: Backend) {
   });
 
   const call = (app: TestApp, method: string, path: string, init: { token?: string; headers?: Record<string, string>; body?: RequestInit["body"] } = {}) =>
-    app.app.handle(
+    app.handle(
       new Request(`http://localhost${path}`, {
         method,
         headers: { ...(init.token ? { authorization: `Bearer ${init.token}` } : {}), ...init.headers },

@@ -104,6 +104,28 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   let conformance: Conformance | undefined;
 
   /** Every answer is checked against the OpenAPI document (test/openapi-conformance.ts): a mismatch fails the test. */
+  function conform(method: string, url: string, answer: TestResponse) {
+    const problems = (conformance ??= conformanceOf(app)).check(method, url, answer);
+    if (problems.length > 0) throw new Error(`the answer does not conform to the OpenAPI document:\n${problems.join("\n")}`);
+  }
+  const parse = (text: string): unknown => {
+    try {
+      return text ? JSON.parse(text) : undefined;
+    } catch {
+      return text; // not JSON: keep the text
+    }
+  };
+
+  /** app.handle for a request built by the test (multipart, raw bodies), checked like request(); the Response comes back unread. */
+  async function handle(req: Request): Promise<Response> {
+    const response = await app.handle(req);
+    // Only JSON (or a body said to be empty) is checked beyond its media type: a download is not copied.
+    const type = response.headers.get("content-type") ?? "";
+    const text = type === "" || type.includes("json") ? await response.clone().text() : "(not read)";
+    conform(req.method, req.url, { status: response.status, headers: response.headers, body: parse(text), text });
+    return response;
+  }
+
   async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
@@ -114,15 +136,8 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     }
     const response = await app.handle(new Request(base + path, { method, headers, body }));
     const text = await response.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      // not JSON: keep the text
-    }
-    const answer = { status: response.status, headers: response.headers, body: parsed as T, text };
-    const problems = (conformance ??= conformanceOf(app)).check(method, base + path, answer);
-    if (problems.length > 0) throw new Error(`the answer does not conform to the OpenAPI document:\n${problems.join("\n")}`);
+    const answer = { status: response.status, headers: response.headers, body: parse(text) as T, text };
+    conform(method, base + path, answer);
     return answer;
   }
 
@@ -162,6 +177,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     logging,
     lifecycle,
     request,
+    handle,
     createUser,
     admin: () => createUser({ roles: ["USER", "ADMIN"] }),
     async close() {

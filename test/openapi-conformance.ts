@@ -38,16 +38,18 @@ export interface Conformance {
   readonly document: Json;
 }
 
-/** One checker per distinct document: apps built alike share the compiled validators. */
+/** One checker per distinct route list: apps built alike share the document and compiled validators. */
 const checkers = new Map<string, Conformance>();
 
 export function conformanceOf(app: AnyElysia): Conformance {
-  const document = buildSpec(app);
-  // Routes kept out of the document on purpose (the Swagger UI's script and stylesheet).
-  const hidden = app.routes.filter((r) => (r.hooks as Json)?.detail?.hide).map((r) => `${r.method} ${r.path}`);
-  const key = JSON.stringify([document, hidden]);
+  // Apps with the same routes (one code base, one BASE_PATH) have the same document: build it once.
+  const key = app.routes.map((r) => `${r.method} ${r.path}`).join("\n");
   let checker = checkers.get(key);
-  if (!checker) checkers.set(key, (checker = createChecker(document, new Set(hidden))));
+  if (!checker) {
+    // Routes kept out of the document on purpose (the Swagger UI's script and stylesheet).
+    const hidden = app.routes.filter((r) => (r.hooks as Json)?.detail?.hide).map((r) => `${r.method} ${r.path}`);
+    checkers.set(key, (checker = createChecker(buildSpec(app), new Set(hidden))));
+  }
   return checker;
 }
 
@@ -72,7 +74,8 @@ export function createChecker(document: Json, hidden: ReadonlySet<string> = new 
   const operations: Operation[] = [];
   for (const [path, item] of Object.entries<Json>(document.paths)) {
     for (const [method, operation] of Object.entries<Json>(item)) {
-      const source = path.replace(/[.+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+");
+      // A trailing slash is optional, as in Elysia's router (BASE_PATH=/svc serves the index at /svc and /svc/).
+      const source = path.replace(/\/$/, "").replace(/[.+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+");
       operations.push({ pattern: new RegExp(`^${source}/?$`), method: method.toUpperCase(), path, literalChars: path.replace(/\{[^}]+\}/g, "").length, responses: operation.responses });
     }
   }

@@ -494,7 +494,7 @@ describe("under BASE_PATH", () => {
       const created = await prefixed.request("POST", "/api/users", { token, body: { name: "Prefixed", email: "p@svc.io" } });
       expect(created.status).toBe(201);
       expect((await prefixed.request("GET", `/api/users/${created.body.id}`, { token })).body.email).toBe("p@svc.io");
-      const bare = await prefixed.app.handle(new Request("http://localhost/api/users", { headers: { authorization: `Bearer ${token}` } }));
+      const bare = await prefixed.handle(new Request("http://localhost/api/users", { headers: { authorization: `Bearer ${token}` } }));
       expect(bare.status).toBe(404);
       expect(((await bare.json()) as { errorCode: string }).errorCode).toBe("NOT_FOUND");
     } finally {

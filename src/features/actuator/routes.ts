@@ -8,6 +8,7 @@ import { generateHeapSnapshot } from "bun";
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope, errorResponses } from "../../envelope";
+import { documentedHeaders } from "../docs/spec";
 import { AppError, defineErrors } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { LogLevel } from "../../config";
@@ -180,7 +181,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
             }),
           {
             response: { 200: t.File({ description: "V8 heap snapshot (opens in Chrome DevTools)" }), ...adminErrors },
-            detail: { summary: "Heap snapshot download" },
+            detail: { summary: "Heap snapshot download", ...documentedHeaders({ 200: ["Content-Disposition"] }) },
           },
         ),
     );

@@ -32,7 +32,7 @@ export const RESPONSE_HEADERS = {
   "X-File-Version": { description: "The SHA-256 of the bytes (a stored file never changes)", schema: { type: "string" } },
   "X-Last-Modified": { description: "The upload time (HTTP date)", schema: { type: "string" } },
   "X-Client-Version": { description: "The caller's X-Client-Version, or 1.0", schema: { type: "string" } },
-  "Content-Disposition": { description: "`attachment` with the original name (RFC 6266 / RFC 8187)", schema: { type: "string" } },
+  "Content-Disposition": { description: "`attachment` with the file's name (RFC 6266 / RFC 8187)", schema: { type: "string" } },
   "Content-Range": { description: "The range sent (206), or `bytes */<size>` (416)", schema: { type: "string" } },
 } as const;
 export type ResponseHeader = keyof typeof RESPONSE_HEADERS;
