@@ -9,7 +9,8 @@
 import Ajv2020, { type ValidateFunction } from "ajv/dist/2020";
 import addFormats from "ajv-formats";
 import type { AnyElysia } from "elysia";
-import { buildSpec, RESPONSE_HEADERS } from "../src/features/docs/spec";
+import { RESPONSE_HEADERS } from "../src/features/docs/headers";
+import { buildSpec } from "../src/features/docs/spec";
 
 type Json = Record<string, any>;
 

@@ -8,7 +8,7 @@ import { generateHeapSnapshot } from "bun";
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope, errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/spec";
+import { documentedHeaders } from "../docs/headers";
 import { AppError, defineErrors } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { LogLevel } from "../../config";

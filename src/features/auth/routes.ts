@@ -6,7 +6,7 @@
 import { Elysia, t, type TSchema } from "elysia";
 import type { AppContext } from "../../context";
 import { EnvelopeOf, errorResponses, ok } from "../../envelope";
-import { documentedHeaders } from "../docs/spec";
+import { documentedHeaders } from "../docs/headers";
 import { Violations } from "../../errors";
 import { languageOf } from "../../i18n";
 import { refinementViolationsOf } from "../../validation";

@@ -2,7 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope, errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/spec";
+import { documentedHeaders } from "../docs/headers";
 import { FileIdParams, FileInfo, FileNameParams, FileUploadResponse, UploadBody } from "./model";
 import { downloadFile, fileInfo, uploadFile } from "./service";
 

@@ -2,7 +2,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/spec";
+import { documentedHeaders } from "../docs/headers";
 import { Violations } from "../../errors";
 import { refinementViolationsOf } from "../../validation";
 import { Product, ProductBody, ProductIdParams, ProductListQuery } from "./model";
