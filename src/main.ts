@@ -5,6 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
+import type { Logger } from "pino";
 import { createApp } from "./app";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import { openDatabase } from "./db/client";
@@ -13,7 +14,6 @@ import { users } from "./db/schema";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { resolveJwtSecret } from "./features/auth/secret";
 import { createTokens } from "./features/auth/tokens";
-import type { Logger } from "pino";
 import { createLogging, logStream } from "./logging/logger";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";

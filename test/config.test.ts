@@ -2,7 +2,7 @@
  * Configuration: loadConfig fed plain objects (defaults, conversions, every bad value named),
  * then the command line as a user meets it: `bun src/main.ts …` with its exit codes.
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -207,6 +207,9 @@ describe("loadConfig", () => {
     expect(problemsOf({ JWT_SECRET: "hunter2-short" }).join(" ")).not.toContain("hunter2");
   });
 });
+
+// Each command-line case starts bun on the source: seconds apiece on a busy machine.
+setDefaultTimeout(30_000);
 
 describe("the command line (bun src/main.ts)", () => {
   const main = resolve(import.meta.dir, "../src/main.ts");
