@@ -6,7 +6,7 @@
  *   named component referenced by `$ref`. Give a shared shape a PascalCase title and it is named;
  *   two different shapes under one title fail the build of the document (a test builds it).
  * - Integers are `type: integer` (Elysia's t.Integer is a string-or-integer union for coercion),
- *   nullable enums list null, and response objects are closed (`additionalProperties: false`).
+ *   nullable enums list null, and objects are closed (`additionalProperties: false`).
  * - Every operation lists the statuses the service really gives: what the route declares
  *   (`errorResponses(...)`), plus 401 and 503 behind the guard, 400/413/415 where a JSON body is read,
  *   500 everywhere, and 431 (Bun's own answer to an oversized request line or headers).
@@ -78,7 +78,11 @@ function normalize(node: unknown): void {
   }
 }
 
-/** Every object in an answer lists all it may hold: extra fields would be a leak, or a bug. */
+/**
+ * Every object lists all it may hold. In an answer an extra field would be a leak or a bug; a
+ * request's extra fields are dropped unread, so they are no part of the contract either. Closing
+ * both keeps one shape per title where a schema serves in a request and an answer.
+ */
 function close(node: unknown): void {
   if (Array.isArray(node)) return node.forEach(close);
   if (!node || typeof node !== "object") return;
@@ -153,8 +157,6 @@ function completeResponses(operation: Json, usedHeaders: Set<ResponseHeader>, er
       delete plain.schema?.contentMediaType;
       response.content = { [type]: plain };
     }
-    const json = response.content?.["application/json"];
-    if (json) close(json.schema);
     if (status === "431") continue;
     response.headers = headersOf(status, own[status] ?? [], usedHeaders);
   }
@@ -173,6 +175,7 @@ export function buildSpec(app: AnyElysia): Json {
   const paths: Json = JSON.parse(JSON.stringify((toOpenAPISchema(app, { methods: ["options", "head"] }) as { paths: Json }).paths));
   fillRequestBodies(app, paths);
   normalize(paths);
+  close(paths);
   const usedHeaders = new Set<ResponseHeader>();
   const errorStatuses = new Set<string>();
   for (const item of Object.values(paths)) {
