@@ -45,7 +45,7 @@ describe("security headers", () => {
   test("on a 500 (the database closed under the app)", async () => {
     const broken = await makeTestApp();
     const { token } = await broken.admin();
-    broken.client.close();
+    broken.database.close();
     try {
       const res = await broken.request("GET", "/api/users", { token });
       expect(res.status).toBe(500);
