@@ -5,6 +5,7 @@
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
+import { prepared } from "../../db/prepared";
 import { departments, roles, userRoles, users } from "../../db/schema";
 import { AppError, defineErrors, integrityKind } from "../../errors";
 import { defineMessages } from "../../i18n";
@@ -73,17 +74,11 @@ export function selectUsers(db: Reader, where?: SQL) {
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
-/**
- * findUser's query, built once per database handle: building drizzle SQL was a fifth of
- * GET /api/users/{id} in the CPU profile (npm run bench). Transactions get their own.
- */
-const findByIdQueries = new WeakMap<object, ReturnType<typeof prepareFindById>>();
-const prepareFindById = (db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare();
+/** findUser's query, prepared once per handle (src/db/prepared.ts), as every hot path's. */
+const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare());
 
 export async function findUser(db: Reader, id: number): Promise<User> {
-  let query = findByIdQueries.get(db);
-  if (!query) findByIdQueries.set(db, (query = prepareFindById(db)));
-  const [row] = await query.all({ id });
+  const [row] = await findById(db).all({ id });
   if (!row) throw new AppError("USER_NOT_FOUND", { id });
   return toUser(row);
 }
@@ -106,33 +101,55 @@ export function orderBy(sort: string | undefined) {
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
+/** A list page per sort order (a bounded set: the sortable fields, two directions), or every user. */
+const listPage = prepared((db: Reader, shape: string) => {
+  const [sort, paged] = shape.split("|");
+  const base = selectUsers(db).orderBy(...orderBy(sort));
+  return (paged ? base.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : base).prepare();
+});
+const countUsers = prepared((db: Reader) => db.select({ total: count() }).from(users).prepare());
+
+/** The sort a list asks for, as one of the bounded set of orders. */
+function sortShape(sort: string | undefined) {
+  const [field = "id", direction = "asc"] = (sort ?? "id").split(",");
+  const known = field in SORT_COLUMNS ? field : "id";
+  return `${known},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
+}
+
 export async function listUsers(db: Reader, query: { page?: number; size?: number; sort?: string }) {
   const paged = query.page !== undefined || query.size !== undefined;
   const size = query.size ?? 20;
   const page = query.page ?? 0;
-  const base = selectUsers(db).orderBy(...orderBy(query.sort));
   const [rows, [{ total }]] = await Promise.all([
-    paged ? base.limit(size).offset(page * size) : base,
-    db.select({ total: count() }).from(users),
+    listPage(db, `${sortShape(query.sort)}|${paged ? "paged" : ""}`).all({ limit: size, offset: page * size }),
+    countUsers(db).all(),
   ]);
   return { users: rows.map(toUser), total };
 }
 
 /** The id of the named department, created on first use (a User carries its department by name). */
+const addDepartment = prepared((tx: Db) => tx.insert(departments).values({ name: sql.placeholder("name") }).onConflictDoNothing().prepare());
+const departmentByName = prepared((tx: Db) => tx.select({ id: departments.id }).from(departments).where(eq(departments.name, sql.placeholder("name"))).prepare());
+
 export async function departmentId(tx: Db, name: string | undefined): Promise<number | null> {
   const trimmed = name?.trim();
   if (!trimmed) return null;
-  await tx.insert(departments).values({ name: trimmed }).onConflictDoNothing();
-  const [row] = await tx.select({ id: departments.id }).from(departments).where(eq(departments.name, trimmed));
+  await addDepartment(tx).run({ name: trimmed });
+  const [row] = await departmentByName(tx).all({ name: trimmed });
   return row.id;
 }
 
-/** One INSERT … SELECT (unknown names grant nothing): a statement fewer in every create. */
-export async function grantRoles(tx: Db, userId: number, names: string[]) {
-  await tx
+/** One INSERT … SELECT per set of role names (unknown names grant nothing): a statement fewer in every create. */
+const grantStatement = prepared((tx: Db, names: string) =>
+  tx
     .insert(userRoles)
-    .select(tx.select({ userId: sql<number>`${userId}`.as("user_id"), roleId: roles.id }).from(roles).where(inArray(roles.name, names)))
-    .onConflictDoNothing();
+    .select(tx.select({ userId: sql<number>`${sql.placeholder("userId")}`.as("user_id"), roleId: roles.id }).from(roles).where(inArray(roles.name, names.split(","))))
+    .onConflictDoNothing()
+    .prepare(),
+);
+
+export async function grantRoles(tx: Db, userId: number, names: string[]) {
+  if (names.length > 0) await grantStatement(tx, [...names].sort().join(",")).run({ userId });
 }
 
 /** A unique-index failure on users.email, whichever statement hit it. */
@@ -140,15 +157,29 @@ function duplicateEmail(error: unknown, email: string) {
   return integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
 }
 
-const emailQueries = new WeakMap<object, ReturnType<typeof prepareEmailQuery>>();
-const prepareEmailQuery = (db: Reader) => db.select({ id: users.id }).from(users).where(eq(users.email, sql.placeholder("email"))).prepare();
+const idByEmail = prepared((db: Reader) => db.select({ id: users.id }).from(users).where(eq(users.email, sql.placeholder("email"))).prepare());
 
 export async function emailTaken(db: Reader, email: string) {
-  let query = emailQueries.get(db);
-  if (!query) emailQueries.set(db, (query = prepareEmailQuery(db)));
-  const [row] = await query.all({ email: normalizeEmail(email) });
+  const [row] = await idByEmail(db).all({ email: normalizeEmail(email) });
   return row !== undefined;
 }
+
+const insertUser = prepared((tx: Db) =>
+  tx
+    .insert(users)
+    .values({
+      name: sql.placeholder("name"),
+      email: sql.placeholder("email"),
+      departmentId: sql.placeholder("departmentId"),
+      phone: sql.placeholder("phone"),
+      passwordHash: sql.placeholder("passwordHash"),
+      active: true,
+      createdAt: sql.placeholder("now"),
+      updatedAt: sql.placeholder("now"),
+    })
+    .returning({ id: users.id })
+    .prepare(),
+);
 
 export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
   return timed(deps.metrics, "create", async () => {
@@ -157,29 +188,22 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
     if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
+    const name = input.name.trim();
+    const department = input.department?.trim() || null;
     try {
       const id = await deps.db.write(async (tx) => {
-        const [{ id }] = await tx
-          .insert(users)
-          .values({
-            name: input.name.trim(),
-            email,
-            departmentId: await departmentId(tx, input.department),
-            phone: input.phone ?? null,
-            passwordHash,
-            active: true,
-            createdAt: now,
-            updatedAt: now,
-          })
-          .returning({ id: users.id });
+        const departmentIdValue = await departmentId(tx, department ?? undefined);
+        const [{ id }] = await insertUser(tx).all({ name, email, departmentId: departmentIdValue, phone: input.phone ?? null, passwordHash, now });
         await grantRoles(tx, id, ["USER"]);
         // Welcome and audit commit with the user: if either cannot be written, there is no user.
-        await enqueueNotification(tx, "WELCOME", email, { userId: id, name: input.name.trim() }, now);
+        await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
         await writeAudit(tx, { action: "USER_CREATED", actor, subjectType: "User", subjectId: id, details: { email } }, now);
         return id;
       });
       deps.metrics.usersCreated.inc();
-      return findUser(deps.db, id);
+      // Everything the answer shows is in hand: no second read.
+      const at = now.toISOString();
+      return { id, name, email, department, phone: input.phone ?? null, active: true, createdAt: at, updatedAt: at, lastLogin: null, version: 0, roles: ["USER"] };
     } catch (error) {
       throw duplicateEmail(error, email);
     }
