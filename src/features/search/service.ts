@@ -3,9 +3,10 @@
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
-import { and, asc, desc, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Reader } from "../../db/client";
+import { prepared } from "../../db/prepared";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS } from "../users/model";
 import { orderBy, selectUsers, toUser } from "../users/service";
@@ -43,8 +44,8 @@ const hasText = (value: string | undefined): value is string => value !== undefi
 export const likeLiteral = (value: string) => value.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /** SQLite's LIKE ignores case for ASCII letters only; FTS5 trigram folds Unicode too. */
-const contains = (column: typeof users.name | typeof users.email, value: string) =>
-  sql`${column} like ${`%${likeLiteral(value)}%`} escape '\\'`;
+const contains = (column: typeof users.name | typeof users.email, pattern: ReturnType<typeof sql.placeholder>) =>
+  sql`${column} like ${pattern} escape '\\'`;
 
 /** An FTS5 phrase: inside double quotes everything is literal, a quote is doubled. */
 export const ftsPhrase = (value: string) => `"${value.replaceAll('"', '""')}"`;
@@ -60,12 +61,6 @@ const usersNameFts = sqliteTable("users_name_fts", { rowid: integer("rowid").not
 
 const byTrigrams = (name: string | undefined): name is string => hasText(name) && [...name].length >= TRIGRAM;
 
-function nameContains(name: string): SQL {
-  // 3+ characters: the trigram index, joined in by searchQuery. It cannot answer 1–2 characters:
-  // those few short terms scan the names with LIKE.
-  return byTrigrams(name) ? sql`${usersNameFts} match ${ftsPhrase(name)}` : contains(users.name, name);
-}
-
 /**
  * Most users are active, so `active = ?` alone narrows almost nothing; yet without table
  * statistics SQLite would drive the query from its index and sort every active user, rather
@@ -73,45 +68,98 @@ function nameContains(name: string): SQL {
  * The unary `+` keeps it out of index choice unless age comes too, where (active, age) is
  * the index that serves both.
  */
-const activeIs = (active: boolean, withAge: boolean) => (withAge ? eq(users.active, active) : sql`+${users.active} = ${active ? 1 : 0}`);
+const activeIs = (withAge: boolean) => (withAge ? sql`${users.active} = ${sql.placeholder("active")}` : sql`+${users.active} = ${sql.placeholder("active")}`);
 
-/** The conditions of the criteria, and-ed; undefined when nothing restricts. A 3+ character name needs searchQuery's join. */
-function searchConditions(db: Reader, c: UserSearchCriteria): SQL | undefined {
-  const skillKeys = (c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
-  return and(
-    hasText(c.name) ? nameContains(c.name) : undefined,
-    hasText(c.email) ? contains(users.email, c.email.trim()) : undefined,
-    hasText(c.department)
-      ? inArray(users.departmentId, db.select({ id: departments.id }).from(departments).where(sql`${departments.name} = ${c.department.trim()} collate nocase`))
-      : undefined,
-    c.active !== undefined ? activeIs(c.active, c.age !== undefined) : undefined,
-    c.age !== undefined ? eq(users.age, c.age) : undefined,
-    c.createdAfter ? gte(users.createdAt, c.createdAfter) : undefined,
-    c.createdBefore ? lt(users.createdAt, c.createdBefore) : undefined,
-    hasText(c.role)
-      ? inArray(users.id, db.select({ id: userRoles.userId }).from(userRoles).innerJoin(roles, eq(roles.id, userRoles.roleId)).where(sql`${roles.name} = ${c.role.trim()} collate nocase`))
-      : undefined,
-    // IN over a subquery: a user holding several of the skills still comes once.
-    skillKeys.length > 0 ? inArray(users.id, db.select({ id: userSkills.userId }).from(userSkills).where(inArray(userSkills.nameKey, skillKeys))) : undefined,
-  );
+/**
+ * What a search's SQL depends on: which criteria are present (and how a name is matched), how
+ * many skills, the order, whether paged. A bounded set, each prepared once (src/db/prepared.ts);
+ * every value is a placeholder, bound per request.
+ */
+interface Shape {
+  /** 3+ characters: the trigram index, joined in; 1–2: LIKE over the names (the index cannot serve them). */
+  name?: "fts" | "like";
+  email?: true;
+  department?: true;
+  active?: true;
+  age?: true;
+  createdAfter?: true;
+  createdBefore?: true;
+  role?: true;
+  skills?: number;
+  sortBy: string;
+  descending: boolean;
+  paged: boolean;
 }
 
-/** The query for the users matching the criteria, sorted (id by default), one page of them when `page` is given. */
-export function searchQuery(db: Reader, criteria: UserSearchCriteria, page?: Page) {
-  const sortBy = criteria.sortBy ?? "id";
-  const descending = criteria.sortDirection?.toLowerCase() === "desc";
+/** More distinct skills than this are rare: such a search is built for the one request, not kept. */
+const MAX_PREPARED_SKILLS = 8;
+
+function shapeOf(c: UserSearchCriteria, page?: Page) {
+  const skillKeys = [...new Set((c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== ""))];
+  const shape: Shape = { sortBy: c.sortBy ?? "id", descending: c.sortDirection?.toLowerCase() === "desc", paged: page !== undefined };
+  const values: Record<string, unknown> = {};
+  if (hasText(c.name)) {
+    shape.name = byTrigrams(c.name) ? "fts" : "like";
+    values.name = shape.name === "fts" ? ftsPhrase(c.name) : `%${likeLiteral(c.name)}%`;
+  }
+  if (hasText(c.email)) (shape.email = true), (values.email = `%${likeLiteral(c.email.trim())}%`);
+  if (hasText(c.department)) (shape.department = true), (values.department = c.department.trim());
+  if (c.active !== undefined) (shape.active = true), (values.active = c.active ? 1 : 0);
+  if (c.age !== undefined) (shape.age = true), (values.age = c.age);
+  if (c.createdAfter) (shape.createdAfter = true), (values.createdAfter = c.createdAfter.getTime());
+  if (c.createdBefore) (shape.createdBefore = true), (values.createdBefore = c.createdBefore.getTime());
+  if (hasText(c.role)) (shape.role = true), (values.role = c.role.trim());
+  if (skillKeys.length > 0) {
+    shape.skills = skillKeys.length;
+    skillKeys.forEach((key, i) => (values[`skill${i}`] = key));
+  }
+  if (page) (values.limit = page.size), (values.offset = page.page * page.size);
+  return { shape, values };
+}
+
+/** The query of a shape, with placeholders for every value. */
+function buildSearch(db: Reader, shape: Shape) {
   let query = selectUsers(db).$dynamic();
-  let order = orderBy(`${sortBy},${descending ? "desc" : "asc"}`);
-  if (byTrigrams(criteria.name)) {
+  let order = orderBy(`${shape.sortBy},${shape.descending ? "desc" : "asc"}`);
+  if (shape.name === "fts") {
     query = query.innerJoin(usersNameFts, eq(usersNameFts.rowid, users.id));
     // FTS5 yields its matches in rowid order: sorting by id through it stops at the page
     // instead of collecting and sorting every match (constant time however many match).
-    if (sortBy === "id") order = [descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
+    if (shape.sortBy === "id") order = [shape.descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
   }
-  const sorted = query.where(searchConditions(db, criteria)).orderBy(...order);
-  return page ? sorted.limit(page.size).offset(page.page * page.size) : sorted;
+  const value = (name: string) => sql.placeholder(name);
+  const where = and(
+    shape.name === "fts" ? sql`${usersNameFts} match ${value("name")}` : shape.name === "like" ? contains(users.name, value("name")) : undefined,
+    shape.email ? contains(users.email, value("email")) : undefined,
+    shape.department
+      ? inArray(users.departmentId, db.select({ id: departments.id }).from(departments).where(sql`${departments.name} = ${value("department")} collate nocase`))
+      : undefined,
+    shape.active ? activeIs(shape.age === true) : undefined,
+    shape.age ? sql`${users.age} = ${value("age")}` : undefined,
+    shape.createdAfter ? sql`${users.createdAt} >= ${value("createdAfter")}` : undefined,
+    shape.createdBefore ? sql`${users.createdAt} < ${value("createdBefore")}` : undefined,
+    shape.role
+      ? inArray(users.id, db.select({ id: userRoles.userId }).from(userRoles).innerJoin(roles, eq(roles.id, userRoles.roleId)).where(sql`${roles.name} = ${value("role")} collate nocase`))
+      : undefined,
+    // IN over a subquery: a user holding several of the skills still comes once.
+    shape.skills
+      ? inArray(users.id, db.select({ id: userSkills.userId }).from(userSkills).where(inArray(userSkills.nameKey, Array.from({ length: shape.skills }, (_, i) => value(`skill${i}`)))))
+      : undefined,
+  );
+  const sorted = query.where(where).orderBy(...order);
+  return (shape.paged ? sorted.limit(value("limit")).offset(value("offset")) : sorted).prepare();
+}
+
+const preparedSearch = prepared((db: Reader, key: string) => buildSearch(db, JSON.parse(key) as Shape));
+
+/** The statement for the criteria (prepared once per shape) and the values to run it with. */
+export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?: Page) {
+  const { shape, values } = shapeOf(criteria, page);
+  const statement = (shape.skills ?? 0) > MAX_PREPARED_SKILLS ? buildSearch(db, shape) : preparedSearch(db, JSON.stringify(shape));
+  return { statement, values };
 }
 
 export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
-  return (await searchQuery(db, criteria, page)).map(toUser);
+  const { statement, values } = searchStatement(db, criteria, page);
+  return (await statement.all(values)).map(toUser);
 }
