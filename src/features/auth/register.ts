@@ -3,7 +3,9 @@
  * salary, the welcome notification and the audit record, all in one transaction. The
  * unique index on users.email decides races between two registrations of one address.
  */
-import type { Database, Reader } from "../../db/client";
+import { sql } from "drizzle-orm";
+import type { Database, Db, Reader } from "../../db/client";
+import { prepared } from "../../db/prepared";
 import { userProfiles, userSkills, users } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
@@ -37,6 +39,18 @@ export function distinctSkills(names: string[]) {
 
 export const salaryCents = (salary: number | undefined) => (salary === undefined ? null : Math.round(salary * 100));
 
+const placeholders = <K extends string>(...names: K[]) => Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, ReturnType<typeof sql.placeholder>>;
+
+const insertRegistered = prepared((tx: Db) =>
+  tx
+    .insert(users)
+    .values({ ...placeholders("name", "email", "phone", "age", "salaryCents", "passwordHash"), active: true, createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
+    .returning({ id: users.id })
+    .prepare(),
+);
+const insertProfile = prepared((tx: Db) => tx.insert(userProfiles).values(placeholders("userId", "birthDate", "address")).prepare());
+const insertSkill = prepared((tx: Db) => tx.insert(userSkills).values(placeholders("userId", "name", "nameKey")).prepare());
+
 export async function register(deps: RegisterDeps, input: RegistrationBody): Promise<User> {
   return timed(deps.metrics, "register", async () => {
     const email = normalizeEmail(input.email);
@@ -48,13 +62,10 @@ export async function register(deps: RegisterDeps, input: RegistrationBody): Pro
     let id: number;
     try {
       id = await deps.db.write(async (tx) => {
-        const [{ id }] = await tx
-          .insert(users)
-          .values({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, active: true, createdAt: now, updatedAt: now })
-          .returning({ id: users.id });
+        const [{ id }] = await insertRegistered(tx).all({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, now });
         await grantRoles(tx, id, ["USER"]);
-        await tx.insert(userProfiles).values({ userId: id, birthDate: input.birthDate ?? null, address: addressLine(input.address) });
-        await tx.insert(userSkills).values(distinctSkills(input.skills).map((skill) => ({ userId: id, ...skill })));
+        await insertProfile(tx).run({ userId: id, birthDate: input.birthDate ?? null, address: addressLine(input.address) });
+        for (const skill of distinctSkills(input.skills)) await insertSkill(tx).run({ userId: id, ...skill });
         await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
         await writeAudit(tx, { action: "USER_CREATED", actor: email, subjectType: "User", subjectId: id, details: { email, via: "registration" } }, now);
         return id;

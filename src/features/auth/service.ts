@@ -7,7 +7,8 @@
  * is checked against a dummy argon2id hash, and both answer 401 INVALID_CREDENTIALS.
  */
 import { and, eq, sql } from "drizzle-orm";
-import type { Database } from "../../db/client";
+import type { Database, Reader } from "../../db/client";
+import { prepared } from "../../db/prepared";
 import { users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { findUser, normalizeEmail } from "../users/service";
@@ -22,6 +23,14 @@ export interface SessionDeps extends ThrottleDeps {
   tokens: Tokens;
 }
 
+const accountByEmail = prepared((db: Reader) =>
+  db
+    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion })
+    .from(users)
+    .where(eq(users.email, sql.placeholder("email")))
+    .prepare(),
+);
+
 /** Hashed once per process, on first need, with the same parameters as real hashes. */
 let dummyHash: Promise<string> | undefined;
 const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
@@ -35,10 +44,7 @@ const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
 function checkPassword(deps: SessionDeps, email: string, password: string, address: string) {
   return oneAtATime(email, async () => {
     const { emailHasFailures } = await assertNotThrottled(deps, email, address);
-    const [account] = await deps.db
-      .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion })
-      .from(users)
-      .where(eq(users.email, email));
+    const [account] = await accountByEmail(deps.db).all({ email });
     const stored = account?.passwordHash;
     const matches = await verifyPassword(stored ?? (await dummy()), password);
     if (!account || !stored || !matches) {
