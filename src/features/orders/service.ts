@@ -16,9 +16,10 @@
  * Stock is reserved at creation with `stock = stock - q WHERE stock >= q`, so concurrent
  * orders never oversell.
  */
-import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, inArray, lt, sql, type Placeholder, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Database, Db, Reader } from "../../db/client";
+import { prepared } from "../../db/prepared";
 import { orderItems, orders, products, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import type { MessageKey } from "../../i18n";
@@ -49,37 +50,53 @@ const TRANSITIONS = {
   unclaim: { from: "PROCESSING", to: "PENDING" },
 } as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
 
+/** A move's values, or placeholders for them in a prepared move. */
+interface MoveValues {
+  id: number | Placeholder;
+  at: Date | Placeholder;
+  ownerId?: number;
+  payment?: { paymentId: string | Placeholder; paidAt: Date | Placeholder };
+}
+
 /**
- * The one way an order's status changes; undefined when the order was not in the "from"
- * status (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
+ * The one way an order's status changes; no row when the order was not in the "from" status
+ * (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
  */
-function move(
-  tx: Db,
-  id: number,
-  transition: keyof typeof TRANSITIONS,
-  at: Date,
-  options: { set?: { paymentId?: string; paidAt?: Date }; ownerId?: number } = {},
-) {
+function move(tx: Db, transition: keyof typeof TRANSITIONS, { id, at, ownerId, payment }: MoveValues) {
   const { from, to } = TRANSITIONS[transition];
   return tx
     .update(orders)
-    .set({ status: to, updatedAt: at, ...options.set })
+    .set({ status: to, updatedAt: at as Date, ...(payment as { paymentId: string; paidAt: Date } | undefined) })
     .where(
       and(
-        eq(orders.id, id),
+        eq(orders.id, id as number),
         eq(orders.status, from),
-        options.ownerId === undefined ? undefined : eq(orders.userId, options.ownerId),
-        transition === "reclaim" ? lt(orders.updatedAt, new Date(at.getTime() - STALE_CLAIM_MS)) : undefined,
+        ownerId === undefined ? undefined : eq(orders.userId, ownerId),
+        transition === "reclaim" ? lt(orders.updatedAt, new Date((at as Date).getTime() - STALE_CLAIM_MS)) : undefined,
       ),
     )
     .returning({ userId: orders.userId, totalCents: orders.totalCents });
 }
 
 /** A move as a unit of its own: the row moved, or undefined. */
-async function moveNow(db: Database, ...args: Parameters<typeof move> extends [Db, ...infer Rest] ? Rest : never) {
-  const [[row]] = await db.writeAll((tx) => [move(tx, ...args)]);
+async function moveNow(db: Database, transition: keyof typeof TRANSITIONS, values: MoveValues & { id: number; at: Date }) {
+  const [[row]] = await db.writeAll((tx) => [move(tx, transition, values)]);
   return row;
 }
+
+/** Settling a claim, prepared: the success records the payment. */
+const settleStatement = prepared((tx: Db, transition: string) =>
+  move(tx, transition as "succeed" | "decline", {
+    id: sql.placeholder("id"),
+    at: sql.placeholder("at"),
+    payment: transition === "succeed" ? { paymentId: sql.placeholder("paymentId"), paidAt: sql.placeholder("at") } : undefined,
+  }).prepare(),
+);
+const statusOf = prepared((tx: Db) => tx.select({ status: orders.status }).from(orders).where(eq(orders.id, sql.placeholder("id"))).prepare());
+const itemsOf = prepared((tx: Db) => tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, sql.placeholder("id"))).prepare());
+const restock = prepared((tx: Db) =>
+  tx.update(products).set({ stock: sql`${products.stock} + ${sql.placeholder("quantity")}` }).where(eq(products.id, sql.placeholder("productId"))).prepare(),
+);
 
 const shownStatus = (status: string): OrderStatus => (status === "PROCESSING" ? "PENDING" : (status as OrderStatus));
 
@@ -144,14 +161,41 @@ export async function listOrders(db: Reader, caller: Caller, query: OrderListQue
  * Reserves one line: the UPDATE is both the check (ACTIVE, enough stock left) and the write,
  * and hands back what the line records. Undefined when it cannot: refusal() says why.
  */
-async function reserve(tx: Db, productId: number, quantity: number) {
-  const [taken] = await tx
+const reserveStatement = prepared((tx: Db) =>
+  tx
     .update(products)
-    .set({ stock: sql`${products.stock} - ${quantity}` })
-    .where(and(eq(products.id, productId), eq(products.status, "ACTIVE"), sql`${products.stock} >= ${quantity}`))
-    .returning({ name: products.name, priceCents: products.priceCents });
+    .set({ stock: sql`${products.stock} - ${sql.placeholder("quantity")}` })
+    .where(and(eq(products.id, sql.placeholder("productId")), eq(products.status, "ACTIVE"), sql`${products.stock} >= ${sql.placeholder("quantity")}`))
+    .returning({ name: products.name, priceCents: products.priceCents })
+    .prepare(),
+);
+
+async function reserve(tx: Db, productId: number, quantity: number) {
+  const [taken] = await reserveStatement(tx).all({ productId, quantity });
   return taken;
 }
+
+const emailOfUser = prepared((db: Reader) => db.select({ email: users.email }).from(users).where(eq(users.id, sql.placeholder("id"))).prepare());
+const insertOrder = prepared((tx: Db) =>
+  tx
+    .insert(orders)
+    .values({ userId: sql.placeholder("userId"), status: "PENDING", totalCents: sql.placeholder("totalCents"), createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
+    .returning({ id: orders.id })
+    .prepare(),
+);
+const insertItem = prepared((tx: Db) =>
+  tx
+    .insert(orderItems)
+    .values({
+      orderId: sql.placeholder("orderId"),
+      productId: sql.placeholder("productId"),
+      productName: sql.placeholder("productName"),
+      quantity: sql.placeholder("quantity"),
+      unitPriceCents: sql.placeholder("unitPriceCents"),
+      totalPriceCents: sql.placeholder("totalPriceCents"),
+    })
+    .prepare(),
+);
 
 /** Why a line could not be reserved, in the interface's order: any product missing, then not ACTIVE, then stock. */
 async function refusal(tx: Db, items: CreateOrderRequest["items"], failed: { productId: number; quantity: number }) {
@@ -175,7 +219,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   return deps.db.write(async (tx) => {
     let recipient = caller.email;
     if (userId !== caller.id) {
-      const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, userId));
+      const [owner] = await emailOfUser(tx).all({ id: userId });
       if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
       recipient = owner.email;
     }
@@ -187,11 +231,8 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
     }
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
-    const [order] = await tx
-      .insert(orders)
-      .values({ userId, status: "PENDING", totalCents, createdAt: now, updatedAt: now })
-      .returning({ id: orders.id });
-    await tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: order.id })));
+    const [order] = await insertOrder(tx).all({ userId, totalCents, now });
+    for (const line of lines) await insertItem(tx).run({ ...line, orderId: order.id });
     await enqueueNotification(tx, "ORDER_CREATED", recipient, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
     // Everything the answer shows is in hand: no second read.
     return toOrder({ id: order.id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
@@ -203,7 +244,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());
-  const claimed = (await moveNow(db, id, "claim", claimedAt, { ownerId })) ?? (await moveNow(db, id, "reclaim", claimedAt, { ownerId }));
+  const claimed = (await moveNow(db, "claim", { id, at: claimedAt, ownerId })) ?? (await moveNow(db, "reclaim", { id, at: claimedAt, ownerId }));
   if (!claimed) {
     const order = await findOrder(db, caller, id);
     throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
@@ -213,24 +254,24 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   try {
     result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {
-    await moveNow(db, id, "unclaim", new Date(deps.now()));
+    await moveNow(db, "unclaim", { id, at: new Date(deps.now()) });
     logger.warn({ err: error, orderId: id }, "payment gateway unreachable; order released");
     throw new AppError("PAYMENT_GATEWAY_UNAVAILABLE");
   }
 
   const at = new Date(deps.now());
   /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
-  const settle = async (tx: Db, transition: "succeed" | "decline", set?: { paymentId: string; paidAt: Date }) => {
-    if ((await move(tx, id, transition, at, { set })).length > 0) return;
-    const [current] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
+  const settle = async (tx: Db, transition: "succeed" | "decline", paymentId?: string) => {
+    if ((await settleStatement(tx, transition).all({ id, at, paymentId })).length > 0) return;
+    const [current] = await statusOf(tx).all({ id });
     throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
   };
   if (result.approved) {
     const { paymentId } = result;
     try {
       await db.write(async (tx) => {
-        await settle(tx, "succeed", { paymentId, paidAt: at });
-        const [owner] = await tx.select({ email: users.email }).from(users).where(eq(users.id, claimed.userId));
+        await settle(tx, "succeed", paymentId);
+        const [owner] = await emailOfUser(tx).all({ id: claimed.userId });
         await enqueueNotification(tx, "PAYMENT_SUCCESS", owner?.email ?? null, { orderId: id, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents) }, at);
       });
     } catch (error) {
@@ -244,10 +285,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
 
   await db.write(async (tx) => {
     await settle(tx, "decline");
-    const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
-    for (const line of lines) {
-      await tx.update(products).set({ stock: sql`${products.stock} + ${line.quantity}` }).where(eq(products.id, line.productId));
-    }
+    for (const line of await itemsOf(tx).all({ id })) await restock(tx).run(line);
   });
   throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });
 }
