@@ -20,10 +20,10 @@ import { createTurns, retryWhileBusy } from "./units";
  */
 const SQLITE_BUSY_TIMEOUT_MS = 20;
 /**
- * A create writes dozens of pages to the WAL (users, its indexes, FTS, roles, outbox, audit),
- * so the default checkpoint every 1,000 pages ran every ~24 creates, copying the same hot
- * pages back each time and fsyncing; at 10,000 pages (~40 MB of WAL, kept for reuse) each hot
- * page is copied once per ~240 creates.
+ * A create appends ~15 pages to the WAL (bench/writes.ts counts them by table and index), so
+ * the default checkpoint every 1,000 pages ran every ~65 creates, copying the same hot pages
+ * back each time and fsyncing. Measured, sequential creates in-process: 1,000 pages ~1,000/s,
+ * 10,000 (~40 MB of WAL, kept for reuse) ~1,270/s, 40,000 no better (~800–1,200/s).
  */
 export const WAL_AUTOCHECKPOINT_PAGES = 10_000;
 
