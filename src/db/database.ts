@@ -27,6 +27,7 @@
  * throws a DatabaseBusyError (503 with Retry-After), with nothing half-written.
  *
  * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
+ * Hot paths prepare their statements once per handle and shape: prepared.ts.
  */
 import type { BatchItem, BatchResponse } from "drizzle-orm/batch";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
