@@ -4,7 +4,7 @@
  * check that test/helpers.ts runs on every answer: shown here to fail on each kind of mismatch,
  * so its silence elsewhere means something.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { Elysia, t as T } from "elysia";
 import { buildSpec } from "../src/features/docs/spec";
 import { makeTestApp, type TestApp } from "./helpers";

@@ -3,7 +3,7 @@
  * own single policy), HSTS from HSTS_MAX_AGE, and CORS only for CORS_ORIGINS: preflights
  * answered before authentication, refused origins seeing no access-control-* header at all.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { API_POLICY, pagePolicy } from "../src/http/security-headers";
 import { makeTestApp, type TestApp } from "./helpers";
 
