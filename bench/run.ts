@@ -9,7 +9,7 @@
  *
  *   bun bench/run.ts [--quick] [--no-extras]
  *     --quick       3 s per scenario instead of BENCH_DURATION (default 8)
- *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts)
+ *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
  * Writes bench/results/latest.json.
@@ -497,7 +497,7 @@ async function startCeiling(script: string, mode: string, dbFile: string): Promi
 /** Sub-benches other capabilities add; each gets what is left of the five-minute budget. */
 async function runExtras() {
   const ran: { file: string; exitCode: number | null; seconds: number }[] = [];
-  for (const file of ["search-scale.ts", "files.ts", "orders.ts"]) {
+  for (const file of ["search-scale.ts", "files.ts", "orders.ts", "password-reset.ts"]) {
     const path = join(import.meta.dir, file);
     if (!existsSync(path)) continue;
     const left = BUDGET_MS - (Date.now() - startedAt) - 20_000;

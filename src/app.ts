@@ -8,6 +8,8 @@ import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./features/auth/guard";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { authRoutes } from "./features/auth/routes";
+import { accountRoutes } from "./features/account/routes";
+import { outboxRoutes } from "./features/notifications/routes";
 import { docsRoutes } from "./features/docs/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
@@ -63,11 +65,13 @@ export function createApp(deps: AppDeps) {
     .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
+    .use(accountRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))
     .use(usersRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
     .use(auditRoutes(ctx))
+    .use(outboxRoutes(ctx))
     .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx));

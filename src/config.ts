@@ -34,6 +34,18 @@ export interface Config {
   readonly logLevel: LogLevel;
   readonly logFormat: "json" | "pretty";
   readonly notifyWebhookUrl?: string;
+  /** whsec_<base64>: webhook deliveries are signed (Standard Webhooks). */
+  readonly notifyWebhookSecret?: string;
+  /** smtp:// or smtps:// URL; unset: no e-mail. */
+  readonly smtpUrl?: string;
+  readonly mailFrom: string;
+  /** The service's public base URL (no trailing slash), for links in e-mails. */
+  readonly publicUrl?: string;
+  /** An unverified user's login gets 403 EMAIL_NOT_VERIFIED. */
+  readonly requireEmailVerification: boolean;
+  /** Password-reset requests allowed per hour for one e-mail, and from one client address. */
+  readonly resetMaxRequests: number;
+  readonly resetMaxRequestsPerIp: number;
   readonly loginMaxFailures: number;
   readonly loginMaxFailuresPerIp: number;
   /** Reverse proxies of ours in front of the service: how many X-Forwarded-For hops to believe. */
@@ -60,7 +72,8 @@ export const CONFIG_VARIABLES = [
   "PORT", "HOST", "BASE_PATH", "DATABASE_URL", "DATABASE_AUTH_TOKEN", "DATABASE_SYNC_URL",
   "DATABASE_DRIVER", "DATABASE_BUSY_TIMEOUT_MS", "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
   "S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_SESSION_TOKEN",
-  "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL",
+  "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL", "NOTIFY_WEBHOOK_SECRET",
+  "SMTP_URL", "MAIL_FROM", "PUBLIC_URL", "REQUIRE_EMAIL_VERIFICATION", "RESET_MAX_REQUESTS", "RESET_MAX_REQUESTS_PER_IP",
   "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "TRUST_PROXY", "METRICS_TOKEN", "WORKERS",
   "HSTS_MAX_AGE", "CORS_ORIGINS",
 ] as const;
@@ -156,6 +169,15 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     problems.push("ADMIN_EMAIL and ADMIN_PASSWORD must be set together");
   }
 
+  const notifyWebhookSecret = read("NOTIFY_WEBHOOK_SECRET");
+  if (notifyWebhookSecret !== undefined && !/^whsec_[A-Za-z0-9+/]{32,}={0,2}$/.test(notifyWebhookSecret)) {
+    problems.push("NOTIFY_WEBHOOK_SECRET must be whsec_ followed by at least 24 bytes in base64");
+  }
+  const publicUrl = url("PUBLIC_URL", ["http:", "https:"])?.replace(/\/+$/, "");
+  const mailFrom = read("MAIL_FROM") ?? "usersvc <no-reply@localhost>";
+  if (!/^[^<>]*<[^\s@<>]+@[^\s@<>]+>$|^[^\s@<>]+@[^\s@<>]+$/.test(mailFrom)) problems.push(`MAIL_FROM must be an address, or a name and <address> (got "${mailFrom}")`);
+  const requireEmailVerification = oneOf("REQUIRE_EMAIL_VERIFICATION", ["true", "false"] as const, "false") === "true";
+
   const rawWorkers = read("WORKERS");
   const workers = rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : integer("WORKERS", 1, 1, 64);
 
@@ -192,6 +214,13 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     logFormat: oneOf("LOG_FORMAT", ["json", "pretty"] as const, "json"),
     notifyWebhookUrl: url("NOTIFY_WEBHOOK_URL", ["http:", "https:"]),
+    notifyWebhookSecret,
+    smtpUrl: url("SMTP_URL", ["smtp:", "smtps:"]),
+    mailFrom,
+    publicUrl,
+    requireEmailVerification,
+    resetMaxRequests: integer("RESET_MAX_REQUESTS", 5, 1, 1_000_000),
+    resetMaxRequestsPerIp: integer("RESET_MAX_REQUESTS_PER_IP", 20, 1, 1_000_000),
     loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
     loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
     trustProxy: integer("TRUST_PROXY", 0, 0, 10),

@@ -17,6 +17,7 @@ import { createTokens } from "./features/auth/tokens";
 import { createLogging, logStream } from "./logging/logger";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
+import { channelsFor } from "./features/notifications/channels";
 import { createFileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
 import { VERSION } from "./version";
@@ -130,7 +131,11 @@ async function serve(config: Config) {
   }
   lifecycle.ready = true;
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
-  const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), webhookUrl: config.notifyWebhookUrl });
+  const channels = child ? [] : channelsFor(config, database, logging.get("outbox"));
+  const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics });
+  if (!child && config.notifyWebhookUrl && !config.notifyWebhookSecret) {
+    logger.warn("NOTIFY_WEBHOOK_SECRET is not set: webhook deliveries are unsigned, so the receiver cannot tell them from forgeries");
+  }
   const supervisor = config.workers > 1 && !child ? superviseWorkers(config.workers - 1, logger) : undefined;
   // The primary also removes uploaded bytes whose row a crash kept from committing, now and hourly.
   const sweep = () =>
@@ -160,6 +165,7 @@ async function serve(config: Config) {
     await children;
     peers?.close();
     await sender?.stop();
+    for (const channel of channels) channel.close?.();
     clearInterval(sweeper);
     database.close();
     logger.info("stopped");

@@ -23,6 +23,8 @@ export interface Metrics {
   usersCreated: Counter;
   usersOperationDuration: Timer<"operation">;
   usersActive: Gauge;
+  /** Notifications a channel gave up on after its retries (they stay in the outbox, status failed). */
+  notificationsFailed: Counter<"channel">;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
   /**
@@ -152,6 +154,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
         if (countActive) this.set(await activeUsers());
       },
     }),
+    notificationsFailed: new Counter({ name: "notifications_failed_total", help: "Notifications a channel (mail, webhook) gave up on after its retries", labelNames: ["channel"], registers: [registry] }),
     countActiveUsersWith(count) {
       countActive = count;
       memo = undefined;

@@ -204,8 +204,8 @@ describe("a successful registration", () => {
       { name: "Go", nameKey: "go" },
       { name: "SQL", nameKey: "sql" },
     ]);
-    const welcome = await t.db.select().from(outbox).where(eq(outbox.recipient, "mixed.case@example.com"));
-    expect(welcome.map((n) => n.kind)).toEqual(["WELCOME"]);
+    const mails = await t.db.select().from(outbox).where(eq(outbox.recipient, "mixed.case@example.com"));
+    expect(mails.map((n) => n.kind)).toEqual(["WELCOME", "VERIFY_EMAIL"]);
     const audit = await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(id)));
     expect(audit.map((a) => [a.action, a.subjectType])).toEqual([["USER_CREATED", "User"]]);
     expect((await t.metrics.usersCreated.get()).values[0].value).toBe(before + 1);

@@ -139,11 +139,26 @@ describe("loadConfig", () => {
     ["WORKERS", "0"],
     ["WORKERS", "65"],
     ["WORKERS", "two"],
+    ["SMTP_URL", "http://mail.example.com"],
+    ["MAIL_FROM", "not an address"],
+    ["PUBLIC_URL", "id.example.com"],
+    ["NOTIFY_WEBHOOK_SECRET", "plain-secret"],
+    ["NOTIFY_WEBHOOK_SECRET", "whsec_c2hvcnQ="],
+    ["REQUIRE_EMAIL_VERIFICATION", "yes"],
+    ["RESET_MAX_REQUESTS", "0"],
+    ["RESET_MAX_REQUESTS_PER_IP", "lots"],
   ])("%s=%p is refused, naming the variable", (variable, value) => {
     const problems = problemsOf({ [variable]: value });
     expect(problems).toHaveLength(1);
     expect(problems[0]).toStartWith(`${variable} `);
     expect(problems[0]).not.toContain("\n");
+  });
+
+  test("e-mail settings: SMTP_URL, MAIL_FROM with a name, PUBLIC_URL without its trailing slash, a whsec_ secret", () => {
+    const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+    const config = loadConfig({ SMTP_URL: "smtps://u:p@smtp.example.com:465", MAIL_FROM: "Accounts <accounts@id.example.com>", PUBLIC_URL: "https://id.example.com/", NOTIFY_WEBHOOK_SECRET: secret, REQUIRE_EMAIL_VERIFICATION: "TRUE" }, 4);
+    expect(config).toMatchObject({ smtpUrl: "smtps://u:p@smtp.example.com:465", mailFrom: "Accounts <accounts@id.example.com>", publicUrl: "https://id.example.com", notifyWebhookSecret: secret, requireEmailVerification: true });
+    expect(loadConfig({}, 4)).toMatchObject({ mailFrom: "usersvc <no-reply@localhost>", requireEmailVerification: false, resetMaxRequests: 5, resetMaxRequestsPerIp: 20 });
   });
 
   test("JWT_SECRET is measured in bytes: 64 ASCII pass, 63 do not, 22 CJK characters (66 bytes) pass", () => {

@@ -38,6 +38,7 @@ export const freshUser = (fields: Record<string, unknown>) => ({
   lastLogin: null,
   version: 0,
   roles: ["USER"],
+  emailVerified: false,
   ...fields,
 });
 

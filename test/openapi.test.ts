@@ -99,7 +99,7 @@ describe("the conformance check on every answer", () => {
     body,
     text: JSON.stringify(body),
   });
-  const user = { id: 1, name: "A", email: "a@x.io", department: null, phone: null, active: true, createdAt: "2026-01-01T00:00:00.000Z", updatedAt: "2026-01-01T00:00:00.000Z", lastLogin: null, version: 0, roles: ["USER"] };
+  const user = { id: 1, name: "A", email: "a@x.io", department: null, phone: null, active: true, createdAt: "2026-01-01T00:00:00.000Z", updatedAt: "2026-01-01T00:00:00.000Z", lastLogin: null, version: 0, roles: ["USER"], emailVerified: false };
   const url = "http://localhost/api/users/1";
 
   test("passes a real answer, and fails on an extra field, a wrong type, an unlisted status, an undeclared header or media type", () => {

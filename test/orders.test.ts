@@ -77,7 +77,7 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
     expect(row.totalCents).toBe(14023);
     const notes = await outboxOf("ORDER_CREATED", res.body.id);
     expect(notes).toHaveLength(1);
-    expect(notes[0]).toMatchObject({ recipient: alice.email, deliveredAt: null, payload: { orderId: res.body.id, userId: alice.id, totalAmount: 140.23 } });
+    expect(notes[0]).toMatchObject({ recipient: alice.email, webhookStatus: "pending", mailStatus: "pending", payload: { orderId: res.body.id, userId: alice.id, totalAmount: 140.23 } });
   });
 
   test("userId absent means the caller; an ADMIN may order for anyone", async () => {

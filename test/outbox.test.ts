@@ -9,6 +9,7 @@ import { eq, isNull, sql } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
 import { enqueueNotification } from "../src/features/notifications/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
+import { webhookChannel } from "../src/features/notifications/channels";
 import { createLogging } from "../src/logging/logger";
 import { countingGateway, makeTestApp, type TestApp } from "./helpers";
 
@@ -54,7 +55,7 @@ describe("user creation: welcome and audit commit with the user", () => {
     expect(res.status).toBe(201);
     const welcome = (await outboxRows("WELCOME")).filter((r) => r.recipient === email);
     expect(welcome).toHaveLength(1);
-    expect(welcome[0]).toMatchObject({ payload: { userId: res.body.id }, attempts: 0, deliveredAt: null });
+    expect(welcome[0]).toMatchObject({ payload: { userId: res.body.id }, webhookStatus: "pending", webhookAttempts: 0, mailStatus: "pending", token: null });
     const audit = await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(res.body.id)));
     expect(audit).toEqual([
       { id: expect.any(Number), action: "USER_CREATED", actor: admin.email, subjectType: "User", subjectId: String(res.body.id), details: { email }, createdAt: expect.any(Date) },
@@ -167,23 +168,24 @@ describe("the sender", () => {
       },
     });
     const logger = createLogging("silent", "json").get("outbox");
-    const webhookUrl = `http://127.0.0.1:${receiver.port}/hook`;
+    const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/hook`, timeoutMs: 5000, logger, now: Date.now })];
     try {
       await enqueueNotification(own.db, "ORDER_CREATED", "buyer@example.com", { orderId: 42, totalAmount: 19.99 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
 
-      const first = startOutboxSender({ db: own.database, logger, webhookUrl, pollIntervalMs: 20, baseDelayMs: 300 });
-      const failed = await until(id, (r) => r.attempts === 1, own.db);
+      const first = startOutboxSender({ db: own.database, logger, channels, pollIntervalMs: 20, baseDelayMs: 300 });
+      const failed = await until(id, (r) => r.webhookAttempts === 1, own.db);
       await first.stop();
-      expect(failed.deliveredAt).toBeNull();
-      expect(failed.lastError).toBe("webhook answered 500");
-      expect(failed.nextAttemptAt.getTime()).toBeGreaterThan(Date.now());
+      expect(failed).toMatchObject({ webhookStatus: "pending", webhookSentAt: null, webhookLastError: "webhook answered 500" });
+      expect(failed.webhookNextAttemptAt.getTime()).toBeGreaterThan(Date.now());
+      // Without SMTP the mail channel has nothing to do: its state never holds the webhook back.
+      expect(failed.mailStatus).toBe("skipped");
 
       answer = 200;
-      const second = startOutboxSender({ db: own.database, logger, webhookUrl, pollIntervalMs: 20, baseDelayMs: 300 });
-      const delivered = await until(id, (r) => r.deliveredAt !== null, own.db);
+      const second = startOutboxSender({ db: own.database, logger, channels, pollIntervalMs: 20, baseDelayMs: 300 });
+      const delivered = await until(id, (r) => r.webhookSentAt !== null, own.db);
       await second.stop();
-      expect(delivered).toMatchObject({ attempts: 2, lastError: null });
+      expect(delivered).toMatchObject({ webhookStatus: "sent", webhookAttempts: 2, webhookLastError: null });
       expect(received).toHaveLength(2);
       expect(received[1]).toEqual({
         key: `outbox-${id}`,
@@ -210,9 +212,11 @@ describe("the sender", () => {
     });
     try {
       for (let i = 0; i < 50; i++) await enqueueNotification(own.db, "ORDER_CREATED", `n${i}@example.com`, { orderId: i });
-      const options = { db: own.database, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, pollIntervalMs: 10, batchSize: 7 };
+      const logger = createLogging("silent", "json").get("outbox");
+      const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 5000, logger, now: Date.now })];
+      const options = { db: own.database, logger, channels, pollIntervalMs: 10, batchSize: 7 };
       const senders = [startOutboxSender(options), startOutboxSender(options)];
-      for (let i = 0; i < 250 && (await own.db.$count(outbox, isNull(outbox.deliveredAt))) > 0; i++) await Bun.sleep(20);
+      for (let i = 0; i < 250 && (await own.db.$count(outbox, isNull(outbox.webhookSentAt))) > 0; i++) await Bun.sleep(20);
       await Promise.all(senders.map((s) => s.stop()));
       expect(seen.size).toBe(50);
       expect([...seen.values()].every((n) => n === 1)).toBe(true);
@@ -227,32 +231,38 @@ describe("the sender", () => {
     const receiver = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => Bun.sleep(2000).then(() => new Response("late")) });
     try {
       await enqueueNotification(own.db, "WELCOME", "slow@example.com", { userId: 1 });
-      const sender = startOutboxSender({ db: own.database, logger: createLogging("silent", "json").get("outbox"), webhookUrl: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 100, pollIntervalMs: 20, baseDelayMs: 10_000 });
+      const logger = createLogging("silent", "json").get("outbox");
+      const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 100, logger, now: Date.now })];
+      const sender = startOutboxSender({ db: own.database, logger, channels, pollIntervalMs: 20, baseDelayMs: 10_000 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
-      const row = await until(id, (r) => r.attempts === 1, own.db);
+      const row = await until(id, (r) => r.webhookAttempts === 1, own.db);
       await sender.stop();
-      expect(row.deliveredAt).toBeNull();
-      expect(row.lastError).toMatch(/time|abort/i);
+      expect(row.webhookSentAt).toBeNull();
+      expect(row.webhookLastError).toMatch(/time|abort/i);
     } finally {
       receiver.stop(true);
       await own.close();
     }
   });
 
-  test("with no URL each notification is logged by the \"outbox\" logger and marked delivered", async () => {
+  test("with no URL each notification is logged by the \"outbox\" logger by id and kind only, and marked sent", async () => {
     const own = await makeTestApp();
     const lines: string[] = [];
     const logging = createLogging("info", "json", { write: (line: string) => void lines.push(line) });
     try {
       await enqueueNotification(own.db, "PAYMENT_SUCCESS", "payer@example.com", { orderId: 7, paymentId: "PAY-1" });
-      const sender = startOutboxSender({ db: own.database, logger: logging.get("outbox"), pollIntervalMs: 20 });
+      const logger = logging.get("outbox");
+      const sender = startOutboxSender({ db: own.database, logger, channels: [webhookChannel({ timeoutMs: 5000, logger, now: Date.now })], pollIntervalMs: 20 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
-      const row = await until(id, (r) => r.deliveredAt !== null, own.db);
+      const row = await until(id, (r) => r.webhookSentAt !== null, own.db);
       await sender.stop();
-      expect(row.attempts).toBe(1);
+      expect(row).toMatchObject({ webhookStatus: "sent", webhookAttempts: 1 });
       const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === "notification");
       expect(logged).toHaveLength(1);
-      expect(logged[0]).toMatchObject({ logger: "outbox", level: "info", notification: { id, kind: "PAYMENT_SUCCESS", recipient: "payer@example.com", payload: { orderId: 7, paymentId: "PAY-1" } } });
+      expect(logged[0]).toMatchObject({ logger: "outbox", level: "info", outboxId: id, kind: "PAYMENT_SUCCESS" });
+      // Personal data stays out of the log: no address, no payload.
+      expect(lines.join("\n")).not.toContain("payer@example.com");
+      expect(lines.join("\n")).not.toContain("PAY-1");
     } finally {
       await own.close();
     }

@@ -60,6 +60,7 @@ describe("defaults", () => {
       lastLogin: first.lastLogin ? first.lastLogin.toISOString() : null,
       version: 0,
       roles: first.roles,
+      emailVerified: false,
     });
     for (const user of res.body) {
       expect(user.createdAt).toMatch(ISO_Z);

@@ -21,15 +21,19 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** `command`: the binary's path, or undefined for `bun src/main.ts`. */
-export async function startServer(env: Env, command?: string): Promise<ServerProcess> {
+/**
+ * `command`: the binary's path, or undefined for `bun src/main.ts`. `env` may be a function of
+ * the server's origin (for settings that name it, like PUBLIC_URL). `url` includes BASE_PATH.
+ */
+export async function startServer(env: Env | ((origin: string) => Env), command?: string): Promise<ServerProcess> {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-server-"));
   const argv = command ? [command] : [process.execPath, join(ROOT, "src/main.ts")];
   const port = freePort();
-  const fullEnv = { ...process.env, DATA_DIR: dir, JWT_SECRET: SECRET, LOG_LEVEL: "warn", PORT: String(port), HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, ...env };
+  const extra = typeof env === "function" ? env(`http://127.0.0.1:${port}`) : env;
+  const fullEnv = { ...process.env, DATA_DIR: dir, JWT_SECRET: SECRET, LOG_LEVEL: "warn", PORT: String(port), HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, ...extra };
   // Logs go to stdout (not read: an unread pipe could fill and stall the server); stderr only on a failed start.
   const proc = Bun.spawn([...argv, "serve"], { cwd: dir, env: fullEnv, stdout: "ignore", stderr: "pipe" });
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://127.0.0.1:${port}${extra.BASE_PATH ?? ""}`;
   const stop = async () => {
     proc.kill("SIGTERM");
     await proc.exited;
@@ -50,7 +54,8 @@ export async function startServer(env: Env, command?: string): Promise<ServerPro
   return { url, pid: proc.pid, token, rss: () => rssOf(proc.pid), stop };
 }
 
-function freePort(): number {
+/** A port nothing listens on right now. */
+export function freePort(): number {
   const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
   const port = server.port!;
   server.stop(true);

@@ -35,6 +35,10 @@ export const users = sqliteTable(
     createdAt: millis("created_at").notNull(),
     updatedAt: millis("updated_at").notNull(),
     lastLogin: millis("last_login"),
+    /** False at creation and after an e-mail change; true once a verification link is confirmed. */
+    emailVerified: integer("email_verified", { mode: "boolean" }).notNull().default(false),
+    /** The e-mails' language: "en" or "zh-TW" (from Accept-Language at registration). */
+    language: text("language").notNull().default("en"),
   },
   (t) => [
     uniqueIndex("users_email_unique").on(t.email),
@@ -159,23 +163,59 @@ export const orderItems = sqliteTable(
   (t) => [index("order_items_order_idx").on(t.orderId)],
 );
 
-/** Transactional outbox: written with the change it describes, delivered later. */
+/**
+ * Transactional outbox: written with the change it describes, delivered later on two channels,
+ * each with its own state, so one channel's outage never delays or repeats the other. A channel's
+ * status is pending, sent, failed (gave up after its retries), skipped (nothing to send on it)
+ * or resolving (a password reset whose address the sender has not looked up yet).
+ * The webhook channel keeps the columns it had before mail existed (attempts, next_attempt_at,
+ * delivered_at, last_error).
+ */
 export const outbox = sqliteTable(
   "outbox",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    /** WELCOME, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS */
+    /** WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS */
     kind: text("kind").notNull(),
     recipient: text("recipient"),
     payload: text("payload", { mode: "json" }).notNull(),
+    /** A raw verify/reset token for the mail's link; erased once mailed, given up or expired. */
+    token: text("token"),
     createdAt: millis("created_at").notNull(),
-    attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: millis("next_attempt_at").notNull(),
-    deliveredAt: millis("delivered_at"),
-    lastError: text("last_error"),
+    webhookStatus: text("webhook_status").notNull().default("pending"),
+    webhookAttempts: integer("attempts").notNull().default(0),
+    webhookNextAttemptAt: millis("next_attempt_at").notNull(),
+    webhookSentAt: millis("delivered_at"),
+    webhookLastError: text("last_error"),
+    mailStatus: text("mail_status").notNull().default("pending"),
+    mailAttempts: integer("mail_attempts").notNull().default(0),
+    mailNextAttemptAt: millis("mail_next_attempt_at").notNull().default(sql`0`),
+    mailSentAt: millis("mail_sent_at"),
+    mailLastError: text("mail_last_error"),
   },
-  (t) => [index("outbox_pending_idx").on(t.deliveredAt, t.nextAttemptAt)],
+  (t) => [index("outbox_webhook_due_idx").on(t.webhookStatus, t.webhookNextAttemptAt), index("outbox_mail_due_idx").on(t.mailStatus, t.mailNextAttemptAt)],
 );
+
+/** Verification and password-reset tokens: only a SHA-256 of each, one live token per user and purpose. */
+export const accountTokens = sqliteTable(
+  "account_tokens",
+  {
+    /** Hex SHA-256 of the raw token (32 random bytes, base64url). */
+    tokenHash: text("token_hash").primaryKey(),
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    /** VERIFY_EMAIL or PASSWORD_RESET */
+    purpose: text("purpose").notNull(),
+    expiresAt: millis("expires_at").notNull(),
+  },
+  (t) => [uniqueIndex("account_tokens_user_purpose_unique").on(t.userId, t.purpose)],
+);
+
+/** Password-reset request counters ("email:<address>" / "ip:<address>"), apart from login's. */
+export const resetThrottle = sqliteTable("reset_throttle", {
+  key: text("key").primaryKey(),
+  requests: integer("requests").notNull(),
+  windowStartedAt: millis("window_started_at").notNull(),
+});
 
 export const auditLog = sqliteTable(
   "audit_log",

@@ -14,6 +14,7 @@ import { eq } from "drizzle-orm";
 import { files, users } from "../../src/db/schema";
 import { makeTestApp, validRegistration, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
+import { issueToken } from "../../src/features/account/tokens";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 250);
@@ -46,6 +47,8 @@ let orderProductId = 0;
 let pendingOrderId = 0;
 
 const NEW_PASSWORDS = ["FuzzPassw0rd1!", "FuzzPassw0rd2!"];
+/** Live e-mail tokens of two fixture users; a confirm that succeeds uses one up, and `after` issues the next. */
+const emailTokens = { verifyUser: 0, verify: "", resetUser: 0, reset: "" };
 
 /** A token carrying the user's current token version (a password change revokes older ones). */
 async function tokenOf(userId: number) {
@@ -134,6 +137,27 @@ const TARGETS: Record<string, Target> = {
     url: () => `/api/users/${victim.id}/roles`,
     token: async () => admin.token,
     valid: () => ({ roles: ["USER"] }),
+  },
+  "POST /api/auth/verify-email/confirm": {
+    url: () => "/api/auth/verify-email/confirm",
+    token: async () => undefined,
+    valid: () => ({ token: emailTokens.verify }),
+    async after(status) {
+      if (status === 200) emailTokens.verify = await issueToken(t.db, emailTokens.verifyUser, "VERIFY_EMAIL", Date.now());
+    },
+  },
+  "POST /api/auth/password-reset/request": {
+    url: () => "/api/auth/password-reset/request",
+    token: async () => undefined,
+    valid: (n) => ({ email: `fuzz-reset-${n}@example.com` }),
+  },
+  "POST /api/auth/password-reset/confirm": {
+    url: () => "/api/auth/password-reset/confirm",
+    token: async () => undefined,
+    valid: (n) => ({ token: emailTokens.reset, newPassword: NEW_PASSWORDS[n % 2], confirmNewPassword: NEW_PASSWORDS[n % 2] }),
+    async after(status) {
+      if (status === 200) emailTokens.reset = await issueToken(t.db, emailTokens.resetUser, "PASSWORD_RESET", Date.now());
+    },
   },
   "PUT /api/users/:id/profile": {
     url: () => `/api/users/${victim.id}/profile`,
@@ -399,7 +423,7 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
 }
 
 beforeAll(async () => {
-  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES) }, { logs: { write() {} } });
+  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000" }, { logs: { write() {} } });
   admin = await t.admin();
   const v = await t.createUser({ name: "Victim" });
   victim = { id: v.id, email: v.email };
@@ -407,6 +431,10 @@ beforeAll(async () => {
   password = { id: p.id, email: p.email, current: "StartPassw0rd!" };
   const l = await t.createUser({ name: "Login User", password: loginUser.password });
   loginUser.email = l.email;
+  emailTokens.verifyUser = (await t.createUser({ name: "Verify Me" })).id;
+  emailTokens.verify = await issueToken(t.db, emailTokens.verifyUser, "VERIFY_EMAIL", Date.now());
+  emailTokens.resetUser = (await t.createUser({ name: "Reset Me" })).id;
+  emailTokens.reset = await issueToken(t.db, emailTokens.resetUser, "PASSWORD_RESET", Date.now());
   const product = await t.request("POST", "/api/products", { token: admin.token, body: { name: "Target", code: "FUZZ-TARGET", price: 1, stock: 5 } });
   const orderable = await t.request("POST", "/api/products", { token: admin.token, body: { name: "Orderable", code: "FUZZ-ORDERABLE", price: 2.5, stock: 1_000_000 } });
   if (product.status !== 201 || orderable.status !== 201) throw new Error(`fixture products: ${product.text} ${orderable.text}`);
@@ -449,7 +477,7 @@ describe("fuzzing every JSON endpoint", () => {
     console.log(`fuzz: ${casesRun} cases over ${keys.length} routes, seed ${SEED}, ${failures.length} failures`);
     expect(failures.slice(0, 15)).toEqual([]);
     expect(casesRun).toBeGreaterThanOrEqual(2000);
-  }, 120_000);
+  }, 300_000);
 
   test("every numeric field of every valid body, at every number edge", async () => {
     const before = failures.length;

@@ -20,6 +20,7 @@ export const DOMAIN_TABLES = [
   "files",
   "outbox",
   "audit_log",
+  "account_tokens",
 ] as const;
 
 /** One digest per table: the rows in rowid order, so any changed, added or removed row shows. */

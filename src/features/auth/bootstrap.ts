@@ -1,5 +1,6 @@
 /**
  * ADMIN_EMAIL / ADMIN_PASSWORD and `usersvc admin create`: make sure an ADMIN exists.
+ * The account starts verified, so REQUIRE_EMAIL_VERIFICATION never locks the admin out.
  * Idempotent: an existing account is promoted and re-activated; its password is kept
  * (a restart with the same variables must not revoke the admin's tokens), unless it has none.
  */
@@ -20,13 +21,13 @@ export async function ensureAdmin(db: Database, input: { email: string; password
     if (id === undefined) {
       [{ id }] = await tx
         .insert(users)
-        .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, createdAt: now, updatedAt: now })
+        .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, emailVerified: true, createdAt: now, updatedAt: now })
         .returning({ id: users.id });
       await writeAudit(tx, { action: "USER_CREATED", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, now);
     } else {
       await tx
         .update(users)
-        .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, updatedAt: now })
+        .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, emailVerified: true, updatedAt: now })
         .where(eq(users.id, id));
     }
     await grantRoles(tx, id, ["USER", "ADMIN"]);

@@ -99,18 +99,19 @@ export const LoginBody = t.Object({
 });
 export type LoginBody = Static<typeof LoginBody>;
 
+/** confirmNewPassword repeats newPassword (change-password and password-reset bodies). */
+export const matchingNewPassword = (v: Record<string, unknown>): Violation[] =>
+  typeof v.newPassword === "string" && typeof v.confirmNewPassword === "string" && v.confirmNewPassword.trim() !== "" && v.newPassword !== v.confirmNewPassword
+    ? [{ path: "confirmNewPassword", key: "field.confirmPassword.mismatch" }]
+    : [];
+
 export const ChangePasswordBody = t.Object(
   {
     currentPassword: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } } as never),
     newPassword: Password,
     confirmNewPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
   },
-  {
-    refine: (v: Record<string, unknown>): Violation[] =>
-      typeof v.newPassword === "string" && typeof v.confirmNewPassword === "string" && v.confirmNewPassword.trim() !== "" && v.newPassword !== v.confirmNewPassword
-        ? [{ path: "confirmNewPassword", key: "field.confirmPassword.mismatch" }]
-        : [],
-  } as never,
+  { refine: matchingNewPassword } as never,
 );
 export type ChangePasswordBody = Static<typeof ChangePasswordBody>;
 

@@ -1,6 +1,6 @@
 /**
  * Registration: the user, the USER role, the profile (birth date, address), skills, age and
- * salary, the welcome notification and the audit record, all in one transaction. The
+ * salary, the welcome and verification mails and the audit record, all in one transaction. The
  * unique index on users.email decides races between two registrations of one address.
  */
 import { sql } from "drizzle-orm";
@@ -13,6 +13,8 @@ import { timed } from "../../metrics";
 import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import type { User } from "../users/model";
 import { emailTaken, findUser, grantRoles, normalizeEmail } from "../users/service";
+import type { Lang } from "../../i18n";
+import { enqueueVerification } from "../account/service";
 import type { Address, RegistrationBody } from "./model";
 import { hashPassword } from "./passwords";
 
@@ -44,14 +46,15 @@ const placeholders = <K extends string>(...names: K[]) => Object.fromEntries(nam
 const insertRegistered = prepared((tx: Db) =>
   tx
     .insert(users)
-    .values({ ...placeholders("name", "email", "phone", "age", "salaryCents", "passwordHash"), active: true, createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
+    .values({ ...placeholders("name", "email", "phone", "age", "salaryCents", "passwordHash", "language"), active: true, createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
     .returning({ id: users.id })
     .prepare(),
 );
 const insertProfile = prepared((tx: Db) => tx.insert(userProfiles).values(placeholders("userId", "birthDate", "address")).prepare());
 const insertSkill = prepared((tx: Db) => tx.insert(userSkills).values(placeholders("userId", "name", "nameKey")).prepare());
 
-export async function register(deps: RegisterDeps, input: RegistrationBody): Promise<User> {
+/** `language` (from Accept-Language) picks the language of the user's e-mails. */
+export async function register(deps: RegisterDeps, input: RegistrationBody, language: Lang = "en"): Promise<User> {
   return timed(deps.metrics, "register", async () => {
     const email = normalizeEmail(input.email);
     if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
@@ -62,11 +65,12 @@ export async function register(deps: RegisterDeps, input: RegistrationBody): Pro
     let id: number;
     try {
       id = await deps.db.write(async (tx) => {
-        const [{ id }] = await insertRegistered(tx).all({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, now });
+        const [{ id }] = await insertRegistered(tx).all({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, language, now });
         await grantRoles(tx, id, ["USER"]);
         await insertProfile(tx).run({ userId: id, birthDate: input.birthDate ?? null, address: addressLine(input.address) });
         for (const skill of distinctSkills(input.skills)) await insertSkill(tx).run({ userId: id, ...skill });
         await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
+        await enqueueVerification(tx, id, email, now.getTime());
         await writeAudit(tx, { action: "USER_CREATED", actor: email, subjectType: "User", subjectId: id, details: { email, via: "registration" } }, now);
         return id;
       });

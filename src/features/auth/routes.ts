@@ -28,7 +28,7 @@ function dropNulls(value: unknown) {
 }
 
 /** beforeHandle for a body whose schema has `refine` rules (confirmPassword, birthDate, salary digits). */
-const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
+export const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
   const violations = refinementViolationsOf(schema, body);
   if (violations.length > 0) throw new Violations("body", violations);
 };
@@ -43,7 +43,7 @@ const accountRoutes = (ctx: AppContext) =>
     .post(
       "/register",
       async ({ body, request, set }) => {
-        const user = await register(ctx, body);
+        const user = await register(ctx, body, langOf(request));
         set.status = 201;
         return ok(user, authText("auth.registered", langOf(request)));
       },

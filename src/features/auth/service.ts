@@ -17,15 +17,17 @@ import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
 import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
+import "../account/messages";
 
 export interface SessionDeps extends ThrottleDeps {
   db: Database;
   tokens: Tokens;
+  config: ThrottleDeps["config"] & { requireEmailVerification: boolean };
 }
 
 const accountByEmail = prepared((db: Reader) =>
   db
-    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion })
+    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion, emailVerified: users.emailVerified })
     .from(users)
     .where(eq(users.email, sql.placeholder("email")))
     .prepare(),
@@ -67,6 +69,7 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
   if (!account) throw new AppError("INVALID_CREDENTIALS");
   // The password was right, so not a failure; but no token either.
   if (!account.active) throw new AppError("ACCOUNT_DISABLED");
+  if (deps.config.requireEmailVerification && !account.emailVerified) throw new AppError("EMAIL_NOT_VERIFIED");
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
   await deps.db.writeAll((tx) => [

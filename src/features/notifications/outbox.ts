@@ -1,19 +1,29 @@
 /**
  * The transactional outbox and the audit trail. Callers pass their unit of work's `tx`, so the
  * notification or audit row commits (or rolls back) with the change it describes; a
- * background sender (sender.ts) delivers the outbox later.
+ * background sender (sender.ts) delivers the outbox later, on each channel independently.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
 
-export type NotificationKind = "WELCOME" | "USER_UPDATED" | "ORDER_CREATED" | "PAYMENT_SUCCESS";
+export type NotificationKind = "WELCOME" | "VERIFY_EMAIL" | "PASSWORD_RESET" | "PASSWORD_CHANGED" | "USER_UPDATED" | "ORDER_CREATED" | "PAYMENT_SUCCESS";
 
 const insertNotification = prepared((tx: Db) =>
   tx
     .insert(outbox)
-    .values({ kind: sql.placeholder("kind"), recipient: sql.placeholder("recipient"), payload: sql.placeholder("payload"), createdAt: sql.placeholder("at"), nextAttemptAt: sql.placeholder("at") })
+    .values({
+      kind: sql.placeholder("kind"),
+      recipient: sql.placeholder("recipient"),
+      payload: sql.placeholder("payload"),
+      token: sql.placeholder("token"),
+      createdAt: sql.placeholder("at"),
+      webhookStatus: sql.placeholder("status"),
+      webhookNextAttemptAt: sql.placeholder("at"),
+      mailStatus: sql.placeholder("status"),
+      mailNextAttemptAt: sql.placeholder("at"),
+    })
     .prepare(),
 );
 
@@ -31,8 +41,15 @@ const insertAudit = prepared((tx: Db) =>
     .prepare(),
 );
 
-export async function enqueueNotification(tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now = new Date()) {
-  await insertNotification(tx).run({ kind, recipient, payload, at: now });
+export interface EnqueueOptions {
+  /** The raw verify/reset token the mail's link carries (never part of the payload). */
+  token?: string;
+  /** The sender looks the recipient's address up before anything is sent (password reset requests). */
+  resolve?: boolean;
+}
+
+export async function enqueueNotification(tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now = new Date(), options: EnqueueOptions = {}) {
+  await insertNotification(tx).run({ kind, recipient, payload, token: options.token ?? null, status: options.resolve ? "resolving" : "pending", at: now });
 }
 
 export async function writeAudit(

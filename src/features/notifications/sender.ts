@@ -1,137 +1,221 @@
 /**
- * The outbox sender: a background loop that delivers pending outbox rows to NOTIFY_WEBHOOK_URL
- * (a JSON POST with a timeout), or logs them (logger "outbox") when no URL is set. All its
- * state is in the table (attempts, next_attempt_at, delivered_at), so a restart picks up where
- * the last process stopped, and several processes can share one database: a batch of due rows
- * is claimed by one UPDATE (a lease) before it is sent, and the batch is sent concurrently.
- * Delivery is at least once and unordered; receivers de-duplicate by the Idempotency-Key
- * header. A failure never touches the change it describes.
+ * The outbox sender: a background loop that delivers pending outbox rows on each channel
+ * (channels.ts) independently: each channel has its own status, attempts, backoff and last
+ * error in the row, so a mail server's outage never holds back or repeats the webhook, and the
+ * other way round. All state is in the table, so a restart picks up where the last process
+ * stopped, and several processes can share one database: a batch of due rows is claimed by one
+ * UPDATE (a lease) before it is sent. Delivery is at least once and unordered; receivers
+ * de-duplicate by webhook-id / Idempotency-Key, mailboxes by Message-ID. After `maxAttempts`
+ * a channel gives up: the row stays in the outbox as failed with its last error, counted in
+ * notifications_failed_total. A failure never touches the change the row describes.
+ *
+ * Each channel runs its own loop (a webhook timing out never slows the mail), and a third loop
+ * keeps house: it resolves password-reset requests (the request itself never looks the address
+ * up, so known and unknown addresses cost it the same) and erases raw tokens whose mail was
+ * sent, given up or skipped, or whose token expired.
  */
-import { and, asc, eq, inArray, isNull, lte, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, isNotNull, lte, or, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
-import type { Database } from "../../db/client";
-import { outbox } from "../../db/schema";
+import type { Database, Db } from "../../db/client";
+import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
+import { outbox, users } from "../../db/schema";
+import type { Metrics } from "../../metrics";
+import { forgetExpired } from "../account/service";
+import { issueToken } from "../account/tokens";
+import { GiveUp, type Channel, type Outcome, type Row } from "./channels";
+import { TOKEN_KINDS } from "./templates";
 
 export interface OutboxSenderOptions {
   db: Database;
   logger: Logger;
-  webhookUrl?: string;
+  channels: Channel[];
+  metrics?: Pick<Metrics, "notificationsFailed">;
   /** Pause between passes when nothing is due. */
   pollIntervalMs?: number;
-  /** Per delivery attempt. */
-  timeoutMs?: number;
   batchSize?: number;
   /** First retry delay; doubles each failure up to maxDelayMs. */
   baseDelayMs?: number;
   maxDelayMs?: number;
+  /** Attempts per channel before it gives up (about 40 minutes with the default delays). */
+  maxAttempts?: number;
   /** How long a claimed row is hidden from other senders (longer than any attempt). */
   leaseMs?: number;
   now?: () => number;
 }
 
 export interface OutboxSender {
-  /** One pass over the due rows; returns how many it attempted. */
-  runOnce(): Promise<number>;
-  /** Ends the loop after the attempt in flight. */
+  /** Ends the loops after the attempts in flight. */
   stop(): Promise<void>;
 }
-
-type Row = typeof outbox.$inferSelect;
 
 export function retryDelay(attempts: number, baseDelayMs: number, maxDelayMs: number) {
   return Math.min(baseDelayMs * 2 ** Math.max(0, attempts - 1), maxDelayMs);
 }
 
+/** The columns of one channel's state, and how to write them. */
+const COLUMNS = {
+  webhook: {
+    status: outbox.webhookStatus,
+    next: outbox.webhookNextAttemptAt,
+    set: (v: { status?: string; attempts?: number | SQL; next?: Date; sentAt?: Date; lastError?: string | null }) => ({
+      webhookStatus: v.status,
+      webhookAttempts: v.attempts,
+      webhookNextAttemptAt: v.next,
+      webhookSentAt: v.sentAt,
+      webhookLastError: v.lastError,
+    }),
+    attemptsOf: (row: Row) => row.webhookAttempts,
+    attemptsColumn: outbox.webhookAttempts,
+  },
+  mail: {
+    status: outbox.mailStatus,
+    next: outbox.mailNextAttemptAt,
+    set: (v: { status?: string; attempts?: number | SQL; next?: Date; sentAt?: Date; lastError?: string | null }) => ({
+      mailStatus: v.status,
+      mailAttempts: v.attempts,
+      mailNextAttemptAt: v.next,
+      mailSentAt: v.sentAt,
+      mailLastError: v.lastError,
+    }),
+    attemptsOf: (row: Row) => row.mailAttempts,
+    attemptsColumn: outbox.mailAttempts,
+  },
+} as const;
+
+/** Drops the undefined keys drizzle would otherwise write as NULL. */
+const defined = <T extends Record<string, unknown>>(values: T) => Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+/** An error text for the row and the log, without the recipient's address (SMTP servers like to quote it). */
+function errorText(error: unknown, row: Row) {
+  const message = String((error as Error)?.message ?? error).slice(0, 500);
+  return row.recipient ? message.replaceAll(row.recipient, "<recipient>") : message;
+}
+
 export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
-  const { db, logger, webhookUrl } = options;
+  const { db, logger, channels, metrics } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
-  const timeoutMs = options.timeoutMs ?? 5000;
   const batchSize = options.batchSize ?? 20;
   const baseDelayMs = options.baseDelayMs ?? 1000;
   const maxDelayMs = options.maxDelayMs ?? 5 * 60_000;
-  const leaseMs = options.leaseMs ?? Math.max(timeoutMs * 2, 30_000);
+  const maxAttempts = options.maxAttempts ?? 15;
+  const leaseMs = options.leaseMs ?? 60_000;
   const now = options.now ?? Date.now;
+  const hasMail = channels.some((c) => c.name === "mail");
 
-  async function deliver(row: Row) {
-    const notification = { id: row.id, kind: row.kind, recipient: row.recipient, payload: row.payload, createdAt: row.createdAt.toISOString() };
-    if (!webhookUrl) {
-      logger.info({ notification }, "notification");
+  /** Password-reset requests: a known address gets its token now, an unknown one is dropped on every channel. */
+  async function resolveResets() {
+    const waiting = await db.select({ id: outbox.id, recipient: outbox.recipient }).from(outbox).where(eq(outbox.webhookStatus, "resolving")).limit(batchSize);
+    for (const row of waiting) {
+      await db.write(async (tx) => {
+        const [user] = row.recipient ? await tx.select({ id: users.id, active: users.active }).from(users).where(eq(users.email, row.recipient)) : [];
+        if (!user?.active) {
+          await tx.update(outbox).set({ webhookStatus: "skipped", mailStatus: "skipped" }).where(eq(outbox.id, row.id));
+          return;
+        }
+        const token = await issueToken(tx, user.id, "PASSWORD_RESET", now());
+        const at = new Date(now());
+        await tx
+          .update(outbox)
+          .set({ payload: { userId: user.id }, token, webhookStatus: "pending", webhookNextAttemptAt: at, mailStatus: "pending", mailNextAttemptAt: at })
+          .where(eq(outbox.id, row.id));
+      });
+    }
+  }
+
+  /** Raw tokens leave the database once their mail is settled or they have expired. */
+  function eraseTokens(tx: Db) {
+    const expired = (kind: keyof typeof TOKEN_KINDS) => and(eq(outbox.kind, kind), lte(outbox.createdAt, new Date(now() - TOKEN_KINDS[kind])));
+    return tx
+      .update(outbox)
+      .set({ token: null })
+      .where(and(isNotNull(outbox.token), or(inArray(outbox.mailStatus, ["sent", "failed", "skipped"]), expired("VERIFY_EMAIL"), expired("PASSWORD_RESET"))));
+  }
+
+  const updateRow = (id: number, values: SQLiteUpdateSetSource<typeof outbox>) => db.writeAll((tx) => [tx.update(outbox).set(values).where(eq(outbox.id, id))]);
+
+  async function settle(channel: Channel, row: Row, outcome: PromiseSettledResult<Outcome>) {
+    const columns = COLUMNS[channel.name];
+    if (outcome.status === "fulfilled") {
+      const set = columns.set({ status: outcome.value, attempts: sql`${columns.attemptsColumn} + 1`, sentAt: outcome.value === "sent" ? new Date(now()) : undefined, lastError: null });
+      await updateRow(row.id, defined(set));
       return;
     }
-    const response = await fetch(webhookUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json", "idempotency-key": `outbox-${row.id}` },
-      body: JSON.stringify(notification),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    await response.body?.cancel();
-    if (!response.ok) throw new Error(`webhook answered ${response.status}`);
-  }
-
-  async function failed(row: Row, error: unknown) {
-    const attempts = row.attempts + 1;
+    const attempts = columns.attemptsOf(row) + 1;
+    const lastError = errorText(outcome.reason, row);
+    const log = { outboxId: row.id, kind: row.kind, channel: channel.name, attempts, error: lastError };
+    if (outcome.reason instanceof GiveUp || attempts >= maxAttempts) {
+      await updateRow(row.id, defined(columns.set({ status: "failed", attempts, lastError })));
+      metrics?.notificationsFailed.inc({ channel: channel.name });
+      logger.error(log, "notification delivery failed for good");
+      return;
+    }
     const delay = retryDelay(attempts, baseDelayMs, maxDelayMs);
-    const lastError = String((error as Error)?.message ?? error).slice(0, 500);
-    await db.writeAll((tx) => [tx.update(outbox).set({ attempts, lastError, nextAttemptAt: new Date(now() + delay) }).where(eq(outbox.id, row.id))]);
-    logger.warn({ outboxId: row.id, kind: row.kind, attempts, retryInMs: delay, error: lastError }, "notification delivery failed");
+    await updateRow(row.id, defined(columns.set({ attempts, lastError, next: new Date(now() + delay) })));
+    logger.warn({ ...log, retryInMs: delay }, "notification delivery failed");
   }
 
-  async function runOnce() {
+  async function runChannel(channel: Channel) {
+    const columns = COLUMNS[channel.name];
     // One statement picks the due rows and leases them, so no other sender takes them meanwhile.
     const [claimed] = await db.writeAll((tx) => {
       const due = tx
         .select({ id: outbox.id })
         .from(outbox)
-        .where(and(isNull(outbox.deliveredAt), lte(outbox.nextAttemptAt, new Date(now()))))
+        .where(and(eq(columns.status, "pending"), lte(columns.next, new Date(now()))))
         .orderBy(asc(outbox.id))
         .limit(batchSize);
-      return [tx.update(outbox).set({ nextAttemptAt: new Date(now() + leaseMs) }).where(inArray(outbox.id, due)).returning()];
+      return [tx.update(outbox).set(defined(columns.set({ next: new Date(now() + leaseMs) }))).where(inArray(outbox.id, due)).returning()];
     });
-    const outcomes = await Promise.allSettled(claimed.map(deliver));
-    const delivered = claimed.filter((_, i) => outcomes[i].status === "fulfilled").map((row) => row.id);
-    if (delivered.length > 0) {
-      await db.writeAll((tx) => [
-        tx
-          .update(outbox)
-          .set({ deliveredAt: new Date(now()), attempts: sql`${outbox.attempts} + 1`, lastError: null })
-          .where(inArray(outbox.id, delivered)),
-      ]);
-    }
-    for (const [i, outcome] of outcomes.entries()) {
-      if (outcome.status === "rejected") await failed(claimed[i], outcome.reason);
-    }
+    const outcomes = await Promise.allSettled(claimed.map((row) => channel.deliver(row)));
+    for (const [i, outcome] of outcomes.entries()) await settle(channel, claimed[i], outcome);
     return claimed.length;
   }
 
+  /** Resolving reset requests, skipping mail without SMTP, erasing tokens: before and beside the channels. */
+  async function housekeeping() {
+    await resolveResets();
+    await db.writeAll((tx) => {
+      const tidy = [eraseTokens(tx), ...forgetExpired(tx, now())] as const;
+      // Without SMTP there is no e-mail: the mail channel has nothing to do.
+      return hasMail ? tidy : ([tx.update(outbox).set({ mailStatus: "skipped" }).where(eq(outbox.mailStatus, "pending")), ...tidy] as const);
+    });
+    return 0;
+  }
+
+  // Each channel runs its own loop, so a slow webhook never slows the mail down (or the other way round).
   let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = (async () => {
+  const wakers = new Set<() => void>();
+  const repeat = async (pass: () => Promise<number>) => {
     while (!stopped) {
       let attempted = 0;
       try {
-        attempted = await runOnce();
+        attempted = await pass();
       } catch (error) {
-        logger.error({ err: error }, "outbox pass failed");
+        // The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses).
+        const reason = (error as { cause?: unknown })?.cause ?? error;
+        logger.error({ error: String((reason as Error)?.message ?? reason) }, "outbox pass failed");
       }
       // A full batch means more may be due: go again at once.
       if (attempted < batchSize && !stopped) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, pollIntervalMs);
-          wake = () => {
+          const wake = () => {
             clearTimeout(timer);
+            wakers.delete(wake);
             resolve();
           };
+          const timer = setTimeout(wake, pollIntervalMs);
+          wakers.add(wake);
         });
       }
     }
-  })();
+  };
+  const loops = Promise.all([repeat(housekeeping), ...channels.map((channel) => repeat(() => runChannel(channel)))]);
 
   return {
-    runOnce,
     async stop() {
       stopped = true;
-      wake?.();
-      await loop;
+      for (const wake of [...wakers]) wake();
+      await loops;
     },
   };
 }

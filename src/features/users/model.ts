@@ -67,6 +67,7 @@ export const User = t.Object(
     lastLogin: t.Nullable(t.String({ format: "date-time" })),
     version: t.Integer(),
     roles: t.Array(t.String()),
+    emailVerified: t.Boolean({ description: "Whether the address was confirmed (false again after an e-mail change)" }),
   },
   { title: "User" },
 );

@@ -13,6 +13,7 @@ import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
+import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
 
 defineErrors({ LAST_ADMIN: { status: 409, message: "error.lastAdmin" } });
@@ -46,6 +47,7 @@ export const userColumns = {
   lastLogin: users.lastLogin,
   version: users.version,
   roles: roleNamesOfUser,
+  emailVerified: users.emailVerified,
 };
 
 type UserRow = { [K in keyof typeof userColumns]: any };
@@ -63,6 +65,7 @@ export function toUser(row: UserRow): User {
     lastLogin: row.lastLogin ? row.lastLogin.toISOString() : null,
     version: row.version,
     roles: row.roles ? row.roles.split(",").sort() : [],
+    emailVerified: Boolean(row.emailVerified),
   };
 }
 
@@ -203,7 +206,7 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
       deps.metrics.usersCreated.inc();
       // Everything the answer shows is in hand: no second read.
       const at = now.toISOString();
-      return { id, name, email, department, phone: input.phone ?? null, active: true, createdAt: at, updatedAt: at, lastLogin: null, version: 0, roles: ["USER"] };
+      return { id, name, email, department, phone: input.phone ?? null, active: true, createdAt: at, updatedAt: at, lastLogin: null, version: 0, roles: ["USER"], emailVerified: false };
     } catch (error) {
       throw duplicateEmail(error, email);
     }
@@ -235,7 +238,11 @@ async function applyUpdate(
         if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
         const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(), version: current.version + 1 };
         if (changes.name !== undefined) set.name = changes.name.trim();
-        if (email !== undefined) set.email = email;
+        if (email !== undefined && email !== current.email) {
+          // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
+          Object.assign(set, { email, emailVerified: false });
+          await revokeTokens(tx, id);
+        }
         if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
         // The version in the WHERE makes the check and the write one step.
         const updated = await tx.update(users).set(set).where(and(eq(users.id, id), eq(users.version, current.version))).returning({ id: users.id });

@@ -1,0 +1,93 @@
+/**
+ * The two small open pages that complete the e-mail flows in a browser: plain HTML in the
+ * browser's language (Accept-Language), one embedded script and one stylesheet, nothing from
+ * anywhere else. Every text is escaped on the way in, the token is read by the script from
+ * the page's own address and never written into the HTML.
+ */
+import type { Lang } from "../../../i18n";
+import { pagePolicy } from "../../../http/security-headers";
+import { escapeHtml } from "../../notifications/templates";
+import script from "./account.js" with { type: "text" };
+import styles from "./account.css" with { type: "text" };
+
+export { script, styles };
+
+/** The pages' complete policy: their own script and stylesheet, calls to this service, and the empty data: icon (no /favicon.ico request). */
+export const ACCOUNT_PAGE_POLICY = pagePolicy({ script: ["'self'"], style: ["'self'"], img: ["data:"], connect: ["'self'"], form: ["'self'"] });
+
+export type AccountPage = "verify-email" | "reset-password";
+
+type Field = { name: string; label: string; hint?: string };
+type PageTexts = { title: string; intro: string; button: string; done: string; fields: Field[] };
+type Common = { noToken: string; failed: string };
+
+const COMMON: Record<Lang, Common> = {
+  en: { noToken: "This link has no token. Open the link from your e-mail again.", failed: "The service could not be reached. Try again." },
+  "zh-TW": { noToken: "此連結缺少權杖，請重新開啟郵件中的連結。", failed: "無法連線到服務，請再試一次。" },
+};
+
+const PAGES: Record<AccountPage, Record<Lang, PageTexts>> = {
+  "verify-email": {
+    en: { title: "Confirm your e-mail address", intro: "Confirm that this e-mail address is yours.", button: "Confirm my address", done: "Your e-mail address is confirmed. You can close this page.", fields: [] },
+    "zh-TW": { title: "確認您的 Email 地址", intro: "請確認這個 Email 地址屬於您。", button: "確認我的地址", done: "您的 Email 地址已確認，可以關閉此頁面。", fields: [] },
+  },
+  "reset-password": {
+    en: {
+      title: "Choose a new password",
+      intro: "Choose the new password of your account.",
+      button: "Set the new password",
+      done: "Your password is changed. Sign in with the new password.",
+      fields: [
+        { name: "newPassword", label: "New password", hint: "8 to 20 characters, with a lowercase and an uppercase letter, a digit and one of @$!%*?&" },
+        { name: "confirmNewPassword", label: "Repeat the new password" },
+      ],
+    },
+    "zh-TW": {
+      title: "設定新密碼",
+      intro: "請設定您帳號的新密碼。",
+      button: "設定新密碼",
+      done: "您的密碼已變更，請使用新密碼登入。",
+      fields: [
+        { name: "newPassword", label: "新密碼", hint: "8-20 個字元，需包含大小寫字母、數字及 @$!%*?& 其中之一" },
+        { name: "confirmNewPassword", label: "再次輸入新密碼" },
+      ],
+    },
+  },
+};
+
+const API: Record<AccountPage, string> = { "verify-email": "/api/auth/verify-email/confirm", "reset-password": "/api/auth/password-reset/confirm" };
+
+export function renderAccountPage(page: AccountPage, lang: Lang, basePath: string): string {
+  const texts = PAGES[page][lang];
+  const common = COMMON[lang];
+  const e = escapeHtml;
+  const fields = texts.fields.map((field) => {
+    const hint = field.hint ? `\n    <p class="hint" id="${field.name}-hint">${e(field.hint)}</p>` : "";
+    const described = field.hint ? ` aria-describedby="${field.name}-hint"` : "";
+    return `    <label for="${field.name}">${e(field.label)}</label>
+    <input id="${field.name}" name="${field.name}" type="password" autocomplete="new-password" required maxlength="20"${described} />${hint}`;
+  });
+  return `<!DOCTYPE html>
+<html lang="${lang}">
+<head>
+  <meta charset="utf-8" />
+  <meta name="viewport" content="width=device-width, initial-scale=1" />
+  <meta name="referrer" content="no-referrer" />
+  <title>${e(texts.title)}</title>
+  <link rel="icon" href="data:," />
+  <link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />
+</head>
+<body>
+  <main>
+  <h1>${e(texts.title)}</h1>
+  <p>${e(texts.intro)}</p>
+  <form data-api="${e(basePath + API[page])}" data-done="${e(texts.done)}" data-failed="${e(common.failed)}" data-no-token="${e(common.noToken)}" novalidate>
+${fields.join("\n")}
+    <button type="submit">${e(texts.button)}</button>
+  </form>
+  <div id="status" tabindex="-1" hidden></div>
+  </main>
+  <script src="${e(basePath)}/account/assets/account.js"></script>
+</body>
+</html>`;
+}

@@ -1,0 +1,89 @@
+/**
+ * Account e-mail over HTTP: the verification and password-reset routes under /api/auth
+ * (envelopes, like the rest of /api/auth) and the open pages under /account that complete the
+ * flows in a browser.
+ */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { EnvelopeOf, errorResponses, ok } from "../../envelope";
+import { clientAddress } from "../../http/client-address";
+import { pageHeaders } from "../../http/security-headers";
+import { languageOf } from "../../i18n";
+import { refined } from "../auth/routes";
+import { User } from "../users/model";
+import { accountText } from "./messages";
+import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
+import { ACCOUNT_PAGE_POLICY, renderAccountPage, script, styles, type AccountPage } from "./page";
+import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
+
+const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
+// Every route here writes: a busy database answers 503 with Retry-After.
+
+const apiRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/auth", tags: ["Account e-mail"] } as never)
+    .use(ctx.auth)
+    .post(
+      "/verify-email/request",
+      async ({ caller, request }) => {
+        const sent = await requestVerification(ctx, caller);
+        return ok(null, accountText(sent ? "account.verificationSent" : "account.alreadyVerified", langOf(request)));
+      },
+      {
+        auth: "authenticated",
+        response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(401, 503) },
+        detail: { summary: "Send the caller a verification e-mail", description: "The mail's link (or code, without PUBLIC_URL) works once, for 24 hours. Nothing is sent to an address that is verified already." },
+      },
+    )
+    .post("/verify-email/confirm", async ({ body, request }) => ok(await confirmVerification(ctx, body.token), accountText("account.verified", langOf(request))), {
+      body: TokenBody,
+      response: { 200: EnvelopeOf(User), ...errorResponses(400, 503) },
+      detail: { summary: "Confirm an e-mail address with the token from its mail", description: "data is the User, emailVerified true. 400 INVALID_TOKEN for an unknown, used or expired token." },
+    })
+    .post(
+      "/password-reset/request",
+      async ({ body, request, server }) => {
+        await requestPasswordReset(ctx, body.email, clientAddress(server, request, ctx.config.trustProxy));
+        return ok(null, accountText("account.resetRequested", langOf(request)));
+      },
+      {
+        body: ResetRequestBody,
+        response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 429, 503) },
+        detail: {
+          summary: "Mail a password-reset link",
+          description:
+            "The same answer whether or not an account uses the address. Limited per e-mail (RESET_MAX_REQUESTS) and per client address (RESET_MAX_REQUESTS_PER_IP) an hour: 429 with Retry-After; login's counters are never touched.",
+        },
+      },
+    )
+    .post(
+      "/password-reset/confirm",
+      async ({ body, request }) => {
+        await confirmPasswordReset(ctx, body);
+        return ok(null, accountText("account.passwordReset", langOf(request)));
+      },
+      {
+        body: ResetConfirmBody,
+        beforeHandle: refined(ResetConfirmBody),
+        response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 503) },
+        detail: {
+          summary: "Set a new password with the token from a reset mail",
+          description: "Registration's password rules. Revokes every earlier token of the user (bearer and e-mail), marks the address verified and mails PASSWORD_CHANGED. 400 INVALID_TOKEN for an unknown, used or expired token.",
+        },
+      },
+    );
+
+const PAGE_HEADERS = pageHeaders(ACCOUNT_PAGE_POLICY);
+const asset = (body: string, type: string) => () => new Response(body, { headers: { "content-type": type, "cache-control": "public, max-age=3600" } });
+const hidden = { detail: { hide: true } };
+
+const pageRoutes = (basePath: string) => {
+  const page = (name: AccountPage) => ({ request }: { request: Request }) => new Response(renderAccountPage(name, langOf(request), basePath), { headers: PAGE_HEADERS });
+  const shown = (summary: string) => ({ response: { 200: t.String({ description: "An HTML page", contentMediaType: "text/html" }) }, detail: { summary } });
+  return new Elysia({ prefix: "/account", tags: ["Account e-mail"] } as never)
+    .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
+    .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
+    .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
+    .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden);
+};
+
+export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.config.basePath));

@@ -1,0 +1,117 @@
+/**
+ * Every e-mail the service sends, in English and zh-TW, as plain text and HTML made from one
+ * description: a subject, paragraphs and at most one link. Values from users (names) only ever
+ * enter the HTML through `escapeHtml`, so a name with `<script>` arrives as text: there is no
+ * way to write raw markup into a mail.
+ */
+import type { Lang } from "../../../i18n";
+import type { NotificationKind } from "../outbox";
+
+export interface MailInput {
+  kind: NotificationKind;
+  lang: Lang;
+  /** The recipient's name, as stored. */
+  name: string;
+  /** The row's payload (order id, amounts, payment id…). */
+  payload: Record<string, unknown>;
+  /** The raw verify/reset token, for the kinds that carry one. */
+  token?: string;
+  /** PUBLIC_URL + BASE_PATH, when configured: links point there; without it the mail gives the token. */
+  publicBase?: string;
+}
+
+export interface Mail {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string }; codeLabel?: string };
+type Values = { name: string; orderId: string; amount: string; paymentId: string };
+type Template = Record<Lang, (v: Values) => Texts>;
+
+/** The kinds whose mail carries a token, and how long the token lives. */
+export const TOKEN_KINDS = { VERIFY_EMAIL: 24 * 60 * 60 * 1000, PASSWORD_RESET: 30 * 60 * 1000 } as const;
+
+const TEMPLATES: Record<NotificationKind, Template> = {
+  WELCOME: {
+    en: (v) => ({ subject: "Welcome to usersvc", paragraphs: [`Hello ${v.name},`, "Your account has been created. You can sign in with this e-mail address."] }),
+    "zh-TW": (v) => ({ subject: "歡迎加入 usersvc", paragraphs: [`${v.name} 您好：`, "您的帳號已建立，可以使用這個 Email 地址登入。"] }),
+  },
+  VERIFY_EMAIL: {
+    en: (v) => ({
+      subject: "Confirm your e-mail address",
+      paragraphs: [`Hello ${v.name},`, "Please confirm that this address belongs to you. The link works once and expires in 24 hours.", "If you did not create an account, ignore this message."],
+      link: { label: "Confirm my address", path: "/account/verify-email" },
+      codeLabel: "Your verification code",
+    }),
+    "zh-TW": (v) => ({
+      subject: "請確認您的 Email 地址",
+      paragraphs: [`${v.name} 您好：`, "請確認這個地址屬於您。連結只能使用一次，24 小時後失效。", "如果您沒有建立帳號，請忽略這封郵件。"],
+      link: { label: "確認我的地址", path: "/account/verify-email" },
+      codeLabel: "您的驗證碼",
+    }),
+  },
+  PASSWORD_RESET: {
+    en: (v) => ({
+      subject: "Reset your password",
+      paragraphs: [`Hello ${v.name},`, "Someone asked to reset the password of your account. The link works once and expires in 30 minutes.", "If it was not you, ignore this message: your password stays as it is."],
+      link: { label: "Choose a new password", path: "/account/reset-password" },
+      codeLabel: "Your reset code",
+    }),
+    "zh-TW": (v) => ({
+      subject: "重設您的密碼",
+      paragraphs: [`${v.name} 您好：`, "有人要求重設您帳號的密碼。連結只能使用一次，30 分鐘後失效。", "如果不是您本人，請忽略這封郵件，您的密碼不會變更。"],
+      link: { label: "設定新密碼", path: "/account/reset-password" },
+      codeLabel: "您的重設碼",
+    }),
+  },
+  PASSWORD_CHANGED: {
+    en: (v) => ({
+      subject: "Your password was changed",
+      paragraphs: [`Hello ${v.name},`, "The password of your account was just changed, and every earlier sign-in has ended.", "If you did not do this, reset your password now and tell your administrator."],
+    }),
+    "zh-TW": (v) => ({
+      subject: "您的密碼已變更",
+      paragraphs: [`${v.name} 您好：`, "您帳號的密碼剛剛已變更，先前的登入皆已失效。", "如果不是您本人操作，請立即重設密碼並通知管理員。"],
+    }),
+  },
+  USER_UPDATED: {
+    en: (v) => ({ subject: "Your account details were changed", paragraphs: [`Hello ${v.name},`, "The details of your account (name, e-mail address or department) were just changed."] }),
+    "zh-TW": (v) => ({ subject: "您的帳號資料已變更", paragraphs: [`${v.name} 您好：`, "您帳號的資料（姓名、Email 或部門）剛剛已變更。"] }),
+  },
+  ORDER_CREATED: {
+    en: (v) => ({ subject: `Order ${v.orderId} received`, paragraphs: [`Hello ${v.name},`, `We received your order ${v.orderId} for a total of ${v.amount}. It waits for payment.`] }),
+    "zh-TW": (v) => ({ subject: `已收到訂單 ${v.orderId}`, paragraphs: [`${v.name} 您好：`, `我們已收到您的訂單 ${v.orderId}，總金額 ${v.amount}，等待付款中。`] }),
+  },
+  PAYMENT_SUCCESS: {
+    en: (v) => ({ subject: `Order ${v.orderId} is paid`, paragraphs: [`Hello ${v.name},`, `Your payment of ${v.amount} for order ${v.orderId} succeeded. Payment reference: ${v.paymentId}.`] }),
+    "zh-TW": (v) => ({ subject: `訂單 ${v.orderId} 已付款`, paragraphs: [`${v.name} 您好：`, `您的訂單 ${v.orderId} 已成功付款 ${v.amount}。付款編號：${v.paymentId}。`] }),
+  },
+};
+
+const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+export const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (c) => ESCAPES[c]);
+
+const text = (value: unknown) => (value === undefined || value === null ? "" : String(value));
+
+export function renderMail(input: MailInput): Mail {
+  const amount = typeof input.payload.totalAmount === "number" ? input.payload.totalAmount.toFixed(2) : text(input.payload.totalAmount);
+  const texts = TEMPLATES[input.kind][input.lang]({ name: input.name, orderId: text(input.payload.orderId), amount, paymentId: text(input.payload.paymentId) });
+  const paragraphs = [...texts.paragraphs];
+  let link: { label: string; url: string } | undefined;
+  if (texts.link && input.token) {
+    if (input.publicBase) link = { label: texts.link.label, url: `${input.publicBase}${texts.link.path}?token=${encodeURIComponent(input.token)}` };
+    else paragraphs.push(`${texts.codeLabel}: ${input.token}`);
+  }
+  const textBody = [...paragraphs, ...(link ? [`${link.label}: ${link.url}`] : []), "", "— usersvc"].join("\n\n");
+  const htmlBody = [
+    "<!DOCTYPE html>",
+    `<html lang="${input.lang}"><head><meta charset="utf-8"><title>${escapeHtml(texts.subject)}</title></head><body>`,
+    ...paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`),
+    ...(link ? [`<p><a href="${escapeHtml(link.url)}">${escapeHtml(link.label)}</a></p>`, `<p>${escapeHtml(link.url)}</p>`] : []),
+    "<p>— usersvc</p>",
+    "</body></html>",
+  ].join("\n");
+  return { subject: texts.subject, text: textBody, html: htmlBody };
+}
