@@ -15,6 +15,11 @@ export interface Timer<L extends string> {
   max: Gauge<L>;
   observe(labels: Partial<Record<L, string>>, seconds: number): void;
   startTimer(labels: Partial<Record<L, string>>): () => void;
+  /**
+   * A recorder of one label set, for a hot path that can keep it: the labels object, its key
+   * and its running maximum are built once instead of on every observation.
+   */
+  series(labels: Record<L, string>): (seconds: number) => void;
 }
 
 export interface Metrics {
@@ -37,19 +42,30 @@ export interface Metrics {
 function createTimer<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], buckets: number[]): Timer<L> {
   const histogram = new Histogram<L>({ name: `${name}_seconds`, help, labelNames, buckets, registers: [registry] });
   const max = new Gauge<L>({ name: `${name}_seconds_max`, help: `${help}: longest so far`, labelNames, registers: [registry], aggregator: "max" });
-  const longest = new Map<string, number>();
-  const observe = (labels: Partial<Record<L, string>>, seconds: number) => {
-    histogram.observe(labels, seconds);
+  /** Per label set: the longest duration so far (the gauge is written only when it grows). */
+  const known = new Map<string, { labels: Partial<Record<L, string>>; longest: number }>();
+  const entryOf = (labels: Partial<Record<L, string>>) => {
     const key = labelNames.map((l) => labels[l]).join("\u0000");
-    if (seconds > (longest.get(key) ?? -1)) {
-      longest.set(key, seconds);
-      max.set(labels, seconds);
+    let entry = known.get(key);
+    if (!entry) known.set(key, (entry = { labels: { ...labels }, longest: -1 }));
+    return entry;
+  };
+  const record = (entry: { labels: Partial<Record<L, string>>; longest: number }, seconds: number) => {
+    histogram.observe(entry.labels, seconds);
+    if (seconds > entry.longest) {
+      entry.longest = seconds;
+      max.set(entry.labels, seconds);
     }
   };
+  const observe = (labels: Partial<Record<L, string>>, seconds: number) => record(entryOf(labels), seconds);
   return {
     histogram,
     max,
     observe,
+    series(labels) {
+      const entry = entryOf(labels);
+      return (seconds) => record(entry, seconds);
+    },
     startTimer(labels) {
       const started = performance.now();
       return () => observe(labels, (performance.now() - started) / 1000);

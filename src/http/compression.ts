@@ -44,56 +44,65 @@ const surelySmall = (text: string) => text.length * 3 <= COMPRESSION_THRESHOLD_B
 const isPlainJson = (value: unknown): value is object =>
   value !== null && typeof value === "object" && (Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype);
 
+/**
+ * The hook is a plain function, not an async one: Elysia awaits an async mapResponse on every
+ * request, and most answers (small JSON) are decided here without waiting for anything. Only
+ * an answer that may be compressed goes on to `encode`, whose promise Elysia resolves itself.
+ */
 export const compression = () =>
-  new Elysia({ name: "compression" }).mapResponse({ as: "global" }, async ({ request, responseValue, set }): Promise<any> => {
+  new Elysia({ name: "compression" }).mapResponse({ as: "global" }, ({ request, responseValue, set }): any => {
     // "Leave it" must hand the value back: Elysia 1.4's app-level error path (unknown routes)
     // answers an empty body when a mapResponse hook returns undefined.
-    const asIs = responseValue;
-    if (request.method === "HEAD") return asIs;
-
-    // Most answers are small JSON: decide that before any header or encoding work (this hook
-    // runs on every request), and hand Elysia the text so the value is serialized once.
-    let json: string | undefined;
+    if (request.method === "HEAD") return responseValue;
+    // Most answers are small JSON: decide that before any header or encoding work, and hand
+    // Elysia the text so the value is serialized once.
     if (isPlainJson(responseValue)) {
-      json = JSON.stringify(responseValue);
+      const json = JSON.stringify(responseValue);
       if (surelySmall(json) || Buffer.byteLength(json) <= COMPRESSION_THRESHOLD_BYTES) {
         set.headers["content-type"] ??= "application/json; charset=utf-8";
         return json;
       }
-    } else if (typeof responseValue === "string" && surelySmall(responseValue)) {
-      return asIs;
+      return encode(request, responseValue, json, set);
     }
-
-    // What the handler (or the errors plugin) answered, as bytes plus its type.
-    let body: Uint8Array;
-    let type: string;
-    let status = typeof set.status === "number" ? set.status : 200;
-    const headers = new Headers(set.headers as Record<string, string>);
-    if (responseValue instanceof Response) {
-      type = responseValue.headers.get("content-type") ?? "";
-      const h = responseValue.headers;
-      // Downloads keep their bytes as stored (Range, checksums); only our own text answers qualify.
-      if (!COMPRESSIBLE.test(type) || h.has("content-encoding") || h.has("content-disposition") || h.has("content-range") || !responseValue.body) return asIs;
-      status = responseValue.status;
-      h.forEach((value, key) => headers.set(key, value));
-      body = new Uint8Array(await responseValue.arrayBuffer());
-    } else if (typeof responseValue === "string") {
-      type = String(set.headers["content-type"] ?? "text/plain; charset=utf-8");
-      body = new TextEncoder().encode(responseValue);
-    } else if (json !== undefined) {
-      type = String(set.headers["content-type"] ?? "application/json; charset=utf-8");
-      body = new TextEncoder().encode(json);
-    } else {
-      return asIs;
-    }
-    if (status === 204 || status === 206 || status === 304 || !COMPRESSIBLE.test(type)) return asIs;
-    headers.set("content-type", type);
-    // A Response read above must be answered anew, whatever its size.
-    if (body.byteLength <= COMPRESSION_THRESHOLD_BYTES) return responseValue instanceof Response ? new Response(body, { status, headers }) : asIs;
-    headers.append("vary", "Accept-Encoding");
-    const encoding = chooseEncoding(request.headers.get("accept-encoding"));
-    if (!encoding) return new Response(body, { status, headers });
-    headers.set("content-encoding", encoding);
-    headers.delete("content-length");
-    return new Response(await compress(body, encoding), { status, headers });
+    if (typeof responseValue === "string" && surelySmall(responseValue)) return responseValue;
+    return encode(request, responseValue, undefined, set);
   });
+
+type AnswerSet = { headers: Record<string, unknown>; status?: unknown };
+
+/** A larger or non-JSON answer: compressed when it is text, big enough and the client accepts it. */
+async function encode(request: Request, responseValue: unknown, json: string | undefined, set: AnswerSet): Promise<unknown> {
+  const asIs = responseValue;
+  // What the handler (or the errors plugin) answered, as bytes plus its type.
+  let body: Uint8Array;
+  let type: string;
+  let status = typeof set.status === "number" ? set.status : 200;
+  const headers = new Headers(set.headers as Record<string, string>);
+  if (responseValue instanceof Response) {
+    type = responseValue.headers.get("content-type") ?? "";
+    const h = responseValue.headers;
+    // Downloads keep their bytes as stored (Range, checksums); only our own text answers qualify.
+    if (!COMPRESSIBLE.test(type) || h.has("content-encoding") || h.has("content-disposition") || h.has("content-range") || !responseValue.body) return asIs;
+    status = responseValue.status;
+    h.forEach((value, key) => headers.set(key, value));
+    body = new Uint8Array(await responseValue.arrayBuffer());
+  } else if (typeof responseValue === "string") {
+    type = String(set.headers["content-type"] ?? "text/plain; charset=utf-8");
+    body = new TextEncoder().encode(responseValue);
+  } else if (json !== undefined) {
+    type = String(set.headers["content-type"] ?? "application/json; charset=utf-8");
+    body = new TextEncoder().encode(json);
+  } else {
+    return asIs;
+  }
+  if (status === 204 || status === 206 || status === 304 || !COMPRESSIBLE.test(type)) return asIs;
+  headers.set("content-type", type);
+  // A Response read above must be answered anew, whatever its size.
+  if (body.byteLength <= COMPRESSION_THRESHOLD_BYTES) return responseValue instanceof Response ? new Response(body, { status, headers }) : asIs;
+  headers.append("vary", "Accept-Encoding");
+  const encoding = chooseEncoding(request.headers.get("accept-encoding"));
+  if (!encoding) return new Response(body, { status, headers });
+  headers.set("content-encoding", encoding);
+  headers.delete("content-length");
+  return new Response(await compress(body, encoding), { status, headers });
+}

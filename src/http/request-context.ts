@@ -2,29 +2,63 @@
  * Per-request plumbing for every route: X-Request-Id (the client's, or a new one) on every
  * answer, one structured log line per request, and the http_server_requests histogram
  * labelled by route template (never the raw path, so cardinality stays bounded).
+ *
+ * Every request pays these two hooks, so they do the least they can (CPU profile of
+ * GET /actuator/health, npm run bench): the start time and id ride on Elysia's context object
+ * (the same object from onRequest to onAfterResponse) instead of a WeakMap entry per request,
+ * and each (route, method, status) keeps its histogram series, so an answer costs no labels
+ * object, no route-template slice and no label hashing of ours.
  */
 import { Elysia } from "elysia";
 import type { Logger } from "pino";
 import type { Metrics } from "../metrics";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const startedAt = new WeakMap<Request, { at: number; id: string }>();
+/** Where onRequest leaves its reading on the context: a symbol, so no route or plugin can clash with it. */
+const STARTED = Symbol("request-started");
+interface Started {
+  at: number;
+  id: string;
+}
 
-export const requestContext = (logger: Logger, metrics: Metrics, basePath: string) =>
-  new Elysia({ name: "request-context" })
-    .onRequest(({ request, set }) => {
-      const given = request.headers.get("x-request-id");
+/** One (route, method, status) series: its template label and its recorder. */
+interface Series {
+  template: string;
+  record: (seconds: number) => void;
+}
+
+export const requestContext = (logger: Logger, metrics: Metrics, basePath: string) => {
+  /** route (as Elysia names it, "" when unmatched) → method → status → its series. */
+  const known = new Map<string, { template: string; methods: Map<string, Map<number, Series>> }>();
+  const seriesOf = (route: string, method: string, status: number): Series => {
+    let byRoute = known.get(route);
+    if (!byRoute) known.set(route, (byRoute = { template: route ? route.slice(basePath.length) || "/" : "UNMATCHED", methods: new Map() }));
+    let byMethod = byRoute.methods.get(method);
+    if (!byMethod) byRoute.methods.set(method, (byMethod = new Map()));
+    let found = byMethod.get(status);
+    if (!found) {
+      const { template } = byRoute;
+      byMethod.set(status, (found = { template, record: metrics.httpRequests.series({ method, route: template, status: String(status) }) }));
+    }
+    return found;
+  };
+
+  return new Elysia({ name: "request-context" })
+    .onRequest((context) => {
+      const given = context.request.headers.get("x-request-id");
       const id = given && REQUEST_ID.test(given) ? given : crypto.randomUUID();
-      startedAt.set(request, { at: performance.now(), id });
-      set.headers["x-request-id"] = id;
+      (context as { [STARTED]?: Started })[STARTED] = { at: performance.now(), id };
+      context.set.headers["x-request-id"] = id;
     })
-    .onAfterResponse({ as: "global" }, ({ request, route, set }) => {
-      const started = startedAt.get(request);
+    .onAfterResponse({ as: "global" }, (context) => {
+      const { request, route, set } = context;
+      const started = (context as { [STARTED]?: Started })[STARTED];
       const seconds = started ? (performance.now() - started.at) / 1000 : 0;
       const status = typeof set.status === "number" ? set.status : 200;
-      const template = route ? route.slice(basePath.length) || "/" : "UNMATCHED";
-      metrics.httpRequests.observe({ method: request.method, route: template, status: String(status) }, seconds);
+      const { record, template } = seriesOf(route ?? "", request.method, status);
+      record(seconds);
       if (logger.isLevelEnabled("info")) {
         logger.info({ method: request.method, route: template, status, ms: Math.round(seconds * 1e4) / 10, requestId: started?.id }, "request");
       }
     });
+};
