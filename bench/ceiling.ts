@@ -1,15 +1,10 @@
 /**
- * The ceilings usersvc is measured against: the least a Bun HTTP server can do.
- *   bun bench/ceiling.ts json PORT               a fixed ~250-byte JSON
- *   bun bench/ceiling.ts sqlite PORT FILE        one bun:sqlite point read of `users` by random id
- *   bun bench/ceiling.ts libsql PORT FILE        the same read through @libsql/client as usersvc opens it
- *                                                (with src/db/embedded-tuning.ts: the floor of usersvc's driver)
+ * The machine's ceiling in npm run bench: the least a Bun HTTP server can do, a fixed ~250-byte JSON.
+ *   bun bench/ceiling.ts json PORT
+ * (The database-backed reference is the lean floor, ../shared/bench/lean-floor.ts: see bench/run.ts.)
  */
-import { Database } from "bun:sqlite";
-import { createClient } from "@libsql/client";
-import { tuneEmbeddedConnections } from "../src/db/embedded-tuning";
-
-const [mode, portArg, file] = process.argv.slice(2);
+const [mode, portArg] = process.argv.slice(2);
+if (mode !== "json") throw new Error(`unknown ceiling "${mode}"`);
 const port = Number(portArg);
 const headers = { "content-type": "application/json" };
 
@@ -27,25 +22,5 @@ const FIXED = JSON.stringify({
   roles: ["USER"],
 });
 
-let fetchHandler: (request: Request) => Response | Promise<Response>;
-if (mode === "json") {
-  fetchHandler = () => new Response(FIXED, { headers });
-} else if (mode === "sqlite") {
-  const db = new Database(file, { readonly: true });
-  const count = (db.query("select max(id) as n from users").get() as { n: number }).n;
-  const byId = db.query("select id, name, email, phone, active, created_at, updated_at, version from users where id = ?");
-  fetchHandler = () => Response.json(byId.get(1 + Math.floor(Math.random() * count)));
-} else if (mode === "libsql") {
-  tuneEmbeddedConnections();
-  const client = createClient({ url: `file:${file}` });
-  const count = Number((await client.execute("select max(id) as n from users")).rows[0].n);
-  fetchHandler = async () => {
-    const result = await client.execute({ sql: "select id, name, email, phone, active, created_at, updated_at, version from users where id = ?", args: [1 + Math.floor(Math.random() * count)] });
-    return Response.json(result.rows[0]);
-  };
-} else {
-  throw new Error(`unknown ceiling "${mode}"`);
-}
-
-Bun.serve({ port, hostname: "127.0.0.1", fetch: fetchHandler });
+Bun.serve({ port, hostname: "127.0.0.1", fetch: () => new Response(FIXED, { headers }) });
 console.log("ready");
