@@ -3,7 +3,15 @@
  * never on the event loop). BCrypt hashes written by the Spring service still verify; the
  * caller rehashes them to argon2id after a successful login (`needsRehash`).
  */
-import { hash, verify, Algorithm } from "@node-rs/argon2";
+import type { Algorithm } from "@node-rs/argon2";
+
+/**
+ * Loaded on the first hash or verification, not at start: its native addon is unpacked from
+ * the binary and mapped (~2.5 MiB of idle RSS, npm run bench), and a process that only serves
+ * reads never needs it.
+ */
+let argon2: Promise<typeof import("@node-rs/argon2")> | undefined;
+const loadArgon2 = () => (argon2 ??= import("@node-rs/argon2"));
 
 /**
  * OWASP's baseline argon2id profile: 19 MiB, 2 passes, 1 lane. Measured on the 2-core build
@@ -11,12 +19,12 @@ import { hash, verify, Algorithm } from "@node-rs/argon2";
  * / 4 lanes took ~250 ms and would cap logins near 6/s; 19 MiB also keeps the worker pool's
  * four concurrent hashes under 80 MiB.
  */
-const ARGON2_OPTIONS = { algorithm: Algorithm.Argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
+const ARGON2_OPTIONS = { algorithm: 2 as Algorithm.Argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
 /** How a hash made with ARGON2_OPTIONS begins; any other hash is upgraded at the next login. */
 const CURRENT_PREFIX = `$argon2id$v=19$m=${ARGON2_OPTIONS.memoryCost},t=${ARGON2_OPTIONS.timeCost},p=${ARGON2_OPTIONS.parallelism}$`;
 
-export function hashPassword(password: string): Promise<string> {
-  return hash(password, ARGON2_OPTIONS);
+export async function hashPassword(password: string): Promise<string> {
+  return (await loadArgon2()).hash(password, ARGON2_OPTIONS);
 }
 
 const BCRYPT_PREFIX = /^\$2[aby]\$/;
@@ -29,7 +37,7 @@ export async function verifyPassword(stored: string, password: string): Promise<
       const bytes = new TextEncoder().encode(password).subarray(0, BCRYPT_MAX_BYTES);
       return await Bun.password.verify(bytes, stored.replace(/^\$2y\$/, "$2b$"), "bcrypt");
     }
-    return await verify(stored, password);
+    return await (await loadArgon2()).verify(stored, password);
   } catch {
     return false;
   }

@@ -9,7 +9,7 @@ import uiStyles from "swagger-ui-dist/swagger-ui.css" with { type: "text" };
 import initScript from "./swagger-init.js" with { type: "text" };
 import { pageHeaders, pagePolicy } from "../../http/security-headers";
 import { VERSION } from "../../version";
-import { buildSpec } from "./spec";
+import type { buildSpec } from "./spec";
 
 /**
  * The page's own complete policy: scripts and styles only from its embedded assets; the CSS
@@ -49,9 +49,12 @@ export const ServiceIndex = t.Object(
   { title: "ServiceIndex", additionalProperties: false },
 );
 
-/** `app` is the whole application, read once on the first request for the document. */
+/**
+ * `app` is the whole application, read once on the first request for the document. The generator
+ * (@elysiajs/openapi, the largest library after Elysia) is loaded then too, not at every start.
+ */
 export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
-  let spec: ReturnType<typeof buildSpec> | undefined;
+  let spec: Promise<ReturnType<typeof buildSpec>> | undefined;
   const hidden = { detail: { hide: true } };
   const index = Object.freeze({
     name: VERSION.name,
@@ -69,7 +72,7 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
       response: { 200: t.String({ description: "The Swagger UI page", contentMediaType: "text/html" }) },
       detail: { summary: "Interactive API documentation" },
     })
-    .get("/swagger/json", () => (spec ??= buildSpec(app())), {
+    .get("/swagger/json", () => (spec ??= import("./spec").then(({ buildSpec }) => buildSpec(app()))), {
       response: { 200: t.Record(t.String(), t.Unknown(), { description: "This OpenAPI 3.1 document" }) },
       detail: { summary: "OpenAPI document" },
     })
