@@ -16,7 +16,7 @@
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { AggregatorRegistry, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
 import type { Logger } from "pino";
 
 /** Set in a child's environment: its worker number (1..N-1). */
@@ -58,6 +58,8 @@ export function joinMetricsPeers(registry: Registry, socketsDir: string): Metric
           }
         }),
       );
+      // Loaded here, by a process that has peers: it brings node:cluster along (see src/metrics.ts).
+      const { default: AggregatorRegistry } = await import("prom-client/lib/cluster");
       return AggregatorRegistry.aggregate(all.filter((m) => m !== undefined));
     },
     close() {
