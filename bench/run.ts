@@ -91,10 +91,18 @@ interface Server {
   stop(): Promise<number>;
 }
 
+/** Every process the bench starts, killed if the run fails half-way, so none outlives it. */
+const started = new Set<Bun.Subprocess>();
+process.on("exit", () => {
+  for (const proc of started) proc.kill("SIGKILL");
+});
+
 /** `cmd` gets the port too, for a server that takes it as an argument; `readyStatus` is what `readyPath` answers once up. */
 async function start(cmd: (port: number) => string[], env: Record<string, string>, cwd: string, readyPath: string, readyStatus = 200): Promise<Server> {
   const port = freePort();
   const proc = Bun.spawn(cmd(port), { cwd, env: { ...process.env, ...env, PORT: String(port) }, stdout: "ignore", stderr: "pipe" });
+  started.add(proc);
+  void proc.exited.then(() => started.delete(proc));
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitFor200(url + readyPath, 15_000, readyStatus);
@@ -276,6 +284,7 @@ async function coldStartMs(dir: string): Promise<number> {
   const port = freePort();
   const t0 = performance.now();
   const proc = Bun.spawn([BINARY, "serve"], { cwd: dir, env: { ...process.env, HOST: "127.0.0.1", PORT: String(port) }, stdout: "ignore", stderr: "ignore" });
+  started.add(proc);
   await waitFor200(`http://127.0.0.1:${port}/actuator/health`);
   const ms = performance.now() - t0;
   proc.kill("SIGTERM");
@@ -482,6 +491,8 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
   for (let attempt = 0; ; attempt++) {
     const port = freePort();
     const proc = Bun.spawn([process.execPath, script, mode, String(port)], { stdout: "ignore", stderr: "pipe" });
+    started.add(proc);
+    void proc.exited.then(() => started.delete(proc));
     const url = `http://127.0.0.1:${port}`;
     try {
       await waitFor200(url + "/", 10_000);
@@ -536,4 +547,7 @@ function printTable(rows: Row[], results: Record<string, any>, targets: Record<s
   console.log(out.join("\n"));
 }
 
-await main();
+await main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
