@@ -5,7 +5,7 @@
  * (a registered account with a password and a salary, a product, an order, a file), and reads
  * every answer's text. A route added without a sample here fails the walk.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { users } from "../src/db/schema";
 import { makeTestApp, validRegistration, type TestApp } from "./helpers";

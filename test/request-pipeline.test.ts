@@ -3,7 +3,7 @@
  * line with fixed fields, one histogram series per route template, method and status. The hooks
  * are tuned for speed (src/http/request-context.ts); this pins what they must keep producing.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;
