@@ -2,7 +2,6 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Database, DatabaseOptions } from "./database";
-import { openLibsql } from "./libsql";
 import { openNative } from "./native";
 
 export type { Database, DatabaseDriver, DatabaseOptions, Db, Reader } from "./database";
@@ -16,5 +15,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   if (local && path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   // Replicas and remote URLs are @libsql/client's alone; a plain file is bun:sqlite unless told otherwise.
   if (local && !options.syncUrl && (options.driver ?? "native") === "native") return openNative(path, busyTimeoutMs);
+  // Loaded only here: @libsql/client's entry unpacks and maps its native addon even for remote
+  // URLs (~6 MiB of idle RSS in the binary, npm run bench), which a bun:sqlite process never needs.
+  const { openLibsql } = await import("./libsql");
   return openLibsql(options, busyTimeoutMs);
 }
