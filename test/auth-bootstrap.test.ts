@@ -54,6 +54,13 @@ test("promotes and re-activates an existing account, keeping its password and to
   expect((await t.request("GET", "/api/search/profile", { token: plain.token })).status).toBe(200);
 });
 
+test("an existing account without a password gets the given one", async () => {
+  const passwordless = await t.createUser();
+  const result = await ensureAdmin(t.database, { email: passwordless.email, password: "Giv3n!pass" });
+  expect(result).toEqual({ id: passwordless.id, created: false });
+  expect((await login(passwordless.email, "Giv3n!pass")).status).toBe(200);
+});
+
 test("without JWT_SECRET a key is generated once (0600) and reused; a short kept key is refused", () => {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-secret-"));
   try {

@@ -13,24 +13,36 @@ import { hashPassword } from "./passwords";
 
 export async function ensureAdmin(db: Database, input: { email: string; password: string; name?: string }): Promise<{ id: number; created: boolean }> {
   const email = normalizeEmail(input.email);
-  const passwordHash = await hashPassword(input.password);
-  return db.write(async (tx) => {
-    const now = new Date();
-    const [existing] = await tx.select({ id: users.id, passwordHash: users.passwordHash }).from(users).where(eq(users.email, email));
-    let id = existing?.id;
-    if (id === undefined) {
-      [{ id }] = await tx
-        .insert(users)
-        .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, emailVerified: true, createdAt: now, updatedAt: now })
-        .returning({ id: users.id });
-      await writeAudit(tx, { action: "USER_CREATED", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, now);
-    } else {
-      await tx
-        .update(users)
-        .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, emailVerified: true, updatedAt: now })
-        .where(eq(users.id, id));
-    }
-    await grantRoles(tx, id, ["USER", "ADMIN"]);
-    return { id, created: existing === undefined };
-  });
+  const passwordOf = (rows: { passwordHash: string | null }[]) => rows[0]?.passwordHash ?? null;
+  // Hashed only when it will be stored: a restart finds the admin's password already set, and
+  // argon2id would cost ~45 ms and map its native addon (idle RSS) for nothing. The hash is made
+  // before the unit, which awaits nothing but the database.
+  let passwordHash = passwordOf(await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.email, email)))
+    ? null
+    : await hashPassword(input.password);
+  for (;;) {
+    const done = await db.write(async (tx) => {
+      const now = new Date();
+      const [existing] = await tx.select({ id: users.id, passwordHash: users.passwordHash }).from(users).where(eq(users.email, email));
+      // Between the read and the unit the account went, or lost its password: hash, then try again.
+      if (!existing?.passwordHash && passwordHash === null) return undefined;
+      let id = existing?.id;
+      if (id === undefined) {
+        [{ id }] = await tx
+          .insert(users)
+          .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, emailVerified: true, createdAt: now, updatedAt: now })
+          .returning({ id: users.id });
+        await writeAudit(tx, { action: "USER_CREATED", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, now);
+      } else {
+        await tx
+          .update(users)
+          .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, emailVerified: true, updatedAt: now })
+          .where(eq(users.id, id));
+      }
+      await grantRoles(tx, id, ["USER", "ADMIN"]);
+      return { id, created: existing === undefined };
+    });
+    if (done) return done;
+    passwordHash = await hashPassword(input.password);
+  }
 }
