@@ -34,12 +34,19 @@ export interface UsersDeps {
  */
 export const roleNamesOfUser = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = "users"."id")`;
 
+/**
+ * The department's name, as a scalar subquery rather than a LEFT JOIN: the same answer, but a
+ * point read by id took 13 µs with the join and 3.6 µs with this (bun:sqlite, 10,000 users:
+ * the join was the largest part of GET /api/users/{id} in the CPU profile, npm run bench).
+ */
+const departmentNameOfUser = sql<string | null>`(select d.name from departments d where d.id = "users"."department_id")`;
+
 /** Everything a User answer shows, in one query: the department name and role names come along. */
 export const userColumns = {
   id: users.id,
   name: users.name,
   email: users.email,
-  department: departments.name,
+  department: departmentNameOfUser,
   phone: users.phone,
   active: users.active,
   createdAt: users.createdAt,
@@ -71,7 +78,7 @@ export function toUser(row: UserRow): User {
 
 /** The users matching `where` (all when undefined), as API Users. */
 export function selectUsers(db: Reader, where?: SQL) {
-  const query = db.select(userColumns).from(users).leftJoin(departments, eq(departments.id, users.departmentId));
+  const query = db.select(userColumns).from(users);
   return where ? query.where(where) : query;
 }
 
