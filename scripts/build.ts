@@ -5,36 +5,91 @@
  * require of this platform's index.node, so the addon is embedded in the binary.
  */
 import { $ } from "bun";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const target = process.env.USERSVC_TARGET ?? "bun-linux-x64";
 const libsqlAddon = { "bun-linux-x64": "@libsql/linux-x64-gnu", "bun-linux-arm64": "@libsql/linux-arm64-gnu" }[target];
 if (!libsqlAddon) throw new Error(`no libSQL addon known for ${target}`);
 
+/** Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) once listening. */
+const STARTUP_JIT_POLICY = 100;
+
 const commit = (await $`git rev-parse --short HEAD`.nothrow().quiet().text()).trim() || "unknown";
 mkdirSync("dist", { recursive: true });
 
-const result = await Bun.build({
-  entrypoints: ["src/main.ts"],
-  compile: { target: target as never, outfile: "dist/usersvc", autoloadDotenv: false, autoloadBunfig: false },
-  minify: { whitespace: true, syntax: true, identifiers: false },
-  bytecode: true,
-  sourcemap: "none",
-  define: { BUILD_COMMIT: JSON.stringify(commit), BUILD_TIME: JSON.stringify(new Date().toISOString()), "process.env.NODE_ENV": '"production"' },
-  plugins: [
-    {
-      name: "libsql-static-addon",
-      setup(build) {
-        build.onLoad({ filter: /node_modules[\\/]libsql[\\/]index\.js$/ }, async ({ path }) => {
-          const source = await Bun.file(path).text();
-          const patched = source.replace("return require(`@libsql/${target}`);", `return require("${libsqlAddon}/index.node");`);
-          if (patched === source) throw new Error("libsql/index.js changed: update the static addon patch in scripts/build.ts");
-          return { contents: patched, loader: "js" };
-        });
-      },
+const build = (bytecodeOrder: string | null) =>
+  Bun.build({
+    entrypoints: ["src/main.ts"],
+    compile: {
+      target: target as never,
+      outfile: "dist/usersvc",
+      autoloadDotenv: false,
+      autoloadBunfig: false,
+      // Start-up code (migrations, route compilation) runs once: kept out of the JIT until main.ts
+      // is listening and sets the normal policy again, so an idle process holds no JIT code for it.
+      jitPolicy: STARTUP_JIT_POLICY,
+      bytecodeOrder,
     },
-  ],
-});
+    minify: { whitespace: true, syntax: true, identifiers: false },
+    bytecode: true,
+    sourcemap: "none",
+    define: { BUILD_COMMIT: JSON.stringify(commit), BUILD_TIME: JSON.stringify(new Date().toISOString()), "process.env.NODE_ENV": '"production"' },
+    plugins: [
+      {
+        name: "libsql-static-addon",
+        setup(build) {
+          build.onLoad({ filter: /node_modules[\\/]libsql[\\/]index\.js$/ }, async ({ path }) => {
+            const source = await Bun.file(path).text();
+            const patched = source.replace("return require(`@libsql/${target}`);", `return require("${libsqlAddon}/index.node");`);
+            if (patched === source) throw new Error("libsql/index.js changed: update the static addon patch in scripts/build.ts");
+            return { contents: patched, loader: "js" };
+          });
+        },
+      },
+    ],
+  });
+
+/**
+ * Profile-guided bytecode layout: the executable is run once (start, health, a refused read,
+ * SIGTERM) with BUN_BYTECODE_ORDER_OUT, then built again with what that run used laid out
+ * together, so a process touches fewer pages of its bytecode (~2.5 MiB less idle RSS, npm run
+ * bench). Skipped when this machine cannot run the target (cross builds).
+ */
+async function recordStartOrder(): Promise<{ dir: string; file: string } | null> {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-order-"));
+  const order = join(dir, "bytecode.order");
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  const env = { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn", DATA_DIR: join(dir, "data"), DATABASE_URL: `file:${join(dir, "data/usersvc.db")}`, BUN_BYTECODE_ORDER_OUT: order };
+  try {
+    const proc = Bun.spawn(["dist/usersvc", "serve"], { env, stdout: "ignore", stderr: "ignore" });
+    const base = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 200 && proc.exitCode === null; i++) {
+      const health = await fetch(`${base}/actuator/health`).catch(() => undefined);
+      if (health?.status === 200) {
+        await fetch(`${base}/api/users/1`);
+        break;
+      }
+      await Bun.sleep(25);
+    }
+    proc.kill("SIGTERM");
+    await proc.exited;
+    return existsSync(order) ? { dir, file: order } : null;
+  } catch {
+    return null;
+  }
+}
+
+let result = await build(null);
+if (result.success && target === `bun-linux-${process.arch}`) {
+  const order = await recordStartOrder();
+  if (order) result = await build(order.file);
+  else console.warn("no bytecode order recorded: building without one");
+  if (order) rmSync(order.dir, { recursive: true, force: true });
+}
 if (!result.success) {
   for (const log of result.logs) console.error(log);
   process.exit(1);

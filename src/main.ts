@@ -130,6 +130,8 @@ async function serve(config: Config) {
     throw new Error(`cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`);
   }
   lifecycle.ready = true;
+  // The binary starts with a reluctant JIT (scripts/build.ts): start-up code ran once; requests get the normal one.
+  Bun.unsafe.setJITPolicy(1);
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
   const channels = child ? [] : channelsFor(config, database, logging.get("outbox"));
   const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics });
