@@ -42,7 +42,15 @@ describe("request pipeline", () => {
 
   test("the user answer's headers are exactly these", async () => {
     const res = await t.request("GET", `/api/users/${admin.id}`, { token: admin.token });
-    expect([...res.headers.keys()].sort()).toEqual(["content-type", "etag", "x-request-id"]);
+    expect([...res.headers.keys()].sort()).toEqual([
+      "content-security-policy",
+      "content-type",
+      "etag",
+      "referrer-policy",
+      "x-content-type-options",
+      "x-frame-options",
+      "x-request-id",
+    ]);
     expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
   });
 
