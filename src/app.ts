@@ -18,6 +18,7 @@ import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
 import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
+import { backupsRoutes } from "./features/backups/routes";
 import { bodyParser } from "./http/body-parser";
 import { compression } from "./http/compression";
 import { cors } from "./http/cors";
@@ -74,7 +75,8 @@ export function createApp(deps: AppDeps) {
     .use(outboxRoutes(ctx))
     .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
-    .use(peopleRoutes(ctx));
+    .use(peopleRoutes(ctx))
+    .use(backupsRoutes(ctx));
   self = app;
   return app;
 }

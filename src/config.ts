@@ -4,6 +4,7 @@
  * reports every bad key at once, so a misconfigured start stops before the database opens.
  */
 import { isIP } from "node:net";
+import { Cron } from "croner";
 
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
 const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
@@ -57,6 +58,12 @@ export interface Config {
   readonly hstsMaxAge?: number;
   /** Browser origins (scheme://host[:port]) allowed cross-origin calls; empty allows none. */
   readonly corsOrigins: readonly string[];
+  /** Where backups go: a folder, or s3://bucket/prefix (with the same S3 settings as file storage). */
+  readonly backupDir: string;
+  /** A cron expression (UTC) for scheduled backups; undefined: none. */
+  readonly backupSchedule?: string;
+  /** How many scheduled archives to keep (manual ones are never pruned). */
+  readonly backupKeep: number;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -76,6 +83,7 @@ export const CONFIG_VARIABLES = [
   "SMTP_URL", "MAIL_FROM", "PUBLIC_URL", "REQUIRE_EMAIL_VERIFICATION", "RESET_MAX_REQUESTS", "RESET_MAX_REQUESTS_PER_IP",
   "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "TRUST_PROXY", "METRICS_TOKEN", "WORKERS",
   "HSTS_MAX_AGE", "CORS_ORIGINS",
+  "BACKUP_DIR", "BACKUP_SCHEDULE", "BACKUP_KEEP",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -147,9 +155,22 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     problems.push(`JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes for HS512`);
   }
 
+  const S3_URL = /^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/;
   const fileStorage = read("FILE_STORAGE") ?? `${dataDir}/uploads`;
-  if (fileStorage.startsWith("s3:") && !/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/.test(fileStorage)) {
+  if (fileStorage.startsWith("s3:") && !S3_URL.test(fileStorage)) {
     problems.push(`FILE_STORAGE must be a folder or s3://bucket/prefix (got "${fileStorage}")`);
+  }
+  const backupDir = read("BACKUP_DIR") ?? `${dataDir}/backups`;
+  if (backupDir.startsWith("s3:") && !S3_URL.test(backupDir)) {
+    problems.push(`BACKUP_DIR must be a folder or s3://bucket/prefix (got "${backupDir}")`);
+  }
+  const backupSchedule = read("BACKUP_SCHEDULE");
+  if (backupSchedule !== undefined) {
+    try {
+      new Cron(backupSchedule, { paused: true, timezone: "Etc/UTC" }).stop();
+    } catch (error) {
+      problems.push(`BACKUP_SCHEDULE must be a cron expression such as "0 3 * * *" (got "${backupSchedule}": ${(error as Error).message})`);
+    }
   }
   const s3 = {
     endpoint: url("S3_ENDPOINT", ["http:", "https:"]) ?? url("AWS_ENDPOINT_URL_S3", ["http:", "https:"]) ?? url("AWS_ENDPOINT_URL", ["http:", "https:"]),
@@ -158,8 +179,10 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     secretAccessKey: read("S3_SECRET_ACCESS_KEY") ?? read("AWS_SECRET_ACCESS_KEY"),
     sessionToken: read("S3_SESSION_TOKEN") ?? read("AWS_SESSION_TOKEN"),
   };
-  if (fileStorage.startsWith("s3:") && (!s3.accessKeyId || !s3.secretAccessKey)) {
-    problems.push("FILE_STORAGE=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+  for (const [key, value] of [["FILE_STORAGE", fileStorage], ["BACKUP_DIR", backupDir]]) {
+    if (value.startsWith("s3:") && (!s3.accessKeyId || !s3.secretAccessKey)) {
+      problems.push(`${key}=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`);
+    }
   }
 
   const adminEmail = read("ADMIN_EMAIL");
@@ -228,6 +251,9 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     workers,
     hstsMaxAge,
     corsOrigins: Object.freeze(corsOrigins),
+    backupDir,
+    backupSchedule,
+    backupKeep: integer("BACKUP_KEEP", 7, 1, 10_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -6,7 +6,9 @@
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import type { Logger } from "pino";
+import pino from "pino";
 import { createApp } from "./app";
+import { AppError } from "./errors";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import { openDatabase } from "./db/client";
 import { migrate } from "./db/migrate";
@@ -21,6 +23,10 @@ import { channelsFor } from "./features/notifications/channels";
 import { createFileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
 import { VERSION } from "./version";
+import { createBackup } from "./features/backups/service";
+import { restoreArchive } from "./features/backups/restore";
+import { startBackupDuties } from "./features/backups/schedule";
+import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
 
 const HELP = `usersvc ${VERSION.version} — user-management service
@@ -30,6 +36,8 @@ Usage:
   usersvc migrate                                           apply database migrations and exit
   usersvc admin create --email E --password P [--name N]    create or promote an ADMIN
   usersvc token --email E                                   print a bearer token (local development)
+  usersvc backup [--output DIR]                             write a backup archive, print its path
+  usersvc restore ARCHIVE                                   restore a backup (the server stopped)
   usersvc --help | --version
 
 Settings come from the environment or the same-named flag (DATABASE_URL or --database-url):
@@ -49,6 +57,7 @@ function parseCommandLine(argv: string[]) {
     email: { type: "string" },
     password: { type: "string" },
     name: { type: "string" },
+    output: { type: "string" },
   };
   for (const variable of CONFIG_VARIABLES) options[flagOf(variable)] = { type: "string" };
   const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
@@ -116,6 +125,8 @@ async function serve(config: Config) {
     logger.info({ email: config.adminEmail, created }, "admin account ensured");
   }
   const tokens = createTokens(secret);
+  // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
+  const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup") }, { primary: !child });
   const lifecycle = { ready: false };
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
@@ -142,7 +153,10 @@ async function serve(config: Config) {
   // The primary also removes uploaded bytes whose row a crash kept from committing, now and hourly.
   const sweep = () =>
     sweepOrphanedFiles({ db: database, files }).then(
-      (removed) => removed > 0 && logger.info({ removed }, "removed stored files that had no record"),
+      ({ removed, kept }) => {
+        if (removed > 0) logger.info({ removed }, "removed stored files that had no record");
+        if (kept > 0) logger.info({ kept }, "kept stored files without a record: uploaded after the restored backup was taken");
+      },
       (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
     );
   const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
@@ -169,6 +183,7 @@ async function serve(config: Config) {
     await sender?.stop();
     for (const channel of channels) channel.close?.();
     clearInterval(sweeper);
+    await backups.stop();
     database.close();
     logger.info("stopped");
     logging.root.flush();
@@ -178,6 +193,9 @@ async function serve(config: Config) {
   process.on("SIGINT", () => void shutdown("SIGINT"));
   if (child) stopWhenOrphaned(() => void shutdown("primary gone"));
 }
+
+/** A command's logs go to stderr: its stdout carries only its result. */
+const cliLogger = (config: Config) => createLogging(config.logLevel, "json", pino.destination({ dest: 2, sync: true })).get("backup");
 
 const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");
 
@@ -234,6 +252,30 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write((await createTokens(secret).issue(user.email, user.tokenVersion)) + "\n");
       return 0;
     }
+    case "backup": {
+      expectNoMore(0);
+      const config = configFrom(values);
+      const database = await openMigrated(config);
+      try {
+        const made = await createBackup({ config, db: database, logger: cliLogger(config) }, { trigger: "manual", actor: "system", destination: values.output as string | undefined });
+        process.stdout.write(made.location + "\n");
+      } catch (error) {
+        throw error instanceof AppError ? new Error(error.messageIn("en")) : error;
+      } finally {
+        database.close();
+      }
+      return 0;
+    }
+    case "restore": {
+      expectNoMore(1);
+      if (!rest[0]) throw new UsageError("restore needs the archive: usersvc restore ARCHIVE");
+      const config = configFrom(values);
+      const restored = await restoreArchive(config, rest[0], cliLogger(config));
+      process.stdout.write(`restored ${restored.archive} (taken ${restored.createdAt}, ${restored.users} users, schema ${restored.migration})${restored.keptAs ? `; the replaced database is kept as ${restored.keptAs}` : ""}\n`);
+      return 0;
+    }
+    case SNAPSHOT_COMMAND:
+      return runSnapshotChild();
     default:
       throw new UsageError(`unknown command "${command}"`);
   }

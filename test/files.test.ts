@@ -387,9 +387,9 @@ function fileSuite(backend: Backend) {
       yield new TextEncoder().encode("no row");
     })(), 1000);
     const deps = { db: t.database, files: t.files };
-    expect(await sweepOrphanedFiles(deps)).toBe(0); // young: it may be an upload still recording its row
+    expect(await sweepOrphanedFiles(deps)).toEqual({ removed: 0, kept: 0 }); // young: it may be an upload still recording its row
     expect(await backend.listStored(t)).toContain(orphan);
-    expect(await sweepOrphanedFiles(deps, Date.now() + ORPHAN_AGE_MS + 60_000)).toBe(1);
+    expect(await sweepOrphanedFiles(deps, Date.now() + ORPHAN_AGE_MS + 60_000)).toEqual({ removed: 1, kept: 0 });
     const stored = await backend.listStored(t);
     expect(stored).not.toContain(orphan);
     expect(stored).toContain(kept.fileName);

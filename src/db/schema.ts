@@ -230,4 +230,18 @@ export const auditLog = sqliteTable(
     createdAt: millis("created_at").notNull(),
   },
   // No index on created_at: the trail is read newest first by id, and every write paid for one.
+  // Backups only, by action (a partial index: other audit writes pay nothing): the last backup
+  // for health and metrics, and the restore windows the orphan sweep keeps.
+  (t) => [index("audit_log_backups_idx").on(t.action).where(sql`${t.subjectType} = 'backup'`)],
 );
+
+/**
+ * Who holds what, across processes and the CLI: a row per lease, valid until `expires_at`,
+ * renewed by its holder. Bun has no flock and a PID file goes stale after kill -9; an expired
+ * row is simply taken over. Names: "serve:<holder>" per serving process, "backup", "restore".
+ */
+export const leases = sqliteTable("leases", {
+  name: text("name").primaryKey(),
+  holder: text("holder").notNull(),
+  expiresAt: millis("expires_at").notNull(),
+});

@@ -150,12 +150,8 @@ export interface S3Settings {
   sessionToken?: string;
 }
 
-/**
- * `s3://bucket/prefix`: uploads through our own multipart upload (one 5 MiB part buffer; only a
- * completed upload becomes an object, a failed or oversized one is aborted), reads, stats and
- * deletes through Bun's built-in client.
- */
-export async function s3FileStore(location: string, settings: S3Settings): Promise<FileStore> {
+/** `s3://bucket/prefix` with the S3 settings: Bun's client for reads, our signed target for multipart uploads. */
+export function s3Location(location: string, settings: S3Settings) {
   const url = new URL(location);
   const prefix = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
   const region = settings.region ?? "us-east-1";
@@ -168,6 +164,16 @@ export async function s3FileStore(location: string, settings: S3Settings): Promi
     secretAccessKey: settings.secretAccessKey ?? "",
     sessionToken: settings.sessionToken,
   };
+  return { prefix, client, target };
+}
+
+/**
+ * `s3://bucket/prefix`: uploads through our own multipart upload (one 5 MiB part buffer; only a
+ * completed upload becomes an object, a failed or oversized one is aborted), reads, stats and
+ * deletes through Bun's built-in client.
+ */
+export async function s3FileStore(location: string, settings: S3Settings): Promise<FileStore> {
+  const { prefix, client, target } = s3Location(location, settings);
   const keyOf = (name: string) => (prefix ? `${prefix}/${checked(name)}` : checked(name));
   // Fail at start, with the bucket's name, rather than on the first upload.
   await client.list({ prefix: prefix ? `${prefix}/` : undefined, maxKeys: 1 });
@@ -222,7 +228,7 @@ const isStoreFailure = (error: unknown) => {
   return /^S3 /.test(e?.message ?? "") || ["ConnectionRefused", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "FailedToOpenSocket"].includes(e?.code ?? "");
 };
 
-const isMissing = (error: unknown) => {
+export const isMissing = (error: unknown) => {
   const e = error as { code?: string; message?: string };
   return e?.code === "NoSuchKey" || e?.code === "ERR_S3_FILE_NOT_FOUND" || /not found|NoSuchKey|404/i.test(e?.message ?? "");
 };

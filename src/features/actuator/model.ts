@@ -17,6 +17,11 @@ export const ComponentHealth = t.Object({
         threshold: t.Optional(t.Integer()),
         path: t.Optional(t.String()),
         exists: t.Optional(t.Boolean()),
+        schedule: t.Optional(t.String({ description: "backup: BACKUP_SCHEDULE" })),
+        lastSuccess: t.Optional(t.String({ format: "date-time", description: "backup: when the last successful backup was taken" })),
+        lastBackup: t.Optional(t.String({ description: "backup: its archive's name" })),
+        lastFailure: t.Optional(t.String({ format: "date-time", description: "backup: when the last backup failed" })),
+        lastError: t.Optional(t.String({ description: "backup: why it failed" })),
       },
       { description: "Shown to ADMIN callers only" },
     ),
@@ -25,7 +30,7 @@ export const ComponentHealth = t.Object({
 export type ComponentHealth = Static<typeof ComponentHealth>;
 
 export const Health = t.Object(
-  { status: Status, components: t.Object({ db: ComponentHealth, diskSpace: ComponentHealth, ping: ComponentHealth }) },
+  { status: Status, components: t.Object({ db: ComponentHealth, diskSpace: ComponentHealth, ping: ComponentHealth, backup: t.Optional(ComponentHealth) }) },
   { title: "Health" },
 );
 export type Health = Static<typeof Health>;

@@ -13,6 +13,7 @@ import type { AppContext } from "../../context";
 import { users } from "../../db/schema";
 import { AppError } from "../../errors";
 import type { Metrics } from "../../metrics";
+import { backupHealth } from "../backups/operations";
 import type { ComponentHealth, Health, MetricView } from "./model";
 
 type Deps = Pick<AppContext, "db" | "config" | "lifecycle" | "logger">;
@@ -79,8 +80,13 @@ async function diskHealth(config: Deps["config"]): Promise<ComponentHealth> {
 
 /** Overall health: DOWN when any component is; details only when the caller may see them. */
 export async function health(deps: Deps, { details }: { details: boolean }): Promise<Health> {
-  const [db, diskSpace] = await Promise.all([dbHealth(deps, details), diskHealth(deps.config)]);
-  const components = { db, diskSpace, ping: { status: "UP" as const } };
+  const [db, diskSpace, backup] = await Promise.all([
+    dbHealth(deps, details),
+    diskHealth(deps.config),
+    // Only when backups are scheduled: then a failing one is something to be told about.
+    deps.config.backupSchedule ? backupHealth(deps.db, deps.config).catch((): ComponentHealth => ({ status: "DOWN" })) : undefined,
+  ]);
+  const components = { db, diskSpace, ping: { status: "UP" as const }, ...(backup ? { backup } : {}) };
   const status = Object.values(components).every((c) => c.status === "UP") ? "UP" : "DOWN";
   if (!details) for (const c of Object.values(components)) delete (c as ComponentHealth).details;
   return { status, components };

@@ -4,7 +4,7 @@
  */
 import { eq } from "drizzle-orm";
 import type { Database } from "../../db/client";
-import { files } from "../../db/schema";
+import { auditLog, files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
 import type { FileInfo, FileUploadResponse } from "./model";
@@ -100,18 +100,40 @@ export const ORPHAN_AGE_MS = 15 * 60 * 1000;
 
 /**
  * Removes stored bytes that have no row: the leftovers of a process killed between `put` and
- * the insert (or while removing a failed upload). Returns how many were removed.
+ * the insert (or while removing a failed upload). Objects stored between a restored backup's
+ * snapshot and its restore have no row either, but were real uploads: those are kept and counted.
  */
-export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, now = Date.now()): Promise<number> {
+export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, now = Date.now()): Promise<{ removed: number; kept: number }> {
   let removed = 0;
+  let kept = 0;
+  const windows = await restoreWindows(deps.db);
   for await (const object of deps.files.list()) {
-    if (now - object.modified.getTime() < ORPHAN_AGE_MS) continue;
+    const modified = object.modified.getTime();
+    if (now - modified < ORPHAN_AGE_MS) continue;
     const [row] = await deps.db.select({ id: files.id }).from(files).where(eq(files.id, object.name));
     if (row) continue;
+    if (windows.some((w) => modified >= w.from && modified <= w.to)) {
+      kept++;
+      continue;
+    }
     await deps.files.delete(object.name);
     removed++;
   }
-  return removed;
+  return { removed, kept };
+}
+
+/**
+ * From each BACKUP_RESTORED audit entry: the time between the snapshot (less ORPHAN_AGE_MS: an
+ * upload then in flight got its row only after it) and the restore.
+ */
+async function restoreWindows(db: Database): Promise<{ from: number; to: number }[]> {
+  const rows = await db.select({ details: auditLog.details }).from(auditLog).where(eq(auditLog.action, "BACKUP_RESTORED"));
+  return rows.flatMap(({ details }) => {
+    const { backupCreatedAt, restoredAt } = (details ?? {}) as { backupCreatedAt?: string; restoredAt?: string };
+    const from = Date.parse(backupCreatedAt ?? "") - ORPHAN_AGE_MS;
+    const to = Date.parse(restoredAt ?? "");
+    return Number.isNaN(from) || Number.isNaN(to) ? [] : [{ from, to }];
+  });
 }
 
 export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promise<FileInfo> {

@@ -1,0 +1,13 @@
+/** TypeBox shapes of the backups API. */
+import { t } from "elysia";
+
+export const Backup = t.Object(
+  {
+    name: t.String({ description: "usersvc-<YYYYMMDDTHHMMSSZ>[-N].tar.gz" }),
+    size: t.Integer({ description: "Bytes" }),
+    createdAt: t.String({ format: "date-time" }),
+  },
+  { title: "Backup" },
+);
+
+export const BackupNameParams = t.Object({ name: t.String({ maxLength: 100 }) });

@@ -1,0 +1,171 @@
+/**
+ * `usersvc restore ARCHIVE`: every member is unpacked beside the data and checked against the
+ * manifest before anything live is touched; then the database is swapped (the replaced one kept
+ * as usersvc.db.before-restore with its -wal and -shm), the signing key and the uploads restored,
+ * and BACKUP_RESTORED recorded in the restored database, so the next orphan sweep keeps the
+ * objects uploaded after the backup (they have no row now).
+ */
+import { Database } from "bun:sqlite";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import { S3Client } from "bun";
+import type { Logger } from "pino";
+import type { Config } from "../../config";
+import { openDatabase } from "../../db/client";
+import { migrate } from "../../db/migrate";
+import { createFileStore } from "../../storage/files";
+import { writeAudit } from "../notifications/outbox";
+import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBER, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
+import { acquireLease, BACKUP_LEASE, claimLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "./leases";
+import { localDatabasePath } from "./service";
+import { LATEST_MIGRATION, migrationTag } from "./snapshot";
+import journal from "../../../drizzle/meta/_journal.json";
+
+export interface RestoreSummary {
+  archive: string;
+  createdAt: string;
+  migration: string;
+  users: number;
+  uploads: number;
+  /** The replaced database, when there was one. */
+  keptAs?: string;
+}
+
+/** A refusal: one clear line for the operator, exit 1, nothing changed. */
+export class RestoreRefused extends Error {}
+
+function sourceOf(archive: string, config: Config): AsyncIterable<Uint8Array> {
+  if (archive.startsWith("s3://")) {
+    const url = new URL(archive);
+    const client = new S3Client({ bucket: url.hostname, ...config.s3, region: config.s3.region ?? "us-east-1" });
+    return client.file(decodeURIComponent(url.pathname).replace(/^\/+/, "")).stream() as unknown as AsyncIterable<Uint8Array>;
+  }
+  if (!existsSync(archive)) throw new RestoreRefused(`no archive at ${archive}`);
+  return Bun.file(archive).stream() as unknown as AsyncIterable<Uint8Array>;
+}
+
+/** Refuses an archive of a schema this program does not know (a newer usersvc wrote it). */
+function checkSchema(manifest: Manifest, stagedDatabase: string) {
+  const known = journal.entries.some((e) => e.tag === manifest.migration);
+  const db = new Database(stagedDatabase, { readonly: true });
+  let last: number | undefined;
+  try {
+    last = db.query<{ at: number }, []>("SELECT max(created_at) AS at FROM __drizzle_migrations").get()?.at ?? undefined;
+  } catch {
+    throw new RestoreRefused("its database has no migration table: it is not a usersvc database");
+  } finally {
+    db.close();
+  }
+  if (!known || (last !== undefined && Number(last) > LATEST_MIGRATION.when)) {
+    throw new RestoreRefused(
+      `the archive's schema (${manifest.migration}, database at ${migrationTag(last === undefined ? undefined : Number(last))}) is newer than this usersvc knows (${LATEST_MIGRATION.tag}): restore it with the version that wrote it (${manifest.version}) or a newer one`,
+    );
+  }
+}
+
+/** Refuses while a server or a backup holds the data folder; else marks the restore (a lease that lapses by itself). */
+async function claimDataFolder(databasePath: string) {
+  if (!existsSync(databasePath)) return;
+  const database = await openDatabase({ url: `file:${databasePath}` });
+  try {
+    const hasLeases = (await database.client.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'leases'")).rows.length > 0;
+    if (!hasLeases) return;
+    const serving = await liveLeases(database.db, SERVE_LEASE_PREFIX);
+    if (serving.length > 0) {
+      const seconds = Math.ceil(Math.max(...serving.map((l) => l.remainingMs)) / 1000);
+      throw new RestoreRefused(
+        `a server holds this data folder (${serving.length} serving process${serving.length > 1 ? "es" : ""}): stop it first (if it was killed, its lease expires within ${seconds} s)`,
+      );
+    }
+    if ((await liveLeases(database.db, BACKUP_LEASE)).length > 0) throw new RestoreRefused("a backup of this data folder is running: wait for it to finish");
+    if (!(await claimLease(database.db, RESTORE_LEASE, `${process.pid}-${crypto.randomUUID()}`))) throw new RestoreRefused("another restore of this data folder is running");
+  } finally {
+    database.close();
+  }
+}
+
+const moveIfThere = (from: string, to: string) => existsSync(from) && (renameSync(from, to), true);
+
+export async function restoreArchive(config: Config, archive: string, logger: Logger): Promise<RestoreSummary> {
+  const databasePath = localDatabasePath(config);
+  if (!databasePath) throw new RestoreRefused("restore needs a local file: DATABASE_URL; a remote database is restored by its own server");
+  const dataDir = resolve(config.dataDir);
+  mkdirSync(dataDir, { recursive: true });
+  const staging = join(dataDir, `.restore-${crypto.randomUUID()}`);
+  mkdirSync(staging, { mode: 0o700 });
+  try {
+    let manifest: Manifest;
+    try {
+      manifest = await unpackVerified(sourceOf(archive, config), staging);
+    } catch (error) {
+      if (error instanceof ArchiveRejected) throw new RestoreRefused(`${basename(archive)} cannot be restored: ${error.message}; nothing was changed`);
+      throw error;
+    }
+    checkSchema(manifest, join(staging, DATABASE_MEMBER));
+    await claimDataFolder(databasePath);
+
+    // The replaced database keeps its WAL and shared-memory files beside it, under the same new name,
+    // so it can still be opened as it was; none of them stays beside the restored file.
+    const keptAs = `${databasePath}.before-restore`;
+    let kept = false;
+    if (existsSync(databasePath)) {
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(keptAs + suffix, { force: true });
+      kept = moveIfThere(databasePath, keptAs);
+      moveIfThere(`${databasePath}-wal`, `${keptAs}-wal`);
+      moveIfThere(`${databasePath}-shm`, `${keptAs}-shm`);
+    }
+    for (const suffix of ["-wal", "-shm", "-journal"]) rmSync(databasePath + suffix, { force: true });
+    mkdirSync(resolve(databasePath, ".."), { recursive: true });
+    renameSync(join(staging, DATABASE_MEMBER), databasePath);
+
+    if (manifest.files[SECRET_MEMBER]) {
+      const secretFile = join(dataDir, "jwt.secret");
+      const restored = readFileSync(join(staging, SECRET_MEMBER), "utf8");
+      if (existsSync(secretFile) && readFileSync(secretFile, "utf8") !== restored) renameSync(secretFile, `${secretFile}.before-restore`);
+      renameSync(join(staging, SECRET_MEMBER), secretFile);
+    }
+
+    // The restored file is migrated now (as serve would) so the restore can be recorded in it.
+    const database = await openDatabase({ url: `file:${databasePath}` });
+    let uploads = 0;
+    try {
+      await migrate(database.db);
+      const lease = await acquireLease(database.db, RESTORE_LEASE);
+      const uploadNames = Object.keys(manifest.files).filter((path) => path.startsWith(UPLOADS_PREFIX));
+      if (uploadNames.length > 0) {
+        const files = await createFileStore(config.fileStorage, config.s3);
+        for (const path of uploadNames) {
+          const name = path.slice(UPLOADS_PREFIX.length);
+          const staged = join(staging, path);
+          // Stored names are never reused, so bytes already there under the name are these bytes.
+          if ((await files.stat(name))?.size === Bun.file(staged).size) continue;
+          await files.put(name, Bun.file(staged).stream() as unknown as AsyncIterable<Uint8Array>, Number.MAX_SAFE_INTEGER);
+          uploads++;
+        }
+      }
+      await writeAudit(database.db, {
+        action: "BACKUP_RESTORED",
+        actor: "system",
+        subjectType: "backup",
+        subjectId: basename(archive),
+        details: { backupCreatedAt: manifest.createdAt, restoredAt: new Date().toISOString(), migration: manifest.migration },
+      });
+      await lease?.release();
+      // Leaves the restored file whole on its own, with no WAL beside it.
+      await database.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
+    } finally {
+      database.close();
+    }
+    logger.info({ archive, createdAt: manifest.createdAt, migration: manifest.migration, uploads }, "backup restored");
+    return {
+      archive,
+      createdAt: manifest.createdAt,
+      migration: manifest.migration,
+      users: manifest.tables.users ?? 0,
+      uploads,
+      keptAs: kept ? keptAs : undefined,
+    };
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,57 @@
+/** /api/admin/backups: list, create, download (streamed) and delete archives; ADMIN only. */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { ErrorEnvelope, errorResponses } from "../../envelope";
+import { Backup, BackupNameParams } from "./model";
+import { registerBackupMetrics } from "./operations";
+import { createBackup, deleteBackup, downloadBackup, listBackups } from "./service";
+
+const errors = errorResponses(401, 403, 404);
+
+export const backupsRoutes = (ctx: AppContext) => {
+  registerBackupMetrics(ctx.metrics.registry, ctx.db);
+  const deps = { config: ctx.config, db: ctx.db, logger: ctx.logging.get("backup") };
+  return new Elysia({ prefix: "/api/admin/backups", tags: ["Backups"] } as never).use(ctx.auth).guard({ auth: "ADMIN" }, (admin) =>
+    admin
+      .get("", () => listBackups(ctx.config), {
+        response: { 200: t.Array(Backup), ...errorResponses(401, 403) },
+        detail: { summary: "List backups", description: "Every archive in BACKUP_DIR, newest first." },
+      })
+      .post(
+        "",
+        async ({ caller, set, server, request }) => {
+          // A large database takes longer than the idle timeout: this answer waits for the archive.
+          server?.timeout(request, 0);
+          const { location: _, ...created } = await createBackup(deps, { trigger: "manual", actor: caller.email });
+          set.status = 201;
+          return created;
+        },
+        {
+          response: { 201: Backup, 400: ErrorEnvelope, ...errorResponses(401, 403), 409: ErrorEnvelope },
+          detail: {
+            summary: "Take a backup now",
+            description:
+              "A consistent online snapshot of the database (writers keep writing), the signing key when it lives in the data folder, and the uploads of folder storage, " +
+              "as one tar.gz in BACKUP_DIR. 409 BACKUP_IN_PROGRESS while another backup runs in any process; 400 BACKUP_UNSUPPORTED for a remote database.",
+          },
+        },
+      )
+      .get("/:name", ({ params }) => downloadBackup(ctx.config, params.name), {
+        params: BackupNameParams,
+        response: { 200: t.File({ description: "The archive (application/gzip)" }), ...errors },
+        detail: { summary: "Download a backup", description: "Streamed as an attachment. It holds password hashes and the signing key: keep it safe." },
+      })
+      .delete(
+        "/:name",
+        async ({ params, caller, set }) => {
+          await deleteBackup(deps, params.name, caller.email);
+          set.status = 204;
+        },
+        {
+          params: BackupNameParams,
+          response: { 204: t.Void({ description: "Deleted" }), ...errors },
+          detail: { summary: "Delete a backup" },
+        },
+      ),
+  );
+};

@@ -1,0 +1,152 @@
+/**
+ * Backups as the API, the CLI and the schedule use them: one at a time anywhere (the "backup"
+ * lease), taken in a child process, recorded in the audit log (BACKUP_CREATED / BACKUP_FAILED /
+ * BACKUP_DELETED), which health and the metrics read back so every worker process reports the same.
+ */
+import { resolve } from "node:path";
+import { and, desc, eq } from "drizzle-orm";
+import type { Logger } from "pino";
+import type { Config } from "../../config";
+import type { Db } from "../../db/client";
+import { auditLog } from "../../db/schema";
+import { AppError } from "../../errors";
+import { VERSION } from "../../version";
+import { writeAudit } from "../notifications/outbox";
+import { createdAtOf, isArchiveName, readManifest, type Trigger } from "./archive";
+import { openDestination, type ArchiveInfo, type Destination } from "./destination";
+import { acquireLease, BACKUP_LEASE } from "./leases";
+import { snapshotInChild } from "./snapshot-process";
+import "./messages";
+
+export interface BackupDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+}
+
+/** The database file, when it is one this process can snapshot: a plain `file:` URL (no remote, no replica). */
+export function localDatabasePath(config: Config): string | undefined {
+  if (!config.databaseUrl.startsWith("file:") || config.databaseSyncUrl) return undefined;
+  const path = config.databaseUrl.slice("file:".length).split("?")[0];
+  return path && path !== ":memory:" ? resolve(path) : undefined;
+}
+
+export const destinationOf = (config: Config, location = config.backupDir): Destination => openDestination(location, config.s3, config.dataDir);
+
+export interface CreatedBackup extends ArchiveInfo {
+  /** An absolute path or an s3:// URL. */
+  location: string;
+}
+
+/**
+ * Takes one backup now. 400 BACKUP_UNSUPPORTED for a remote database (its server backs it up),
+ * 409 BACKUP_IN_PROGRESS while another one runs in any process.
+ */
+export async function createBackup(deps: BackupDeps, options: { trigger: Trigger; actor: string; destination?: string }): Promise<CreatedBackup> {
+  const { config, db, logger } = deps;
+  const databasePath = localDatabasePath(config);
+  if (!databasePath) throw new AppError("BACKUP_UNSUPPORTED");
+  const lease = await acquireLease(db, BACKUP_LEASE, { onRenewError: (error) => logger.warn({ err: error }, "could not renew the backup lease") });
+  if (!lease) throw new AppError("BACKUP_IN_PROGRESS");
+  const started = performance.now();
+  const location = options.destination ?? config.backupDir;
+  try {
+    const result = await snapshotInChild({
+      databasePath,
+      dataDir: resolve(config.dataDir),
+      secretFile: config.jwtSecret ? undefined : resolve(config.dataDir, "jwt.secret"),
+      uploadsDir: config.fileStorage.startsWith("s3://") ? undefined : resolve(config.fileStorage),
+      destination: { location, s3: config.s3 },
+      trigger: options.trigger,
+      version: VERSION.version,
+      createdAt: new Date(Math.floor(Date.now() / 1000) * 1000).toISOString(),
+    });
+    const durationMs = Math.round(performance.now() - started);
+    await writeAudit(db, {
+      action: "BACKUP_CREATED",
+      actor: options.actor,
+      subjectType: "backup",
+      subjectId: result.name,
+      details: { trigger: options.trigger, size: result.size, durationMs, location: result.location, migration: result.migration, tables: result.tables },
+    });
+    if (result.missingUploads > 0) logger.warn({ name: result.name, missing: result.missingUploads }, "uploads with a row but no bytes in the folder were left out of the backup");
+    logger.info({ name: result.name, trigger: options.trigger, size: result.size, durationMs, location: result.location, users: result.tables.users }, "backup written");
+    return { name: result.name, size: result.size, createdAt: createdAtOf(result.name).toISOString(), location: result.location };
+  } catch (error) {
+    const message = (error as Error).message;
+    logger.error({ err: error, trigger: options.trigger, location }, "backup failed");
+    await writeAudit(db, { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } }).catch(() => {});
+    throw error;
+  } finally {
+    await lease.release().catch((error) => logger.warn({ err: error }, "could not release the backup lease"));
+  }
+}
+
+export const listBackups = (config: Config) => destinationOf(config).list();
+
+async function existing(config: Config, name: string): Promise<{ destination: Destination; size: number }> {
+  if (!isArchiveName(name)) throw new AppError("BACKUP_NOT_FOUND", { name });
+  const destination = destinationOf(config);
+  const stat = await destination.stat(name);
+  if (!stat) throw new AppError("BACKUP_NOT_FOUND", { name });
+  return { destination, size: stat.size };
+}
+
+/** The archive as a streamed attachment. */
+export async function downloadBackup(config: Config, name: string): Promise<Response> {
+  const { destination, size } = await existing(config, name);
+  return new Response(destination.read(name), {
+    headers: {
+      "content-type": "application/gzip",
+      "content-disposition": `attachment; filename="${name}"`,
+      "content-length": String(size),
+      "cache-control": "no-store",
+    },
+  });
+}
+
+export async function deleteBackup(deps: BackupDeps, name: string, actor: string): Promise<void> {
+  const { destination } = await existing(deps.config, name);
+  await destination.delete(name);
+  await writeAudit(deps.db, { action: "BACKUP_DELETED", actor, subjectType: "backup", subjectId: name });
+  deps.logger.info({ name, actor }, "backup deleted");
+}
+
+/** Keeps the newest `keep` scheduled archives; manual ones are never touched. Returns the names removed. */
+export async function pruneScheduled(deps: BackupDeps): Promise<string[]> {
+  const destination = destinationOf(deps.config);
+  let scheduled = 0;
+  const removed: string[] = [];
+  for (const archive of await destination.list()) {
+    let trigger: Trigger;
+    try {
+      trigger = (await readManifest(destination.read(archive.name) as unknown as AsyncIterable<Uint8Array>)).trigger;
+    } catch (error) {
+      deps.logger.warn({ name: archive.name, err: error }, "could not read a backup's manifest: left as it is");
+      continue;
+    }
+    if (trigger !== "scheduled" || ++scheduled <= deps.config.backupKeep) continue;
+    await destination.delete(archive.name);
+    await writeAudit(deps.db, { action: "BACKUP_DELETED", actor: "system", subjectType: "backup", subjectId: archive.name, details: { reason: "BACKUP_KEEP" } });
+    removed.push(archive.name);
+  }
+  if (removed.length > 0) deps.logger.info({ removed, keep: deps.config.backupKeep }, "pruned old scheduled backups");
+  return removed;
+}
+
+export interface BackupRecord {
+  at: Date;
+  name: string;
+  details: Record<string, unknown>;
+}
+
+/** The newest audit entry of `action` (BACKUP_CREATED or BACKUP_FAILED), through audit_log_action_idx. */
+export async function lastRecord(db: Db, action: "BACKUP_CREATED" | "BACKUP_FAILED"): Promise<BackupRecord | undefined> {
+  const [row] = await db
+    .select({ at: auditLog.createdAt, name: auditLog.subjectId, details: auditLog.details })
+    .from(auditLog)
+    .where(and(eq(auditLog.action, action), eq(auditLog.subjectType, "backup")))
+    .orderBy(desc(auditLog.id))
+    .limit(1);
+  return row && { at: row.at, name: row.name, details: (row.details ?? {}) as Record<string, unknown> };
+}
