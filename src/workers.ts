@@ -27,11 +27,12 @@ const RESTART_DELAY_MS = 1000;
 
 export const isWorkerChild = () => process.env[WORKER_ENV] !== undefined;
 
+/** In a compiled executable argv[1] is the embedded entry (/$bunfs/…), not an argument to repeat. */
+export const isCompiled = () => process.argv[1]?.startsWith("/$bunfs/") ?? false;
+
 /** The command that started this process: `bun src/main.ts …` and the compiled binary alike. */
 function ownCommand(): string[] {
-  // In a compiled executable argv[1] is the embedded entry (/$bunfs/…), not an argument to repeat.
-  const compiled = process.argv[1]?.startsWith("/$bunfs/") ?? false;
-  return [process.execPath, ...(compiled ? [] : [process.argv[1]]), ...process.argv.slice(2)];
+  return [process.execPath, ...(isCompiled() ? [] : [process.argv[1]]), ...process.argv.slice(2)];
 }
 
 export interface MetricsPeers {

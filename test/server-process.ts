@@ -16,6 +16,8 @@ export interface ServerProcess {
   url: string;
   pid: number;
   token: string;
+  /** Its DATA_DIR: a fresh temp folder (removed by stop), or the one `env` named. */
+  dataDir: string;
   /** Resident set size now, in bytes. */
   rss(): number;
   stop(): Promise<void>;
@@ -51,7 +53,7 @@ export async function startServer(env: Env | ((origin: string) => Env), command?
   const issued = Bun.spawnSync([...argv, "token", "--email", ADMIN.email], { cwd: dir, env: fullEnv });
   const token = issued.stdout.toString().trim();
   if (issued.exitCode !== 0 || !token) throw new Error(`usersvc token failed: ${issued.stderr}`);
-  return { url, pid: proc.pid, token, rss: () => rssOf(proc.pid), stop };
+  return { url, pid: proc.pid, token, dataDir: fullEnv.DATA_DIR ?? dir, rss: () => rssOf(proc.pid), stop };
 }
 
 /** A port nothing listens on right now. */

@@ -7,14 +7,15 @@
  * result comes back as the last line of stdout.
  */
 import { resolve } from "node:path";
+import { isCompiled } from "../../workers";
 import { takeSnapshot, type SnapshotJob, type SnapshotResult } from "./snapshot";
 
 export const SNAPSHOT_COMMAND = "__snapshot";
 
 /** `bun src/main.ts` from source and in tests; the compiled executable itself otherwise. */
 function snapshotCommand(): string[] {
-  const compiled = import.meta.path.startsWith("/$bunfs/");
-  return compiled ? [process.execPath, SNAPSHOT_COMMAND] : [process.execPath, resolve(import.meta.dir, "../../main.ts"), SNAPSHOT_COMMAND];
+  // (import.meta.dir is fixed at build time: from source only.)
+  return isCompiled() ? [process.execPath, SNAPSHOT_COMMAND] : [process.execPath, resolve(import.meta.dir, "../../main.ts"), SNAPSHOT_COMMAND];
 }
 
 export async function snapshotInChild(job: SnapshotJob): Promise<SnapshotResult> {

@@ -1,0 +1,88 @@
+/**
+ * What the backup suites share: the CLI from source, a database's rows as digests, an archive
+ * unpacked and re-packed (to alter one member and keep the rest well-formed).
+ */
+import { Database } from "bun:sqlite";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { create, extract } from "tar";
+import type { Manifest } from "../src/features/backups/archive";
+
+const ROOT = resolve(import.meta.dir, "..");
+
+/** The environment less JWT_SECRET (and the worker marker), plus `env`. */
+export function cleanEnv(env: Record<string, string>): Record<string, string> {
+  const { JWT_SECRET: _, USERSVC_WORKER: __, ...rest } = process.env as Record<string, string>;
+  return { ...rest, LOG_LEVEL: "warn", ...env };
+}
+
+/** `usersvc ARGS` from source (or `binary`), waiting for its exit. */
+export function cli(args: string[], env: Record<string, string>, binary?: string) {
+  const argv = binary ? [binary, ...args] : [process.execPath, join(ROOT, "src/main.ts"), ...args];
+  const run = Bun.spawnSync(argv, { cwd: env.DATA_DIR ?? ROOT, env: cleanEnv(env) });
+  return { code: run.exitCode, stdout: run.stdout.toString(), stderr: run.stderr.toString() };
+}
+
+/** Tables that are the data (not the bookkeeping of leases). */
+export const DATA_TABLES = [
+  "users", "user_roles", "user_profiles", "user_skills", "departments", "roles", "products", "orders", "order_items",
+  "files", "outbox", "audit_log", "login_throttle", "__drizzle_migrations",
+];
+
+/** One digest per table, rows in rowid order; audit entries about backups are left out (they are written after a snapshot). */
+export function digests(file: string): Record<string, string> {
+  const db = new Database(file, { readonly: true });
+  try {
+    const out: Record<string, string> = {};
+    for (const table of DATA_TABLES) {
+      const where = table === "audit_log" ? " WHERE action NOT LIKE 'BACKUP_%'" : "";
+      const rows = db.query(`SELECT * FROM "${table}"${where} ORDER BY rowid`).all();
+      out[table] = `${rows.length}:${createHash("sha1").update(JSON.stringify(rows)).digest("hex")}`;
+    }
+    return out;
+  } finally {
+    db.close();
+  }
+}
+
+export function integrity(file: string) {
+  const db = new Database(file, { readonly: true });
+  try {
+    return {
+      integrity: db.query<{ integrity_check: string }, []>("PRAGMA integrity_check").all().map((r) => r.integrity_check),
+      foreignKeys: db.query("PRAGMA foreign_key_check").all(),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+export const sha256File = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
+
+/** Every file under `folder` (relative path → sha256). */
+export function folderHashes(folder: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (dir: string, prefix: string) => {
+    for (const entry of readdirSync(dir)) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path, `${prefix}${entry}/`);
+      else out[prefix + entry] = sha256File(path);
+    }
+  };
+  walk(folder, "");
+  return out;
+}
+
+/** Unpacks `archive`, lets `change` alter the members, and packs them again (manifest first) into a new file. */
+export async function repack(archive: string, change: (folder: string, manifest: Manifest) => void | Promise<void>): Promise<string> {
+  const folder = mkdtempSync(join(tmpdir(), "usersvc-repack-"));
+  await extract({ file: archive, cwd: folder });
+  const manifest = JSON.parse(readFileSync(join(folder, "manifest.json"), "utf8")) as Manifest;
+  await change(folder, manifest);
+  await Bun.write(join(folder, "manifest.json"), JSON.stringify(manifest));
+  const out = join(folder, "repacked.tar.gz");
+  await create({ gzip: true, file: out, cwd: folder }, ["manifest.json", ...Object.keys(manifest.files)]);
+  return out;
+}
