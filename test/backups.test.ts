@@ -68,7 +68,7 @@ describe("the ADMIN API", () => {
       const gone = await t.request(method, `/api/admin/backups/${path}`, { token: admin.token });
       expect({ path, status: gone.status, code: gone.body?.errorCode }).toEqual({ path, status: 404, code: "BACKUP_NOT_FOUND" });
     }
-  });
+  }, 30_000);
 
   test("a USER gets 403 and an anonymous caller 401, on every route", async () => {
     for (const [method, path] of [["GET", ""], ["POST", ""], ["GET", "/usersvc-20260101T000000Z.tar.gz"], ["DELETE", "/usersvc-20260101T000000Z.tar.gz"]]) {
@@ -83,7 +83,7 @@ describe("the ADMIN API", () => {
     expect([a, b].find((r) => r.status === 409)!.body).toMatchObject({ success: false, errorCode: "BACKUP_IN_PROGRESS" });
     // The lease is released: the next one runs.
     expect((await t.request("POST", "/api/admin/backups", { token: admin.token })).status).toBe(201);
-  });
+  }, 30_000);
 
   test("a remote database (or a replica) is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
     for (const remote of [{ databaseUrl: "libsql://db.example.com" }, { databaseSyncUrl: "libsql://db.example.com" }]) {
@@ -103,7 +103,7 @@ describe("the ADMIN API", () => {
     expect(Number(/^usersvc_backup_size_bytes (\d+)$/m.exec(scrape)?.[1])).toBe(made.size);
     expect(Number(/^usersvc_backup_last_success_timestamp_seconds (\S+)$/m.exec(scrape)?.[1])).toBeGreaterThan(Date.now() / 1000 - 60);
     expect(Number(/^usersvc_backup_duration_seconds (\S+)$/m.exec(scrape)?.[1])).toBeGreaterThan(0);
-  });
+  }, 30_000);
 
   test("a failed backup turns the component DOWN, with its error", async () => {
     writeFileSync(join(t.dir, "not-a-folder"), "");
@@ -115,7 +115,7 @@ describe("the ADMIN API", () => {
     expect(health.body.components.backup).toMatchObject({ status: "DOWN", details: { lastError: expect.stringContaining("ENOTDIR") } });
     expect((await t.request("POST", "/api/admin/backups", { token: admin.token })).status).toBe(201);
     expect((await t.request("GET", "/actuator/health", { token: admin.token })).body.components.backup.status).toBe("UP");
-  });
+  }, 30_000);
 });
 
 test("a taken name gets a suffix and never replaces an archive", async () => {
@@ -260,7 +260,7 @@ describe("restore refuses, and nothing changes", () => {
       rmSync(damaged);
     }
     expect(state()).toEqual(before);
-  });
+  }, 30_000);
 
   test("a well-formed archive with one member altered: sha256 fails", async () => {
     const altered = await repack(archive, (folder) => {
@@ -271,7 +271,7 @@ describe("restore refuses, and nothing changes", () => {
     const before = state();
     refused(altered, target, /usersvc\.db does not match its sha256/);
     expect(state()).toEqual(before);
-  });
+  }, 30_000);
 
   test("an archive from a newer schema", async () => {
     const newer = await repack(archive, (folder, manifest) => {
@@ -284,7 +284,7 @@ describe("restore refuses, and nothing changes", () => {
     const before = state();
     refused(newer, target, /newer than this usersvc knows/);
     expect(state()).toEqual(before);
-  });
+  }, 30_000);
 
   test("no such archive", () => {
     refused(join(target, "usersvc-20260101T000000Z.tar.gz"), target, /no archive at/);
@@ -368,6 +368,6 @@ if ("reason" in s3) {
       }
       expect((await t.request("DELETE", `/api/admin/backups/${created.body.name}`, { token: admin.token })).status).toBe(204);
       expect((await t.request("GET", "/api/admin/backups", { token: admin.token })).body).toEqual([]);
-    });
+    }, 60_000);
   });
 }
