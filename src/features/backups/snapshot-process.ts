@@ -6,6 +6,7 @@
  * drop each other's locks when either closes the file). The job goes in on stdin as JSON; the
  * result comes back as the last line of stdout.
  */
+import { setPriority } from "node:os";
 import { resolve } from "node:path";
 import { isCompiled } from "../../workers";
 import { takeSnapshot, type SnapshotJob, type SnapshotResult } from "./snapshot";
@@ -30,6 +31,8 @@ export async function snapshotInChild(job: SnapshotJob): Promise<SnapshotResult>
 /** The child's side: one job, then exit. It stops, publishing nothing, if its parent is gone. */
 export async function runSnapshotChild(): Promise<number> {
   const job = JSON.parse(await Bun.stdin.text()) as SnapshotJob;
+  // A backup is background work: on a busy machine the server's requests get the CPU first.
+  setPriority(10);
   const parent = process.ppid;
   try {
     const result = await takeSnapshot(job, () => process.ppid === parent);
