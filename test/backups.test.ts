@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { S3Client } from "bun";
@@ -16,7 +16,7 @@ import { readManifest, type Manifest } from "../src/features/backups/archive";
 import { localDestination } from "../src/features/backups/destination";
 import { LATEST_MIGRATION } from "../src/features/backups/snapshot";
 import { createMetrics } from "../src/metrics";
-import { cli, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
+import { cleanEnv, cli, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
 import { makeTestApp, validRegistration, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
@@ -324,6 +324,62 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     await server.stop();
   }
 }, 60_000);
+
+test("the README's recovery drill works verbatim", async () => {
+  const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8");
+  const drill = /### Recovery drill[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1];
+  expect(drill).toBeDefined();
+  const live = await startServer({ JWT_SECRET: "" });
+  const scratch = mkdtempSync(join(tmpdir(), "usersvc-drill-"));
+  // `usersvc` on the PATH: the program from source.
+  mkdirSync(join(scratch, "bin"));
+  writeFileSync(join(scratch, "bin/usersvc"), `#!/bin/sh\nexec "${process.execPath}" "${join(import.meta.dir, "../src/main.ts")}" "$@"\n`, { mode: 0o755 });
+  const port = String(freePort());
+  const shell = Bun.spawn(["bash", "-e", "-c", drill!], {
+    cwd: scratch,
+    env: cleanEnv({ PATH: `${join(scratch, "bin")}:${process.env.PATH}`, DATA_DIR: live.dataDir, TMPDIR: scratch, DRILL_PORT: port, HOST: "127.0.0.1" }),
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  try {
+    let answered = false;
+    for (let i = 0; i < 300 && !answered && shell.exitCode === null; i++) {
+      answered = await fetch(`http://127.0.0.1:${port}/actuator/health`).then((r) => r.ok, () => false);
+      if (!answered) await Bun.sleep(100);
+    }
+    if (!answered) throw new Error(`the drill's server did not answer: ${await new Response(shell.stderr).text()}`);
+    // The live service's token works on the restored copy (its key came back with the data).
+    const users = await fetch(`http://127.0.0.1:${port}/api/users`, { headers: { authorization: `Bearer ${live.token}` } });
+    expect(users.status).toBe(200);
+    const restored = readdirSync(scratch).filter((n) => n.startsWith("tmp."));
+    expect(restored).toHaveLength(1);
+    expect(existsSync(join(scratch, restored[0], "usersvc.db"))).toBe(true);
+  } finally {
+    for (const pid of descendants(shell.pid)) process.kill(pid, "SIGTERM");
+    shell.kill("SIGTERM");
+    await shell.exited;
+    await live.stop();
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}, 60_000);
+
+/** Every process below `pid` (the drill's `usersvc serve`), deepest first. */
+function descendants(pid: number): number[] {
+  let children: number[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+  return children.flatMap((child) => [...descendants(child), child]);
+}
+
+function freePort(): number {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
+}
 
 // BACKUP_DIR on S3: a real radosgw (or the one USERSVC_TEST_S3_ENDPOINT names).
 const s3 = await startS3Server();
