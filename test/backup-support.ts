@@ -86,3 +86,16 @@ export async function repack(archive: string, change: (folder: string, manifest:
   await create({ gzip: true, file: out, cwd: folder }, ["manifest.json", ...Object.keys(manifest.files)]);
   return out;
 }
+
+/** Every process below `pid`, deepest first (from /proc). */
+export function descendants(pid: number): number[] {
+  let children: number[] = [];
+  try {
+    children = readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+      readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number),
+    );
+  } catch {
+    return [];
+  }
+  return children.flatMap((child) => [...descendants(child), child]);
+}

@@ -16,7 +16,8 @@ import { readManifest, type Manifest } from "../src/features/backups/archive";
 import { localDestination } from "../src/features/backups/destination";
 import { LATEST_MIGRATION } from "../src/features/backups/snapshot";
 import { createMetrics } from "../src/metrics";
-import { cleanEnv, cli, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
+import { cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
+import { freePort } from "./resilience/support";
 import { makeTestApp, validRegistration, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
@@ -362,24 +363,6 @@ test("the README's recovery drill works verbatim", async () => {
     rmSync(scratch, { recursive: true, force: true });
   }
 }, 60_000);
-
-/** Every process below `pid` (the drill's `usersvc serve`), deepest first. */
-function descendants(pid: number): number[] {
-  let children: number[] = [];
-  try {
-    children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-  return children.flatMap((child) => [...descendants(child), child]);
-}
-
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
 // BACKUP_DIR on S3: a real radosgw (or the one USERSVC_TEST_S3_ENDPOINT names).
 const s3 = await startS3Server();

@@ -83,7 +83,7 @@ function daemonsIn(folder: string): number[] {
   return pids;
 }
 
-const alive = (pid: number) => {
+export const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
     return true;

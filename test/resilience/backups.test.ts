@@ -13,12 +13,13 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { unpackVerified } from "../../src/features/backups/archive";
 import { LEASE_TTL_MS } from "../../src/features/backups/leases";
-import { cli, integrity } from "../backup-support";
+import { cli, descendants, integrity } from "../backup-support";
+import { alive } from "../s3-server";
 import { ADMIN, ensureBinary, freePort, HEAVY, loginToken, startBinary } from "./support";
 
 if (!HEAVY) console.warn("backups under load and kill -9: skipped (heavy; runs under npm run test:resilience, RESILIENCE_HEAVY=1)");
@@ -137,7 +138,7 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
       temp = tempsIn(backups)[0];
       if (!temp) await Bun.sleep(5);
     }
-    const snapshotChildren = readChildren(proc.pid);
+    const snapshotChildren = descendants(proc.pid);
     proc.kill("SIGKILL");
     await proc.exited;
     // The temp archive was there, and the process had not finished, when it was killed.
@@ -231,26 +232,3 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
     }
   }, 120_000);
 });
-
-function readChildren(pid: number): number[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
-      try {
-        return readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
-      } catch {
-        return [];
-      }
-    });
-  } catch {
-    return [];
-  }
-}
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};

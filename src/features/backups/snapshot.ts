@@ -91,6 +91,8 @@ function snapshotDatabase(source: string, target: string, withUploads: boolean) 
 /** `stillWanted` false (the process that asked is gone): stop, and publish nothing. */
 export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean = () => true): Promise<SnapshotResult> {
   const abandoned = () => new Error("the backup was abandoned: the process that asked for it is gone");
+  // DATABASE_URL may put the database outside DATA_DIR, which then need not exist yet.
+  mkdirSync(job.dataDir, { recursive: true });
   const destination = openDestination(job.destination.location, job.destination.s3, job.dataDir);
   removeLeftovers(job.dataDir, destination.tempDir);
   const staging = join(job.dataDir, `.backup-${crypto.randomUUID()}`);
