@@ -88,7 +88,7 @@ describe("the ADMIN API", () => {
 
   test("a remote database (or a replica) is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
     for (const remote of [{ databaseUrl: "libsql://db.example.com" }, { databaseSyncUrl: "libsql://db.example.com" }]) {
-      const app = createApp({ config: { ...t.config, ...remote }, db: t.db, metrics: createMetrics({ defaultMetrics: false }), logging: t.logging, tokens: t.tokens, lifecycle: t.lifecycle, files: t.files });
+      const app = createApp({ config: { ...t.config, ...remote }, db: t.database, metrics: createMetrics({ defaultMetrics: false }), logging: t.logging, tokens: t.tokens, lifecycle: t.lifecycle, files: t.files });
       const res = await app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
       expect(res.status).toBe(400);
       expect(((await res.json()) as any).errorCode).toBe("BACKUP_UNSUPPORTED");
@@ -108,7 +108,7 @@ describe("the ADMIN API", () => {
 
   test("a failed backup turns the component DOWN, with its error", async () => {
     writeFileSync(join(t.dir, "not-a-folder"), "");
-    const broken = createApp({ config: { ...t.config, backupDir: join(t.dir, "not-a-folder", "backups") }, db: t.db, metrics: createMetrics({ defaultMetrics: false }), logging: t.logging, tokens: t.tokens, lifecycle: t.lifecycle, files: t.files });
+    const broken = createApp({ config: { ...t.config, backupDir: join(t.dir, "not-a-folder", "backups") }, db: t.database, metrics: createMetrics({ defaultMetrics: false }), logging: t.logging, tokens: t.tokens, lifecycle: t.lifecycle, files: t.files });
     const res = await broken.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
     expect(res.status).toBe(500);
     const health = await t.request("GET", "/actuator/health", { token: admin.token });

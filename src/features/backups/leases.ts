@@ -4,7 +4,7 @@
  * its row expires after LEASE_TTL_MS, so the next taker simply takes it over.
  */
 import { and, eq, gt, like, lt, or } from "drizzle-orm";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { leases } from "../../db/schema";
 
 /** How long a lease outlives its holder's last renewal. */
@@ -27,17 +27,19 @@ export interface Lease {
  * One statement: inserts the row, or takes it over when it expired (or is already ours).
  * On its own (without acquireLease's renewals) it marks a short step for LEASE_TTL_MS.
  */
-export async function claimLease(db: Db, name: string, holder: string, now = Date.now()): Promise<boolean> {
+export async function claimLease(db: Database, name: string, holder: string, now = Date.now()): Promise<boolean> {
   const expiresAt = new Date(now + LEASE_TTL_MS);
-  const taken = await db
-    .insert(leases)
-    .values({ name, holder, expiresAt })
-    .onConflictDoUpdate({
-      target: leases.name,
-      set: { holder, expiresAt },
-      where: or(lt(leases.expiresAt, new Date(now)), eq(leases.holder, holder)),
-    })
-    .returning({ holder: leases.holder });
+  const [taken] = await db.writeAll((tx) => [
+    tx
+      .insert(leases)
+      .values({ name, holder, expiresAt })
+      .onConflictDoUpdate({
+        target: leases.name,
+        set: { holder, expiresAt },
+        where: or(lt(leases.expiresAt, new Date(now)), eq(leases.holder, holder)),
+      })
+      .returning({ holder: leases.holder }),
+  ]);
   return taken.length === 1;
 }
 
@@ -45,7 +47,7 @@ export async function claimLease(db: Db, name: string, holder: string, now = Dat
  * Takes the lease `name` and keeps it renewed until released; undefined when someone else holds it.
  * `onLost` hears when a renewal found the row taken over (a holder stalled past the TTL).
  */
-export async function acquireLease(db: Db, name: string, options: { onRenewError?: (error: unknown) => void; onLost?: () => void } = {}): Promise<Lease | undefined> {
+export async function acquireLease(db: Database, name: string, options: { onRenewError?: (error: unknown) => void; onLost?: () => void } = {}): Promise<Lease | undefined> {
   const holder = `${process.pid}-${crypto.randomUUID()}`;
   if (!(await claimLease(db, name, holder))) return undefined;
   let released = false;
@@ -64,13 +66,13 @@ export async function acquireLease(db: Db, name: string, options: { onRenewError
       if (released) return;
       released = true;
       clearInterval(timer);
-      await db.delete(leases).where(and(eq(leases.name, name), eq(leases.holder, holder)));
+      await db.writeAll((tx) => [tx.delete(leases).where(and(eq(leases.name, name), eq(leases.holder, holder)))]);
     },
   };
 }
 
 /** Unexpired leases whose name starts with `prefix` (a fixed name: no LIKE wildcards), with how long each still runs (ms). */
-export async function liveLeases(db: Db, prefix: string, now = Date.now()): Promise<{ name: string; remainingMs: number }[]> {
+export async function liveLeases(db: Database, prefix: string, now = Date.now()): Promise<{ name: string; remainingMs: number }[]> {
   const rows = await db
     .select({ name: leases.name, expiresAt: leases.expiresAt })
     .from(leases)

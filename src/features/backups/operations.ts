@@ -5,7 +5,7 @@
  */
 import { Gauge, type Registry } from "prom-client";
 import type { Config } from "../../config";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { lastRecord, type BackupRecord } from "./service";
 
 export interface BackupHealth {
@@ -14,7 +14,7 @@ export interface BackupHealth {
 }
 
 /** DOWN while the newest attempt failed; UP otherwise (also before the first scheduled run). */
-export async function backupHealth(db: Db, config: Config): Promise<BackupHealth> {
+export async function backupHealth(db: Database, config: Config): Promise<BackupHealth> {
   const [success, failure] = await Promise.all([lastRecord(db, "BACKUP_CREATED"), lastRecord(db, "BACKUP_FAILED")]);
   const failing = failure !== undefined && (success === undefined || failure.at > success.at);
   return {
@@ -32,7 +32,7 @@ export async function backupHealth(db: Db, config: Config): Promise<BackupHealth
 /** A scrape reads the three gauges at once: they share one query (memoized for a second). */
 const MEMO_MS = 1000;
 
-export function registerBackupMetrics(registry: Registry, db: Db) {
+export function registerBackupMetrics(registry: Registry, db: Database) {
   let memo: { at: number; value: Promise<BackupRecord | undefined> } | undefined;
   const last = () => {
     const now = performance.now();

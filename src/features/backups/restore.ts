@@ -6,6 +6,7 @@
  * objects uploaded after the backup (they have no row now).
  */
 import { Database } from "bun:sqlite";
+import { sql } from "drizzle-orm";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { S3Client } from "bun";
@@ -68,17 +69,17 @@ async function claimDataFolder(databasePath: string) {
   if (!existsSync(databasePath)) return;
   const database = await openDatabase({ url: `file:${databasePath}` });
   try {
-    const hasLeases = (await database.client.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'leases'")).rows.length > 0;
+    const hasLeases = (await database.all(sql`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'leases'`)).length > 0;
     if (!hasLeases) return;
-    const serving = await liveLeases(database.db, SERVE_LEASE_PREFIX);
+    const serving = await liveLeases(database, SERVE_LEASE_PREFIX);
     if (serving.length > 0) {
       const seconds = Math.ceil(Math.max(...serving.map((l) => l.remainingMs)) / 1000);
       throw new RestoreRefused(
         `a server holds this data folder (${serving.length} serving process${serving.length > 1 ? "es" : ""}): stop it first (if it was killed, its lease expires within ${seconds} s)`,
       );
     }
-    if ((await liveLeases(database.db, BACKUP_LEASE)).length > 0) throw new RestoreRefused("a backup of this data folder is running: wait for it to finish");
-    if (!(await claimLease(database.db, RESTORE_LEASE, `${process.pid}-${crypto.randomUUID()}`))) throw new RestoreRefused("another restore of this data folder is running");
+    if ((await liveLeases(database, BACKUP_LEASE)).length > 0) throw new RestoreRefused("a backup of this data folder is running: wait for it to finish");
+    if (!(await claimLease(database, RESTORE_LEASE, `${process.pid}-${crypto.randomUUID()}`))) throw new RestoreRefused("another restore of this data folder is running");
   } finally {
     database.close();
   }
@@ -129,8 +130,8 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
     const database = await openDatabase({ url: `file:${databasePath}` });
     let uploads = 0;
     try {
-      await migrate(database.db);
-      const lease = await acquireLease(database.db, RESTORE_LEASE);
+      await migrate(database);
+      const lease = await acquireLease(database, RESTORE_LEASE);
       const uploadNames = Object.keys(manifest.files).filter((path) => path.startsWith(UPLOADS_PREFIX));
       if (uploadNames.length > 0) {
         const files = await createFileStore(config.fileStorage, config.s3);
@@ -143,16 +144,9 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
           uploads++;
         }
       }
-      await writeAudit(database.db, {
-        action: "BACKUP_RESTORED",
-        actor: "system",
-        subjectType: "backup",
-        subjectId: basename(archive),
-        details: { backupCreatedAt: manifest.createdAt, restoredAt: new Date().toISOString(), migration: manifest.migration },
-      });
+      const details = { backupCreatedAt: manifest.createdAt, restoredAt: new Date().toISOString(), migration: manifest.migration };
+      await database.write((tx) => writeAudit(tx, { action: "BACKUP_RESTORED", actor: "system", subjectType: "backup", subjectId: basename(archive), details }));
       await lease?.release();
-      // Leaves the restored file whole on its own, with no WAL beside it.
-      await database.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
     } finally {
       database.close();
     }

@@ -7,7 +7,7 @@ import { resolve } from "node:path";
 import { and, desc, eq } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Config } from "../../config";
-import type { Db } from "../../db/client";
+import type { Database } from "../../db/client";
 import { auditLog } from "../../db/schema";
 import { AppError } from "../../errors";
 import { VERSION } from "../../version";
@@ -20,7 +20,7 @@ import "./messages";
 
 export interface BackupDeps {
   config: Config;
-  db: Db;
+  db: Database;
   logger: Logger;
 }
 
@@ -62,20 +62,20 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
       createdAt: new Date(Math.floor(Date.now() / 1000) * 1000).toISOString(),
     });
     const durationMs = Math.round(performance.now() - started);
-    await writeAudit(db, {
+    await db.write((tx) => writeAudit(tx, {
       action: "BACKUP_CREATED",
       actor: options.actor,
       subjectType: "backup",
       subjectId: result.name,
       details: { trigger: options.trigger, size: result.size, durationMs, location: result.location, migration: result.migration, tables: result.tables },
-    });
+    }));
     if (result.missingUploads > 0) logger.warn({ name: result.name, missing: result.missingUploads }, "uploads with a row but no bytes in the folder were left out of the backup");
     logger.info({ name: result.name, trigger: options.trigger, size: result.size, durationMs, location: result.location, users: result.tables.users }, "backup written");
     return { name: result.name, size: result.size, createdAt: createdAtOf(result.name).toISOString(), location: result.location };
   } catch (error) {
     const message = (error as Error).message;
     logger.error({ err: error, trigger: options.trigger, location }, "backup failed");
-    await writeAudit(db, { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } }).catch(() => {});
+    await db.write((tx) => writeAudit(tx, { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } })).catch(() => {});
     throw error;
   } finally {
     await lease.release().catch((error) => logger.warn({ err: error }, "could not release the backup lease"));
@@ -108,7 +108,7 @@ export async function downloadBackup(config: Config, name: string): Promise<Resp
 export async function deleteBackup(deps: BackupDeps, name: string, actor: string): Promise<void> {
   const { destination } = await existing(deps.config, name);
   await destination.delete(name);
-  await writeAudit(deps.db, { action: "BACKUP_DELETED", actor, subjectType: "backup", subjectId: name });
+  await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DELETED", actor, subjectType: "backup", subjectId: name }));
   deps.logger.info({ name, actor }, "backup deleted");
 }
 
@@ -127,7 +127,7 @@ export async function pruneScheduled(deps: BackupDeps): Promise<string[]> {
     }
     if (trigger !== "scheduled" || ++scheduled <= deps.config.backupKeep) continue;
     await destination.delete(archive.name);
-    await writeAudit(deps.db, { action: "BACKUP_DELETED", actor: "system", subjectType: "backup", subjectId: archive.name, details: { reason: "BACKUP_KEEP" } });
+    await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DELETED", actor: "system", subjectType: "backup", subjectId: archive.name, details: { reason: "BACKUP_KEEP" } }));
     removed.push(archive.name);
   }
   if (removed.length > 0) deps.logger.info({ removed, keep: deps.config.backupKeep }, "pruned old scheduled backups");
@@ -141,7 +141,7 @@ export interface BackupRecord {
 }
 
 /** The newest audit entry of `action` (BACKUP_CREATED or BACKUP_FAILED), through audit_log_action_idx. */
-export async function lastRecord(db: Db, action: "BACKUP_CREATED" | "BACKUP_FAILED"): Promise<BackupRecord | undefined> {
+export async function lastRecord(db: Database, action: "BACKUP_CREATED" | "BACKUP_FAILED"): Promise<BackupRecord | undefined> {
   const [row] = await db
     .select({ at: auditLog.createdAt, name: auditLog.subjectId, details: auditLog.details })
     .from(auditLog)
