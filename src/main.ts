@@ -8,7 +8,6 @@ import { eq } from "drizzle-orm";
 import type { Logger } from "pino";
 import pino from "pino";
 import { createApp } from "./app";
-import { AppError } from "./errors";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import { openDatabase } from "./db/client";
 import { migrate } from "./db/migrate";
@@ -23,8 +22,7 @@ import { channelsFor } from "./features/notifications/channels";
 import { createFileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
 import { VERSION } from "./version";
-import { createBackup } from "./features/backups/service";
-import { restoreArchive } from "./features/backups/restore";
+import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { startBackupDuties } from "./features/backups/schedule";
 import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
@@ -257,10 +255,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       try {
-        const made = await createBackup({ config, db: database, logger: cliLogger(config) }, { trigger: "manual", actor: "system", destination: values.output as string | undefined });
-        process.stdout.write(made.location + "\n");
-      } catch (error) {
-        throw error instanceof AppError ? new Error(error.messageIn("en")) : error;
+        process.stdout.write((await backupCommand(config, database, cliLogger(config), values.output as string | undefined)) + "\n");
       } finally {
         database.close();
       }
@@ -270,8 +265,7 @@ async function main(argv: string[]): Promise<number> {
       expectNoMore(1);
       if (!rest[0]) throw new UsageError("restore needs the archive: usersvc restore ARCHIVE");
       const config = configFrom(values);
-      const restored = await restoreArchive(config, rest[0], cliLogger(config));
-      process.stdout.write(`restored ${restored.archive} (taken ${restored.createdAt}, ${restored.users} users, schema ${restored.migration})${restored.keptAs ? `; the replaced database is kept as ${restored.keptAs}` : ""}\n`);
+      process.stdout.write((await restoreCommand(config, rest[0], cliLogger(config))) + "\n");
       return 0;
     }
     case SNAPSHOT_COMMAND:

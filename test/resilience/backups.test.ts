@@ -217,9 +217,10 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
           body: (await r.json()) as any,
         }));
       const first = post();
-      await Bun.sleep(300); // the first one holds the lease by now
+      await Bun.sleep(300); // the first one holds the lease by now (its backup of 200,000 users takes seconds)
+      const racing = Promise.all(Array.from({ length: 6 }, post));
       const cliWhileRunning = cli(["backup"], binaryEnv(dir), ensureBinary());
-      const others = await Promise.all(Array.from({ length: 6 }, post));
+      const others = await racing;
       const all = [await first, ...others];
       expect(all.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409, 409, 409]);
       expect(others.every((r) => r.body.errorCode === "BACKUP_IN_PROGRESS")).toBe(true);

@@ -1,0 +1,23 @@
+/** `usersvc backup` and `usersvc restore`: what each prints on stdout (logs go to the logger: stderr). */
+import type { Logger } from "pino";
+import type { Config } from "../../config";
+import type { Database } from "../../db/client";
+import { AppError } from "../../errors";
+import { restoreArchive } from "./restore";
+import { createBackup } from "./service";
+
+/** Only the archive's path (or s3:// URL), so `archive=$(usersvc backup)` works. */
+export async function backupCommand(config: Config, db: Database, logger: Logger, output?: string): Promise<string> {
+  try {
+    return (await createBackup({ config, db, logger }, { trigger: "manual", actor: "system", destination: output })).location;
+  } catch (error) {
+    // The API's refusals (in progress, a remote database) in the same words, as one line.
+    throw error instanceof AppError ? new Error(error.messageIn("en")) : error;
+  }
+}
+
+export async function restoreCommand(config: Config, archive: string, logger: Logger): Promise<string> {
+  const restored = await restoreArchive(config, archive, logger);
+  const kept = restored.keptAs ? `; the replaced database is kept as ${restored.keptAs}` : "";
+  return `restored ${restored.archive} (taken ${restored.createdAt}, ${restored.users} users, schema ${restored.migration})${kept}`;
+}
