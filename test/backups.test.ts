@@ -15,6 +15,8 @@ import { createApp } from "../src/app";
 import { readManifest, type Manifest } from "../src/features/backups/archive";
 import { localDestination } from "../src/features/backups/destination";
 import { LATEST_MIGRATION } from "../src/features/backups/snapshot";
+import { openDatabase } from "../src/db/client";
+import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { createMetrics } from "../src/metrics";
 import { cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
 import { freePort } from "./resilience/support";
@@ -325,6 +327,45 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     await server.stop();
   }
 }, 60_000);
+
+test("after a restore the orphan sweep keeps the objects stored after the backup (no row now), and removes real orphans", async () => {
+  // One storage shared by the live service and the restored copy, as an S3 bucket would be.
+  const storage = mkdtempSync(join(tmpdir(), "usersvc-shared-storage-"));
+  const t = await makeTestApp({ FILE_STORAGE: storage });
+  const target = mkdtempSync(join(tmpdir(), "usersvc-sweep-"));
+  try {
+    const admin = await t.admin();
+    const upload = async (text: string) => {
+      const form = new FormData();
+      form.append("file", new Blob([text]), `${text}.txt`);
+      const res = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: form }));
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { fileName: string }).fileName;
+    };
+    const before = await upload("before-the-backup");
+    const made = (await t.request("POST", "/api/admin/backups", { token: admin.token })).body;
+    const after = await upload("after-the-backup");
+    const restored = cli(["restore", join(t.dir, "backups", made.name)], { DATA_DIR: target, FILE_STORAGE: storage, JWT_SECRET: "x".repeat(64) });
+    expect(restored.code).toBe(0);
+    const orphan = `${crypto.randomUUID()}.bin`;
+    await t.files.put(orphan, (async function* () {
+      yield new TextEncoder().encode("a crash's leftover, after the restore");
+    })(), 1000);
+
+    const database = await openDatabase({ url: `file:${join(target, "usersvc.db")}` });
+    try {
+      const late = Date.now() + ORPHAN_AGE_MS + 60_000;
+      expect(await sweepOrphanedFiles({ db: database, files: t.files }, late)).toEqual({ removed: 1, kept: 1 });
+      expect(readdirSync(storage).sort()).toEqual([before, after].sort());
+    } finally {
+      database.close();
+    }
+  } finally {
+    await t.close();
+    rmSync(storage, { recursive: true, force: true });
+    rmSync(target, { recursive: true, force: true });
+  }
+}, 30_000);
 
 test("the README's recovery drill works verbatim", async () => {
   const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8");
