@@ -38,7 +38,7 @@ describe("the ADMIN API", () => {
     t = await makeTestApp({ BACKUP_SCHEDULE: "0 3 * * *" });
     admin = await t.admin();
     user = await t.createUser();
-  });
+  }, 60_000);
   afterAll(() => t.close());
 
   test("create (201), list newest first, download the same bytes, delete (204), then 404", async () => {
@@ -147,7 +147,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     await restored?.stop();
     await source?.stop();
     rmSync(target, { recursive: true, force: true });
-  });
+  }, 30_000);
 
   test("every table's rows, every file byte, old passwords and tokens survive", async () => {
     source = await startServer({ JWT_SECRET: "" });
@@ -233,11 +233,11 @@ describe("restore refuses, and nothing changes", () => {
     archive = join(server.dataDir, "backups", ((await made.json()) as any).name);
     // A data folder with a database of its own, which every refused restore must leave as it is.
     expect(cli(["migrate"], { DATA_DIR: target }).code).toBe(0);
-  });
+  }, 60_000);
   afterAll(async () => {
-    await server.stop();
+    await server?.stop();
     rmSync(target, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   const refused = (path: string, folder: string, reason: RegExp) => {
     const run = cli(["restore", path], { DATA_DIR: folder });
@@ -249,7 +249,7 @@ describe("restore refuses, and nothing changes", () => {
   test("while a server holds the data folder", () => {
     refused(archive, server.dataDir, /a server holds this data folder .*stop it first/);
     expect(existsSync(join(server.dataDir, "usersvc.db.before-restore"))).toBe(false);
-  });
+  }, 30_000);
 
   test("an archive with a flipped byte: gzip fails", () => {
     const bytes = readFileSync(archive);
@@ -291,7 +291,7 @@ describe("restore refuses, and nothing changes", () => {
 
   test("no such archive", () => {
     refused(join(target, "usersvc-20260101T000000Z.tar.gz"), target, /no archive at/);
-  });
+  }, 30_000);
 });
 
 test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archives only", async () => {
@@ -421,7 +421,7 @@ if ("reason" in s3) {
       await createBucket(server.endpoint, bucket);
       t = await makeTestApp({ ...settings, BACKUP_DIR: `s3://${bucket}/nightly` });
       admin = await t.admin();
-    });
+    }, 60_000);
     afterAll(async () => {
       await t?.close();
       await server.stop();
