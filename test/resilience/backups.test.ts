@@ -206,6 +206,43 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
     expect(await again.proc.exited).toBe(0);
   }, 120_000);
 
+  test("--workers 2 with BACKUP_SCHEDULE: one process runs the schedule", async () => {
+    const dir = folder("schedule");
+    const port = freePort();
+    const proc = Bun.spawn([ensureBinary(), "serve"], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...binaryEnv(dir), PORT: String(port), HOST: "127.0.0.1", WORKERS: "2", BACKUP_SCHEDULE: "*/2 * * * * *", LOG_LEVEL: "info" },
+      stdout: "pipe",
+      stderr: "inherit",
+    });
+    try {
+      const lines: string[] = [];
+      void (async () => {
+        const decoder = new TextDecoder();
+        let rest = "";
+        for await (const chunk of proc.stdout) {
+          const text = rest + decoder.decode(chunk);
+          const parts = text.split("\n");
+          rest = parts.pop()!;
+          lines.push(...parts);
+        }
+      })();
+      const count = (msg: string) => lines.filter((l) => l.includes(`"msg":"${msg}"`)).length;
+      for (let i = 0; count("backup written") < 3; i++) {
+        if (i > 300) throw new Error(`no three scheduled backups in 30 s: ${lines.slice(-5).join("\n")}`);
+        await Bun.sleep(100);
+      }
+      expect(count("worker started")).toBe(1);
+      expect(count("backups scheduled")).toBe(1);
+      // Every scheduled run of the one scheduler got the lease: nothing was skipped for another scheduler's run.
+      expect(count("scheduled backup skipped: another backup is running")).toBe(0);
+      expect(archivesIn(join(dir, "backups")).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      proc.kill("SIGTERM");
+      await proc.exited;
+    }
+  }, 60_000);
+
   test("--workers 2: concurrent creates give one 201 and 409 for the rest; the CLI is refused meanwhile", async () => {
     const dir = seeded("workers", 200_000);
     const service = await startBinary(dir, freePort(), { ...binaryEnv(dir), WORKERS: "2" });
