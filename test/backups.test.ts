@@ -315,7 +315,7 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
       const made = handle.query<{ n: number }, []>("SELECT count(*) AS n FROM audit_log WHERE action = 'BACKUP_CREATED' AND json_extract(details, '$.trigger') = 'scheduled'").get()!.n;
       handle.close();
       if (made >= 3) break;
-      if (i > 150) throw new Error(`only ${made} scheduled backups after 15 s`);
+      if (i > 450) throw new Error(`only ${made} scheduled backups after 45 s`);
       await Bun.sleep(100);
     }
     await Bun.sleep(500); // the last run's pruning
@@ -326,7 +326,7 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
   } finally {
     await server.stop();
   }
-}, 60_000);
+}, 90_000);
 
 test("after a restore the orphan sweep keeps the objects stored after the backup (no row now), and removes real orphans", async () => {
   // One storage shared by the live service and the restored copy, as an S3 bucket would be.
