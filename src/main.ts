@@ -6,7 +6,6 @@
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import type { Logger } from "pino";
-import pino from "pino";
 import { createApp } from "./app";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import { openDatabase } from "./db/client";
@@ -192,9 +191,6 @@ async function serve(config: Config) {
   if (child) stopWhenOrphaned(() => void shutdown("primary gone"));
 }
 
-/** A command's logs go to stderr: its stdout carries only its result. */
-const cliLogger = (config: Config) => createLogging(config.logLevel, "json", pino.destination({ dest: 2, sync: true })).get("backup");
-
 const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");
 
 async function main(argv: string[]): Promise<number> {
@@ -255,7 +251,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       try {
-        process.stdout.write((await backupCommand(config, database, cliLogger(config), values.output as string | undefined)) + "\n");
+        process.stdout.write((await backupCommand(config, database, commandLogger(config), values.output as string | undefined)) + "\n");
       } finally {
         database.close();
       }
@@ -265,7 +261,7 @@ async function main(argv: string[]): Promise<number> {
       expectNoMore(1);
       if (!rest[0]) throw new UsageError("restore needs the archive: usersvc restore ARCHIVE");
       const config = configFrom(values);
-      process.stdout.write((await restoreCommand(config, rest[0], cliLogger(config))) + "\n");
+      process.stdout.write((await restoreCommand(config, rest[0], commandLogger(config))) + "\n");
       return 0;
     }
     case SNAPSHOT_COMMAND:
