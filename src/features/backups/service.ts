@@ -4,7 +4,7 @@
  * BACKUP_DELETED), which health and the metrics read back so every worker process reports the same.
  */
 import { resolve } from "node:path";
-import { and, desc, eq } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Config } from "../../config";
 import type { Database } from "../../db/client";
@@ -140,12 +140,15 @@ export interface BackupRecord {
   details: Record<string, unknown>;
 }
 
+/** The partial index audit_log_backups_idx serves a query only with its condition spelled out, not bound. */
+export const BACKUP_ENTRIES = sql`${auditLog.subjectType} = 'backup'`;
+
 /** The newest audit entry of `action` (BACKUP_CREATED or BACKUP_FAILED), through audit_log_action_idx. */
 export async function lastRecord(db: Database, action: "BACKUP_CREATED" | "BACKUP_FAILED"): Promise<BackupRecord | undefined> {
   const [row] = await db
     .select({ at: auditLog.createdAt, name: auditLog.subjectId, details: auditLog.details })
     .from(auditLog)
-    .where(and(eq(auditLog.action, action), eq(auditLog.subjectType, "backup")))
+    .where(and(eq(auditLog.action, action), BACKUP_ENTRIES))
     .orderBy(desc(auditLog.id))
     .limit(1);
   return row && { at: row.at, name: row.name, details: (row.details ?? {}) as Record<string, unknown> };

@@ -2,7 +2,7 @@
  * The files business layer: stores an upload under a generated name, records who sent what,
  * and finds stored files again. Client file names are kept as data only, never as paths.
  */
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { auditLog, files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
@@ -127,7 +127,8 @@ export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, 
  * upload then in flight got its row only after it) and the restore.
  */
 async function restoreWindows(db: Database): Promise<{ from: number; to: number }[]> {
-  const rows = await db.select({ details: auditLog.details }).from(auditLog).where(eq(auditLog.action, "BACKUP_RESTORED"));
+  // Spelled out, not bound: so audit_log_backups_idx (a partial index on backup entries) serves it.
+  const rows = await db.select({ details: auditLog.details }).from(auditLog).where(sql`${auditLog.action} = 'BACKUP_RESTORED' AND ${auditLog.subjectType} = 'backup'`);
   return rows.flatMap(({ details }) => {
     const { backupCreatedAt, restoredAt } = (details ?? {}) as { backupCreatedAt?: string; restoredAt?: string };
     const from = Date.parse(backupCreatedAt ?? "") - ORPHAN_AGE_MS;
