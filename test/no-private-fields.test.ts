@@ -99,6 +99,11 @@ const samples = (): Record<string, Sample | { excluded: string }> => ({
   "GET /account/assets/account.js": { path: "/account/assets/account.js", token: undefined, status: 200 },
   "GET /account/assets/account.css": { path: "/account/assets/account.css", token: undefined, status: 200 },
   "GET /api/admin/outbox": { path: "/api/admin/outbox", status: 200 },
+  "POST /api/admin/backups": { path: "/api/admin/backups", status: 201 },
+  "GET /api/admin/backups": { path: "/api/admin/backups", status: 200 },
+  // A backup archive is the database itself, password hashes included, by design (README: archives hold secrets).
+  "GET /api/admin/backups/:name": { excluded: "a backup archive holds the database, by design" },
+  "DELETE /api/admin/backups/:name": { path: "/api/admin/backups/usersvc-20260101T000000Z.tar.gz", status: 404 },
   "GET /": { path: "/", status: 200 },
   "GET /swagger": { path: "/swagger", status: 200 },
   "GET /swagger/json": { path: "/swagger/json", status: 200 },
