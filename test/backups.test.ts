@@ -425,7 +425,7 @@ if ("reason" in s3) {
     afterAll(async () => {
       await t?.close();
       await server.stop();
-    });
+    }, 30_000); // the OSD takes a few seconds to exit
 
     test("create, list, download, restore from s3://, delete", async () => {
       const created = await t.request("POST", "/api/admin/backups", { token: admin.token });
