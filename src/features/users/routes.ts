@@ -4,7 +4,7 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
-import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
+import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeTokens, setActive } from "./service";
 import { filterUsers } from "../search/service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
@@ -97,4 +97,34 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+    )
+    .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, true, caller.email)), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      response: { 200: User, ...errors },
+      detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged." },
+    })
+    .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, false, caller.email)), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      response: { 200: User, ...errors },
+      detail: {
+        summary: "Deactivate a user",
+        description:
+          "The user can no longer log in (403 ACCOUNT_DISABLED) and every token issued to them stops working (401). Version +1. " +
+          "The last active ADMIN cannot be deactivated: 409 LAST_ADMIN.",
+      },
+    })
+    .post(
+      "/:id/revoke-tokens",
+      async ({ params, caller, set }) => {
+        await revokeTokens(ctx, params.id, caller.email);
+        set.status = 204;
+      },
+      {
+        auth: "ADMIN",
+        params: UserIdParams,
+        response: { 204: t.Void(), ...errors },
+        detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },
+      },
     );
