@@ -78,7 +78,7 @@ describe("/admin", () => {
   test("an unknown asset is 404 in the envelope, even without a token", async () => {
     const res = await raw("/admin/assets/secrets.js");
     expect(res.status).toBe(404);
-    expect((await res.json()).errorCode).toBe("NOT_FOUND");
+    expect(((await res.json()) as { errorCode: string }).errorCode).toBe("NOT_FOUND");
   });
 
   test("under BASE_PATH the shell links its assets and tells the script the prefix", async () => {
