@@ -52,8 +52,9 @@ export function createApi(basePath: string, lang: Lang, onUnauthorized: () => vo
     if (response.ok || options.allow?.includes(response.status)) return response;
     const envelope = await response.json().catch(() => undefined);
     const failure = new ApiError(response.status, envelope?.message ?? `${response.status} ${response.statusText}`, envelope?.errorCode, envelope?.errors ?? []);
-    // A login that fails is the sign-in form's business; any other 401 means the session is over.
-    if (response.status === 401 && token && !path.startsWith("/api/auth/login")) {
+    // A login that fails is the sign-in form's business; any other 401 means the session is over
+    // (unless it already ended: a request still in flight when the operator signed out).
+    if (response.status === 401 && token && token === session.get()?.token && !path.startsWith("/api/auth/login")) {
       session.set(undefined);
       onUnauthorized();
     }
