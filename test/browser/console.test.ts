@@ -243,7 +243,7 @@ if (skipped) {
       expect(readFileSync((await download.path())!, "utf8")).toBe("quarterly numbers\n");
     });
 
-    test.skipIf(!backupsApi)("backups: create one, see it listed, download it", async () => {
+    test.skipIf(!backupsApi)("backups: create one, see it listed, download it, delete it after confirmation", async () => {
       await page.getByRole("link", { name: "Backups" }).click();
       await heading("Backups");
       await page.getByRole("button", { name: "Create a backup now" }).click();
@@ -254,6 +254,11 @@ if (skipped) {
       expect(download.suggestedFilename()).toBe(name);
       const bytes = readFileSync((await download.path())!);
       expect([bytes[0], bytes[1]]).toEqual([0x1f, 0x8b]); // gzip
+
+      await page.getByRole("button", { name: `Delete ${name}` }).click();
+      await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+      await page.getByText("Nothing here yet.").waitFor();
+      expect((await call(server, "GET", "/api/admin/backups")).body).toEqual([]);
     });
 
     if (!backupsApi) {

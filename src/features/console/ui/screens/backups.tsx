@@ -56,13 +56,19 @@ export function Backups() {
                       </td>
                       <td class="num">{fmt.bytes(b.size)}</td>
                       <td>{fmt.dateTime(b.createdAt)}</td>
-                      <td class="buttons">
-                        <button type="button" onClick={() => action.run(() => api.download(`/api/admin/backups/${encodeURIComponent(b.name)}`, b.name))}>
-                          {t("backups.download", { name: b.name })}
-                        </button>
-                        <button type="button" class="danger" onClick={() => setDeleting(b.name)}>
-                          {t("backups.delete", { name: b.name })}
-                        </button>
+                      <td>
+                        <div class="buttons">
+                          <button
+                            type="button"
+                            aria-label={t("backups.download", { name: b.name })}
+                            onClick={() => action.run(() => api.download(`/api/admin/backups/${encodeURIComponent(b.name)}`, b.name))}
+                          >
+                            {t("common.download")}
+                          </button>
+                          <button type="button" class="danger" aria-label={t("backups.delete", { name: b.name })} onClick={() => setDeleting(b.name)}>
+                            {t("common.delete")}
+                          </button>
+                        </div>
                       </td>
                     </tr>
                   ))}

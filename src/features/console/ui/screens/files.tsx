@@ -40,10 +40,11 @@ export function Files() {
                     <td>
                       <button
                         type="button"
+                        aria-label={t("files.download", { name: f.originalName })}
                         disabled={download.busy}
                         onClick={() => download.run(() => api.download(`/api/files/download/${encodeURIComponent(f.fileName)}`, f.originalName))}
                       >
-                        {t("files.download", { name: f.originalName })}
+                        {t("common.download")}
                       </button>
                     </td>
                   </tr>

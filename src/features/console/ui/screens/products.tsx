@@ -75,8 +75,8 @@ export function Products() {
                     <td class="num">{fmt.number(p.stock)}</td>
                     <td>{t(`status.${p.status}`)}</td>
                     <td>
-                      <button type="button" onClick={() => edit(p)}>
-                        {t("products.edit", { name: p.name })}
+                      <button type="button" aria-label={t("products.edit", { name: p.name })} onClick={() => edit(p)}>
+                        {t("common.edit")}
                       </button>
                     </td>
                   </tr>
