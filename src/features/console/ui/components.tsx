@@ -127,6 +127,36 @@ export function Pager(props: { page: number; size: number; total: number; onPage
   );
 }
 
+export type Column = string | { label: ComponentChildren; key: string; numeric?: boolean; sort?: "ascending" | "descending" };
+
+/** A data table: a caption for screen readers, one header row, the rows as children. */
+export function Table(props: { caption: string; columns: Column[]; children: ComponentChildren }) {
+  return (
+    <table>
+      <caption class="visually-hidden">{props.caption}</caption>
+      <thead>
+        <tr>
+          {props.columns.map((column) =>
+            typeof column === "string" ? (
+              <th key={column} scope="col">
+                {column}
+              </th>
+            ) : (
+              <th key={column.key} scope="col" class={column.numeric ? "num" : undefined} aria-sort={column.sort}>
+                {column.label}
+              </th>
+            ),
+          )}
+        </tr>
+      </thead>
+      <tbody>{props.children}</tbody>
+    </table>
+  );
+}
+
+/** A numeric column's header. */
+export const numeric = (label: string): Column => ({ label, key: label, numeric: true });
+
 /** A modal question, on the browser's own <dialog>: focus stays inside, Escape cancels. */
 export function Confirm(props: { open: boolean; title: string; message: string; confirmLabel: string; onConfirm(): void; onCancel(): void }) {
   const { t } = useConsole();

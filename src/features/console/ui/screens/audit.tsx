@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { AuditEntry } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, useLoad, valueOf } from "../components";
+import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, valueOf } from "../components";
 
 const SIZE = 20;
 
@@ -28,19 +28,8 @@ export function Audit() {
       <Loaded load={list} isEmpty={(data) => data.items.length === 0} empty={action ? t("state.noMatch") : t("state.empty")}>
         {(data) => (
           <>
-            <table>
-              <caption class="visually-hidden">{t("audit.title")}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t("audit.time")}</th>
-                  <th scope="col">{t("audit.action")}</th>
-                  <th scope="col">{t("audit.actor")}</th>
-                  <th scope="col">{t("audit.subject")}</th>
-                  <th scope="col">{t("audit.details")}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {data.items.map((entry) => (
+            <Table caption={t("audit.title")} columns={[t("audit.time"), t("audit.action"), t("audit.actor"), t("audit.subject"), t("audit.details")]}>
+              {data.items.map((entry) => (
                   <tr key={entry.id}>
                     <td>{fmt.dateTime(entry.createdAt)}</td>
                     <td>
@@ -58,9 +47,8 @@ export function Audit() {
                     </td>
                     <td>{entry.details ? <code>{JSON.stringify(entry.details)}</code> : t("common.none")}</td>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+              ))}
+            </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/audit", { action, page: p })} label={t("audit.title")} />
           </>
         )}

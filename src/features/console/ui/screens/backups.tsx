@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Backup } from "../api";
 import { useConsole } from "../app-context";
-import { Confirm, ErrorText, Loaded, ScreenTitle, useAction, useLoad } from "../components";
+import { Confirm, ErrorText, Loaded, numeric, ScreenTitle, Table, useAction, useLoad } from "../components";
 
 export function Backups() {
   const { api, t, fmt, announce } = useConsole();
@@ -38,18 +38,8 @@ export function Backups() {
           <ErrorText error={action.error} />
           <Loaded load={list} isEmpty={(data) => data.length === 0}>
             {(data) => (
-              <table>
-                <caption class="visually-hidden">{t("backups.title")}</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">{t("backups.name")}</th>
-                    <th scope="col" class="num">{t("backups.size")}</th>
-                    <th scope="col">{t("common.createdAt")}</th>
-                    <th scope="col">{t("common.actions")}</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.map((b) => (
+              <Table caption={t("backups.title")} columns={[t("backups.name"), numeric(t("backups.size")), t("common.createdAt"), t("common.actions")]}>
+                {data.map((b) => (
                     <tr key={b.name}>
                       <td>
                         <code>{b.name}</code>
@@ -71,9 +61,8 @@ export function Backups() {
                         </div>
                       </td>
                     </tr>
-                  ))}
-                </tbody>
-              </table>
+                ))}
+              </Table>
             )}
           </Loaded>
         </>

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Department } from "../api";
 import { href, useConsole } from "../app-context";
-import { ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, valueOf } from "../components";
+import { ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, valueOf } from "../components";
 
 export function Departments() {
   const { api, t, fmt, announce } = useConsole();
@@ -22,18 +22,8 @@ export function Departments() {
       <ScreenTitle>{t("departments.title")}</ScreenTitle>
       <Loaded load={list} isEmpty={(data) => data.length === 0}>
         {(data) => (
-          <table>
-            <caption class="visually-hidden">{t("departments.title")}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t("common.name")}</th>
-                <th scope="col">{t("common.description")}</th>
-                <th scope="col">{t("departments.users")}</th>
-                <th scope="col">{t("common.createdAt")}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {data.map((d) => (
+          <Table caption={t("departments.title")} columns={[t("common.name"), t("common.description"), t("departments.users"), t("common.createdAt")]}>
+            {data.map((d) => (
                 <tr key={d.id}>
                   <td>{d.name}</td>
                   <td>{d.description ?? t("common.none")}</td>
@@ -42,9 +32,8 @@ export function Departments() {
                   </td>
                   <td>{fmt.dateTime(d.createdAt)}</td>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </Table>
         )}
       </Loaded>
       <form class="panel inline" onSubmit={create} aria-labelledby="new-department">

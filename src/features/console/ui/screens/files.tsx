@@ -1,7 +1,7 @@
 /** Files: every stored file, newest first, paged, each downloadable with the ADMIN's token. */
 import type { FileInfo } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { ErrorText, Loaded, Pager, ScreenTitle, useAction, useLoad } from "../components";
+import { ErrorText, Loaded, numeric, Pager, ScreenTitle, Table, useAction, useLoad } from "../components";
 
 const SIZE = 20;
 
@@ -17,20 +17,11 @@ export function Files() {
       <Loaded load={list} isEmpty={(data) => data.items.length === 0}>
         {(data) => (
           <>
-            <table>
-              <caption class="visually-hidden">{t("files.title")}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t("files.originalName")}</th>
-                  <th scope="col" class="num">{t("files.size")}</th>
-                  <th scope="col">{t("files.type")}</th>
-                  <th scope="col">{t("files.uploadedBy")}</th>
-                  <th scope="col">{t("files.uploadTime")}</th>
-                  <th scope="col">{t("common.actions")}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {data.items.map((f) => (
+            <Table
+              caption={t("files.title")}
+              columns={[t("files.originalName"), numeric(t("files.size")), t("files.type"), t("files.uploadedBy"), t("files.uploadTime"), t("common.actions")]}
+            >
+              {data.items.map((f) => (
                   <tr key={f.id}>
                     <td>{f.originalName}</td>
                     <td class="num">{fmt.bytes(f.fileSize)}</td>
@@ -48,9 +39,8 @@ export function Files() {
                       </button>
                     </td>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+              ))}
+            </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/files", { page: p })} label={t("files.title")} />
           </>
         )}

@@ -7,7 +7,7 @@ import uPlot from "uplot";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Health } from "../api";
 import { useConsole } from "../app-context";
-import { ErrorText, Loaded, ScreenTitle, useAction, useLoad } from "../components";
+import { ErrorText, Loaded, ScreenTitle, Table, useAction, useLoad } from "../components";
 import { pointBetween, readScrape, type Point, type Scrape } from "../metrics";
 
 export const SAMPLE_EVERY_MS = 5_000;
@@ -34,17 +34,8 @@ export function Operations() {
                     {t("common.refresh")}
                   </button>
                 </p>
-                <table>
-                  <caption class="visually-hidden">{t("ops.health")}</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">{t("ops.component")}</th>
-                      <th scope="col">{t("common.status")}</th>
-                      <th scope="col">{t("ops.details")}</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {Object.entries(data.components ?? {}).map(([name, component]) => (
+                <Table caption={t("ops.health")} columns={[t("ops.component"), t("common.status"), t("ops.details")]}>
+                  {Object.entries(data.components ?? {}).map(([name, component]) => (
                       <tr key={name}>
                         <td>{name}</td>
                         <td>
@@ -65,9 +56,8 @@ export function Operations() {
                           )}
                         </td>
                       </tr>
-                    ))}
-                  </tbody>
-                </table>
+                  ))}
+                </Table>
               </>
             )}
           </Loaded>

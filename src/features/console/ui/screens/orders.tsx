@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Order } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, useLoad, valueOf } from "../components";
+import { Field, Loaded, numeric, Pager, ScreenTitle, Table, useLoad, valueOf } from "../components";
 
 const STATUSES = ["PENDING", "PAID", "PAYMENT_FAILED"] as const;
 const SIZE = 20;
@@ -36,21 +36,11 @@ export function Orders() {
       <Loaded load={list} isEmpty={(data) => data.items.length === 0} empty={status || userId ? t("state.noMatch") : t("state.empty")}>
         {(data) => (
           <>
-            <table>
-              <caption class="visually-hidden">{t("orders.title")}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t("orders.id")}</th>
-                  <th scope="col">{t("orders.user")}</th>
-                  <th scope="col">{t("common.status")}</th>
-                  <th scope="col">{t("orders.items")}</th>
-                  <th scope="col" class="num">{t("orders.total")}</th>
-                  <th scope="col">{t("common.createdAt")}</th>
-                  <th scope="col">{t("orders.paidAt")}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {data.items.map((o) => (
+            <Table
+              caption={t("orders.title")}
+              columns={[t("orders.id"), t("orders.user"), t("common.status"), t("orders.items"), numeric(t("orders.total")), t("common.createdAt"), t("orders.paidAt")]}
+            >
+              {data.items.map((o) => (
                   <tr key={o.id}>
                     <td>#{o.id}</td>
                     <td>
@@ -64,9 +54,8 @@ export function Orders() {
                     <td>{fmt.dateTime(o.createdAt)}</td>
                     <td>{fmt.dateTime(o.paidAt)}</td>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+              ))}
+            </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/orders", { status, userId, page: p })} label={t("orders.title")} />
           </>
         )}

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Product } from "../api";
 import { navigate, useConsole, useRoute } from "../app-context";
-import { ErrorText, Field, Loaded, Pager, ScreenTitle, useAction, useLoad, valueOf } from "../components";
+import { ErrorText, Field, Loaded, numeric, Pager, ScreenTitle, Table, useAction, useLoad, valueOf } from "../components";
 
 const STATUSES = ["ACTIVE", "INACTIVE", "DISCONTINUED"] as const;
 const SIZE = 20;
@@ -54,20 +54,11 @@ export function Products() {
       <Loaded load={list} isEmpty={(data) => data.items.length === 0}>
         {(data) => (
           <>
-            <table>
-              <caption class="visually-hidden">{t("products.title")}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t("common.name")}</th>
-                  <th scope="col">{t("products.code")}</th>
-                  <th scope="col" class="num">{t("products.price")}</th>
-                  <th scope="col" class="num">{t("products.stock")}</th>
-                  <th scope="col">{t("common.status")}</th>
-                  <th scope="col">{t("common.actions")}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {data.items.map((p) => (
+            <Table
+              caption={t("products.title")}
+              columns={[t("common.name"), t("products.code"), numeric(t("products.price")), numeric(t("products.stock")), t("common.status"), t("common.actions")]}
+            >
+              {data.items.map((p) => (
                   <tr key={p.id}>
                     <td>{p.name}</td>
                     <td>{p.code}</td>
@@ -80,9 +71,8 @@ export function Products() {
                       </button>
                     </td>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+              ))}
+            </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/products", { status, page: p })} label={t("products.title")} />
           </>
         )}

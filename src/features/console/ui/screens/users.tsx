@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Department, User } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, useLoad, valueOf } from "../components";
+import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, valueOf, type Column } from "../components";
 import type { MessageKey } from "../i18n";
 
 const SIZES = [10, 20, 50, 100];
@@ -78,28 +78,23 @@ export function Users() {
       <Loaded load={users} isEmpty={(data) => data.items.length === 0} empty={filtered ? t("state.noMatch") : t("state.empty")}>
         {(data) => (
           <>
-            <table>
-              <caption class="visually-hidden">{t("users.title")}</caption>
-              <thead>
-                <tr>
-                  {COLUMNS.map(([field, label]) => {
-                    const sorted = field === sortField;
-                    return (
-                      <th key={label} scope="col" aria-sort={sorted ? (sortDirection === "desc" ? "descending" : "ascending") : undefined}>
-                        {field ? (
-                          <button type="button" class="sort" onClick={() => go({ sort: `${field},${sorted && sortDirection === "asc" ? "desc" : "asc"}` })}>
-                            {t(label)} <span aria-hidden="true">{sorted ? (sortDirection === "desc" ? "▼" : "▲") : "↕"}</span>
-                          </button>
-                        ) : (
-                          t(label)
-                        )}
-                      </th>
-                    );
-                  })}
-                </tr>
-              </thead>
-              <tbody>
-                {data.items.map((user) => (
+            <Table
+              caption={t("users.title")}
+              columns={COLUMNS.map(([field, label]): Column => {
+                if (!field) return t(label);
+                const sorted = field === sortField;
+                return {
+                  key: label,
+                  sort: sorted ? (sortDirection === "desc" ? "descending" : "ascending") : undefined,
+                  label: (
+                    <button type="button" class="sort" onClick={() => go({ sort: `${field},${sorted && sortDirection === "asc" ? "desc" : "asc"}` })}>
+                      {t(label)} <span aria-hidden="true">{sorted ? (sortDirection === "desc" ? "▼" : "▲") : "↕"}</span>
+                    </button>
+                  ),
+                };
+              })}
+            >
+              {data.items.map((user) => (
                   <tr key={user.id}>
                     <td>
                       <a href={href(`/users/${user.id}`)}>{user.name}</a>
@@ -112,9 +107,8 @@ export function Users() {
                     </td>
                     <td>{fmt.dateTime(user.lastLogin)}</td>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+              ))}
+            </Table>
             <Pager page={page} size={size} total={data.total} onPage={(p) => go({ page: p })} label={t("users.title")} />
           </>
         )}
