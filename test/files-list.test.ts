@@ -2,7 +2,7 @@
  * GET /api/files (ADMIN): every stored file's info, newest first, paged, with X-Total-Count,
  * through app.handle on a real database and upload folder.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;

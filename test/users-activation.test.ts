@@ -3,7 +3,7 @@
  * database: what the user can still do afterwards (log in, use old tokens), the audit rows,
  * the last active ADMIN, and who may call them.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 const PASSWORD = "Passw0rd!";

@@ -315,7 +315,7 @@ export async function deleteUser(deps: UsersDeps, id: number) {
 export async function setActive(deps: UsersDeps, id: number, active: boolean, actor: string): Promise<User> {
   const now = new Date();
   await timed(deps.metrics, active ? "activate" : "deactivate", () =>
-    deps.db.transaction(async (tx) => {
+    deps.db.write(async (tx) => {
       if (!active) await keepAnAdmin(tx, id);
       const changed = await tx
         .update(users)
@@ -335,7 +335,7 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
 /** Every token issued to the user so far stops working (the guard checks the token version). */
 export async function revokeTokens(deps: UsersDeps, id: number, actor: string) {
   const now = new Date();
-  await deps.db.transaction(async (tx) => {
+  await deps.db.write(async (tx) => {
     const revoked = await tx.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, id)).returning({ id: users.id });
     if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
     await writeAudit(tx, { action: "USER_TOKENS_REVOKED", actor, subjectType: "User", subjectId: id }, now);
