@@ -128,6 +128,17 @@ if (skipped) {
       await screen("users-filtered");
     });
 
+    test("an answer the screen cannot show is an error state with its reasons and a retry", async () => {
+      await page.goto(`${server.url}/admin#/users?size=500`);
+      const alert = page.getByRole("alert");
+      await alert.getByText("Could not load: Parameter validation failed").waitFor();
+      await alert.getByText("size: must be at most 100").waitFor();
+      await alert.getByRole("button", { name: "Try again" }).waitFor();
+      await screen("users-error");
+      await page.goto(`${server.url}/admin#/users?name=mei`);
+      await page.getByText("1 in total").waitFor();
+    });
+
     test("edit with a concurrent change: the 409 is shown, reload brings the new data, then the change saves", async () => {
       await page.getByRole("link", { name: "Mei Lin" }).click();
       await heading("User Mei Lin");
@@ -159,8 +170,8 @@ if (skipped) {
     test("deactivate: her token is refused at once (401), and the screen says Disabled", async () => {
       const token = await login(server, seeded.mei.email);
       expect((await call(server, "GET", `/api/users/${seeded.mei.id}`, undefined, token)).status).toBe(200);
-      await page.getByRole("button", { name: "Deactivate" }).click();
-      await page.getByRole("button", { name: "Activate" }).waitFor();
+      await page.getByRole("button", { name: "Deactivate", exact: true }).click();
+      await page.getByRole("button", { name: "Activate", exact: true }).waitFor();
       await screen("user-detail-deactivated");
       expect(await page.locator(".panel", { has: page.getByRole("heading", { name: "Access" }) }).locator(".badge").innerText()).toBe("Disabled");
       expect((await call(server, "GET", `/api/users/${seeded.mei.id}`, undefined, token)).status).toBe(401);

@@ -41,6 +41,13 @@ export function Loaded<T>(props: { load: Load<T> & { reload(): void }; isEmpty?:
     return (
       <div class="state error" role="alert">
         <p>{t("state.error", { message: load.error.message })}</p>
+        {load.error.errors.length > 0 && (
+          <ul>
+            {load.error.errors.map((line) => (
+              <li key={line}>{line}</li>
+            ))}
+          </ul>
+        )}
         <button type="button" onClick={load.reload}>
           {t("state.retry")}
         </button>

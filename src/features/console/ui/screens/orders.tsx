@@ -1,5 +1,5 @@
 /** Orders: every order (the ADMIN sees all), by status and user, paged, with their items. */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { Order } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
 import { Field, Loaded, numeric, Pager, ScreenTitle, Table, useLoad, valueOf } from "../components";
@@ -14,6 +14,7 @@ export function Orders() {
   const status = query.get("status") ?? "";
   const userId = query.get("userId") ?? "";
   const [draftUser, setDraftUser] = useState(userId);
+  useEffect(() => setDraftUser(userId), [userId]);
   const search = href("", { page, size: SIZE, status, userId }).slice(1);
   const list = useLoad(() => api.page<Order>(`/api/orders${search}`), [search]);
   return (

@@ -1,5 +1,5 @@
 /** Users: filters (name, e-mail, department, active), sortable columns, paging and the total; each row opens the user. */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { Department, User } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
 import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, valueOf, type Column } from "../components";
@@ -23,6 +23,8 @@ export function Users() {
   const size = Number(query.get("size") ?? 20);
   const [sortField, sortDirection = "asc"] = (query.get("sort") ?? "id,asc").split(",");
   const [draft, setDraft] = useState(filters);
+  // The address is the truth (back, forward, a link from another screen): the form follows it.
+  useEffect(() => setDraft(filters), [query.toString()]);
   const departments = useLoad(() => api.get<Department[]>("/api/departments"), []);
 
   const go = (changes: Record<string, string | number | undefined>) =>
