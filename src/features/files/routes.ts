@@ -25,7 +25,7 @@ export const filesRoutes = (ctx: AppContext) =>
       {
         auth: "ADMIN",
         query: FileListQuery,
-        response: { 200: t.Array(FileInfo), 403: ErrorEnvelope, ...errors },
+        response: { 200: t.Array(FileInfo), ...errorResponses(400, 401, 403, 503) },
         detail: {
           summary: "List stored files",
           description: "Every stored file's info, newest first, one page at a time (page from 0, size 20 unless given, at most 100). Total in X-Total-Count.",
