@@ -116,6 +116,7 @@ const en = {
 
   "departments.title": "Departments",
   "departments.users": "Users",
+  "departments.usersOf": "{count} users in {name}",
   "departments.new": "New department",
 
   "products.title": "Products",
@@ -282,6 +283,7 @@ const zhTW: Record<MessageKey, string> = {
 
   "departments.title": "部門",
   "departments.users": "使用者數",
+  "departments.usersOf": "{name} 的使用者：{count} 位",
   "departments.new": "新增部門",
 
   "products.title": "商品",

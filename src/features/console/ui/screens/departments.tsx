@@ -28,7 +28,9 @@ export function Departments() {
                   <td>{d.name}</td>
                   <td>{d.description ?? t("common.none")}</td>
                   <td>
-                    <a href={href("/users", { department: d.name })}>{fmt.number(d.userCount)}</a>
+                    <a href={href("/users", { department: d.name })} aria-label={t("departments.usersOf", { name: d.name, count: fmt.number(d.userCount) })}>
+                      {fmt.number(d.userCount)}
+                    </a>
                   </td>
                   <td>{fmt.dateTime(d.createdAt)}</td>
                 </tr>
