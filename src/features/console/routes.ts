@@ -1,23 +1,17 @@
 /**
  * /admin: the admin console, a single page that talks only to the public API with the ADMIN's
  * token. Open (the page holds no data; the API decides what the token may see). The shell is
- * a static document with no inline script; its own CSP allows only this origin's script,
- * style and API, and no framing.
+ * a static document with no inline script; its own complete CSP (pagePolicy, replacing the
+ * global one) allows only this origin's script, style and API, and no framing.
  */
 import { Elysia, t } from "elysia";
 import { AppError } from "../../errors";
+import { pageHeaders, pagePolicy } from "../../http/security-headers";
 import { consoleAssets, type ConsoleAssets } from "./bundle";
 
-export const CONSOLE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data: blob:",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join("; ");
+/** Script, styles and API calls from this origin only; data: and blob: images (the favicon, downloads). */
+export const CONSOLE_POLICY = pagePolicy({ script: ["'self'"], style: ["'self'"], img: ["'self'", "data:", "blob:"], connect: ["'self'"] });
+const SHELL_HEADERS = pageHeaders(CONSOLE_POLICY);
 
 const escapeAttr = (value: string) => value.replace(/[&"<>]/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -48,11 +42,9 @@ export const consoleRoutes = (basePath: string) =>
     .get(
       "/admin",
       async () =>
-        new Response(shell(basePath, await consoleAssets()), {
-          headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-cache", "content-security-policy": CONSOLE_CSP },
-        }),
+        new Response(shell(basePath, await consoleAssets()), { headers: SHELL_HEADERS }),
       {
-        response: { 200: t.String({ description: "The console's page (text/html); sign in with an ADMIN's e-mail and password" }) },
+        response: { 200: t.String({ description: "The console's page; sign in with an ADMIN's e-mail and password", contentMediaType: "text/html" }) },
         detail: { summary: "The admin console", description: "A single-page web console for ADMINs over this API. Its script and styles are served beside it." },
       },
     )

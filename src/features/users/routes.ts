@@ -102,7 +102,7 @@ export const usersRoutes = (ctx: AppContext) =>
       auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
-      detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged." },
+      detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, false, caller.email)), {
       auth: "ADMIN",
@@ -113,6 +113,7 @@ export const usersRoutes = (ctx: AppContext) =>
         description:
           "The user can no longer log in (403 ACCOUNT_DISABLED) and every token issued to them stops working (401). Version +1. " +
           "The last active ADMIN cannot be deactivated: 409 LAST_ADMIN.",
+        ...documentedHeaders({ 200: ["ETag"] }),
       },
     })
     .post(
