@@ -228,7 +228,7 @@ if (skipped) {
       await heading("Departments");
       // The screen's heading takes focus, so the next Tab continues inside the screen.
       expect(await page.evaluate("document.activeElement?.tagName")).toBe("H1");
-      await page.getByRole("cell", { name: "Ops" }).waitFor();
+      await page.getByRole("cell", { name: "Ops", exact: true }).waitFor();
       await screen("departments");
     });
 

@@ -64,6 +64,18 @@ export function Loaded<T>(props: { load: Load<T> & { reload(): void }; isEmpty?:
   return <>{props.children(load.data)}</>;
 }
 
+/**
+ * Runs `effect` when a dependency changes, but not on mount: a form that follows the address
+ * (back, forward, a link) without overwriting what was typed while it first rendered.
+ */
+export function useOnChange(effect: () => void, deps: unknown[]) {
+  const mounted = useRef(false);
+  useEffect(() => {
+    if (mounted.current) effect();
+    mounted.current = true;
+  }, deps);
+}
+
 /** An action's outcome under its button: a message while running, the API's error after a failure. */
 export function useAction() {
   const [busy, setBusy] = useState(false);

@@ -1,8 +1,8 @@
 /** The audit log: newest first, paged, optionally of one action. */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { AuditEntry } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, valueOf } from "../components";
+import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, useOnChange, valueOf } from "../components";
 
 const SIZE = 20;
 
@@ -12,7 +12,7 @@ export function Audit() {
   const page = Number(query.get("page") ?? 0);
   const action = query.get("action") ?? "";
   const [draft, setDraft] = useState(action);
-  useEffect(() => setDraft(action), [action]);
+  useOnChange(() => setDraft(action), [action]);
   const search = href("", { page, size: SIZE, action }).slice(1);
   const list = useLoad(() => api.page<AuditEntry>(`/api/audit${search}`), [search]);
   return (

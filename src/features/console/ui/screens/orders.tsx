@@ -1,8 +1,8 @@
 /** Orders: every order (the ADMIN sees all), by status and user, paged, with their items. */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { Order } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, numeric, Pager, ScreenTitle, Table, useLoad, valueOf } from "../components";
+import { Field, Loaded, numeric, Pager, ScreenTitle, Table, useLoad, useOnChange, valueOf } from "../components";
 
 const STATUSES = ["PENDING", "PAID", "PAYMENT_FAILED"] as const;
 const SIZE = 20;
@@ -14,7 +14,7 @@ export function Orders() {
   const status = query.get("status") ?? "";
   const userId = query.get("userId") ?? "";
   const [draftUser, setDraftUser] = useState(userId);
-  useEffect(() => setDraftUser(userId), [userId]);
+  useOnChange(() => setDraftUser(userId), [userId]);
   const search = href("", { page, size: SIZE, status, userId }).slice(1);
   const list = useLoad(() => api.page<Order>(`/api/orders${search}`), [search]);
   return (

@@ -2,7 +2,7 @@
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
  * activate/deactivate, revoke tokens, delete after confirmation, and the profile.
  */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { Department, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
 import { Confirm, ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, valueOf } from "../components";
@@ -22,8 +22,8 @@ export function UserDetail({ id }: { id?: string }) {
 
 function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
   const { api, t, fmt, announce } = useConsole();
+  // A reload mounts this anew (the screen passes through its loading state), so no syncing is needed.
   const [user, setUser] = useState(initial);
-  useEffect(() => setUser(initial), [initial]);
   const changed = (next: User, message = t("state.saved")) => {
     setUser(next);
     announce(message);
@@ -37,8 +37,9 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
         {fmt.dateTime(user.lastLogin)}
       </p>
       <div class="panels">
-        <DetailsForm user={user} onSaved={changed} onReload={reload} />
-        <RolesForm user={user} onSaved={changed} />
+        {/* Keyed by version: a saved change starts the forms afresh from what the server answered. */}
+        <DetailsForm key={`details-${user.version}`} user={user} onSaved={changed} onReload={reload} />
+        <RolesForm key={`roles-${user.version}`} user={user} onSaved={changed} />
         <AccessPanel user={user} onChanged={changed} />
         <ProfileForm userId={user.id} />
       </div>
@@ -50,7 +51,6 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
 function DetailsForm({ user, onSaved, onReload }: { user: User; onSaved(user: User): void; onReload(): void }) {
   const { api, t } = useConsole();
   const [draft, setDraft] = useState({ name: user.name, email: user.email, department: user.department ?? "" });
-  useEffect(() => setDraft({ name: user.name, email: user.email, department: user.department ?? "" }), [user.id, user.version]);
   const departments = useLoad(() => api.get<Department[]>("/api/departments"), []);
   const action = useAction();
   const conflict = action.error?.code === "OPTIMISTIC_LOCK_CONFLICT";
@@ -97,7 +97,6 @@ function RolesForm({ user, onSaved }: { user: User; onSaved(user: User): void })
   const { api, t } = useConsole();
   const roles = useLoad(() => api.get<{ id: number; name: string; description: string | null }[]>("/api/roles"), []);
   const [chosen, setChosen] = useState(user.roles);
-  useEffect(() => setChosen(user.roles), [user.id, user.version]);
   const action = useAction();
   const save = async (event: Event) => {
     event.preventDefault();
@@ -172,18 +171,21 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
   );
 }
 
-const EMPTY_PROFILE = { avatarUrl: "", bio: "", birthDate: "", address: "" };
-
 function ProfileForm({ userId }: { userId: number }) {
-  const { api, t, announce } = useConsole();
+  const { api, t } = useConsole();
   const loaded = useLoad(() => api.get<Profile>(`/api/users/${userId}/profile`), [userId]);
-  const [draft, setDraft] = useState(EMPTY_PROFILE);
-  useEffect(() => {
-    if (loaded.state === "ready") {
-      const p = loaded.data;
-      setDraft({ avatarUrl: p.avatarUrl ?? "", bio: p.bio ?? "", birthDate: p.birthDate ?? "", address: p.address ?? "" });
-    }
-  }, [loaded.state]);
+  return (
+    <section class="panel" aria-labelledby="profile-title">
+      <h2 id="profile-title">{t("user.profile")}</h2>
+      <Loaded load={loaded}>{(profile) => <ProfileEditor profile={profile} />}</Loaded>
+    </section>
+  );
+}
+
+function ProfileEditor({ profile }: { profile: Profile }) {
+  const { api, t, announce } = useConsole();
+  const userId = profile.userId;
+  const [draft, setDraft] = useState({ avatarUrl: profile.avatarUrl ?? "", bio: profile.bio ?? "", birthDate: profile.birthDate ?? "", address: profile.address ?? "" });
   const action = useAction();
   const save = async (event: Event) => {
     event.preventDefault();
@@ -192,22 +194,15 @@ function ProfileForm({ userId }: { userId: number }) {
     if (await action.run(() => api.put<Profile>(`/api/users/${userId}/profile`, body))) announce(t("state.saved"));
   };
   return (
-    <form class="panel" onSubmit={save} aria-labelledby="profile-title">
-      <h2 id="profile-title">{t("user.profile")}</h2>
-      <Loaded load={loaded}>
-        {() => (
-          <>
-            <Field label={t("user.avatarUrl")}>{(id) => <input id={id} type="url" value={draft.avatarUrl} onInput={(e) => setDraft({ ...draft, avatarUrl: valueOf(e) })} />}</Field>
-            <Field label={t("user.birthDate")}>{(id) => <input id={id} type="date" value={draft.birthDate} onInput={(e) => setDraft({ ...draft, birthDate: valueOf(e) })} />}</Field>
-            <Field label={t("user.address")}>{(id) => <input id={id} value={draft.address} onInput={(e) => setDraft({ ...draft, address: valueOf(e) })} />}</Field>
-            <Field label={t("user.bio")}>{(id) => <textarea id={id} rows={3} value={draft.bio} onInput={(e) => setDraft({ ...draft, bio: valueOf(e) })} />}</Field>
-            <ErrorText error={action.error} />
-            <button type="submit" class="primary" disabled={action.busy}>
-              {t("user.profileSave")}
-            </button>
-          </>
-        )}
-      </Loaded>
+    <form onSubmit={save}>
+      <Field label={t("user.avatarUrl")}>{(id) => <input id={id} type="url" value={draft.avatarUrl} onInput={(e) => setDraft({ ...draft, avatarUrl: valueOf(e) })} />}</Field>
+      <Field label={t("user.birthDate")}>{(id) => <input id={id} type="date" value={draft.birthDate} onInput={(e) => setDraft({ ...draft, birthDate: valueOf(e) })} />}</Field>
+      <Field label={t("user.address")}>{(id) => <input id={id} value={draft.address} onInput={(e) => setDraft({ ...draft, address: valueOf(e) })} />}</Field>
+      <Field label={t("user.bio")}>{(id) => <textarea id={id} rows={3} value={draft.bio} onInput={(e) => setDraft({ ...draft, bio: valueOf(e) })} />}</Field>
+      <ErrorText error={action.error} />
+      <button type="submit" class="primary" disabled={action.busy}>
+        {t("user.profileSave")}
+      </button>
     </form>
   );
 }

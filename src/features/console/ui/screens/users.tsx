@@ -1,8 +1,8 @@
 /** Users: filters (name, e-mail, department, active), sortable columns, paging and the total; each row opens the user. */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { Department, User } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, valueOf, type Column } from "../components";
+import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, useOnChange, valueOf, type Column } from "../components";
 import type { MessageKey } from "../i18n";
 
 const SIZES = [10, 20, 50, 100];
@@ -24,7 +24,7 @@ export function Users() {
   const [sortField, sortDirection = "asc"] = (query.get("sort") ?? "id,asc").split(",");
   const [draft, setDraft] = useState(filters);
   // The address is the truth (back, forward, a link from another screen): the form follows it.
-  useEffect(() => setDraft(filters), [query.toString()]);
+  useOnChange(() => setDraft(filters), [query.toString()]);
   const departments = useLoad(() => api.get<Department[]>("/api/departments"), []);
 
   const go = (changes: Record<string, string | number | undefined>) =>
