@@ -4,7 +4,7 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
-import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeTokens, setActive } from "./service";
+import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
 import { filterUsers } from "../search/service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
@@ -119,7 +119,7 @@ export const usersRoutes = (ctx: AppContext) =>
     .post(
       "/:id/revoke-tokens",
       async ({ params, caller, set }) => {
-        await revokeTokens(ctx, params.id, caller.email);
+        await revokeAccessTokens(ctx, params.id, caller.email);
         set.status = 204;
       },
       {

@@ -333,7 +333,7 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
 }
 
 /** Every token issued to the user so far stops working (the guard checks the token version). */
-export async function revokeTokens(deps: UsersDeps, id: number, actor: string) {
+export async function revokeAccessTokens(deps: UsersDeps, id: number, actor: string) {
   const now = new Date();
   await deps.db.write(async (tx) => {
     const revoked = await tx.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, id)).returning({ id: users.id });
