@@ -227,6 +227,7 @@ if (skipped) {
       await page.keyboard.press("Enter");
       await heading("Departments");
       // The screen's heading takes focus, so the next Tab continues inside the screen.
+      for (const until = Date.now() + 2000; (await page.evaluate("document.activeElement?.tagName")) !== "H1" && Date.now() < until; ) await Bun.sleep(50);
       expect(await page.evaluate("document.activeElement?.tagName")).toBe("H1");
       await page.getByRole("cell", { name: "Ops", exact: true }).waitFor();
       await screen("departments");

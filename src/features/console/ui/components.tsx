@@ -1,6 +1,6 @@
 /** The pieces every screen is made of: loading/empty/error states, paging, labelled fields, confirmation. */
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useId, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "./api";
 import { useConsole } from "./app-context";
 
@@ -205,7 +205,8 @@ export function Confirm(props: { open: boolean; title: string; message: string; 
 /** The screen's heading, focused when the screen opens so keyboard and screen-reader users start there. */
 export function ScreenTitle({ children }: { children: ComponentChildren }) {
   const ref = useRef<HTMLHeadingElement>(null);
-  useEffect(() => ref.current?.focus(), []);
+  // Before paint, so focus is never seen anywhere else once the heading is there.
+  useLayoutEffect(() => ref.current?.focus(), []);
   return (
     <h1 ref={ref} tabIndex={-1}>
       {children}
