@@ -8,6 +8,7 @@ import { $ } from "bun";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { bundleConsole } from "../src/features/console/bundle";
 
 const target = process.env.USERSVC_TARGET ?? "bun-linux-x64";
 const libsqlAddon = { "bun-linux-x64": "@libsql/linux-x64-gnu", "bun-linux-arm64": "@libsql/linux-arm64-gnu" }[target];
@@ -18,6 +19,8 @@ const STARTUP_JIT_POLICY = 100;
 
 const commit = (await $`git rev-parse --short HEAD`.nothrow().quiet().text()).trim() || "unknown";
 mkdirSync("dist", { recursive: true });
+// The admin console, bundled once and embedded (src/features/console/bundle.ts reads CONSOLE_BUNDLE).
+const consoleBundle = await bundleConsole();
 
 const build = (bytecodeOrder: string | null) =>
   Bun.build({
@@ -35,7 +38,12 @@ const build = (bytecodeOrder: string | null) =>
     minify: { whitespace: true, syntax: true, identifiers: false },
     bytecode: true,
     sourcemap: "none",
-    define: { BUILD_COMMIT: JSON.stringify(commit), BUILD_TIME: JSON.stringify(new Date().toISOString()), "process.env.NODE_ENV": '"production"' },
+    define: {
+      BUILD_COMMIT: JSON.stringify(commit),
+      BUILD_TIME: JSON.stringify(new Date().toISOString()),
+      CONSOLE_BUNDLE: JSON.stringify(JSON.stringify(consoleBundle)),
+      "process.env.NODE_ENV": '"production"',
+    },
     plugins: [
       {
         name: "libsql-static-addon",

@@ -11,6 +11,7 @@ import { authRoutes } from "./features/auth/routes";
 import { accountRoutes } from "./features/account/routes";
 import { outboxRoutes } from "./features/notifications/routes";
 import { docsRoutes } from "./features/docs/routes";
+import { consoleRoutes } from "./features/console/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { productsRoutes } from "./features/products/routes";
@@ -68,6 +69,7 @@ export function createApp(deps: AppDeps) {
     .use(authRoutes(ctx))
     .use(accountRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))
+    .use(consoleRoutes(config.basePath))
     .use(usersRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))

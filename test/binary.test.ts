@@ -88,6 +88,16 @@ describe("dist/usersvc alone in an empty folder", () => {
     expect(((await anonymous.json()) as { errorCode: string }).errorCode).toBe("UNAUTHORIZED");
   }, 30_000);
 
+  test("the admin console is embedded: the shell and the bundle it links, with no sources beside the binary", async () => {
+    const shell = await fetch(`${base}/admin`);
+    expect(shell.status).toBe(200);
+    expect(shell.headers.get("content-security-policy")).toContain("script-src 'self'");
+    const script = /src="([^"]+app\.js[^"]*)"/.exec(await shell.text())![1];
+    const bundle = await fetch(`${base}${script}`);
+    expect(bundle.status).toBe(200);
+    expect(await bundle.text()).toContain("usersvc.console.token");
+  });
+
   test("migrate: applies (nothing left to do) and exits 0 beside the running server", async () => {
     const { code, stdout } = await run(["migrate"]);
     expect(code).toBe(0);

@@ -138,6 +138,12 @@ const samples = (): Record<string, Sample | { excluded: string }> => ({
   "GET /api/users/:id/profile": { path: `/api/users/${registered.id}/profile`, status: 200 },
   "PUT /api/users/:id/profile": { path: `/api/users/${registered.id}/profile`, body: { bio: "walks", birthDate: "1990-01-01" }, status: 200 },
   "POST /api/users/deactivate-inactive": { path: "/api/users/deactivate-inactive?before=2000-01-01", status: 200 },
+  "POST /api/users/:id/activate": { path: `/api/users/${registered.id}/activate`, status: 200 },
+  "POST /api/users/:id/deactivate": { path: `/api/users/${registered.id}/deactivate`, status: 200 },
+  "POST /api/users/:id/revoke-tokens": { path: `/api/users/${registered.id}/revoke-tokens`, status: 204 },
+  "GET /api/files": { path: "/api/files", status: 200 },
+  "GET /admin": { path: "/admin", token: undefined, status: 200 },
+  "GET /admin/assets/:name": { path: "/admin/assets/app.js", token: undefined, status: 200 },
 });
 
 function uploadForm() {

@@ -270,6 +270,39 @@ describe("visibility", () => {
   });
 });
 
+describe("the list's status filter", () => {
+  test("?status= narrows the list and its total, for ADMIN and (within their own) for a USER", async () => {
+    const p = await product(3, 10);
+    const paid = (await order([{ productId: p.id, quantity: 1 }], bob)).body;
+    expect((await pay(paid.id, GOOD_CARD, bob)).status).toBe(200);
+    const failed = (await order([{ productId: p.id, quantity: 1 }], bob)).body;
+    expect((await pay(failed.id, DECLINED_CARD, bob)).status).toBe(400);
+    const pending = (await order([{ productId: p.id, quantity: 1 }], bob)).body;
+
+    for (const [status, id] of [["PAID", paid.id], ["PAYMENT_FAILED", failed.id], ["PENDING", pending.id]] as const) {
+      const all = await t.request("GET", `/api/orders?status=${status}&size=100`, { token: admin.token });
+      expect(all.body.every((o: any) => o.status === status)).toBe(true);
+      expect(all.body.map((o: any) => o.id)).toContain(id);
+      expect(all.headers.get("x-total-count")).toBe(String(all.body.length));
+      const bobs = await t.request("GET", `/api/orders?status=${status}&userId=${bob.id}`, { token: bob.token });
+      expect(bobs.body.map((o: any) => o.id)).toContain(id);
+      expect(bobs.body.every((o: any) => o.status === status && o.userId === bob.id)).toBe(true);
+      expect((await t.request("GET", `/api/orders?status=${status}&userId=${bob.id}`, { token: alice.token })).body).toEqual([]);
+    }
+  });
+
+  test("an unknown status is 400 parameter validation", async () => {
+    const res = await t.request("GET", "/api/orders?status=SHIPPED", { token: admin.token });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      success: false,
+      message: "Parameter validation failed",
+      errors: ["status: must be one of PENDING, PAID, PAYMENT_FAILED"],
+      timestamp: expect.stringMatching(ISO_Z),
+    });
+  });
+});
+
 describe("concurrency, with real parallel requests", () => {
   test("10 simultaneous payments of one order: the gateway is charged once and exactly one answers 200", async () => {
     const p = await product(9.99, 3);

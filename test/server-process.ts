@@ -10,9 +10,10 @@ import type { Env } from "../src/config";
 
 const ROOT = resolve(import.meta.dir, "..");
 const SECRET = "server-process-secret-".padEnd(80, "s");
-const ADMIN = { email: "admin@files.example.com", password: "Files-Admin-1!" };
+export const ADMIN = { email: "admin@files.example.com", password: "Files-Admin-1!" };
 
 export interface ServerProcess {
+  /** Where the service answers: the origin plus any BASE_PATH. */
   url: string;
   pid: number;
   token: string;

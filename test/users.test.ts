@@ -258,6 +258,71 @@ describe("GET /api/users", () => {
   });
 });
 
+describe("GET /api/users with the console's filters", () => {
+  let l: TestApp;
+  let token: string;
+  beforeAll(async () => {
+    l = await makeTestApp();
+    token = (await l.admin()).token; // the admin is user 1, "Test User", no department
+    const people = [
+      ["Mei Lin", "mei@sales.example.com", "Sales"],
+      ["Lin Wei", "wei@ops.example.com", "Ops"],
+      ["Carol 100%", "carol@sales.example.com", "Sales"],
+      ["林美", "linmei@example.com", "Ops"],
+    ];
+    for (const [name, email, department] of people) {
+      expect((await l.request("POST", "/api/users", { body: { name, email, department }, token })).status).toBe(201);
+    }
+    // Wei is inactive (the API has no other way to deactivate before this change's endpoint).
+    await l.db.update(users).set({ active: false }).where(eq(users.email, "wei@ops.example.com"));
+  });
+  afterAll(() => l.close());
+  const list = async (query: string) => {
+    const res = await l.request("GET", `/api/users?${query}`, { token });
+    expect(res.status).toBe(200);
+    return { names: res.body.map((u: any) => u.name), total: res.headers.get("x-total-count") };
+  };
+
+  const cases: [string, string[], string][] = [
+    ["name=lin", ["Mei Lin", "Lin Wei"], "2"],
+    ["name=LI", ["Mei Lin", "Lin Wei"], "2"],
+    ["name=林", ["林美"], "1"],
+    ["name=100%25", ["Carol 100%"], "1"],
+    ["name=%25", ["Carol 100%"], "1"],
+    ["email=SALES.example", ["Mei Lin", "Carol 100%"], "2"],
+    ["department=Ops", ["Lin Wei", "林美"], "2"],
+    ["department=ops", ["Lin Wei", "林美"], "2"],
+    ["department=Nowhere", [], "0"],
+    ["active=false", ["Lin Wei"], "1"],
+    ["active=true&department=Ops", ["林美"], "1"],
+    ["active=any&department=Ops", ["Lin Wei", "林美"], "2"],
+    ["name=lin&email=ops", ["Lin Wei"], "1"],
+    ["name=&email=%20", ["Test User", "Mei Lin", "Lin Wei", "Carol 100%", "林美"], "5"],
+  ];
+  test.each(cases)("?%s", async (query, names, total) => {
+    expect(await list(query)).toEqual({ names, total });
+  });
+
+  test("the total counts the filtered users, not the page; sort and paging apply to the filtered list", async () => {
+    expect(await list("department=Sales&size=1&sort=name,desc")).toEqual({ names: ["Mei Lin"], total: "2" });
+    expect(await list("department=Sales&size=1&page=1&sort=name,desc")).toEqual({ names: ["Carol 100%"], total: "2" });
+  });
+
+  test("no filter: every user, as before", async () => {
+    expect(await list("")).toEqual({ names: ["Test User", "Mei Lin", "Lin Wei", "Carol 100%", "林美"], total: "5" });
+  });
+
+  const bad: [string, string][] = [
+    ["active=maybe", "active: must be one of true, false, any"],
+    [`department=${"d".repeat(51)}`, "department: must be at most 50 characters"],
+  ];
+  test.each(bad)("?%s is 400 parameter validation", async (query, error) => {
+    const res = await l.request("GET", `/api/users?${query}`, { token });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ success: false, message: "Parameter validation failed", errors: [error], timestamp: expect.stringMatching(ISO_Z) });
+  });
+});
+
 describe("GET /api/users/{id}", () => {
   test("200 with ETag of the version; any authenticated caller", async () => {
     const user = await create();

@@ -1,5 +1,6 @@
 /** TypeBox shapes of the files API. */
 import { t, type Static } from "elysia";
+import { MAX_PAGE } from "../../validation";
 
 /**
  * The generated name from the upload. Any other text is a name no stored file has: the service
@@ -38,6 +39,13 @@ export const FileInfo = t.Object(
   { title: "FileInfo" },
 );
 export type FileInfo = Static<typeof FileInfo>;
+
+/** GET /api/files: one page, newest first (page from 0, size 20 unless given). */
+export const FileListQuery = t.Object({
+  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
+  size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
+});
+export type FileListQuery = Static<typeof FileListQuery>;
 
 /** The multipart body, for the OpenAPI page (the route reads the stream itself). */
 export const UploadBody = t.Object({ file: t.File({ description: "The file (one part named `file`)" }) });

@@ -1,10 +1,10 @@
-/** /api/files: streamed upload and download, and file info; any authenticated caller. */
+/** /api/files: streamed upload and download, and file info, for any authenticated caller; the list of every file, for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope, errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
-import { FileIdParams, FileInfo, FileNameParams, FileUploadResponse, UploadBody } from "./model";
-import { downloadFile, fileInfo, uploadFile } from "./service";
+import { FileIdParams, FileInfo, FileListQuery, FileNameParams, FileUploadResponse, UploadBody } from "./model";
+import { downloadFile, fileInfo, listFiles, uploadFile } from "./service";
 
 /** The upload reads its own body as a stream; the global body parser lets this route through. */
 export const UPLOAD_PATH = "/api/files/upload";
@@ -15,6 +15,24 @@ const errors = errorResponses(401, 404, 503);
 export const filesRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)
     .use(ctx.auth)
+    .get(
+      "",
+      async ({ query, set }) => {
+        const { files, total } = await listFiles(ctx, query);
+        set.headers["x-total-count"] = String(total);
+        return files;
+      },
+      {
+        auth: "ADMIN",
+        query: FileListQuery,
+        response: { 200: t.Array(FileInfo), ...errorResponses(400, 401, 403, 503) },
+        detail: {
+          summary: "List stored files",
+          description: "Every stored file's info, newest first, one page at a time (page from 0, size 20 unless given, at most 100). Total in X-Total-Count.",
+          ...documentedHeaders({ 200: ["X-Total-Count"] }),
+        },
+      },
+    )
     .post(
       "/upload",
       async ({ request, caller, set }) => {

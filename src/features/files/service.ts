@@ -2,12 +2,12 @@
  * The files business layer: stores an upload under a generated name, records who sent what,
  * and finds stored files again. Client file names are kept as data only, never as paths.
  */
-import { eq, sql } from "drizzle-orm";
+import { count, desc, eq, sql } from "drizzle-orm";
 import type { Database } from "../../db/client";
 import { auditLog, files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
-import type { FileInfo, FileUploadResponse } from "./model";
+import type { FileInfo, FileListQuery, FileUploadResponse } from "./model";
 import { withFilePart } from "./multipart";
 import "./messages";
 
@@ -142,6 +142,25 @@ export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promi
   if (!isStoredName(name)) throw new AppError("FILE_NOT_FOUND", { name });
   const [row] = await deps.db.select().from(files).where(eq(files.id, name));
   if (!row) throw new AppError("FILE_NOT_FOUND", { name });
+  return toFileInfo(row);
+}
+
+/** One page of every stored file's info, newest first (upload order breaks ties), and the total. */
+export async function listFiles(deps: Pick<FilesDeps, "db">, query: FileListQuery): Promise<{ files: FileInfo[]; total: number }> {
+  const size = query.size ?? 20;
+  const [rows, [{ total }]] = await Promise.all([
+    deps.db
+      .select()
+      .from(files)
+      .orderBy(desc(files.createdAt), sql`rowid desc`)
+      .limit(size)
+      .offset((query.page ?? 0) * size),
+    deps.db.select({ total: count() }).from(files),
+  ]);
+  return { files: rows.map(toFileInfo), total };
+}
+
+function toFileInfo(row: typeof files.$inferSelect): FileInfo {
   return {
     id: row.id,
     fileName: row.id,

@@ -83,6 +83,7 @@ export const OrderIdParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 
 export const OrderListQuery = t.Object({
   userId: t.Optional(t.Integer({ minimum: 1 })),
+  status: t.Optional(t.UnionEnum(["PENDING", "PAID", "PAYMENT_FAILED"], { description: "Only orders in this status" })),
   page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
 });

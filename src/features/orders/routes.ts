@@ -42,7 +42,11 @@ export const ordersRoutes = (ctx: AppContext) => {
           {
             query: OrderListQuery,
             response: { 200: t.Array(Order), ...errors },
-            detail: { summary: "List orders", description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. Total in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
+            detail: {
+              summary: "List orders",
+              description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. status narrows to one status. Total in X-Total-Count.",
+              ...documentedHeaders({ 200: ["X-Total-Count"] }),
+            },
           },
         )
         .get("/:id", ({ params, caller }) => findOrder(ctx.db, caller, params.id), {

@@ -145,9 +145,13 @@ export async function findOrder(db: Reader, caller: Caller, id: number): Promise
   return order;
 }
 
-/** `userId` narrows the list; a USER only ever sees their own (another's id gives an empty list). */
+/** `userId` and `status` narrow the list; a USER only ever sees their own (another's id gives an empty list). */
 export async function listOrders(db: Reader, caller: Caller, query: OrderListQuery) {
-  const where = and(visibleTo(caller), query.userId === undefined ? undefined : eq(orders.userId, query.userId));
+  const where = and(
+    visibleTo(caller),
+    query.userId === undefined ? undefined : eq(orders.userId, query.userId),
+    query.status === undefined ? undefined : eq(orders.status, query.status),
+  );
   const paged = query.page !== undefined || query.size !== undefined;
   const size = query.size ?? 20;
   const [list, [{ total }]] = await Promise.all([

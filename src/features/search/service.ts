@@ -3,12 +3,12 @@
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
-import { and, asc, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
-import type { User, SORTABLE_FIELDS } from "../users/model";
+import type { User, SORTABLE_FIELDS, UserListQuery } from "../users/model";
 import { orderBy, selectUsers, toUser } from "../users/service";
 
 export interface UserSearchCriteria {
@@ -117,18 +117,10 @@ function shapeOf(c: UserSearchCriteria, page?: Page) {
   return { shape, values };
 }
 
-/** The query of a shape, with placeholders for every value. */
-function buildSearch(db: Reader, shape: Shape) {
-  let query = selectUsers(db).$dynamic();
-  let order = orderBy(`${shape.sortBy},${shape.descending ? "desc" : "asc"}`);
-  if (shape.name === "fts") {
-    query = query.innerJoin(usersNameFts, eq(usersNameFts.rowid, users.id));
-    // FTS5 yields its matches in rowid order: sorting by id through it stops at the page
-    // instead of collecting and sorting every match (constant time however many match).
-    if (shape.sortBy === "id") order = [shape.descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
-  }
+/** A shape's conditions, with placeholders for every value (a name of 3+ characters needs the FTS join). */
+function conditionsOf(db: Reader, shape: Shape) {
   const value = (name: string) => sql.placeholder(name);
-  const where = and(
+  return and(
     shape.name === "fts" ? sql`${usersNameFts} match ${value("name")}` : shape.name === "like" ? contains(users.name, value("name")) : undefined,
     shape.email ? contains(users.email, value("email")) : undefined,
     shape.department
@@ -146,11 +138,31 @@ function buildSearch(db: Reader, shape: Shape) {
       ? inArray(users.id, db.select({ id: userSkills.userId }).from(userSkills).where(inArray(userSkills.nameKey, Array.from({ length: shape.skills }, (_, i) => value(`skill${i}`)))))
       : undefined,
   );
-  const sorted = query.where(where).orderBy(...order);
-  return (shape.paged ? sorted.limit(value("limit")).offset(value("offset")) : sorted).prepare();
+}
+
+/** The query of a shape, with placeholders for every value. */
+function buildSearch(db: Reader, shape: Shape) {
+  let query = selectUsers(db).$dynamic();
+  let order = orderBy(`${shape.sortBy},${shape.descending ? "desc" : "asc"}`);
+  if (shape.name === "fts") {
+    query = query.innerJoin(usersNameFts, eq(usersNameFts.rowid, users.id));
+    // FTS5 yields its matches in rowid order: sorting by id through it stops at the page
+    // instead of collecting and sorting every match (constant time however many match).
+    if (shape.sortBy === "id") order = [shape.descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
+  }
+  const sorted = query.where(conditionsOf(db, shape)).orderBy(...order);
+  return (shape.paged ? sorted.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : sorted).prepare();
+}
+
+/** How many users match a shape: the search's join and conditions, counted. */
+function buildCount(db: Reader, shape: Shape) {
+  let query = db.select({ total: count() }).from(users).$dynamic();
+  if (shape.name === "fts") query = query.innerJoin(usersNameFts, eq(usersNameFts.rowid, users.id));
+  return query.where(conditionsOf(db, shape)).prepare();
 }
 
 const preparedSearch = prepared((db: Reader, key: string) => buildSearch(db, JSON.parse(key) as Shape));
+const preparedCount = prepared((db: Reader, key: string) => buildCount(db, JSON.parse(key) as Shape));
 
 /** The statement for the criteria (prepared once per shape) and the values to run it with. */
 export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?: Page) {
@@ -162,4 +174,34 @@ export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?:
 export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
   const { statement, values } = searchStatement(db, criteria, page);
   return (await statement.all(values)).map(toUser);
+}
+
+/** How many users match the criteria (prepared once per shape; the sort does not matter). */
+export async function countUsers(db: Reader, criteria: UserSearchCriteria): Promise<number> {
+  const { shape, values } = shapeOf(criteria);
+  const statement = (shape.skills ?? 0) > MAX_PREPARED_SKILLS ? buildCount(db, shape) : preparedCount(db, JSON.stringify({ ...shape, sortBy: "id", descending: false }));
+  const [{ total }] = await statement.all(values);
+  return total;
+}
+
+/**
+ * GET /api/users with the console's filters (name, email, department, active): the matching users,
+ * or one page of them, sorted, with their total. Without filters the route uses users' listUsers.
+ */
+export async function filterUsers(db: Reader, query: UserListQuery): Promise<{ users: User[]; total: number }> {
+  const [sortBy, sortDirection] = (query.sort ?? "id").split(",") as [UserSearchCriteria["sortBy"], UserSearchCriteria["sortDirection"]];
+  const criteria: UserSearchCriteria = {
+    name: query.name,
+    email: query.email,
+    department: query.department,
+    active: query.active === "true" ? true : query.active === "false" ? false : undefined,
+    sortBy,
+    sortDirection,
+  };
+  const paged = query.page !== undefined || query.size !== undefined;
+  const [found, total] = await Promise.all([
+    searchUsers(db, criteria, paged ? { page: query.page ?? 0, size: query.size ?? 20 } : undefined),
+    countUsers(db, criteria),
+  ]);
+  return { users: found, total };
 }

@@ -79,6 +79,12 @@ export const UserListQuery = t.Object({
   page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
   sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } } as never)),
+  // The console's filters (beyond the seed): absent ones filter nothing, so today's answers stay.
+  name: t.Optional(t.String({ maxLength: 100, description: "Substring of the name, case-insensitive" })),
+  email: t.Optional(t.String({ maxLength: 255, description: "Substring of the e-mail, case-insensitive" })),
+  department: t.Optional(t.String({ maxLength: 50, description: "The department's exact name" })),
+  active: t.Optional(t.UnionEnum(["true", "false", "any"], { default: "any", description: "Only active (true), only inactive (false) or both (any)" })),
 });
+export type UserListQuery = Static<typeof UserListQuery>;
 
 export const UserIdParams = t.Object({ id: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) });

@@ -4,7 +4,8 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
-import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser } from "./service";
+import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
+import { filterUsers } from "../search/service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -37,7 +38,9 @@ export const usersRoutes = (ctx: AppContext) =>
     .get(
       "",
       async ({ query, set }) => {
-        const { users, total } = await listUsers(ctx.db, query);
+        // The seed's list is a prepared hot path; the console's filters go through the search.
+        const filtered = [query.name, query.email, query.department].some((v) => v?.trim()) || (query.active ?? "any") !== "any";
+        const { users, total } = filtered ? await filterUsers(ctx.db, query) : await listUsers(ctx.db, query);
         set.headers["x-total-count"] = String(total);
         return users;
       },
@@ -45,7 +48,13 @@ export const usersRoutes = (ctx: AppContext) =>
         auth: "USER",
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
-        detail: { summary: "List users", description: "Every user, or one page when page or size is given. The total is in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
+        detail: {
+          summary: "List users",
+          description:
+            "Every user, or one page when page or size is given. Optional filters: name and email (substrings, case-insensitive), department (its name), " +
+            "active (true, false or any). The total of the matching users is in X-Total-Count.",
+          ...documentedHeaders({ 200: ["X-Total-Count"] }),
+        },
       },
     )
     .get(
@@ -88,4 +97,35 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+    )
+    .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, true, caller.email)), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      response: { 200: User, ...errors },
+      detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
+    })
+    .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, false, caller.email)), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      response: { 200: User, ...errors },
+      detail: {
+        summary: "Deactivate a user",
+        description:
+          "The user can no longer log in (403 ACCOUNT_DISABLED) and every token issued to them stops working (401). Version +1. " +
+          "The last active ADMIN cannot be deactivated: 409 LAST_ADMIN.",
+        ...documentedHeaders({ 200: ["ETag"] }),
+      },
+    })
+    .post(
+      "/:id/revoke-tokens",
+      async ({ params, caller, set }) => {
+        await revokeAccessTokens(ctx, params.id, caller.email);
+        set.status = 204;
+      },
+      {
+        auth: "ADMIN",
+        params: UserIdParams,
+        response: { 204: t.Void(), ...errors },
+        detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },
+      },
     );

@@ -306,3 +306,38 @@ export async function deleteUser(deps: UsersDeps, id: number) {
     }),
   );
 }
+
+/**
+ * Activates or deactivates a user (version +1, audited). Deactivating also revokes every token
+ * issued so far and never leaves the service without an active ADMIN (409 LAST_ADMIN).
+ * Asking for the state the user is already in changes nothing.
+ */
+export async function setActive(deps: UsersDeps, id: number, active: boolean, actor: string): Promise<User> {
+  const now = new Date();
+  await timed(deps.metrics, active ? "activate" : "deactivate", () =>
+    deps.db.write(async (tx) => {
+      if (!active) await keepAnAdmin(tx, id);
+      const changed = await tx
+        .update(users)
+        .set({ active, updatedAt: now, version: sql`${users.version} + 1`, ...(active ? {} : { tokenVersion: sql`${users.tokenVersion} + 1` }) })
+        .where(and(eq(users.id, id), ne(users.active, active)))
+        .returning({ id: users.id });
+      if (changed.length === 0) {
+        await findUser(tx, id); // already so: nothing to do; or 404 USER_NOT_FOUND
+        return;
+      }
+      await writeAudit(tx, { action: active ? "USER_ACTIVATED" : "USER_DEACTIVATED", actor, subjectType: "User", subjectId: id }, now);
+    }),
+  );
+  return findUser(deps.db, id);
+}
+
+/** Every token issued to the user so far stops working (the guard checks the token version). */
+export async function revokeAccessTokens(deps: UsersDeps, id: number, actor: string) {
+  const now = new Date();
+  await deps.db.write(async (tx) => {
+    const revoked = await tx.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, id)).returning({ id: users.id });
+    if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
+    await writeAudit(tx, { action: "USER_TOKENS_REVOKED", actor, subjectType: "User", subjectId: id }, now);
+  });
+}

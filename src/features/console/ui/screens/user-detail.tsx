@@ -1,0 +1,238 @@
+/**
+ * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
+ * activate/deactivate, revoke tokens, delete after confirmation, and the profile.
+ */
+import { useState } from "preact/hooks";
+import type { Department, Profile, User } from "../api";
+import { href, navigate, useConsole } from "../app-context";
+import { Confirm, ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, valueOf } from "../components";
+
+export function UserDetail({ id }: { id?: string }) {
+  const { api, t } = useConsole();
+  const loaded = useLoad(() => api.get<User>(`/api/users/${id}`), [id]);
+  return (
+    <section>
+      <p>
+        <a href={href("/users")}>← {t("common.back")}</a>
+      </p>
+      <Loaded load={loaded}>{(user) => <UserScreen initial={user} reload={loaded.reload} />}</Loaded>
+    </section>
+  );
+}
+
+function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
+  const { api, t, fmt, announce } = useConsole();
+  // A reload mounts this anew (the screen passes through its loading state), so no syncing is needed.
+  const [user, setUser] = useState(initial);
+  const changed = (next: User, message = t("state.saved")) => {
+    setUser(next);
+    announce(message);
+  };
+
+  return (
+    <>
+      <ScreenTitle>{t("user.title", { name: user.name })}</ScreenTitle>
+      <p class="meta">
+        {user.email} · {t("user.version", { version: user.version })} · {t("common.createdAt")}: {fmt.dateTime(user.createdAt)} · {t("users.lastLogin")}:{" "}
+        {fmt.dateTime(user.lastLogin)}
+      </p>
+      <div class="panels">
+        {/* Keyed by version: a saved change starts the forms afresh from what the server answered. */}
+        <DetailsForm key={`details-${user.version}`} user={user} onSaved={changed} onReload={reload} />
+        <RolesForm key={`roles-${user.version}`} user={user} onSaved={changed} />
+        <AccessPanel user={user} onChanged={changed} />
+        <ProfileForm userId={user.id} />
+      </div>
+      <DeletePanel user={user} />
+    </>
+  );
+}
+
+function DetailsForm({ user, onSaved, onReload }: { user: User; onSaved(user: User): void; onReload(): void }) {
+  const { api, t } = useConsole();
+  const [draft, setDraft] = useState({ name: user.name, email: user.email, department: user.department ?? "" });
+  const departments = useLoad(() => api.get<Department[]>("/api/departments"), []);
+  const action = useAction();
+  const conflict = action.error?.code === "OPTIMISTIC_LOCK_CONFLICT";
+
+  const save = async (event: Event) => {
+    event.preventDefault();
+    // If-Match carries the version this form was filled from: a change by anyone since is a 409.
+    const saved = await action.run(() => api.patch<User>(`/api/users/${user.id}`, draft, { "if-match": `"${user.version}"` }));
+    if (saved) onSaved(saved);
+  };
+
+  return (
+    <form class="panel" onSubmit={save} aria-labelledby="details-title">
+      <h2 id="details-title">{t("user.edit")}</h2>
+      <Field label={t("users.name")}>{(id) => <input id={id} value={draft.name} required onInput={(e) => setDraft({ ...draft, name: valueOf(e) })} />}</Field>
+      <Field label={t("users.email")}>{(id) => <input id={id} type="email" value={draft.email} required onInput={(e) => setDraft({ ...draft, email: valueOf(e) })} />}</Field>
+      <Field label={t("users.department")}>
+        {(id) => (
+          <>
+            <input id={id} list={`${id}-list`} value={draft.department} onInput={(e) => setDraft({ ...draft, department: valueOf(e) })} />
+            <datalist id={`${id}-list`}>{departments.state === "ready" && departments.data.map((d) => <option key={d.id} value={d.name} />)}</datalist>
+          </>
+        )}
+      </Field>
+      <Field label={t("user.phone")}>{(id) => <input id={id} value={user.phone ?? ""} readOnly />}</Field>
+      {conflict ? (
+        <div class="form-error" role="alert">
+          <p>{t("user.conflict")}</p>
+          <button type="button" onClick={() => (action.clear(), onReload())}>
+            {t("user.conflictReload")}
+          </button>
+        </div>
+      ) : (
+        <ErrorText error={action.error} />
+      )}
+      <button type="submit" class="primary" disabled={action.busy}>
+        {t("common.save")}
+      </button>
+    </form>
+  );
+}
+
+function RolesForm({ user, onSaved }: { user: User; onSaved(user: User): void }) {
+  const { api, t } = useConsole();
+  const roles = useLoad(() => api.get<{ id: number; name: string; description: string | null }[]>("/api/roles"), []);
+  const [chosen, setChosen] = useState(user.roles);
+  const action = useAction();
+  const save = async (event: Event) => {
+    event.preventDefault();
+    const saved = await action.run(() => api.put<User>(`/api/users/${user.id}/roles`, { roles: chosen }));
+    if (saved) onSaved(saved);
+  };
+  return (
+    <form class="panel" onSubmit={save}>
+      <fieldset>
+        <legend>
+          <h2>{t("user.rolesTitle")}</h2>
+        </legend>
+        <Loaded load={roles}>
+          {(list) =>
+            list.map((role) => (
+              <label key={role.id} class="check">
+                <input
+                  type="checkbox"
+                  name="roles"
+                  value={role.name}
+                  checked={chosen.includes(role.name)}
+                  onChange={(e) => setChosen(e.currentTarget.checked ? [...chosen, role.name] : chosen.filter((r) => r !== role.name))}
+                />
+                {role.name}
+                {role.description && <span class="hint"> — {role.description}</span>}
+              </label>
+            ))
+          }
+        </Loaded>
+      </fieldset>
+      <ErrorText error={action.error} />
+      <button type="submit" class="primary" disabled={action.busy || chosen.length === 0}>
+        {t("user.rolesSave")}
+      </button>
+    </form>
+  );
+}
+
+function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, message?: string): void }) {
+  const { api, t, announce } = useConsole();
+  const action = useAction();
+  const toggle = async () => {
+    const next = await action.run(() => api.post<User>(`/api/users/${user.id}/${user.active ? "deactivate" : "activate"}`));
+    if (next) onChanged(next);
+  };
+  const revoke = async () => {
+    const done = await action.run(async () => (await api.post(`/api/users/${user.id}/revoke-tokens`), true));
+    if (done) announce(t("user.revoked"));
+  };
+  return (
+    <div class="panel">
+      <h2>{t("user.access")}</h2>
+      <p>
+        <span class={user.active ? "badge ok" : "badge off"}>{user.active ? t("users.isActive") : t("users.isInactive")}</span>
+      </p>
+      <p class="hint" id="deactivate-hint">
+        {t("user.deactivateHint")}
+      </p>
+      <div class="buttons">
+        <button type="button" onClick={toggle} disabled={action.busy} aria-describedby={user.active ? "deactivate-hint" : undefined}>
+          {user.active ? t("user.deactivate") : t("user.activate")}
+        </button>
+        <button type="button" onClick={revoke} disabled={action.busy} aria-describedby="revoke-hint">
+          {t("user.revoke")}
+        </button>
+      </div>
+      <p class="hint" id="revoke-hint">
+        {t("user.revokeHint")}
+      </p>
+      <ErrorText error={action.error} />
+    </div>
+  );
+}
+
+function ProfileForm({ userId }: { userId: number }) {
+  const { api, t } = useConsole();
+  const loaded = useLoad(() => api.get<Profile>(`/api/users/${userId}/profile`), [userId]);
+  return (
+    <section class="panel" aria-labelledby="profile-title">
+      <h2 id="profile-title">{t("user.profile")}</h2>
+      <Loaded load={loaded}>{(profile) => <ProfileEditor profile={profile} />}</Loaded>
+    </section>
+  );
+}
+
+function ProfileEditor({ profile }: { profile: Profile }) {
+  const { api, t, announce } = useConsole();
+  const userId = profile.userId;
+  const [draft, setDraft] = useState({ avatarUrl: profile.avatarUrl ?? "", bio: profile.bio ?? "", birthDate: profile.birthDate ?? "", address: profile.address ?? "" });
+  const action = useAction();
+  const save = async (event: Event) => {
+    event.preventDefault();
+    // The API replaces the whole profile; a cleared field is sent as null.
+    const body = Object.fromEntries(Object.entries(draft).map(([key, value]) => [key, value === "" ? null : value]));
+    if (await action.run(() => api.put<Profile>(`/api/users/${userId}/profile`, body))) announce(t("state.saved"));
+  };
+  return (
+    <form onSubmit={save}>
+      <Field label={t("user.avatarUrl")}>{(id) => <input id={id} type="url" value={draft.avatarUrl} onInput={(e) => setDraft({ ...draft, avatarUrl: valueOf(e) })} />}</Field>
+      <Field label={t("user.birthDate")}>{(id) => <input id={id} type="date" value={draft.birthDate} onInput={(e) => setDraft({ ...draft, birthDate: valueOf(e) })} />}</Field>
+      <Field label={t("user.address")}>{(id) => <input id={id} value={draft.address} onInput={(e) => setDraft({ ...draft, address: valueOf(e) })} />}</Field>
+      <Field label={t("user.bio")}>{(id) => <textarea id={id} rows={3} value={draft.bio} onInput={(e) => setDraft({ ...draft, bio: valueOf(e) })} />}</Field>
+      <ErrorText error={action.error} />
+      <button type="submit" class="primary" disabled={action.busy}>
+        {t("user.profileSave")}
+      </button>
+    </form>
+  );
+}
+
+function DeletePanel({ user }: { user: User }) {
+  const { api, t, announce } = useConsole();
+  const [asking, setAsking] = useState(false);
+  const action = useAction();
+  const remove = async () => {
+    setAsking(false);
+    const done = await action.run(async () => (await api.delete(`/api/users/${user.id}`), true));
+    if (!done) return;
+    announce(t("user.deleted"));
+    navigate("/users");
+  };
+  return (
+    <div class="panel danger-zone">
+      <h2>{t("user.deleteTitle")}</h2>
+      <button type="button" class="danger" onClick={() => setAsking(true)} disabled={action.busy}>
+        {t("common.delete")}
+      </button>
+      <ErrorText error={action.error} />
+      <Confirm
+        open={asking}
+        title={t("user.deleteTitle")}
+        message={t("user.deleteConfirm", { name: user.name, email: user.email })}
+        confirmLabel={t("common.delete")}
+        onConfirm={remove}
+        onCancel={() => setAsking(false)}
+      />
+    </div>
+  );
+}

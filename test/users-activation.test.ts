@@ -1,0 +1,121 @@
+/**
+ * POST /api/users/{id}/activate, /deactivate and /revoke-tokens through app.handle on a real
+ * database: what the user can still do afterwards (log in, use old tokens), the audit rows,
+ * the last active ADMIN, and who may call them.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+
+const PASSWORD = "Passw0rd!";
+let t: TestApp;
+let admin: { id: number; email: string; token: string };
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  admin = await t.admin();
+});
+afterAll(() => t.close());
+
+const login = (email: string) => t.request("POST", "/api/auth/login", { body: { email, password: PASSWORD } });
+const me = (token: string, id: number) => t.request("GET", `/api/users/${id}`, { token });
+const audit = async (action: string) => (await t.request("GET", `/api/audit?action=${action}&size=100`, { token: admin.token })).body;
+const failure = (message: string, errorCode: string) => ({ success: false, message, errorCode, timestamp: expect.stringMatching(ISO_Z) });
+
+describe("deactivate and activate", () => {
+  test("deactivating: the User (inactive, version +1, ETag); old tokens 401; login 403; one audit row", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    expect((await me(user.token, user.id)).status).toBe(200);
+
+    const res = await t.request("POST", `/api/users/${user.id}/deactivate`, { token: admin.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ id: user.id, email: user.email, active: false, version: 1 });
+    expect(res.headers.get("etag")).toBe('"1"');
+
+    expect((await me(user.token, user.id)).status).toBe(401);
+    expect((await login(user.email)).body).toEqual(failure("This account is disabled", "ACCOUNT_DISABLED"));
+    expect(await audit("USER_DEACTIVATED")).toContainEqual({
+      id: expect.any(Number),
+      action: "USER_DEACTIVATED",
+      actor: admin.email,
+      subjectType: "User",
+      subjectId: String(user.id),
+      details: null,
+      createdAt: expect.stringMatching(ISO_Z),
+    });
+
+    // Again: already inactive, nothing changes and nothing more is audited.
+    const again = await t.request("POST", `/api/users/${user.id}/deactivate`, { token: admin.token });
+    expect(again.body).toMatchObject({ active: false, version: 1 });
+    expect((await audit("USER_DEACTIVATED")).filter((row: any) => row.subjectId === String(user.id))).toHaveLength(1);
+  });
+
+  test("activating: the user logs in again with a new token; tokens from before the deactivation stay dead", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    await t.request("POST", `/api/users/${user.id}/deactivate`, { token: admin.token });
+
+    const res = await t.request("POST", `/api/users/${user.id}/activate`, { token: admin.token });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ id: user.id, active: true, version: 2 });
+    expect((await me(user.token, user.id)).status).toBe(401);
+    const fresh = await login(user.email);
+    expect(fresh.status).toBe(200);
+    expect((await me(fresh.body.data.token, user.id)).status).toBe(200);
+    expect((await audit("USER_ACTIVATED")).map((row: any) => row.subjectId)).toContain(String(user.id));
+
+    const again = await t.request("POST", `/api/users/${user.id}/activate`, { token: admin.token });
+    expect(again.body).toMatchObject({ active: true, version: 2 });
+  });
+
+  test("the last active ADMIN cannot be deactivated (409 LAST_ADMIN, nothing changes); with a second ADMIN it can", async () => {
+    const solo = await makeTestApp();
+    try {
+      const only = await solo.admin();
+      const refused = await solo.request("POST", `/api/users/${only.id}/deactivate`, { token: only.token });
+      expect(refused.status).toBe(409);
+      expect(refused.body).toEqual(failure("At least one active ADMIN must remain", "LAST_ADMIN"));
+      const zh = await solo.request("POST", `/api/users/${only.id}/deactivate`, { token: only.token, headers: { "accept-language": "zh-TW" } });
+      expect(zh.body.message).toBe("至少需保留一位啟用中的管理員");
+      expect((await solo.request("GET", `/api/users/${only.id}`, { token: only.token })).body).toMatchObject({ active: true, version: 0 });
+
+      const second = await solo.admin();
+      expect((await solo.request("POST", `/api/users/${only.id}/deactivate`, { token: second.token })).status).toBe(200);
+      expect((await solo.request("POST", `/api/users/${second.id}/deactivate`, { token: second.token })).status).toBe(409);
+    } finally {
+      await solo.close();
+    }
+  });
+});
+
+describe("revoke-tokens", () => {
+  test("204 with no body; every earlier token is 401; the user logs in again; one audit row", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    const issued = (await login(user.email)).body.data.token;
+    expect((await me(issued, user.id)).status).toBe(200);
+
+    const res = await t.request("POST", `/api/users/${user.id}/revoke-tokens`, { token: admin.token });
+    expect(res.status).toBe(204);
+    expect(res.text).toBe("");
+    expect((await me(user.token, user.id)).status).toBe(401);
+    expect((await me(issued, user.id)).status).toBe(401);
+
+    const fresh = await login(user.email);
+    expect((await me(fresh.body.data.token, user.id)).body).toMatchObject({ active: true, version: 0 });
+    expect((await audit("USER_TOKENS_REVOKED")).map((row: any) => [row.subjectId, row.actor])).toContainEqual([String(user.id), admin.email]);
+  });
+});
+
+describe("who may", () => {
+  const actions = ["activate", "deactivate", "revoke-tokens"];
+  test.each(actions)("%s: a USER 403, no token 401, an unknown id 404, a bad id 400", async (action) => {
+    const plain = await t.createUser();
+    const target = await t.createUser();
+    expect((await t.request("POST", `/api/users/${target.id}/${action}`, { token: plain.token })).body).toEqual(
+      failure("You do not have permission to perform this operation", "ACCESS_DENIED"),
+    );
+    expect((await t.request("POST", `/api/users/${target.id}/${action}`)).status).toBe(401);
+    expect((await t.request("POST", `/api/users/99999/${action}`, { token: admin.token })).body).toEqual(failure("User not found, ID: 99999", "USER_NOT_FOUND"));
+    expect((await t.request("POST", `/api/users/abc/${action}`, { token: admin.token })).status).toBe(400);
+    // None of the refusals touched the target.
+    expect((await me(target.token, target.id)).body).toMatchObject({ active: true, version: 0 });
+  });
+});
