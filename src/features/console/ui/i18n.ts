@@ -174,7 +174,7 @@ const en = {
   "ops.p99": "p99 latency (ms)",
   "ops.errors": "Error rate (% of answers 5xx)",
   "ops.activeUsers": "Active users",
-  "ops.samples": "{count} samples",
+  "ops.samples": "samples: {count}",
   "ops.waiting": "Waiting for the second sample…",
   "ops.version": "Version",
 } as const;
@@ -341,7 +341,7 @@ const zhTW: Record<MessageKey, string> = {
   "ops.p99": "p99 延遲（毫秒）",
   "ops.errors": "錯誤率（5xx 回應百分比）",
   "ops.activeUsers": "啟用中的使用者",
-  "ops.samples": "{count} 個樣本",
+  "ops.samples": "樣本數：{count}",
   "ops.waiting": "等待第二個樣本…",
   "ops.version": "版本",
 };

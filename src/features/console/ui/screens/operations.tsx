@@ -137,7 +137,12 @@ function Chart({ title, points, value }: { title: string; points: Point[]; value
     );
     return () => plot.current?.destroy();
   }, []);
-  useEffect(() => plot.current?.setData(data), [points]);
+  useEffect(() => {
+    plot.current?.setData(data);
+    // At least a minute wide: with one or two samples uPlot would spread the time axis over years.
+    const times = data[0];
+    if (times.length > 0) plot.current?.setScale("x", { min: times[0], max: Math.max(times[times.length - 1], times[0] + 60) });
+  }, [points]);
   const latest = points.at(-1);
   const shown = latest ? value(latest) : null;
   return (
