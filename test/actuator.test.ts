@@ -2,7 +2,7 @@
  * /actuator/** and /api/version: health shapes by caller, DOWN and draining, every metric,
  * counters moving, route-template labels, promtool, loggers taking effect, the heap dump.
  */
-import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { health } from "../src/features/actuator/service";
 import { createLogging } from "../src/logging/logger";
 import { addDefaultMetrics } from "../src/metrics";
@@ -52,7 +52,7 @@ describe("health", () => {
     expect(res.status).toBe(200);
     const { db, diskSpace, ping } = res.body.components;
     expect(res.body.status).toBe("UP");
-    expect(db).toEqual({ status: "UP", details: { database: "libSQL", userCount: 2, timestamp: expect.stringMatching(/Z$/) } });
+    expect(db).toEqual({ status: "UP", details: { database: leg === "native" ? "SQLite" : "libSQL", userCount: 2, timestamp: expect.stringMatching(/Z$/) } });
     expect(diskSpace.status).toBe("UP");
     expect(diskSpace.details).toMatchObject({ threshold: 10 * 1024 * 1024, path: expect.any(String), exists: true });
     expect(diskSpace.details.total).toBeGreaterThan(diskSpace.details.free);

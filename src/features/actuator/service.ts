@@ -25,17 +25,19 @@ const DISK_THRESHOLD_BYTES = 10 * 1024 * 1024;
 export const countActiveUsers = async (db: Deps["db"]) => (await db.select({ n: count() }).from(users).where(eq(users.active, true)))[0].n;
 
 async function dbHealth({ db, logger }: Deps, details: boolean): Promise<ComponentHealth> {
+  // What runs the data: Bun's own SQLite for a file by default, libSQL for the client's URLs.
+  const database = db.driver === "native" ? "SQLite" : "libSQL";
   try {
     if (!details) {
       await db.get(sql`select 1`);
       return { status: "UP" };
     }
     const [{ n }] = await db.select({ n: count() }).from(users);
-    return { status: "UP", details: { database: "libSQL", userCount: n, timestamp: new Date().toISOString() } };
+    return { status: "UP", details: { database, userCount: n, timestamp: new Date().toISOString() } };
   } catch (error) {
     logger.warn({ err: error }, "database health check failed");
     // The kind of failure only: no SQL, no path, no stack.
-    return { status: "DOWN", details: { database: "libSQL", error: "database query failed: " + errorName(error) } };
+    return { status: "DOWN", details: { database, error: "database query failed: " + errorName(error) } };
   }
 }
 
