@@ -51,7 +51,7 @@ export function createApp(deps: AppDeps) {
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       idleTimeout: 20,
     },
-  } as never)
+  })
     .use(
       errorsPlugin({
         logger: deps.logging.get("http"),

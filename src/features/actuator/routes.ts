@@ -70,7 +70,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
     }
   };
 
-  const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] } as never)
+  const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] })
     .use(ctx.auth)
     .get(
       "/health",
@@ -186,7 +186,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         ),
     );
 
-  const version = new Elysia({ prefix: "/api", tags: ["Operations"] } as never).get("/version", () => VERSION, {
+  const version = new Elysia({ prefix: "/api", tags: ["Operations"] }).get("/version", () => VERSION, {
     response: { 200: Version },
     detail: { summary: "Version information" },
   });

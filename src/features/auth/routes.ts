@@ -38,7 +38,7 @@ const langOf = (request: Request) => languageOf(request.headers.get("accept-lang
 const errors = errorResponses(400, 401, 403, 409, 429, 503);
 
 const accountRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/auth", tags: ["Authentication"] } as never)
+  new Elysia({ prefix: "/api/auth", tags: ["Authentication"] })
     .use(ctx.auth)
     .post(
       "/register",
@@ -113,7 +113,7 @@ const accountRoutes = (ctx: AppContext) =>
     );
 
 const profileRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/search", tags: ["Search"] } as never).use(ctx.auth).get(
+  new Elysia({ prefix: "/api/search", tags: ["Search"] }).use(ctx.auth).get(
     "/profile",
     ({ caller, headers, set }) => {
       set.headers["x-client-version"] = headers["x-client-version"] ?? "1.0";

@@ -13,7 +13,7 @@ export const UPLOAD_PATH = "/api/files/upload";
 const errors = errorResponses(401, 404, 503);
 
 export const filesRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)
+  new Elysia({ prefix: "/api/files", tags: ["Files"] })
     .use(ctx.auth)
     .post(
       "/upload",

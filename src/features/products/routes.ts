@@ -17,7 +17,7 @@ const checkPrice = ({ body }: { body: ProductBody }) => {
 const errors = errorResponses(400, 401, 403, 404, 409);
 
 export const productsRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/products", tags: ["Products"] } as never)
+  new Elysia({ prefix: "/api/products", tags: ["Products"] })
     .use(ctx.auth)
     .get(
       "",

@@ -22,7 +22,7 @@ function notBlank(skills: string[]) {
 const errors = errorResponses(400, 401);
 
 export const searchRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/search", tags: ["Search"] } as never)
+  new Elysia({ prefix: "/api/search", tags: ["Search"] })
     .use(ctx.auth)
     .get(
       "/users",
