@@ -6,7 +6,8 @@
 import { Elysia, ParseError, ValidationError } from "elysia";
 import type { Logger } from "pino";
 import { failure } from "./envelope";
-import { languageOf, translate, type Lang, type MessageKey } from "./i18n";
+import { ERRORS, messageOf, translate, type ErrorCode } from "./catalogue";
+import { languageOf, type Lang, type TextParams } from "./i18n";
 import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
 import { parsedBodyOf, refusedBodyOf } from "./http/body-parser";
@@ -15,47 +16,28 @@ import { integrityKind, isBusy } from "./db/errors";
 /** Database failures are classified in src/db/errors.ts, for every driver. */
 export { integrityKind };
 
-/** The code catalogue: status and message of every errorCode a client can see. */
-export const ERRORS = {
-  USER_NOT_FOUND: { status: 404, message: "error.userNotFound" },
-  DUPLICATE_EMAIL: { status: 409, message: "error.duplicateEmail" },
-  DATA_INTEGRITY_VIOLATION: { status: 409, message: "error.integrity.other" },
-  OPTIMISTIC_LOCK_CONFLICT: { status: 409, message: "error.optimisticLock" },
-  ACCESS_DENIED: { status: 403, message: "error.accessDenied" },
-  UNAUTHORIZED: { status: 401, message: "error.unauthorized" },
-  NOT_FOUND: { status: 404, message: "error.notFound" },
-  METHOD_NOT_ALLOWED: { status: 405, message: "error.methodNotAllowed" },
-  PAYLOAD_TOO_LARGE: { status: 413, message: "error.payloadTooLarge" },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: "error.unsupportedMediaType" },
-  TOO_MANY_REQUESTS: { status: 429, message: "error.tooManyRequests" },
-  SERVICE_UNAVAILABLE: { status: 503, message: "error.serviceUnavailable" },
-  INTERNAL_ERROR: { status: 500, message: "error.internal" },
-} as const satisfies Record<string, { status: number; message: MessageKey }>;
+export type { ErrorCode } from "./catalogue";
 
-export type ErrorCode = keyof typeof ERRORS;
-
-/** A feature's own codes join the catalogue here, so every code has one definition. */
-const featureErrors: Record<string, { status: number; message: string }> = {};
-export function defineErrors<C extends string>(entries: Record<C, { status: number; message: string }>) {
-  Object.assign(featureErrors, entries);
+export interface AppErrorOptions {
+  headers?: Record<string, string>;
+  errors?: string[];
 }
 
 export class AppError extends Error {
   constructor(
-    readonly code: ErrorCode | (string & {}),
-    readonly params: Record<string, string | number> = {},
-    readonly options: { headers?: Record<string, string>; errors?: string[]; messageKey?: string } = {},
+    readonly code: ErrorCode,
+    readonly params: TextParams = {},
+    readonly options: AppErrorOptions = {},
   ) {
     super(code);
   }
 
   get status(): number {
-    return (ERRORS as Record<string, { status: number }>)[this.code]?.status ?? featureErrors[this.code]?.status ?? 500;
+    return ERRORS[this.code].status;
   }
 
   messageIn(lang: Lang): string {
-    const key = this.options.messageKey ?? (ERRORS as Record<string, { message: string }>)[this.code]?.message ?? featureErrors[this.code]?.message;
-    return key ? translate(key as MessageKey, lang, this.params) : this.code;
+    return messageOf(this.code, lang, this.params);
   }
 }
 
@@ -74,10 +56,10 @@ export function formatViolations(violations: Violation[], lang: Lang): string[] 
 }
 
 const INTEGRITY_MESSAGE = {
-  duplicate: "error.integrity.duplicate",
-  foreignKey: "error.integrity.foreignKey",
-  other: "error.integrity.other",
-} as const;
+  duplicate: (lang: Lang) => translate("error.integrity.duplicate", lang),
+  foreignKey: (lang: Lang) => translate("error.integrity.foreignKey", lang),
+  other: (lang: Lang) => messageOf("DATA_INTEGRITY_VIOLATION", lang),
+};
 
 export interface ErrorsPluginDeps {
   logger: Logger;
@@ -114,13 +96,13 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
     /** Anything not a client's mistake: a constraint, a busy database, or a 500 with the detail only in the log. */
     const unexpected = (error: unknown) => {
       const integrity = integrityKind(error);
-      if (integrity) return reply(409, failure(translate(INTEGRITY_MESSAGE[integrity], lang), "DATA_INTEGRITY_VIOLATION"));
+      if (integrity) return reply(409, failure(INTEGRITY_MESSAGE[integrity](lang), "DATA_INTEGRITY_VIOLATION"));
       if (isBusy(error)) {
         logger.warn({ err: error }, "database busy");
-        return reply(503, failure(translate("error.serviceUnavailable", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
+        return reply(503, failure(messageOf("SERVICE_UNAVAILABLE", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
       }
       logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
-      return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+      return reply(500, failure(messageOf("INTERNAL_ERROR", lang), "INTERNAL_ERROR"));
     };
     try {
       return await answer();
@@ -147,7 +129,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
         if (error.type === "response") {
           // A response that does not fit its schema is our bug, not the client's.
           logger.error({ err: error, route }, "response failed its schema");
-          return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+          return reply(500, failure(messageOf("INTERNAL_ERROR", lang), "INTERNAL_ERROR"));
         }
         // "property" is how Elysia reports one bad coerced value (a path or query number) without
         // saying whose: check the route's path parameters and its whole query, from the raw strings.
@@ -162,13 +144,13 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (kind === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
       if (kind === "NOT_FOUND") {
         if (!(await isAuthenticated(request))) {
-          return reply(401, failure(translate("error.unauthorized", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
+          return reply(401, failure(messageOf("UNAUTHORIZED", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
         }
         const methods = routes.methodsFor(new URL(request.url).pathname);
         if (methods.length > 0 && !methods.includes(request.method)) {
-          return reply(405, failure(translate("error.methodNotAllowed", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
+          return reply(405, failure(messageOf("METHOD_NOT_ALLOWED", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
         }
-        return reply(404, failure(translate("error.notFound", lang), "NOT_FOUND"));
+        return reply(404, failure(messageOf("NOT_FOUND", lang), "NOT_FOUND"));
       }
       return unexpected(error);
     }

@@ -10,7 +10,7 @@ import { type TSchema, t } from "elysia";
 import { ValueErrorType, type ValueError } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
 import { Kind } from "@sinclair/typebox";
-import type { MessageKey } from "./i18n";
+import type { MessageKey } from "./catalogue";
 
 export type RuleKind =
   | "required" | "type" | "blank" | "pattern" | "format" | "minLength" | "maxLength"

@@ -8,7 +8,6 @@ import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, type Violation } from "../../validation";
 import { Email, Password, Phone, User } from "../users/model";
-import "./messages";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -48,7 +47,7 @@ function registrationRules(value: Record<string, unknown>): Violation[] {
     out.push({ path: "confirmPassword", key: "field.confirmPassword.mismatch" });
   }
   if (typeof birthDate === "string") {
-    if (!isCalendarDate(birthDate)) out.push({ path: "birthDate", key: "field.birthDate.format" as never });
+    if (!isCalendarDate(birthDate)) out.push({ path: "birthDate", key: "field.birthDate.format" });
     else if (birthDate >= todayUtc()) out.push({ path: "birthDate", key: "field.birthDate.past" });
   }
   if (typeof salary === "number" && !SALARY_DIGITS.test(String(Math.abs(salary)))) {

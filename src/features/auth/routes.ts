@@ -8,11 +8,11 @@ import type { AppContext } from "../../context";
 import { EnvelopeOf, errorResponses, ok } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { Violations } from "../../errors";
+import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
 import { refinementViolationsOf } from "../../validation";
 import { User } from "../users/model";
 import { findUser } from "../users/service";
-import { authText } from "./messages";
 import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
 import { clientAddress } from "../../http/client-address";
 import { emailAvailable, register } from "./register";
@@ -45,7 +45,7 @@ const accountRoutes = (ctx: AppContext) =>
       async ({ body, request, set }) => {
         const user = await register(ctx, body, langOf(request));
         set.status = 201;
-        return ok(user, authText("auth.registered", langOf(request)));
+        return ok(user, translate("auth.registered", langOf(request)));
       },
       {
         body: RegistrationBody,
@@ -59,7 +59,7 @@ const accountRoutes = (ctx: AppContext) =>
       "/validate-email",
       async ({ query, request }) => {
         const free = await emailAvailable(ctx.db, query.email);
-        return ok(free, authText(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
+        return ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
       },
       {
         query: ValidateEmailQuery,
@@ -69,7 +69,7 @@ const accountRoutes = (ctx: AppContext) =>
     )
     .post(
       "/login",
-      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), authText("auth.loggedIn", langOf(request))),
+      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.loggedIn", langOf(request))),
       {
         body: LoginBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
@@ -79,7 +79,7 @@ const accountRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .post("/refresh", async ({ caller, request }) => ok(await refresh(ctx, caller), authText("auth.refreshed", langOf(request))), {
+    .post("/refresh", async ({ caller, request }) => ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request))), {
       auth: "authenticated",
       response: { 200: EnvelopeOf(TokenResponse), ...errors },
       detail: { summary: "A fresh token for the bearer" },
@@ -88,7 +88,7 @@ const accountRoutes = (ctx: AppContext) =>
       "/logout",
       async ({ caller, request }) => {
         await logout(ctx, caller);
-        return ok(null, authText("auth.loggedOut", langOf(request)));
+        return ok(null, translate("auth.loggedOut", langOf(request)));
       },
       {
         auth: "authenticated",
@@ -99,7 +99,7 @@ const accountRoutes = (ctx: AppContext) =>
     .post(
       "/change-password",
       async ({ caller, body, request, server }) =>
-        ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), authText("auth.passwordChanged", langOf(request))),
+        ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
       {
         auth: "authenticated",
         body: ChangePasswordBody,

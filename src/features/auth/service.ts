@@ -96,7 +96,7 @@ export async function logout(deps: SessionDeps, caller: Caller) {
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
   const account = await checkPassword(deps, caller.email, input.currentPassword, address);
-  if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" as never }]);
+  if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);
   const passwordHash = await hashPassword(input.newPassword);
   const [[updated]] = await deps.db.writeAll((tx) => [
     tx

@@ -9,7 +9,6 @@ import { AppError, Violations } from "../../errors";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
 import type { FileInfo, FileUploadResponse } from "./model";
 import { withFilePart } from "./multipart";
-import "./messages";
 
 export interface FilesDeps {
   db: Database;
@@ -65,7 +64,7 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
       const stored = await deps.files.put(name, part.stream, maxBytes);
       return { originalName, contentType: cleanContentType(part.mimeType), ...stored };
     });
-    if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" as never }]);
+    if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" }]);
     const createdAt = new Date(deps.now());
     await deps.db.writeAll((tx) => [
       tx.insert(files).values({

@@ -22,7 +22,6 @@ import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { orderItems, orders, products, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import type { MessageKey } from "../../i18n";
 import { isAdmin, type Caller } from "../auth/guard";
 import { enqueueNotification } from "../notifications/outbox";
 import { fromCents } from "../products/money";
@@ -230,7 +229,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
       lines.push({ ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity });
     }
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
-    if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
+    if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" }]);
     const [order] = await insertOrder(tx).all({ userId, totalCents, now });
     for (const line of lines) await insertItem(tx).run({ ...line, orderId: order.id });
     await enqueueNotification(tx, "ORDER_CREATED", recipient, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
@@ -240,7 +239,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
 }
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
-  if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" as MessageKey }]);
+  if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" }]);
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());

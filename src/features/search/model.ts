@@ -2,7 +2,6 @@
 import { t, type Static } from "elysia";
 import { SORTABLE_FIELDS } from "../users/model";
 import { Violations } from "../../errors";
-import { defineMessages, type MessageKey } from "../../i18n";
 import { MAX_PAGE } from "../../validation";
 
 export const MAX_PAGE_SIZE = 100;
@@ -23,11 +22,6 @@ export const Instant = t.String({
 const SearchText = (description: string) =>
   t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description } as never);
 
-defineMessages({
-  "field.searchText": { en: "must not contain a NUL character", "zh-TW": "不可包含 NUL 字元" },
-  "field.instant": { en: "must be a date (yyyy-MM-dd) or an ISO 8601 date-time", "zh-TW": "日期格式不正確，應為 yyyy-MM-dd 或 ISO 8601 日期時間" },
-});
-
 /** The instant an Instant parameter names; `param` names it in the error for a day that does not exist (2025-02-30). */
 export function parseInstant(value: string, param: string): Date {
   const day = value.slice(0, 10);
@@ -37,7 +31,7 @@ export function parseInstant(value: string, param: string): Date {
   const instant = time === "" ? calendarDay : new Date(day + (/(Z|[+-]\d{2}:\d{2})$/.test(time) ? time : `${time}Z`));
   // Date rolls 2025-02-30 over into March; the round trip catches it.
   if (Number.isNaN(instant.getTime()) || Number.isNaN(calendarDay.getTime()) || calendarDay.toISOString().slice(0, 10) !== day) {
-    throw new Violations("params", [{ path: param, key: "field.instant" as MessageKey }]);
+    throw new Violations("params", [{ path: param, key: "field.instant" }]);
   }
   return instant;
 }

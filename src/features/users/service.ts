@@ -7,19 +7,13 @@ import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-o
 import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { departments, roles, userRoles, users } from "../../db/schema";
-import { AppError, defineErrors, integrityKind } from "../../errors";
-import { defineMessages } from "../../i18n";
+import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
-
-defineErrors({ LAST_ADMIN: { status: 409, message: "error.lastAdmin" } });
-defineMessages({
-  "error.lastAdmin": { en: "At least one active ADMIN must remain", "zh-TW": "至少需保留一位啟用中的管理員" },
-});
 
 export interface UsersDeps {
   db: Database;
