@@ -20,6 +20,7 @@ import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
 import { bodyParser } from "./http/body-parser";
+import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
 import { cors } from "./http/cors";
 import { securityHeadersPlugin } from "./http/security-headers";
@@ -37,6 +38,7 @@ export function createApp(deps: AppDeps) {
   };
   const { config } = deps;
   let self: AnyElysia | undefined;
+  const routes = routeTable(() => self!);
 
   const app = new Elysia({
     prefix: config.basePath,
@@ -56,7 +58,7 @@ export function createApp(deps: AppDeps) {
       errorsPlugin({
         logger: deps.logging.get("http"),
         isAuthenticated: async (request) => (await authenticator.callerOf(request)) !== undefined,
-        routes: routeTable(() => self!),
+        routes,
       }),
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
@@ -64,6 +66,7 @@ export function createApp(deps: AppDeps) {
     .use(cors(config.corsOrigins))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))
+    .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
     .use(accountRoutes(ctx))

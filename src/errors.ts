@@ -10,7 +10,7 @@ import { ERRORS, messageOf, translate, type ErrorCode } from "./catalogue";
 import { languageOf, type Lang, type TextParams } from "./i18n";
 import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
-import { parsedBodyOf, refusedBodyOf } from "./http/body-parser";
+import { peekRequestState } from "./http/request-state";
 import { integrityKind, isBusy } from "./db/errors";
 
 /** Database failures are classified in src/db/errors.ts, for every driver. */
@@ -84,7 +84,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
     // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415, a body that is not an object) keep their meaning.
     const cause = (raised as Error).cause;
     // A body held back by the parser until access was granted made the body fail validation: answer its refusal.
-    const refused = code === "VALIDATION" ? refusedBodyOf(request) : undefined;
+    const refused = code === "VALIDATION" ? peekRequestState(request)?.refusedBody : undefined;
     const kind = refused instanceof ParseError ? "PARSE" : code;
     const error = refused ?? (code === "PARSE" && (cause instanceof AppError || cause instanceof Violations) ? cause : raised);
     const lang = languageOf(request.headers.get("accept-language"));
@@ -123,7 +123,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (kind === "VALIDATION" && error instanceof ValidationError) {
         if (error.type === "body") {
           const schema = (error.validator as any)?.schema ?? error.validator;
-          const sent = parsedBodyOf(request);
+          const sent = peekRequestState(request)?.sentBody;
           return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, sent === undefined ? error.value : sent), lang)));
         }
         if (error.type === "response") {

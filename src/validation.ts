@@ -25,13 +25,17 @@ export interface Violation {
   params?: Record<string, string | number>;
 }
 
-/** A cross-field rule; receives the raw value, which may be of any shape. */
-export type Refinement = (value: any) => Violation[];
+/** A cross-field rule; receives the raw object, whose fields may be of any shape. */
+export type Refinement = (value: Record<string, unknown>) => Violation[];
 
-/** Options every feature may put on a TypeBox schema (TypeBox itself ignores them). */
-export interface RuleOptions {
-  messages?: FieldMessages;
-  refine?: Refinement;
+// The options every schema may carry (TypeBox itself ignores them), typed once for t.* and Type.*.
+declare module "@sinclair/typebox" {
+  interface SchemaOptions {
+    /** Our text per kind of rule, instead of the generic one. */
+    messages?: FieldMessages;
+    /** Rules across fields of an object: run for every route whose body schema declares one (src/http/refinements.ts). */
+    refine?: Refinement;
+  }
 }
 
 /**
@@ -43,9 +47,9 @@ export const MAX_PAGE = Math.floor(Number.MAX_SAFE_INTEGER / 100);
 const NOT_BLANK = "\\S";
 
 /** A string that must contain a non-space character; its "blank" text comes from `messages.blank`. */
-export function NotBlankString(options: Parameters<typeof t.String>[0] & RuleOptions = {}) {
+export function NotBlankString(options: Parameters<typeof t.String>[0] = {}) {
   const { messages, ...rest } = options;
-  return t.String({ ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } } as never);
+  return t.String({ ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } });
 }
 
 const KIND_OF: Partial<Record<ValueErrorType, RuleKind>> = {
@@ -121,9 +125,8 @@ function dotPath(pointer: string): string {
 /** Runs refinements of every object schema on the way down, so nested ones count too. */
 function refinements(schema: TSchema, value: unknown, prefix: string, out: Violation[]) {
   if (!value || typeof value !== "object") return;
-  const refine = (schema as RuleOptions).refine;
-  if (refine) {
-    for (const v of refine(value)) out.push({ ...v, path: prefix ? `${prefix}.${v.path}` : v.path });
+  if (schema.refine) {
+    for (const v of schema.refine(value as Record<string, unknown>)) out.push({ ...v, path: prefix ? `${prefix}.${v.path}` : v.path });
   }
   if (schema.type === "object" && schema.properties) {
     for (const [name, child] of Object.entries(schema.properties as Record<string, TSchema>)) {
@@ -132,10 +135,15 @@ function refinements(schema: TSchema, value: unknown, prefix: string, out: Viola
   }
 }
 
+/** Whether a schema or any object inside it declares `refine` rules. */
+export function hasRefinements(schema: TSchema): boolean {
+  if (schema.refine) return true;
+  return schema.type === "object" && Object.values((schema.properties ?? {}) as Record<string, TSchema>).some(hasRefinements);
+}
+
 /**
- * The `refine` rules alone. Elysia checks only the TypeBox part of a body, so a route whose
- * schema carries refinements runs this in beforeHandle (the errors plugin runs both when
- * TypeBox already failed).
+ * The `refine` rules alone. Elysia checks only the TypeBox part of a body, so the refinements
+ * hook runs these once TypeBox has accepted it (the errors plugin runs both when TypeBox failed).
  */
 export function refinementViolationsOf(schema: TSchema, value: unknown): Violation[] {
   const out: Violation[] = [];
@@ -238,7 +246,7 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
     // Elysia's body normalisation gives absent properties an own `undefined` value, which
     // TypeBox reports as a wrong type rather than a missing property: both mean "required".
     const kind = error.value === undefined && error.path !== "" ? "required" : KIND_OF[error.type];
-    const messages = (error.schema as RuleOptions).messages;
+    const messages = error.schema.messages;
     const key = messages?.[kind ?? "type"] ?? generic(kind, error);
     const path = dotPath(error.path);
     if (kind === "pattern" && error.schema.pattern === NOT_BLANK) blank.set(path, key);

@@ -107,6 +107,7 @@ describe("errors", () => {
   const bodyViolation = (errors: string[]) => ({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
   const rows: [string, () => Promise<any>, number, string | null, string[] | null][] = [
     ["three fraction digits", () => post(body({ price: 19.999 })), 400, null, ["price: must have at most 8 integer and 2 fraction digits"]],
+    ["three fraction digits on PUT", () => t.request("PUT", "/api/products/1", { token: admin.token, body: body({ price: 19.999 }) }), 400, null, ["price: must have at most 8 integer and 2 fraction digits"]],
     ["a price above 99,999,999.99", () => post(body({ price: 100000000 })), 400, null, ["price: must be at most 99999999.99"]],
     ["a negative price", () => post(body({ price: -0.01 })), 400, null, ["price: must be at least 0"]],
     ["a negative stock", () => post(body({ stock: -1 })), 400, null, ["stock: must be at least 0"]],

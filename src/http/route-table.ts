@@ -1,13 +1,14 @@
 /**
  * What the errors plugin needs to know about the app's routes, built on first use:
  * which methods a path serves (405 versus 404) and the query / params schema of a route
- * (Elysia reports a bad query value without its name, so we re-check the whole query).
+ * (Elysia reports a bad query value without its name, so we re-check the whole query), and the
+ * body schema of a route (for its cross-field rules).
  */
 import type { AnyElysia, TSchema } from "elysia";
 
 export interface RouteTable {
   methodsFor(pathname: string): string[];
-  schemaOf(method: string, route: string, part: "query" | "params" | "headers"): TSchema | undefined;
+  schemaOf(method: string, route: string, part: "query" | "params" | "headers" | "body"): TSchema | undefined;
 }
 
 export function routeTable(app: () => AnyElysia): RouteTable {

@@ -11,6 +11,7 @@ import type { Reader } from "../../db/client";
 import { users } from "../../db/schema";
 import { roleNamesOfUser } from "../users/service";
 import { AppError } from "../../errors";
+import { requestState } from "../../http/request-state";
 import type { Tokens } from "./tokens";
 
 export type RoleName = "USER" | "ADMIN";
@@ -79,9 +80,6 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
   };
 }
 
-/** The caller found by the transform hook, handed to the route's resolve. */
-const callers = new WeakMap<Request, Caller>();
-
 /**
  * The check runs in `transform`, before body and query validation, so an anonymous or
  * unprivileged request is answered 401/403 whatever its body (as a security filter would);
@@ -96,8 +94,9 @@ export const authPlugin = (authenticator: Authenticator) =>
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();
         if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
-        callers.set(request, caller);
+        requestState(request).caller = caller;
       },
-      resolve: ({ request }) => ({ caller: callers.get(request)! }),
+      // The transform above ran first and threw unless it found a caller.
+      resolve: ({ request }) => ({ caller: requestState(request).caller as Caller }),
     }),
   });

@@ -3,14 +3,12 @@
  * the guard themselves) and GET /api/search/profile. Answers are envelopes, except the
  * profile, which is a bare User like the rest of /api/search.
  */
-import { Elysia, t, type TSchema } from "elysia";
+import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { EnvelopeOf, errorResponses, ok } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
-import { Violations } from "../../errors";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
-import { refinementViolationsOf } from "../../validation";
 import { User } from "../users/model";
 import { findUser } from "../users/service";
 import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
@@ -26,12 +24,6 @@ function dropNulls(value: unknown) {
     else dropNulls(field);
   }
 }
-
-/** beforeHandle for a body whose schema has `refine` rules (confirmPassword, birthDate, salary digits). */
-export const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
-  const violations = refinementViolationsOf(schema, body);
-  if (violations.length > 0) throw new Violations("body", violations);
-};
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 // Open routes that read the database: a busy one answers 503 with Retry-After.
@@ -50,7 +42,6 @@ const accountRoutes = (ctx: AppContext) =>
       {
         body: RegistrationBody,
         transform: ({ body }) => dropNulls(body),
-        beforeHandle: refined(RegistrationBody),
         response: { 201: EnvelopeOf(User), ...errors },
         detail: { summary: "Register an account", description: "Every violated rule is listed at once. The new user has role USER." },
       },
@@ -103,7 +94,6 @@ const accountRoutes = (ctx: AppContext) =>
       {
         auth: "authenticated",
         body: ChangePasswordBody,
-        beforeHandle: refined(ChangePasswordBody),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "Change the caller's password",

@@ -29,7 +29,7 @@ export const filesRoutes = (ctx: AppContext) =>
           summary: "Upload a file",
           description: "multipart/form-data with one part named `file`, streamed to storage. Larger than MAX_UPLOAD_BYTES: 413.",
           requestBody: { content: { "multipart/form-data": { schema: UploadBody } } },
-        } as never,
+        },
       },
     )
     .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {

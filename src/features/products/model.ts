@@ -31,7 +31,7 @@ export const ProductBody = t.Object(
     // stored as REAL, and 2^53 could not be read back (a 500).
     stock: t.Optional(t.Integer({ minimum: 0, maximum: MAX_STOCK, description: "Units on hand; defaults to 0" })),
   },
-  { refine: priceDigits } as never,
+  { refine: priceDigits },
 );
 export type ProductBody = Static<typeof ProductBody>;
 

@@ -13,14 +13,14 @@ export const Instant = t.String({
   pattern: INSTANT_PATTERN,
   messages: { pattern: "field.instant" },
   description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
-} as never);
+});
 
 /**
  * Free text matched with LIKE or FTS5, both of which read a NUL as the end of the text: `%\0%`
  * matched every user and an FTS phrase cut at a NUL was a syntax error (500). No name holds one.
  */
 const SearchText = (description: string) =>
-  t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description } as never);
+  t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
 
 /** The instant an Instant parameter names; `param` names it in the error for a day that does not exist (2025-02-30). */
 export function parseInstant(value: string, param: string): Date {
