@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import { failure } from "./envelope";
 import { ERRORS, messageOf, translate, type ErrorCode } from "./catalogue";
 import { languageOf, type Lang, type TextParams } from "./i18n";
-import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
+import { parameterViolationsOf, violationsOf, Violations, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
 import { peekRequestState } from "./http/request-state";
 import { integrityKind, isBusy } from "./db/errors";
@@ -17,6 +17,8 @@ import { integrityKind, isBusy } from "./db/errors";
 export { integrityKind };
 
 export type { ErrorCode } from "./catalogue";
+/** Violations are validation's own; services import them with AppError from here. */
+export { Violations };
 
 export interface AppErrorOptions {
   headers?: Record<string, string>;
@@ -38,16 +40,6 @@ export class AppError extends Error {
 
   messageIn(lang: Lang): string {
     return messageOf(this.code, lang, this.params);
-  }
-}
-
-/**
- * A validation failure found by a service (a rule no schema can check, e.g. a Luhn digit):
- * answered like a schema failure, 400 with `errors` and no errorCode.
- */
-export class Violations extends Error {
-  constructor(readonly on: "body" | "params", readonly violations: Violation[]) {
-    super("validation");
   }
 }
 

@@ -39,6 +39,39 @@ declare module "@sinclair/typebox" {
 }
 
 /**
+ * A validation failure found by a service (a rule no schema can check, e.g. a Luhn digit):
+ * answered like a schema failure, 400 with `errors` and no errorCode.
+ */
+export class Violations extends Error {
+  constructor(readonly on: "body" | "params", readonly violations: Violation[]) {
+    super("validation");
+  }
+}
+
+/** yyyy-MM-dd, or an ISO 8601 date-time (with Z or an offset; without one it is read as UTC). */
+const INSTANT_PATTERN = "^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:\\d{2})?)?$";
+
+export const Instant = t.String({
+  pattern: INSTANT_PATTERN,
+  messages: { pattern: "field.instant" },
+  description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
+});
+
+/** The instant an Instant parameter names; `param` names it in the error for a day that does not exist (2025-02-30). */
+export function parseInstant(value: string, param: string): Date {
+  const day = value.slice(0, 10);
+  const calendarDay = new Date(`${day}T00:00:00Z`);
+  // JS dates keep milliseconds: finer fractions are cut, a missing offset means UTC.
+  const time = value.slice(10).replace(/(\.\d{3})\d+/, "$1");
+  const instant = time === "" ? calendarDay : new Date(day + (/(Z|[+-]\d{2}:\d{2})$/.test(time) ? time : `${time}Z`));
+  // Date rolls 2025-02-30 over into March; the round trip catches it.
+  if (Number.isNaN(instant.getTime()) || Number.isNaN(calendarDay.getTime()) || calendarDay.toISOString().slice(0, 10) !== day) {
+    throw new Violations("params", [{ path: param, key: "field.instant" }]);
+  }
+  return instant;
+}
+
+/**
  * The highest page number any list accepts: page × size (size ≤ 100) must stay an exact
  * integer, or SQLite's OFFSET overflows (page=1e20 was a 500 on every list).
  */

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { Database as Connection } from "bun:sqlite";
 import { createClient } from "@libsql/client";
 import { fillPlaceholders } from "drizzle-orm";
-import { searchStatement, TRIGRAM, type Page, type UserSearchCriteria } from "../src/features/search/service";
+import type { Page } from "../src/paging";
+import { searchStatement, TRIGRAM, type UserSearchCriteria } from "../src/features/search/service";
 import { seedUsers, type SeededUser } from "./fixtures/users-dataset";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 

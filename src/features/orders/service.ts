@@ -22,6 +22,7 @@ import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { orderItems, orders, products, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
+import { pageIfAsked, withPage, type Page } from "../../paging";
 import { isAdmin, type Caller } from "../auth/guard";
 import { enqueueNotification } from "../notifications/outbox";
 import { fromCents } from "../products/money";
@@ -122,9 +123,8 @@ function toOrder(row: OrderRow, items: ItemRow[]): Order {
 }
 
 /** Orders matching `where`, with their items, oldest first. */
-async function selectOrders(db: Reader, where: SQL | undefined, page?: { size: number; offset: number }): Promise<Order[]> {
-  const base = db.select().from(orders).where(where).orderBy(asc(orders.id));
-  const rows = page ? await base.limit(page.size).offset(page.offset) : await base;
+async function selectOrders(db: Reader, where: SQL | undefined, page?: Page): Promise<Order[]> {
+  const rows = await withPage(db.select().from(orders).where(where).orderBy(asc(orders.id)).$dynamic(), page);
   if (rows.length === 0) return [];
   const items = await db
     .select()
@@ -147,10 +147,8 @@ export async function findOrder(db: Reader, caller: Caller, id: number): Promise
 /** `userId` narrows the list; a USER only ever sees their own (another's id gives an empty list). */
 export async function listOrders(db: Reader, caller: Caller, query: OrderListQuery) {
   const where = and(visibleTo(caller), query.userId === undefined ? undefined : eq(orders.userId, query.userId));
-  const paged = query.page !== undefined || query.size !== undefined;
-  const size = query.size ?? 20;
   const [list, [{ total }]] = await Promise.all([
-    selectOrders(db, where, paged ? { size, offset: (query.page ?? 0) * size } : undefined),
+    selectOrders(db, where, pageIfAsked(query)),
     db.select({ total: count() }).from(orders).where(where),
   ]);
   return { orders: list, total };

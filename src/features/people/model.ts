@@ -1,8 +1,7 @@
 /** TypeBox shapes of departments, roles, profiles and bulk deactivation. */
 import { t, type Static } from "elysia";
-import { NotBlankString } from "../../validation";
+import { Instant, NotBlankString } from "../../validation";
 import type { RoleName } from "../auth/guard";
-import { Instant } from "../search/model";
 
 export const Department = t.Object(
   {

@@ -7,6 +7,7 @@ import { and, asc, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
+import { limitOffset, type Page } from "../../paging";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS } from "../users/model";
 import { orderBy, selectUsers, toUser } from "../users/service";
@@ -30,11 +31,6 @@ export interface UserSearchCriteria {
   skills?: string[];
   sortBy?: (typeof SORTABLE_FIELDS)[number];
   sortDirection?: "asc" | "desc" | "ASC" | "DESC";
-}
-
-export interface Page {
-  page: number;
-  size: number;
 }
 
 
@@ -113,7 +109,7 @@ function shapeOf(c: UserSearchCriteria, page?: Page) {
     shape.skills = skillKeys.length;
     skillKeys.forEach((key, i) => (values[`skill${i}`] = key));
   }
-  if (page) (values.limit = page.size), (values.offset = page.page * page.size);
+  if (page) Object.assign(values, limitOffset(page));
   return { shape, values };
 }
 

@@ -10,6 +10,7 @@ import { departments, roles, userRoles, users } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
+import { limitOffset, pageIfAsked } from "../../paging";
 import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { revokeTokens } from "../account/tokens";
@@ -19,8 +20,9 @@ export interface UsersDeps {
   db: Database;
   metrics: Metrics;
   logger: { warn(obj: object, msg: string): void };
+  /** The app's clock (ctx.now): timestamps of users, their audit entries and notifications. */
+  now: () => number;
 }
-
 
 /**
  * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
@@ -121,11 +123,9 @@ function sortShape(sort: string | undefined) {
 }
 
 export async function listUsers(db: Reader, query: { page?: number; size?: number; sort?: string }) {
-  const paged = query.page !== undefined || query.size !== undefined;
-  const size = query.size ?? 20;
-  const page = query.page ?? 0;
+  const page = pageIfAsked(query);
   const [rows, [{ total }]] = await Promise.all([
-    listPage(db, `${sortShape(query.sort)}|${paged ? "paged" : ""}`).all({ limit: size, offset: page * size }),
+    listPage(db, `${sortShape(query.sort)}|${page ? "paged" : ""}`).all(page ? limitOffset(page) : {}),
     countUsers(db).all(),
   ]);
   return { users: rows.map(toUser), total };
@@ -191,7 +191,7 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
     // Uniqueness first, as the interface orders it; the unique index settles races.
     if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
     const passwordHash = input.password ? await hashPassword(input.password) : null;
-    const now = new Date();
+    const now = new Date(deps.now());
     const name = input.name.trim();
     const department = input.department?.trim() || null;
     try {
@@ -237,7 +237,7 @@ async function applyUpdate(
         if (!current) throw new AppError("USER_NOT_FOUND", { id });
         if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
         if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
-        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(), version: current.version + 1 };
+        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(deps.now()), version: current.version + 1 };
         if (changes.name !== undefined) set.name = changes.name.trim();
         if (email !== undefined && email !== current.email) {
           // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
@@ -255,7 +255,7 @@ async function applyUpdate(
     const user = await findUser(deps.db, id);
     // The update notification is not part of the update: failing to queue it never undoes it.
     try {
-      await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }));
+      await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }, new Date(deps.now())));
     } catch (error) {
       deps.logger.warn({ err: error, userId: id }, "user-updated notification not queued");
     }
