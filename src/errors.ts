@@ -3,7 +3,7 @@
  * first and global, turns every error into the envelope with the interface's status codes.
  * Nothing else writes an error response.
  */
-import { Elysia, ParseError, ValidationError } from "elysia";
+import { Elysia, ParseError, ValidationError, type TSchema } from "elysia";
 import type { Logger } from "pino";
 import { failure } from "./envelope";
 import { ERRORS, messageOf, translate, type ErrorCode } from "./catalogue";
@@ -60,6 +60,9 @@ export interface ErrorsPluginDeps {
   routes: RouteTable;
 }
 
+/** The schema a failed check ran: Elysia's validator wraps it (a TypeCheck's `schema`). */
+const validatorSchema = (error: ValidationError): TSchema | undefined => (error.validator as { schema?: TSchema } | undefined)?.schema;
+
 function queryOf(url: string): Record<string, string | string[]> {
   // No prototype: a parameter named "constructor" or "__proto__" is just a name (it found
   // Object.prototype's and failed to clone it, a 500).
@@ -114,7 +117,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       }
       if (kind === "VALIDATION" && error instanceof ValidationError) {
         if (error.type === "body") {
-          const schema = (error.validator as any)?.schema ?? error.validator;
+          const schema = validatorSchema(error) ?? (error.validator as TSchema);
           const sent = peekRequestState(request)?.sentBody;
           return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, sent === undefined ? error.value : sent), lang)));
         }
@@ -127,7 +130,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
         // saying whose: check the route's path parameters and its whole query, from the raw strings.
         const parts = error.type === "property" ? (["params", "query"] as const) : [error.type as "query" | "params" | "headers"];
         const violations = parts.flatMap((part) => {
-          const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? (error.validator as any)?.schema : undefined);
+          const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? validatorSchema(error) : undefined);
           const raw = part === "query" ? queryOf(request.url) : part === "params" ? params : (error.value as Record<string, unknown>);
           return schema ? parameterViolationsOf(schema, raw ?? {}) : [];
         });

@@ -118,7 +118,7 @@ function generic(kind: RuleKind | undefined, error: ValueError): Violation["key"
 }
 
 function paramsOf(kind: RuleKind | undefined, error: ValueError): Record<string, string | number> {
-  const s = error.schema as Record<string, any>;
+  const s = error.schema;
   switch (kind) {
     case "minLength": return { limit: s.minLength };
     case "maxLength": return { limit: s.maxLength };
@@ -127,14 +127,14 @@ function paramsOf(kind: RuleKind | undefined, error: ValueError): Record<string,
     case "minItems": return { limit: s.minItems };
     case "maxItems": return { limit: s.maxItems };
     default: {
-      const options: unknown[] | undefined = s.enum ?? s.anyOf?.map((o: any) => o.const);
+      const options: unknown[] | undefined = s.enum ?? s.anyOf?.map((o: TSchema) => o.const);
       if (options) return { allowed: options.join(", ") };
       return { expected: describeType(s) };
     }
   }
 }
 
-function describeType(schema: Record<string, any>): string {
+function describeType(schema: TSchema): string {
   if (schema.type === "integer") return "an integer";
   if (schema.type === "number") return "a number";
   if (schema.type === "boolean") return "true or false";

@@ -12,12 +12,12 @@ export interface RouteTable {
 }
 
 export function routeTable(app: () => AnyElysia): RouteTable {
-  let compiled: { method: string; path: string; pattern: RegExp; hooks: Record<string, any> }[] | undefined;
+  let compiled: { method: string; path: string; pattern: RegExp; hooks: Record<string, unknown> }[] | undefined;
   const table = () =>
     (compiled ??= app().routes.map((r) => ({
       method: r.method,
       path: r.path,
-      hooks: r.hooks as Record<string, any>,
+      hooks: r.hooks as Record<string, unknown>,
       pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\/:[^/]+/g, "/[^/]+").replace(/\/\*$/, "/.*")}/?$`),
     })));
   return {
@@ -27,7 +27,7 @@ export function routeTable(app: () => AnyElysia): RouteTable {
       return [...methods];
     },
     schemaOf(method, route, part) {
-      return table().find((r) => r.method === method && r.path === route)?.hooks[part];
+      return table().find((r) => r.method === method && r.path === route)?.hooks[part] as TSchema | undefined;
     },
   };
 }

@@ -71,7 +71,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
       const [user] = await findByEmail.all({ email: claims.sub });
-      if (!user || !user.active || user.tokenVersion !== claims.ver) return undefined;
+      if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
       // e-mail (whose versions restarted at 0): it must not open the new one.
       if (claims.iat !== undefined && claims.iat < Math.floor(user.createdAt.getTime() / 1000)) return undefined;

@@ -21,6 +21,7 @@ import { ErrorEnvelope } from "../../envelope";
 import { HEADERS_KEY, RESPONSE_HEADERS, type ResponseHeader } from "./headers";
 import { VERSION } from "../../version";
 
+// biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document walked and patched generically, whatever its shape.
 type Json = Record<string, any>;
 
 /** Component names of headers: `X-Request-Id` → `XRequestId`. */
@@ -52,7 +53,10 @@ const COERCED = new Set(["integer", "numeric", "boolean"]);
 
 /** One schema node made plain JSON Schema 2020-12, children first. */
 function normalize(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(normalize);
+  if (Array.isArray(node)) {
+    for (const item of node) normalize(item);
+    return;
+  }
   if (!node || typeof node !== "object") return;
   const schema = node as Json;
   Object.values(schema).forEach(normalize);

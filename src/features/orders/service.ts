@@ -247,7 +247,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
     throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
   }
 
-  let result;
+  let result: Awaited<ReturnType<PaymentGateway["charge"]>>;
   try {
     result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {

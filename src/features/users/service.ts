@@ -3,7 +3,7 @@
  * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
-import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { departments, roles, userRoles, users } from "../../db/schema";
@@ -53,7 +53,8 @@ export const userColumns = {
   emailVerified: users.emailVerified,
 };
 
-type UserRow = { [K in keyof typeof userColumns]: any };
+/** A row of userColumns as drizzle reads it (the department, left-joined, may be null). */
+type UserRow = Awaited<ReturnType<ReturnType<typeof findById>["all"]>>[number];
 
 export function toUser(row: UserRow): User {
   return {
@@ -89,7 +90,7 @@ export async function findUser(db: Reader, id: number): Promise<User> {
   return toUser(row);
 }
 
-const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], any> = {
+const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], AnyColumn> = {
   id: users.id,
   name: users.name,
   email: users.email,
