@@ -9,6 +9,7 @@ import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
 import { clientAddress } from "../src/http/client-address";
 import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { expectFailure } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
 
@@ -247,11 +248,7 @@ describe("refresh, logout and password change", () => {
   }
   const profile = (token: string) => t.request("GET", "/api/search/profile", { token });
 
-  function expectUnauthorized(res: { status: number; body: any; headers: Headers }) {
-    expect(res.status).toBe(401);
-    expect(res.body).toEqual({ success: false, message: expect.any(String), errorCode: "UNAUTHORIZED", timestamp: expect.stringMatching(ISO_Z) });
-    expect(res.headers.get("www-authenticate")).toBe("Bearer");
-  }
+  const UNAUTHORIZED = { errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } };
 
   test("refresh answers a working token in the login shape", async () => {
     const s = await session();
@@ -267,7 +264,7 @@ describe("refresh, logout and password change", () => {
   });
 
   test.each([["refresh"], ["logout"], ["change-password"]])("%s without a bearer is 401", async (path) => {
-    expectUnauthorized(await t.request("POST", `/api/auth/${path}`, { body: {} }));
+    expectFailure(await t.request("POST", `/api/auth/${path}`, { body: {} }), 401, UNAUTHORIZED);
   });
 
   test("logout revokes every token issued so far; a new login works", async () => {
@@ -278,8 +275,8 @@ describe("refresh, logout and password change", () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ success: true, message: "已登出，先前的權杖皆已失效", data: null, timestamp: expect.stringMatching(ISO_Z) });
     for (const token of [s.token, second, refreshed]) {
-      expectUnauthorized(await profile(token));
-      expectUnauthorized(await t.request("POST", "/api/auth/refresh", { token }));
+      expectFailure(await profile(token), 401, UNAUTHORIZED);
+      expectFailure(await t.request("POST", "/api/auth/refresh", { token }), 401, UNAUTHORIZED);
     }
     const again = await login(t, s.email, PASSWORD);
     expect((await profile(again.body.data.token)).status).toBe(200);
@@ -298,7 +295,7 @@ describe("refresh, logout and password change", () => {
       data: { token: expect.any(String), tokenType: "Bearer", expiresIn: 18000, user: expect.objectContaining({ id: s.id }) },
       timestamp: expect.stringMatching(ISO_Z),
     });
-    expectUnauthorized(await profile(s.token));
+    expectFailure(await profile(s.token), 401, UNAUTHORIZED);
     expect((await profile(res.body.data.token)).status).toBe(200);
     expect((await login(t, s.email, PASSWORD)).status).toBe(401);
     expect((await login(t, s.email, "N3wPassw0rd!")).status).toBe(200);

@@ -23,6 +23,10 @@ import { createSimulatedGateway, type PaymentGateway } from "../src/features/ord
 import { createFileStore } from "../src/storage/files";
 import { conformanceOf, type Conformance } from "./openapi-conformance";
 
+let emails = 0;
+/** An e-mail no other test has used (`prefix` says which file made it, when reading a log). */
+export const uniqueEmail = (prefix = "user") => `${prefix}${++emails}-${crypto.randomUUID().slice(0, 8)}@example.com`;
+
 /** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
 export const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -142,10 +146,9 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     return answer;
   }
 
-  let counter = 0;
   /** A user written straight to the database (with a password and roles), and a token for it. */
   async function createUser(opts: { email?: string; name?: string; password?: string; roles?: ("USER" | "ADMIN")[] } = {}) {
-    const email = (opts.email ?? `user${++counter}-${crypto.randomUUID().slice(0, 8)}@example.com`).toLowerCase();
+    const email = (opts.email ?? uniqueEmail()).toLowerCase();
     const at = new Date(now());
     const [{ id }] = await database.unguarded
       .insert(users)
@@ -212,10 +215,3 @@ export async function holdWriteLock(path: string) {
   };
 }
 
-/** The envelope every error carries. */
-export function expectEnvelope(body: any) {
-  return {
-    success: body?.success,
-    hasTimestamp: typeof body?.timestamp === "string" && !Number.isNaN(Date.parse(body.timestamp)),
-  };
-}
