@@ -81,6 +81,7 @@ describe("login", () => {
 
   test("an inactive account with the right password is 403 ACCOUNT_DISABLED", async () => {
     const user = await t.createUser({ password: PASSWORD });
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
     const res = await login(t, user.email, PASSWORD, "zh-TW");
     expect(res.status).toBe(403);
@@ -100,6 +101,7 @@ describe("login", () => {
 describe("legacy hashes (BCrypt, older argon2 parameters)", () => {
   async function legacyUser(hash: string) {
     const user = await t.createUser();
+    // Raw write: a hash the service no longer writes, which no request can produce.
     await t.db.update(users).set({ passwordHash: hash }).where(eq(users.id, user.id));
     return user;
   }

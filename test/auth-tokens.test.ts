@@ -122,6 +122,7 @@ describe("refused with 401", () => {
 
   test("an inactive subject", async () => {
     const dormant = await t.createUser();
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await t.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
     expectFailure(await profile(dormant.token), 401, UNAUTHORIZED);
   });

@@ -146,7 +146,12 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     return answer;
   }
 
-  /** A user written straight to the database (with a password and roles), and a token for it. */
+  /**
+   * A user written straight to the database (with a password and roles), and a token for it.
+   * Raw, not through the API: a user with no role is a state no route produces, and seeding
+   * through POST /api/users would add USER_CREATED audit entries and WELCOME notifications to
+   * every test's database, which the audit and outbox tests read.
+   */
   async function createUser(opts: { email?: string; name?: string; password?: string; roles?: ("USER" | "ADMIN")[] } = {}) {
     const email = (opts.email ?? uniqueEmail()).toLowerCase();
     const at = new Date(now());

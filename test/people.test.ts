@@ -192,9 +192,11 @@ describe("deactivate-inactive", () => {
     boss = await d.admin();
     for (const [key, at] of Object.entries(lastLogins)) {
       people[key] = await d.createUser({ password: PASSWORD });
+      // Raw write: a last login at a chosen past instant, which no request can produce.
       await d.db.update(users).set({ lastLogin: at ? new Date(at) : null }).where(eq(users.id, people[key].id));
     }
     people.alreadyInactive = await d.createUser();
+    // Raw write: an account already inactive since a past instant, which no request can produce.
     await d.db.update(users).set({ active: false, lastLogin: new Date("2020-01-01T00:00:00Z") }).where(eq(users.id, people.alreadyInactive.id));
   });
   afterAll(() => d.close());
@@ -286,6 +288,7 @@ describe("the last active ADMIN stays", () => {
 
     // A deactivated ADMIN does not count as the one who remains.
     const dormant = await solo.admin();
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await solo.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
     expect((await solo.request("PUT", `/api/users/${only.id}/roles`, { token: only.token, body: { roles: ["USER"] } })).status).toBe(409);
 

@@ -304,6 +304,7 @@ describe("PUT /api/users/{id}", () => {
     const user = await create();
     const sent = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Still Active", email: user.email, active: false } });
     expect(sent.body.active).toBe(true);
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
     const again = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Still Inactive", email: user.email, active: true } });
     expect(again.status).toBe(200);
