@@ -88,16 +88,18 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (headers) Object.assign(set.headers, headers);
       return body;
     };
+    /** The envelope of a catalogue code, with the code's own status. */
+    const replyCode = (code: ErrorCode, headers?: Record<string, string>) => reply(ERRORS[code].status, failure(messageOf(code, lang), code), headers);
     /** Anything not a client's mistake: a constraint, a busy database, or a 500 with the detail only in the log. */
     const unexpected = (error: unknown) => {
       const integrity = integrityKind(error);
       if (integrity) return reply(409, failure(INTEGRITY_MESSAGE[integrity](lang), "DATA_INTEGRITY_VIOLATION"));
       if (isBusy(error)) {
         logger.warn({ err: error }, "database busy");
-        return reply(503, failure(messageOf("SERVICE_UNAVAILABLE", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
+        return replyCode("SERVICE_UNAVAILABLE", { "retry-after": "1" });
       }
       logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
-      return reply(500, failure(messageOf("INTERNAL_ERROR", lang), "INTERNAL_ERROR"));
+      return replyCode("INTERNAL_ERROR");
     };
     try {
       return await answer();
@@ -124,7 +126,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
         if (error.type === "response") {
           // A response that does not fit its schema is our bug, not the client's.
           logger.error({ err: error, route }, "response failed its schema");
-          return reply(500, failure(messageOf("INTERNAL_ERROR", lang), "INTERNAL_ERROR"));
+          return replyCode("INTERNAL_ERROR");
         }
         // "property" is how Elysia reports one bad coerced value (a path or query number) without
         // saying whose: check the route's path parameters and its whole query, from the raw strings.
@@ -139,13 +141,13 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (kind === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
       if (kind === "NOT_FOUND") {
         if (!(await isAuthenticated(request))) {
-          return reply(401, failure(messageOf("UNAUTHORIZED", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
+          return replyCode("UNAUTHORIZED", { "www-authenticate": "Bearer" });
         }
         const methods = routes.methodsFor(new URL(request.url).pathname);
         if (methods.length > 0 && !methods.includes(request.method)) {
-          return reply(405, failure(messageOf("METHOD_NOT_ALLOWED", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
+          return replyCode("METHOD_NOT_ALLOWED", { allow: methods.join(", ") });
         }
-        return reply(404, failure(messageOf("NOT_FOUND", lang), "NOT_FOUND"));
+        return replyCode("NOT_FOUND");
       }
       return unexpected(error);
     }
