@@ -9,7 +9,7 @@ import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
 import { clientAddress } from "../src/http/client-address";
 import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { expectFailure } from "./scenario";
+import { expectFailure, invalidBody, scenarios } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
 
@@ -88,14 +88,15 @@ describe("login", () => {
     expect(res.body).toEqual({ success: false, message: "帳號已停用", errorCode: "ACCOUNT_DISABLED", timestamp: expect.stringMatching(ISO_Z) });
   });
 
-  test.each([
-    ["no body fields", {}, ["email: must not be blank", "password: must not be blank"]],
-    ["empty strings", { email: "", password: "" }, ["email: must not be blank", "password: must not be blank"]],
-  ])("%s is 400 body validation", async (_, body, errors) => {
-    const res = await t.request("POST", "/api/auth/login", { body });
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
-  });
+  scenarios([
+    { name: "no body fields", send: () => t.request("POST", "/api/auth/login", { body: {} }), status: 400, failure: invalidBody(["email: must not be blank", "password: must not be blank"]) },
+    {
+      name: "empty strings",
+      send: () => t.request("POST", "/api/auth/login", { body: { email: "", password: "" } }),
+      status: 400,
+      failure: invalidBody(["email: must not be blank", "password: must not be blank"]),
+    },
+  ]);
 });
 
 describe("legacy hashes (BCrypt, older argon2 parameters)", () => {
@@ -265,9 +266,14 @@ describe("refresh, logout and password change", () => {
     expect((await profile(res.body.data.token)).status).toBe(200);
   });
 
-  test.each([["refresh"], ["logout"], ["change-password"]])("%s without a bearer is 401", async (path) => {
-    expectFailure(await t.request("POST", `/api/auth/${path}`, { body: {} }), 401, UNAUTHORIZED);
-  });
+  scenarios(
+    ["refresh", "logout", "change-password"].map((path) => ({
+      name: `${path} without a bearer`,
+      send: () => t.request("POST", `/api/auth/${path}`, { body: {} }),
+      status: 401,
+      failure: UNAUTHORIZED,
+    })),
+  );
 
   test("logout revokes every token issued so far; a new login works", async () => {
     const s = await session();
@@ -313,9 +319,7 @@ describe("refresh, logout and password change", () => {
     ],
   ])("%s is 400 and changes nothing", async (_, body, errors) => {
     const s = await session();
-    const res = await t.request("POST", "/api/auth/change-password", { token: s.token, body });
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
+    expectFailure(await t.request("POST", "/api/auth/change-password", { token: s.token, body }), 400, invalidBody(errors));
     expect((await profile(s.token)).status).toBe(200);
     expect((await login(t, s.email, PASSWORD)).status).toBe(200);
   });
