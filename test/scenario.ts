@@ -28,6 +28,9 @@ export function expectFailure(res: Pick<TestResponse, "status" | "body" | "heade
 /** A body that failed validation: 400, no errorCode, exactly these `errors`. */
 export const invalidBody = (errors: string[], message = "Data validation failed"): Failure => ({ message, errors });
 
+/** Query or path parameters that failed validation: 400, no errorCode, exactly these `errors`. */
+export const invalidParams = (errors: string[], message = "Parameter validation failed"): Failure => ({ message, errors });
+
 export interface Scenario {
   name: string;
   /** Sends the request when the row runs, so it may use tokens and records made in beforeAll. */
