@@ -110,7 +110,8 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
 
   /** Every answer is checked against the OpenAPI document (test/openapi-conformance.ts): a mismatch fails the test. */
   function conform(method: string, url: string, answer: TestResponse) {
-    const problems = (conformance ??= conformanceOf(app)).check(method, url, answer);
+    conformance ??= conformanceOf(app);
+    const problems = conformance.check(method, url, answer);
     if (problems.length > 0) throw new Error(`the answer does not conform to the OpenAPI document:\n${problems.join("\n")}`);
   }
   const parse = (text: string): unknown => {

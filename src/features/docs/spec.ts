@@ -88,7 +88,10 @@ function normalize(node: unknown): void {
  * both keeps one shape per title where a schema serves in a request and an answer.
  */
 function close(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(close);
+  if (Array.isArray(node)) {
+    for (const item of node) close(item);
+    return;
+  }
   if (!node || typeof node !== "object") return;
   const schema = node as Json;
   if (schema.properties && schema.additionalProperties === undefined) schema.additionalProperties = false;
@@ -101,7 +104,10 @@ const canonical = (value: unknown): string =>
 
 /** Titled schemas become components.schemas entries referenced by $ref, innermost first. */
 function nameComponents(node: unknown, named: Map<string, Json>): void {
-  if (Array.isArray(node)) return node.forEach((child) => nameComponents(child, named));
+  if (Array.isArray(node)) {
+    for (const child of node) nameComponents(child, named);
+    return;
+  }
   if (!node || typeof node !== "object") return;
   for (const [key, child] of Object.entries(node as Json)) {
     nameComponents(child, named);
@@ -137,7 +143,8 @@ const isErrorEnvelope = (schema: Json | undefined) => schema?.title === "ErrorEn
 
 /** One operation's responses: statuses the service adds, media types, descriptions, headers. */
 function completeResponses(operation: Json, usedHeaders: Set<ResponseHeader>, errorStatuses: Set<string>) {
-  const responses: Json = (operation.responses ??= {});
+  operation.responses ??= {};
+  const responses: Json = operation.responses;
   const secured = operation.security.length > 0;
   const readsJson = operation.requestBody?.content?.["application/json"] !== undefined;
   // The guard reads the caller's row: a secured route can meet a busy database (503) too.
@@ -170,7 +177,7 @@ function headersOf(status: string, own: ResponseHeader[], usedHeaders: Set<Respo
   const names: ResponseHeader[] = ["X-Request-Id", ...own];
   if (status === "401") names.push("WWW-Authenticate");
   if (status === "429" || status === "503") names.push("Retry-After");
-  names.forEach((name) => usedHeaders.add(name));
+  for (const name of names) usedHeaders.add(name);
   return Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${headerComponent(name)}` }]));
 }
 
