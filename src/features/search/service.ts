@@ -3,7 +3,7 @@
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
-import { and, asc, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, sql } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
@@ -98,16 +98,39 @@ function shapeOf(c: UserSearchCriteria, page?: Page) {
     shape.name = byTrigrams(c.name) ? "fts" : "like";
     values.name = shape.name === "fts" ? ftsPhrase(c.name) : `%${likeLiteral(c.name)}%`;
   }
-  if (hasText(c.email)) (shape.email = true), (values.email = `%${likeLiteral(c.email.trim())}%`);
-  if (hasText(c.department)) (shape.department = true), (values.department = c.department.trim());
-  if (c.active !== undefined) (shape.active = true), (values.active = c.active ? 1 : 0);
-  if (c.age !== undefined) (shape.age = true), (values.age = c.age);
-  if (c.createdAfter) (shape.createdAfter = true), (values.createdAfter = c.createdAfter.getTime());
-  if (c.createdBefore) (shape.createdBefore = true), (values.createdBefore = c.createdBefore.getTime());
-  if (hasText(c.role)) (shape.role = true), (values.role = c.role.trim());
+  if (hasText(c.email)) {
+    shape.email = true;
+    values.email = `%${likeLiteral(c.email.trim())}%`;
+  }
+  if (hasText(c.department)) {
+    shape.department = true;
+    values.department = c.department.trim();
+  }
+  if (c.active !== undefined) {
+    shape.active = true;
+    values.active = c.active ? 1 : 0;
+  }
+  if (c.age !== undefined) {
+    shape.age = true;
+    values.age = c.age;
+  }
+  if (c.createdAfter) {
+    shape.createdAfter = true;
+    values.createdAfter = c.createdAfter.getTime();
+  }
+  if (c.createdBefore) {
+    shape.createdBefore = true;
+    values.createdBefore = c.createdBefore.getTime();
+  }
+  if (hasText(c.role)) {
+    shape.role = true;
+    values.role = c.role.trim();
+  }
   if (skillKeys.length > 0) {
     shape.skills = skillKeys.length;
-    skillKeys.forEach((key, i) => (values[`skill${i}`] = key));
+    skillKeys.forEach((key, i) => {
+      values[`skill${i}`] = key;
+    });
   }
   if (page) Object.assign(values, limitOffset(page));
   return { shape, values };
