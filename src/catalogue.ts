@@ -5,6 +5,7 @@
  * does not exist fails tsc instead of becoming a 500 at run time.
  */
 import { defineErrors, defineTexts, render, type Lang, type TextParams } from "./i18n";
+import { accountErrors, accountTexts } from "./features/account/errors";
 import { actuatorErrors } from "./features/actuator/errors";
 import { authErrors, authTexts } from "./features/auth/errors";
 import { filesErrors, filesTexts } from "./features/files/errors";
@@ -62,8 +63,8 @@ function merge<const T extends readonly object[]>(...parts: T): Merged<T> {
   return out as Merged<T>;
 }
 
-export const ERRORS = merge(serviceErrors, usersErrors, authErrors, productsErrors, ordersErrors, filesErrors, peopleErrors, actuatorErrors);
-const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts);
+export const ERRORS = merge(serviceErrors, usersErrors, authErrors, productsErrors, ordersErrors, filesErrors, peopleErrors, actuatorErrors, accountErrors);
+const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts);
 
 export type ErrorCode = keyof typeof ERRORS;
 export type MessageKey = keyof typeof TEXTS;

@@ -17,7 +17,6 @@ import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
 import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
-import "../account/messages";
 
 export interface SessionDeps extends ThrottleDeps {
   db: Database;
