@@ -8,6 +8,7 @@ import { defineErrors, defineTexts, render, type Lang, type TextParams } from ".
 import { accountErrors, accountTexts } from "./features/account/errors";
 import { actuatorErrors } from "./features/actuator/errors";
 import { authErrors, authTexts } from "./features/auth/errors";
+import { backupsErrors } from "./features/backups/errors";
 import { filesErrors, filesTexts } from "./features/files/errors";
 import { ordersErrors, ordersTexts } from "./features/orders/errors";
 import { peopleErrors } from "./features/people/errors";
@@ -63,7 +64,7 @@ function merge<const T extends readonly object[]>(...parts: T): Merged<T> {
   return out as Merged<T>;
 }
 
-export const ERRORS = merge(serviceErrors, usersErrors, authErrors, productsErrors, ordersErrors, filesErrors, peopleErrors, actuatorErrors, accountErrors);
+export const ERRORS = merge(serviceErrors, usersErrors, authErrors, productsErrors, ordersErrors, filesErrors, peopleErrors, actuatorErrors, accountErrors, backupsErrors);
 const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts);
 
 export type ErrorCode = keyof typeof ERRORS;
