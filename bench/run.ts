@@ -201,7 +201,9 @@ async function autocannon(url: string, load: Load, seconds: number): Promise<Mea
           path: load.path.replace("{id}", String(1 + Math.floor(Math.random() * (load.maxId ?? 1)))),
           body: load.body?.replace("{email}", `${tag}-${++counter}@bench.example.com`),
         }),
-        onResponse: (status: number) => void (statuses[status] = (statuses[status] ?? 0) + 1),
+        onResponse: (status: number) => {
+          statuses[status] = (statuses[status] ?? 0) + 1;
+        },
       },
     ],
   });
@@ -498,7 +500,11 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
     const url = `http://127.0.0.1:${port}`;
     try {
       await waitFor200(url + "/", 10_000);
-      return { proc, port, url, stop: async () => (proc.kill("SIGTERM"), await proc.exited) };
+      const stop = async () => {
+        proc.kill("SIGTERM");
+        return await proc.exited;
+      };
+      return { proc, port, url, stop };
     } catch (error) {
       proc.kill("SIGKILL");
       if (attempt === 2) throw error;

@@ -25,7 +25,7 @@ async function run(driver: DatabaseDriver) {
   try {
     const db = await openDatabase({ url: `file:${path}`, driver });
     await migrate(db);
-    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger };
+    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger, now: Date.now };
     const create = (i: number) => createUser(deps, { name: `Bench User ${i}`, email: `bench${i}@example.com` }, "bench");
     // Frames per create: a fresh WAL (checkpointed and truncated), COUNTED creates, its size.
     await create(-1);

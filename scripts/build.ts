@@ -50,6 +50,7 @@ const build = (bytecodeOrder: string | null) =>
         setup(build) {
           build.onLoad({ filter: /node_modules[\\/]libsql[\\/]index\.js$/ }, async ({ path }) => {
             const source = await Bun.file(path).text();
+            // biome-ignore lint/suspicious/noTemplateCurlyInString: libsql's own source text, matched literally.
             const patched = source.replace("return require(`@libsql/${target}`);", `return require("${libsqlAddon}/index.node");`);
             if (patched === source) throw new Error("libsql/index.js changed: update the static addon patch in scripts/build.ts");
             return { contents: patched, loader: "js" };

@@ -21,6 +21,7 @@ import { searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
 import { bodyParser } from "./http/body-parser";
+import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
 import { cors } from "./http/cors";
 import { securityHeadersPlugin } from "./http/security-headers";
@@ -38,6 +39,7 @@ export function createApp(deps: AppDeps) {
   };
   const { config } = deps;
   let self: AnyElysia | undefined;
+  const routes = routeTable(() => self!);
 
   const app = new Elysia({
     prefix: config.basePath,
@@ -52,12 +54,12 @@ export function createApp(deps: AppDeps) {
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       idleTimeout: 20,
     },
-  } as never)
+  })
     .use(
       errorsPlugin({
         logger: deps.logging.get("http"),
         isAuthenticated: async (request) => (await authenticator.callerOf(request)) !== undefined,
-        routes: routeTable(() => self!),
+        routes,
       }),
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
@@ -65,6 +67,7 @@ export function createApp(deps: AppDeps) {
     .use(cors(config.corsOrigins))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))
+    .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
     .use(accountRoutes(ctx))

@@ -3,69 +3,43 @@
  * first and global, turns every error into the envelope with the interface's status codes.
  * Nothing else writes an error response.
  */
-import { Elysia, ParseError, ValidationError } from "elysia";
+import { Elysia, ParseError, ValidationError, type TSchema } from "elysia";
 import type { Logger } from "pino";
 import { failure } from "./envelope";
-import { languageOf, translate, type Lang, type MessageKey } from "./i18n";
-import { parameterViolationsOf, violationsOf, type Violation } from "./validation";
+import { ERRORS, messageOf, translate, type ErrorCode } from "./catalogue";
+import { languageOf, type Lang, type TextParams } from "./i18n";
+import { parameterViolationsOf, violationsOf, Violations, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
-import { parsedBodyOf, refusedBodyOf } from "./http/body-parser";
+import { peekRequestState } from "./http/request-state";
 import { integrityKind, isBusy } from "./db/errors";
 
 /** Database failures are classified in src/db/errors.ts, for every driver. */
 export { integrityKind };
 
-/** The code catalogue: status and message of every errorCode a client can see. */
-export const ERRORS = {
-  USER_NOT_FOUND: { status: 404, message: "error.userNotFound" },
-  DUPLICATE_EMAIL: { status: 409, message: "error.duplicateEmail" },
-  DATA_INTEGRITY_VIOLATION: { status: 409, message: "error.integrity.other" },
-  OPTIMISTIC_LOCK_CONFLICT: { status: 409, message: "error.optimisticLock" },
-  ACCESS_DENIED: { status: 403, message: "error.accessDenied" },
-  UNAUTHORIZED: { status: 401, message: "error.unauthorized" },
-  NOT_FOUND: { status: 404, message: "error.notFound" },
-  METHOD_NOT_ALLOWED: { status: 405, message: "error.methodNotAllowed" },
-  PAYLOAD_TOO_LARGE: { status: 413, message: "error.payloadTooLarge" },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: "error.unsupportedMediaType" },
-  TOO_MANY_REQUESTS: { status: 429, message: "error.tooManyRequests" },
-  SERVICE_UNAVAILABLE: { status: 503, message: "error.serviceUnavailable" },
-  INTERNAL_ERROR: { status: 500, message: "error.internal" },
-} as const satisfies Record<string, { status: number; message: MessageKey }>;
+export type { ErrorCode } from "./catalogue";
+/** Violations are validation's own; services import them with AppError from here. */
+export { Violations };
 
-export type ErrorCode = keyof typeof ERRORS;
-
-/** A feature's own codes join the catalogue here, so every code has one definition. */
-const featureErrors: Record<string, { status: number; message: string }> = {};
-export function defineErrors<C extends string>(entries: Record<C, { status: number; message: string }>) {
-  Object.assign(featureErrors, entries);
+export interface AppErrorOptions {
+  headers?: Record<string, string>;
+  errors?: string[];
 }
 
 export class AppError extends Error {
   constructor(
-    readonly code: ErrorCode | (string & {}),
-    readonly params: Record<string, string | number> = {},
-    readonly options: { headers?: Record<string, string>; errors?: string[]; messageKey?: string } = {},
+    readonly code: ErrorCode,
+    readonly params: TextParams = {},
+    readonly options: AppErrorOptions = {},
   ) {
     super(code);
   }
 
   get status(): number {
-    return (ERRORS as Record<string, { status: number }>)[this.code]?.status ?? featureErrors[this.code]?.status ?? 500;
+    return ERRORS[this.code].status;
   }
 
   messageIn(lang: Lang): string {
-    const key = this.options.messageKey ?? (ERRORS as Record<string, { message: string }>)[this.code]?.message ?? featureErrors[this.code]?.message;
-    return key ? translate(key as MessageKey, lang, this.params) : this.code;
-  }
-}
-
-/**
- * A validation failure found by a service (a rule no schema can check, e.g. a Luhn digit):
- * answered like a schema failure, 400 with `errors` and no errorCode.
- */
-export class Violations extends Error {
-  constructor(readonly on: "body" | "params", readonly violations: Violation[]) {
-    super("validation");
+    return messageOf(this.code, lang, this.params);
   }
 }
 
@@ -74,10 +48,10 @@ export function formatViolations(violations: Violation[], lang: Lang): string[] 
 }
 
 const INTEGRITY_MESSAGE = {
-  duplicate: "error.integrity.duplicate",
-  foreignKey: "error.integrity.foreignKey",
-  other: "error.integrity.other",
-} as const;
+  duplicate: (lang: Lang) => translate("error.integrity.duplicate", lang),
+  foreignKey: (lang: Lang) => translate("error.integrity.foreignKey", lang),
+  other: (lang: Lang) => messageOf("DATA_INTEGRITY_VIOLATION", lang),
+};
 
 export interface ErrorsPluginDeps {
   logger: Logger;
@@ -85,6 +59,9 @@ export interface ErrorsPluginDeps {
   isAuthenticated(request: Request): Promise<boolean>;
   routes: RouteTable;
 }
+
+/** The schema a failed check ran: Elysia's validator wraps it (a TypeCheck's `schema`). */
+const validatorSchema = (error: ValidationError): TSchema | undefined => (error.validator as { schema?: TSchema } | undefined)?.schema;
 
 function queryOf(url: string): Record<string, string | string[]> {
   // No prototype: a parameter named "constructor" or "__proto__" is just a name (it found
@@ -102,7 +79,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
     // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415, a body that is not an object) keep their meaning.
     const cause = (raised as Error).cause;
     // A body held back by the parser until access was granted made the body fail validation: answer its refusal.
-    const refused = code === "VALIDATION" ? refusedBodyOf(request) : undefined;
+    const refused = code === "VALIDATION" ? peekRequestState(request)?.refusedBody : undefined;
     const kind = refused instanceof ParseError ? "PARSE" : code;
     const error = refused ?? (code === "PARSE" && (cause instanceof AppError || cause instanceof Violations) ? cause : raised);
     const lang = languageOf(request.headers.get("accept-language"));
@@ -111,16 +88,18 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (headers) Object.assign(set.headers, headers);
       return body;
     };
+    /** The envelope of a catalogue code, with the code's own status. */
+    const replyCode = (code: ErrorCode, headers?: Record<string, string>) => reply(ERRORS[code].status, failure(messageOf(code, lang), code), headers);
     /** Anything not a client's mistake: a constraint, a busy database, or a 500 with the detail only in the log. */
     const unexpected = (error: unknown) => {
       const integrity = integrityKind(error);
-      if (integrity) return reply(409, failure(translate(INTEGRITY_MESSAGE[integrity], lang), "DATA_INTEGRITY_VIOLATION"));
+      if (integrity) return reply(409, failure(INTEGRITY_MESSAGE[integrity](lang), "DATA_INTEGRITY_VIOLATION"));
       if (isBusy(error)) {
         logger.warn({ err: error }, "database busy");
-        return reply(503, failure(translate("error.serviceUnavailable", lang), "SERVICE_UNAVAILABLE"), { "retry-after": "1" });
+        return replyCode("SERVICE_UNAVAILABLE", { "retry-after": "1" });
       }
       logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
-      return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+      return replyCode("INTERNAL_ERROR");
     };
     try {
       return await answer();
@@ -140,20 +119,20 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       }
       if (kind === "VALIDATION" && error instanceof ValidationError) {
         if (error.type === "body") {
-          const schema = (error.validator as any)?.schema ?? error.validator;
-          const sent = parsedBodyOf(request);
+          const schema = validatorSchema(error) ?? (error.validator as TSchema);
+          const sent = peekRequestState(request)?.sentBody;
           return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, sent === undefined ? error.value : sent), lang)));
         }
         if (error.type === "response") {
           // A response that does not fit its schema is our bug, not the client's.
           logger.error({ err: error, route }, "response failed its schema");
-          return reply(500, failure(translate("error.internal", lang), "INTERNAL_ERROR"));
+          return replyCode("INTERNAL_ERROR");
         }
         // "property" is how Elysia reports one bad coerced value (a path or query number) without
         // saying whose: check the route's path parameters and its whole query, from the raw strings.
         const parts = error.type === "property" ? (["params", "query"] as const) : [error.type as "query" | "params" | "headers"];
         const violations = parts.flatMap((part) => {
-          const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? (error.validator as any)?.schema : undefined);
+          const schema = routes.schemaOf(request.method, route, part) ?? (part === error.type ? validatorSchema(error) : undefined);
           const raw = part === "query" ? queryOf(request.url) : part === "params" ? params : (error.value as Record<string, unknown>);
           return schema ? parameterViolationsOf(schema, raw ?? {}) : [];
         });
@@ -162,13 +141,13 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
       if (kind === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
       if (kind === "NOT_FOUND") {
         if (!(await isAuthenticated(request))) {
-          return reply(401, failure(translate("error.unauthorized", lang), "UNAUTHORIZED"), { "www-authenticate": "Bearer" });
+          return replyCode("UNAUTHORIZED", { "www-authenticate": "Bearer" });
         }
         const methods = routes.methodsFor(new URL(request.url).pathname);
         if (methods.length > 0 && !methods.includes(request.method)) {
-          return reply(405, failure(translate("error.methodNotAllowed", lang), "METHOD_NOT_ALLOWED"), { allow: methods.join(", ") });
+          return replyCode("METHOD_NOT_ALLOWED", { allow: methods.join(", ") });
         }
-        return reply(404, failure(translate("error.notFound", lang), "NOT_FOUND"));
+        return replyCode("NOT_FOUND");
       }
       return unexpected(error);
     }

@@ -238,7 +238,7 @@ async function main(argv: string[]): Promise<number> {
       const database = await openMigrated(config);
       const [user] = await database.select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active }).from(users).where(eq(users.email, values.email.trim().toLowerCase()));
       database.close();
-      if (!user || !user.active) {
+      if (!user?.active) {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
         return 1;
       }

@@ -54,7 +54,10 @@ function createTimer<L extends string>(registry: Registry, name: string, help: s
   const entryOf = (labels: Partial<Record<L, string>>) => {
     const key = labelNames.map((l) => labels[l]).join("\u0000");
     let entry = known.get(key);
-    if (!entry) known.set(key, (entry = { labels: { ...labels }, longest: -1 }));
+    if (!entry) {
+      entry = { labels: { ...labels }, longest: -1 };
+      known.set(key, entry);
+    }
     return entry;
   };
   const record = (entry: { labels: Partial<Record<L, string>>; longest: number }, seconds: number) => {

@@ -10,7 +10,7 @@ import { type TSchema, t } from "elysia";
 import { ValueErrorType, type ValueError } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
 import { Kind } from "@sinclair/typebox";
-import type { MessageKey } from "./i18n";
+import type { MessageKey } from "./catalogue";
 
 export type RuleKind =
   | "required" | "type" | "blank" | "pattern" | "format" | "minLength" | "maxLength"
@@ -25,13 +25,50 @@ export interface Violation {
   params?: Record<string, string | number>;
 }
 
-/** A cross-field rule; receives the raw value, which may be of any shape. */
-export type Refinement = (value: any) => Violation[];
+/** A cross-field rule; receives the raw object, whose fields may be of any shape. */
+export type Refinement = (value: Record<string, unknown>) => Violation[];
 
-/** Options every feature may put on a TypeBox schema (TypeBox itself ignores them). */
-export interface RuleOptions {
-  messages?: FieldMessages;
-  refine?: Refinement;
+// The options every schema may carry (TypeBox itself ignores them), typed once for t.* and Type.*.
+declare module "@sinclair/typebox" {
+  interface SchemaOptions {
+    /** Our text per kind of rule, instead of the generic one. */
+    messages?: FieldMessages;
+    /** Rules across fields of an object: run for every route whose body schema declares one (src/http/refinements.ts). */
+    refine?: Refinement;
+  }
+}
+
+/**
+ * A validation failure found by a service (a rule no schema can check, e.g. a Luhn digit):
+ * answered like a schema failure, 400 with `errors` and no errorCode.
+ */
+export class Violations extends Error {
+  constructor(readonly on: "body" | "params", readonly violations: Violation[]) {
+    super("validation");
+  }
+}
+
+/** yyyy-MM-dd, or an ISO 8601 date-time (with Z or an offset; without one it is read as UTC). */
+const INSTANT_PATTERN = "^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:\\d{2})?)?$";
+
+export const Instant = t.String({
+  pattern: INSTANT_PATTERN,
+  messages: { pattern: "field.instant" },
+  description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
+});
+
+/** The instant an Instant parameter names; `param` names it in the error for a day that does not exist (2025-02-30). */
+export function parseInstant(value: string, param: string): Date {
+  const day = value.slice(0, 10);
+  const calendarDay = new Date(`${day}T00:00:00Z`);
+  // JS dates keep milliseconds: finer fractions are cut, a missing offset means UTC.
+  const time = value.slice(10).replace(/(\.\d{3})\d+/, "$1");
+  const instant = time === "" ? calendarDay : new Date(day + (/(Z|[+-]\d{2}:\d{2})$/.test(time) ? time : `${time}Z`));
+  // Date rolls 2025-02-30 over into March; the round trip catches it.
+  if (Number.isNaN(instant.getTime()) || Number.isNaN(calendarDay.getTime()) || calendarDay.toISOString().slice(0, 10) !== day) {
+    throw new Violations("params", [{ path: param, key: "field.instant" }]);
+  }
+  return instant;
 }
 
 /**
@@ -43,9 +80,9 @@ export const MAX_PAGE = Math.floor(Number.MAX_SAFE_INTEGER / 100);
 const NOT_BLANK = "\\S";
 
 /** A string that must contain a non-space character; its "blank" text comes from `messages.blank`. */
-export function NotBlankString(options: Parameters<typeof t.String>[0] & RuleOptions = {}) {
+export function NotBlankString(options: Parameters<typeof t.String>[0] = {}) {
   const { messages, ...rest } = options;
-  return t.String({ ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } } as never);
+  return t.String({ ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } });
 }
 
 const KIND_OF: Partial<Record<ValueErrorType, RuleKind>> = {
@@ -81,7 +118,7 @@ function generic(kind: RuleKind | undefined, error: ValueError): Violation["key"
 }
 
 function paramsOf(kind: RuleKind | undefined, error: ValueError): Record<string, string | number> {
-  const s = error.schema as Record<string, any>;
+  const s = error.schema;
   switch (kind) {
     case "minLength": return { limit: s.minLength };
     case "maxLength": return { limit: s.maxLength };
@@ -90,14 +127,14 @@ function paramsOf(kind: RuleKind | undefined, error: ValueError): Record<string,
     case "minItems": return { limit: s.minItems };
     case "maxItems": return { limit: s.maxItems };
     default: {
-      const options: unknown[] | undefined = s.enum ?? s.anyOf?.map((o: any) => o.const);
+      const options: unknown[] | undefined = s.enum ?? s.anyOf?.map((o: TSchema) => o.const);
       if (options) return { allowed: options.join(", ") };
       return { expected: describeType(s) };
     }
   }
 }
 
-function describeType(schema: Record<string, any>): string {
+function describeType(schema: TSchema): string {
   if (schema.type === "integer") return "an integer";
   if (schema.type === "number") return "a number";
   if (schema.type === "boolean") return "true or false";
@@ -121,9 +158,8 @@ function dotPath(pointer: string): string {
 /** Runs refinements of every object schema on the way down, so nested ones count too. */
 function refinements(schema: TSchema, value: unknown, prefix: string, out: Violation[]) {
   if (!value || typeof value !== "object") return;
-  const refine = (schema as RuleOptions).refine;
-  if (refine) {
-    for (const v of refine(value)) out.push({ ...v, path: prefix ? `${prefix}.${v.path}` : v.path });
+  if (schema.refine) {
+    for (const v of schema.refine(value as Record<string, unknown>)) out.push({ ...v, path: prefix ? `${prefix}.${v.path}` : v.path });
   }
   if (schema.type === "object" && schema.properties) {
     for (const [name, child] of Object.entries(schema.properties as Record<string, TSchema>)) {
@@ -132,10 +168,15 @@ function refinements(schema: TSchema, value: unknown, prefix: string, out: Viola
   }
 }
 
+/** Whether a schema or any object inside it declares `refine` rules. */
+export function hasRefinements(schema: TSchema): boolean {
+  if (schema.refine) return true;
+  return schema.type === "object" && Object.values((schema.properties ?? {}) as Record<string, TSchema>).some(hasRefinements);
+}
+
 /**
- * The `refine` rules alone. Elysia checks only the TypeBox part of a body, so a route whose
- * schema carries refinements runs this in beforeHandle (the errors plugin runs both when
- * TypeBox already failed).
+ * The `refine` rules alone. Elysia checks only the TypeBox part of a body, so the refinements
+ * hook runs these once TypeBox has accepted it (the errors plugin runs both when TypeBox failed).
  */
 export function refinementViolationsOf(schema: TSchema, value: unknown): Violation[] {
   const out: Violation[] = [];
@@ -238,7 +279,7 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
     // Elysia's body normalisation gives absent properties an own `undefined` value, which
     // TypeBox reports as a wrong type rather than a missing property: both mean "required".
     const kind = error.value === undefined && error.path !== "" ? "required" : KIND_OF[error.type];
-    const messages = (error.schema as RuleOptions).messages;
+    const messages = error.schema.messages;
     const key = messages?.[kind ?? "type"] ?? generic(kind, error);
     const path = dotPath(error.path);
     if (kind === "pattern" && error.schema.pattern === NOT_BLANK) blank.set(path, key);

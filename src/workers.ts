@@ -72,7 +72,9 @@ export function joinMetricsPeers(registry: Registry, socketsDir: string): Metric
 
 /** The primary's side: the sockets folder its children inherit. */
 export function metricsSocketsDir(): string {
-  return (process.env[SOCKETS_ENV] ??= mkdtempSync(join(tmpdir(), "usersvc-workers-")));
+  const dir = process.env[SOCKETS_ENV] ?? mkdtempSync(join(tmpdir(), "usersvc-workers-"));
+  process.env[SOCKETS_ENV] = dir;
+  return dir;
 }
 
 export interface Supervisor {

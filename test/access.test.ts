@@ -5,14 +5,13 @@
  * (with WWW-Authenticate: Bearer) without a valid token, 403 ACCESS_DENIED without the role.
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
-import { makeTestApp, type TestApp } from "./helpers";
+import { makeTestApp, uniqueEmail, type TestApp } from "./helpers";
 
 type Who = "anonymous" | "noRole" | "user" | "admin";
 type Session = { id: number; email: string; token: string };
 
 let t: TestApp;
 const who: Partial<Record<Who, Session>> = {};
-let serial = 0;
 
 beforeAll(async () => {
   t = await makeTestApp();
@@ -22,9 +21,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const freshEmail = () => `access${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
 /** A user to act on, so DELETE and PUT never hit the callers themselves. */
-const target = () => t.createUser({ email: freshEmail() });
+const target = () => t.createUser({ email: uniqueEmail("access") });
 
 interface Row {
   request: string;
@@ -70,7 +68,7 @@ const rows: Row[] = [
   },
   {
     request: "POST /api/users (ADMIN)",
-    send: (token) => t.request("POST", "/api/users", { token, body: { name: "New Person", email: freshEmail() } }),
+    send: (token) => t.request("POST", "/api/users", { token, body: { name: "New Person", email: uniqueEmail("access") } }),
     expect: { anonymous: 401, noRole: 403, user: 403, admin: 201 },
   },
   {
@@ -80,12 +78,12 @@ const rows: Row[] = [
   },
   {
     request: "PUT /api/users/{id} (ADMIN)",
-    send: async (token) => t.request("PUT", `/api/users/${(await target()).id}`, { token, body: { name: "Renamed", email: freshEmail() } }),
+    send: async (token) => t.request("PUT", `/api/users/${(await target()).id}`, { token, body: { name: "Renamed", email: uniqueEmail("access") } }),
     expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
   },
   {
     request: "PUT /api/users/{own id} (ADMIN, even for oneself)",
-    send: (token, self) => t.request("PUT", `/api/users/${self?.id ?? 1}`, { token, body: { name: "Renamed", email: self?.email ?? freshEmail() } }),
+    send: (token, self) => t.request("PUT", `/api/users/${self?.id ?? 1}`, { token, body: { name: "Renamed", email: self?.email ?? uniqueEmail("access") } }),
     expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
   },
   {

@@ -45,6 +45,7 @@ test("creates the ADMIN on the first start and changes nothing on the second", a
 
 test("promotes and re-activates an existing account, keeping its password and tokens", async () => {
   const plain = await t.createUser({ password: "Us3r!pass" });
+  // Raw write: no route deactivates one account (only the bulk deactivation by last login).
   await t.db.update(users).set({ active: false }).where(eq(users.id, plain.id));
   const result = await ensureAdmin(t.database, { email: plain.email, password: "Other!pass1" });
   expect(result).toEqual({ id: plain.id, created: false });

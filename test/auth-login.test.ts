@@ -9,6 +9,7 @@ import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
 import { clientAddress } from "../src/http/client-address";
 import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { expectFailure, invalidBody, scenarios } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
 
@@ -80,25 +81,28 @@ describe("login", () => {
 
   test("an inactive account with the right password is 403 ACCOUNT_DISABLED", async () => {
     const user = await t.createUser({ password: PASSWORD });
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
     const res = await login(t, user.email, PASSWORD, "zh-TW");
     expect(res.status).toBe(403);
     expect(res.body).toEqual({ success: false, message: "帳號已停用", errorCode: "ACCOUNT_DISABLED", timestamp: expect.stringMatching(ISO_Z) });
   });
 
-  test.each([
-    ["no body fields", {}, ["email: must not be blank", "password: must not be blank"]],
-    ["empty strings", { email: "", password: "" }, ["email: must not be blank", "password: must not be blank"]],
-  ])("%s is 400 body validation", async (_, body, errors) => {
-    const res = await t.request("POST", "/api/auth/login", { body });
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
-  });
+  scenarios([
+    { name: "no body fields", send: () => t.request("POST", "/api/auth/login", { body: {} }), status: 400, failure: invalidBody(["email: must not be blank", "password: must not be blank"]) },
+    {
+      name: "empty strings",
+      send: () => t.request("POST", "/api/auth/login", { body: { email: "", password: "" } }),
+      status: 400,
+      failure: invalidBody(["email: must not be blank", "password: must not be blank"]),
+    },
+  ]);
 });
 
 describe("legacy hashes (BCrypt, older argon2 parameters)", () => {
   async function legacyUser(hash: string) {
     const user = await t.createUser();
+    // Raw write: a hash the service no longer writes, which no request can produce.
     await t.db.update(users).set({ passwordHash: hash }).where(eq(users.id, user.id));
     return user;
   }
@@ -247,11 +251,7 @@ describe("refresh, logout and password change", () => {
   }
   const profile = (token: string) => t.request("GET", "/api/search/profile", { token });
 
-  function expectUnauthorized(res: { status: number; body: any; headers: Headers }) {
-    expect(res.status).toBe(401);
-    expect(res.body).toEqual({ success: false, message: expect.any(String), errorCode: "UNAUTHORIZED", timestamp: expect.stringMatching(ISO_Z) });
-    expect(res.headers.get("www-authenticate")).toBe("Bearer");
-  }
+  const UNAUTHORIZED = { errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } };
 
   test("refresh answers a working token in the login shape", async () => {
     const s = await session();
@@ -266,9 +266,14 @@ describe("refresh, logout and password change", () => {
     expect((await profile(res.body.data.token)).status).toBe(200);
   });
 
-  test.each([["refresh"], ["logout"], ["change-password"]])("%s without a bearer is 401", async (path) => {
-    expectUnauthorized(await t.request("POST", `/api/auth/${path}`, { body: {} }));
-  });
+  scenarios(
+    ["refresh", "logout", "change-password"].map((path) => ({
+      name: `${path} without a bearer`,
+      send: () => t.request("POST", `/api/auth/${path}`, { body: {} }),
+      status: 401,
+      failure: UNAUTHORIZED,
+    })),
+  );
 
   test("logout revokes every token issued so far; a new login works", async () => {
     const s = await session();
@@ -278,8 +283,8 @@ describe("refresh, logout and password change", () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ success: true, message: "已登出，先前的權杖皆已失效", data: null, timestamp: expect.stringMatching(ISO_Z) });
     for (const token of [s.token, second, refreshed]) {
-      expectUnauthorized(await profile(token));
-      expectUnauthorized(await t.request("POST", "/api/auth/refresh", { token }));
+      expectFailure(await profile(token), 401, UNAUTHORIZED);
+      expectFailure(await t.request("POST", "/api/auth/refresh", { token }), 401, UNAUTHORIZED);
     }
     const again = await login(t, s.email, PASSWORD);
     expect((await profile(again.body.data.token)).status).toBe(200);
@@ -298,7 +303,7 @@ describe("refresh, logout and password change", () => {
       data: { token: expect.any(String), tokenType: "Bearer", expiresIn: 18000, user: expect.objectContaining({ id: s.id }) },
       timestamp: expect.stringMatching(ISO_Z),
     });
-    expectUnauthorized(await profile(s.token));
+    expectFailure(await profile(s.token), 401, UNAUTHORIZED);
     expect((await profile(res.body.data.token)).status).toBe(200);
     expect((await login(t, s.email, PASSWORD)).status).toBe(401);
     expect((await login(t, s.email, "N3wPassw0rd!")).status).toBe(200);
@@ -314,9 +319,7 @@ describe("refresh, logout and password change", () => {
     ],
   ])("%s is 400 and changes nothing", async (_, body, errors) => {
     const s = await session();
-    const res = await t.request("POST", "/api/auth/change-password", { token: s.token, body });
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
+    expectFailure(await t.request("POST", "/api/auth/change-password", { token: s.token, body }), 400, invalidBody(errors));
     expect((await profile(s.token)).status).toBe(200);
     expect((await login(t, s.email, PASSWORD)).status).toBe(200);
   });

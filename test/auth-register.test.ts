@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { auditLog, outbox, userProfiles, userSkills, users } from "../src/db/schema";
-import { freshUser, ISO_Z, makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { freshUser, ISO_Z, makeTestApp, uniqueEmail, validRegistration, type TestApp } from "./helpers";
+import { expectFailure, invalidBody } from "./scenario";
 
 let t: TestApp;
 beforeAll(async () => {
@@ -15,11 +16,9 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-let serial = 0;
-const uniqueEmail = () => `reg${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
 const day = (offsetDays: number) => new Date(Date.now() + offsetDays * 86_400_000).toISOString().slice(0, 10);
 
-const valid = () => validRegistration(uniqueEmail());
+const valid = () => validRegistration(uniqueEmail("reg"));
 
 const register = (body: unknown, lang?: string) =>
   t.request("POST", "/api/auth/register", { body, headers: lang ? { "accept-language": lang } : undefined });
@@ -29,11 +28,6 @@ function variant(change: (body: Record<string, any>) => void) {
   const body = valid();
   change(body);
   return body;
-}
-
-function expectViolations(res: { status: number; body: any }, message: string, errors: string[]) {
-  expect(res.status).toBe(400);
-  expect(res.body).toEqual({ success: false, message, errors, timestamp: expect.stringMatching(ISO_Z) });
 }
 
 type Row = [rule: string, change: (b: Record<string, any>) => void, en: string[], zh: string[]];
@@ -117,11 +111,11 @@ const accepted: [rule: string, change: (b: Record<string, any>) => void][] = [
 
 describe("registration rules at their boundaries", () => {
   test.each(rejected)("rejects %s (English)", async (_, change, en) => {
-    expectViolations(await register(variant(change)), "Data validation failed", en);
+    expectFailure(await register(variant(change)), 400, invalidBody(en));
   });
 
   test.each(rejected)("rejects %s (zh-TW)", async (_, change, _en, zh) => {
-    expectViolations(await register(variant(change), "zh-TW"), "資料驗證失敗", zh);
+    expectFailure(await register(variant(change), "zh-TW"), 400, invalidBody(zh, "資料驗證失敗"));
   });
 
   test.each(accepted)("accepts %s", async (_, change) => {
@@ -147,7 +141,7 @@ test("every violation is reported at once, with dot paths", async () => {
     },
     "zh-TW",
   );
-  expectViolations(res, "資料驗證失敗", [
+  expectFailure(res, 400, invalidBody([
     "name: 姓名長度必須在 2-50 字元之間",
     "email: Email 格式不正確",
     "password: 密碼長度必須在 8-20 字元之間",
@@ -163,11 +157,11 @@ test("every violation is reported at once, with dot paths", async () => {
     "confirmPassword: 密碼與確認密碼不一致",
     "birthDate: 生日必須是過去的日期",
     "salary: 薪資格式不正確",
-  ]);
+  ], "資料驗證失敗"));
 });
 
 test("an empty body names every required field", async () => {
-  expectViolations(await register({}), "Data validation failed", [
+  expectFailure(await register({}), 400, invalidBody([
     "name: must not be blank",
     "email: must not be blank",
     "password: must not be blank",
@@ -175,7 +169,7 @@ test("an empty body names every required field", async () => {
     "age: must not be null",
     "address: must not be null",
     "skills: must have at least 1 entry",
-  ]);
+  ]));
 });
 
 describe("a successful registration", () => {
@@ -228,7 +222,7 @@ describe("a successful registration", () => {
   });
 
   test("concurrent registrations of one e-mail give one account; the unique index decides", async () => {
-    const email = uniqueEmail();
+    const email = uniqueEmail("reg");
     const results = await Promise.all(Array.from({ length: 4 }, () => register({ ...valid(), email })));
     expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409]);
     expect((await t.db.select().from(users).where(eq(users.email, email))).length).toBe(1);
@@ -239,7 +233,7 @@ describe("GET /api/auth/validate-email", () => {
   test("true with 'available' for a free address, false with 'exists' for a taken one", async () => {
     const taken = valid();
     await register(taken);
-    const free = await t.request("GET", `/api/auth/validate-email?email=${encodeURIComponent(uniqueEmail())}`, { headers: { "accept-language": "zh-TW" } });
+    const free = await t.request("GET", `/api/auth/validate-email?email=${encodeURIComponent(uniqueEmail("reg"))}`, { headers: { "accept-language": "zh-TW" } });
     expect(free.status).toBe(200);
     expect(free.body).toEqual({ success: true, message: "Email 可用", data: true, timestamp: expect.stringMatching(ISO_Z) });
     const used = await t.request("GET", `/api/auth/validate-email?email=${encodeURIComponent(taken.email.toUpperCase())}`);

@@ -12,6 +12,7 @@ import { count, eq } from "drizzle-orm";
 import type { Env } from "../src/config";
 import { files } from "../src/db/schema";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
+import { STORED_NAME } from "../src/storage/files";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { peakRss, startServer, streamDownload, streamUpload } from "./server-process";
@@ -19,7 +20,6 @@ import { peakRss, startServer, streamDownload, streamUpload } from "./server-pro
 // Real disk and a real S3 server on a shared 2-core machine: I/O can stall for seconds under others' load.
 setDefaultTimeout(30_000);
 
-const STORED = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,10})?$/;
 
 interface Part {
   name: string;
@@ -125,7 +125,7 @@ function fileSuite(backend: Backend) {
     const bytes = everyByte(4096); // 1 MiB
     const uploaded = await uploadFile(bytes, "every byte.bin");
     expect(uploaded).toEqual({
-      fileName: expect.stringMatching(STORED),
+      fileName: expect.stringMatching(STORED_NAME),
       id: uploaded.fileName,
       originalName: "every byte.bin",
       fileSize: bytes.length,
@@ -216,7 +216,7 @@ function fileSuite(backend: Backend) {
       const res = await upload([{ name: "file", ...header, type: "text/plain", data: "x" }]);
       expect({ header, status: res.status }).toEqual({ header, status: 201 });
       expect(res.body.originalName).toBe(originalName);
-      expect(res.body.fileName).toMatch(STORED);
+      expect(res.body.fileName).toMatch(STORED_NAME);
       const download = await call(t, "GET", `/api/files/download/${res.body.fileName}`, { token: user.token });
       expect(download.headers.get("content-disposition")).toBe(disposition);
       const star = /filename\*=UTF-8''(.*)$/.exec(disposition)![1];

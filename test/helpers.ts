@@ -23,6 +23,10 @@ import { createSimulatedGateway, type PaymentGateway } from "../src/features/ord
 import { createFileStore } from "../src/storage/files";
 import { conformanceOf, type Conformance } from "./openapi-conformance";
 
+let emails = 0;
+/** An e-mail no other test has used (`prefix` says which file made it, when reading a log). */
+export const uniqueEmail = (prefix = "user") => `${prefix}${++emails}-${crypto.randomUUID().slice(0, 8)}@example.com`;
+
 /** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
 export const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -106,7 +110,8 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
 
   /** Every answer is checked against the OpenAPI document (test/openapi-conformance.ts): a mismatch fails the test. */
   function conform(method: string, url: string, answer: TestResponse) {
-    const problems = (conformance ??= conformanceOf(app)).check(method, url, answer);
+    conformance ??= conformanceOf(app);
+    const problems = conformance.check(method, url, answer);
     if (problems.length > 0) throw new Error(`the answer does not conform to the OpenAPI document:\n${problems.join("\n")}`);
   }
   const parse = (text: string): unknown => {
@@ -142,10 +147,14 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     return answer;
   }
 
-  let counter = 0;
-  /** A user written straight to the database (with a password and roles), and a token for it. */
+  /**
+   * A user written straight to the database (with a password and roles), and a token for it.
+   * Raw, not through the API: a user with no role is a state no route produces, and seeding
+   * through POST /api/users would add USER_CREATED audit entries and WELCOME notifications to
+   * every test's database, which the audit and outbox tests read.
+   */
   async function createUser(opts: { email?: string; name?: string; password?: string; roles?: ("USER" | "ADMIN")[] } = {}) {
-    const email = (opts.email ?? `user${++counter}-${crypto.randomUUID().slice(0, 8)}@example.com`).toLowerCase();
+    const email = (opts.email ?? uniqueEmail()).toLowerCase();
     const at = new Date(now());
     const [{ id }] = await database.unguarded
       .insert(users)
@@ -212,10 +221,3 @@ export async function holdWriteLock(path: string) {
   };
 }
 
-/** The envelope every error carries. */
-export function expectEnvelope(body: any) {
-  return {
-    success: body?.success,
-    hasTimestamp: typeof body?.timestamp === "string" && !Number.isNaN(Date.parse(body.timestamp)),
-  };
-}

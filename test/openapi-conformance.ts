@@ -49,7 +49,8 @@ export function conformanceOf(app: AnyElysia): Conformance {
   if (!checker) {
     // Routes kept out of the document on purpose (the Swagger UI's script and stylesheet).
     const hidden = app.routes.filter((r) => (r.hooks as Json)?.detail?.hide).map((r) => `${r.method} ${r.path}`);
-    checkers.set(key, (checker = createChecker(buildSpec(app), new Set(hidden))));
+    checker = createChecker(buildSpec(app), new Set(hidden));
+    checkers.set(key, checker);
   }
   return checker;
 }
@@ -67,7 +68,10 @@ export function createChecker(document: Json, hidden: ReadonlySet<string> = new 
   const validators = new Map<Json, ValidateFunction>();
   const validatorOf = (schema: Json) => {
     let validate = validators.get(schema);
-    if (!validate) validators.set(schema, (validate = ajv.compile(rewriteRefs(schema))));
+    if (!validate) {
+      validate = ajv.compile(rewriteRefs(schema));
+      validators.set(schema, validate);
+    }
     return validate;
   };
   const headerOf = (ref: Json): Json => document.components.headers[ref.$ref.split("/").pop()];

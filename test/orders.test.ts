@@ -9,6 +9,7 @@ import { orders, outbox, products } from "../src/db/schema";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { STALE_CLAIM_MS } from "../src/features/orders/service";
 import { countingGateway, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { invalidBody, scenarios } from "./scenario";
 
 const payments = countingGateway(20);
 
@@ -89,31 +90,14 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
     expect(forBob.body.userId).toBe(bob.id);
   });
 
-  const rows: [string, () => Promise<{ status: number; body: any }>, number, object][] = [
-    ["an unknown product", () => order([{ productId: 999999, quantity: 1 }]), 404, failure("PRODUCT_NOT_FOUND", "Product not found, ID: 999999")],
-    ["a USER ordering for someone else", () => order([{ productId: 1, quantity: 1 }], alice, bob.id), 403, failure("ACCESS_DENIED")],
-    ["an ADMIN ordering for an unknown user", () => order([{ productId: 1, quantity: 1 }], admin, 999999), 404, failure("USER_NOT_FOUND", "User not found, ID: 999999")],
-    [
-      "no items",
-      () => order([]),
-      400,
-      { success: false, message: "Data validation failed", errors: ["items: must have at least 1 entries"], timestamp: expect.stringMatching(ISO_Z) },
-    ],
-    [
-      "a quantity of 0",
-      () => order([{ productId: 1, quantity: 0 }]),
-      400,
-      { success: false, message: "Data validation failed", errors: ["items[0].quantity: must be at least 1"], timestamp: expect.stringMatching(ISO_Z) },
-    ],
-    ["no token", () => t.request("POST", "/api/orders", { body: { items: [{ productId: 1, quantity: 1 }] } }), 401, failure("UNAUTHORIZED")],
-  ];
-  // Rows hold a function, so names are built here (test.each's %p would print "[Function]").
-  for (const [name, send, status, body] of rows)
-    test(`${name} → ${status}`, async () => {
-    const res = await send();
-    expect(res.status).toBe(status);
-    expect(res.body).toEqual(body);
-  });
+  scenarios([
+    { name: "an unknown product", send: () => order([{ productId: 999999, quantity: 1 }]), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND", message: "Product not found, ID: 999999" } },
+    { name: "a USER ordering for someone else", send: () => order([{ productId: 1, quantity: 1 }], alice, bob.id), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
+    { name: "an ADMIN ordering for an unknown user", send: () => order([{ productId: 1, quantity: 1 }], admin, 999999), status: 404, failure: { errorCode: "USER_NOT_FOUND", message: "User not found, ID: 999999" } },
+    { name: "no items", send: () => order([]), status: 400, failure: invalidBody(["items: must have at least 1 entries"]) },
+    { name: "a quantity of 0", send: () => order([{ productId: 1, quantity: 0 }]), status: 400, failure: invalidBody(["items[0].quantity: must be at least 1"]) },
+    { name: "no token", send: () => t.request("POST", "/api/orders", { body: { items: [{ productId: 1, quantity: 1 }] } }), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
+  ]);
 
   test("a product that is not ACTIVE cannot be ordered", async () => {
     const p = await product(5, 10, { status: "INACTIVE" });
@@ -209,34 +193,12 @@ describe("payment transitions", () => {
     expect(await stockOf(p.id)).toBe(4);
   });
 
-  const rows: [string, () => Promise<{ status: number; body: any }>, number, object][] = [
-    [
-      "a card number failing the Luhn check",
-      () => pay(1, "4111111111111112"),
-      400,
-      { success: false, message: "Data validation failed", errors: ["cardNumber: is not a valid card number"], timestamp: expect.stringMatching(ISO_Z) },
-    ],
-    [
-      "a card number with letters",
-      () => pay(1, "4111-1111-1111-1111"),
-      400,
-      { success: false, message: "Data validation failed", errors: ["cardNumber: is not a valid card number"], timestamp: expect.stringMatching(ISO_Z) },
-    ],
-    [
-      "a method other than CARD",
-      () => t.request("POST", "/api/orders/1/pay", { token: alice.token, body: { method: "CASH", cardNumber: GOOD_CARD } }),
-      400,
-      { success: false, message: "Data validation failed", errors: ["method: must be one of CARD"], timestamp: expect.stringMatching(ISO_Z) },
-    ],
-    ["an unknown order", () => pay(999999), 404, failure("ORDER_NOT_FOUND", "Order not found, ID: 999999")],
-  ];
-  // Rows hold a function, so names are built here (test.each's %p would print "[Function]").
-  for (const [name, send, status, body] of rows)
-    test(`${name} → ${status}`, async () => {
-    const res = await send();
-    expect(res.status).toBe(status);
-    expect(res.body).toEqual(body);
-  });
+  scenarios([
+    { name: "a card number failing the Luhn check", send: () => pay(1, "4111111111111112"), status: 400, failure: invalidBody(["cardNumber: is not a valid card number"]) },
+    { name: "a card number with letters", send: () => pay(1, "4111-1111-1111-1111"), status: 400, failure: invalidBody(["cardNumber: is not a valid card number"]) },
+    { name: "a method other than CARD", send: () => t.request("POST", "/api/orders/1/pay", { token: alice.token, body: { method: "CASH", cardNumber: GOOD_CARD } }), status: 400, failure: invalidBody(["method: must be one of CARD"]) },
+    { name: "an unknown order", send: () => pay(999999), status: 404, failure: { errorCode: "ORDER_NOT_FOUND", message: "Order not found, ID: 999999" } },
+  ]);
 });
 
 describe("visibility", () => {

@@ -11,7 +11,7 @@ import { enqueueNotification } from "../src/features/notifications/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
 import { webhookChannel } from "../src/features/notifications/channels";
 import { createLogging } from "../src/logging/logger";
-import { countingGateway, makeTestApp, type TestApp } from "./helpers";
+import { countingGateway, makeTestApp, uniqueEmail, type TestApp } from "./helpers";
 
 const payments = countingGateway();
 
@@ -28,7 +28,6 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 let serial = 0;
-const uniqueEmail = () => `o${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
 const outboxRows = (kind: string) => t.db.select().from(outbox).where(eq(outbox.kind, kind));
 const stockOf = async (id: number) => (await t.db.select({ s: products.stock }).from(products).where(eq(products.id, id)))[0].s;
 
@@ -50,7 +49,7 @@ async function product(stock: number) {
 
 describe("user creation: welcome and audit commit with the user", () => {
   test("POST /api/users writes one WELCOME to the outbox and one USER_CREATED audit row", async () => {
-    const email = uniqueEmail();
+    const email = uniqueEmail("o");
     const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "New Person", email } });
     expect(res.status).toBe(201);
     const welcome = (await outboxRows("WELCOME")).filter((r) => r.recipient === email);
@@ -63,7 +62,7 @@ describe("user creation: welcome and audit commit with the user", () => {
   });
 
   test("a WELCOME that cannot be written rolls the user back: error, no user, no audit row", async () => {
-    const email = uniqueEmail();
+    const email = uniqueEmail("o");
     const auditBefore = await t.db.$count(auditLog);
     const res = await refusingOutbox("WELCOME", () => t.request("POST", "/api/users", { token: admin.token, body: { name: "Never Stored", email } }));
     // The trigger's RAISE(ABORT) is a constraint failure to SQLite: the errors plugin's 409.
@@ -76,7 +75,7 @@ describe("user creation: welcome and audit commit with the user", () => {
   });
 
   test("a USER_UPDATED that cannot be written never undoes the update", async () => {
-    const created = (await t.request("POST", "/api/users", { token: admin.token, body: { name: "Before", email: uniqueEmail() } })).body;
+    const created = (await t.request("POST", "/api/users", { token: admin.token, body: { name: "Before", email: uniqueEmail("o") } })).body;
     const res = await refusingOutbox("USER_UPDATED", () => t.request("PUT", `/api/users/${created.id}`, { token: admin.token, body: { name: "After", email: created.email } }));
     expect(res.status).toBe(200);
     expect((await t.db.select({ name: users.name }).from(users).where(eq(users.id, created.id)))[0].name).toBe("After");

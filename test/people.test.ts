@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { users } from "../src/db/schema";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { expectFailure, scenarios, type Failure } from "./scenario";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -20,13 +21,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const failure = (message: string, errorCode?: string, errors?: string[]) => ({
-  success: false,
-  message,
-  timestamp: expect.stringMatching(ISO_Z),
-  ...(errorCode ? { errorCode } : {}),
-  ...(errors ? { errors } : {}),
-});
+const failure = (message: string, errorCode?: string, errors?: string[]): Failure => ({ message, errorCode, errors });
 const DENIED = failure("You do not have permission to perform this operation", "ACCESS_DENIED");
 
 describe("departments", () => {
@@ -50,7 +45,7 @@ describe("departments", () => {
     expect(logistics).toEqual({ id: expect.any(Number), name: "Logistics", description: null, createdAt: expect.stringMatching(ISO_Z), userCount: 1 });
   });
 
-  const refused: [string, () => { token?: string; body: unknown }, number, object][] = [
+  const refused: [string, () => { token?: string; body: unknown }, number, Failure][] = [
     ["a taken name", () => ({ token: admin.token, body: { name: "Research" } }), 409, failure("Department already exists: Research", "DUPLICATE_DEPARTMENT")],
     ["a taken name with spaces around", () => ({ token: admin.token, body: { name: " Research " } }), 409, failure("Department already exists: Research", "DUPLICATE_DEPARTMENT")],
     ["a blank name", () => ({ token: admin.token, body: { name: "   " } }), 400, failure("Data validation failed", undefined, ["name: is required"])],
@@ -59,11 +54,7 @@ describe("departments", () => {
     ["a USER", () => ({ token: plain.token, body: { name: "Mine" } }), 403, DENIED],
     ["no token", () => ({ body: { name: "Mine" } }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
   ];
-  test.each(refused)("POST with %s → %i", async (_, request, status, body) => {
-    const res = await t.request("POST", "/api/departments", request());
-    expect(res.status).toBe(status);
-    expect(res.body).toEqual(body);
-  });
+  scenarios(refused.map(([name, request, status, failure]) => ({ name: `POST with ${name}`, send: () => t.request("POST", "/api/departments", request()), status, failure })));
 
   test("a taken name in Traditional Chinese", async () => {
     const res = await t.request("POST", "/api/departments", { token: admin.token, body: { name: "Research" }, headers: { "accept-language": "zh-TW" } });
@@ -99,7 +90,7 @@ describe("roles", () => {
     expect((await t.request("POST", "/api/departments", { token: target.token, body: { name: "Again" } })).status).toBe(403);
   });
 
-  const refused: [string, () => { token?: string; id: number; body: unknown }, number, object][] = [
+  const refused: [string, () => { token?: string; id: number; body: unknown }, number, Failure][] = [
     ["a USER", () => ({ token: plain.token, id: plain.id, body: { roles: ["ADMIN"] } }), 403, DENIED],
     ["no token", () => ({ id: plain.id, body: { roles: ["USER"] } }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
     ["an unknown role", () => ({ token: admin.token, id: plain.id, body: { roles: ["USER", "KING"] } }), 400, failure("Data validation failed", undefined, ["roles[1]: must be one of USER, ADMIN"])],
@@ -107,12 +98,17 @@ describe("roles", () => {
     ["no body field", () => ({ token: admin.token, id: plain.id, body: {} }), 400, failure("Data validation failed", undefined, ["roles: is required"])],
     ["an unknown user", () => ({ token: admin.token, id: 99_999, body: { roles: ["USER"] } }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
   ];
-  test.each(refused)("PUT roles by/with %s → %i", async (_, request, status, body) => {
-    const { id, ...rest } = request();
-    const res = await t.request("PUT", `/api/users/${id}/roles`, rest);
-    expect(res.status).toBe(status);
-    expect(res.body).toEqual(body);
-  });
+  scenarios(
+    refused.map(([name, request, status, failure]) => ({
+      name: `PUT roles by/with ${name}`,
+      send: () => {
+        const { id, ...rest } = request();
+        return t.request("PUT", `/api/users/${id}/roles`, rest);
+      },
+      status,
+      failure,
+    })),
+  );
 
   test("a refused change leaves the roles alone", async () => {
     const res = await t.request("GET", `/api/users/${plain.id}`, { token: admin.token });
@@ -147,7 +143,7 @@ describe("profiles", () => {
     expect((await t.request("GET", `/api/users/${other.id}/profile`, { token: admin.token })).body).toEqual({ ...empty(other.id), address: "Admin wrote this" });
   });
 
-  const refused: [string, string, () => { token?: string; id: number; body?: unknown }, number, object][] = [
+  const refused: [string, string, () => { token?: string; id: number; body?: unknown }, number, Failure][] = [
     ["another USER reads", "GET", () => ({ token: plain.token, id: other.id }), 403, DENIED],
     ["another USER writes", "PUT", () => ({ token: plain.token, id: other.id, body: { bio: "mine now" } }), 403, DENIED],
     ["a USER asks for an unknown id", "GET", () => ({ token: plain.token, id: 99_999 }), 403, DENIED],
@@ -161,12 +157,17 @@ describe("profiles", () => {
     ["an avatarUrl of 501 characters", "PUT", () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "a".repeat(501) } }), 400,
       failure("Data validation failed", undefined, ["avatarUrl: must be at most 500 characters"])],
   ];
-  test.each(refused)("%s → %i", async (_, method, request, status, body) => {
-    const { id, ...rest } = request();
-    const res = await t.request(method, `/api/users/${id}/profile`, rest);
-    expect(res.status).toBe(status);
-    expect(res.body).toEqual(body);
-  });
+  scenarios(
+    refused.map(([name, method, request, status, failure]) => ({
+      name,
+      send: () => {
+        const { id, ...rest } = request();
+        return t.request(method, `/api/users/${id}/profile`, rest);
+      },
+      status,
+      failure,
+    })),
+  );
 
   test("refused writes changed nothing", async () => {
     expect((await t.request("GET", `/api/users/${other.id}/profile`, { token: other.token })).body).toEqual({ ...empty(other.id), address: "Admin wrote this" });
@@ -192,9 +193,11 @@ describe("deactivate-inactive", () => {
     boss = await d.admin();
     for (const [key, at] of Object.entries(lastLogins)) {
       people[key] = await d.createUser({ password: PASSWORD });
+      // Raw write: a last login at a chosen past instant, which no request can produce.
       await d.db.update(users).set({ lastLogin: at ? new Date(at) : null }).where(eq(users.id, people[key].id));
     }
     people.alreadyInactive = await d.createUser();
+    // Raw write: an account already inactive since a past instant, which no request can produce.
     await d.db.update(users).set({ active: false, lastLogin: new Date("2020-01-01T00:00:00Z") }).where(eq(users.id, people.alreadyInactive.id));
   });
   afterAll(() => d.close());
@@ -235,9 +238,7 @@ describe("deactivate-inactive", () => {
 
   test("a deactivated user's token stops working; the untouched user's still works", async () => {
     const res = await d.request("GET", `/api/users/${people.atTen.id}`, { token: people.atTen.token });
-    expect(res.status).toBe(401);
-    expect(res.body).toEqual(failure("Authentication is required to access this resource", "UNAUTHORIZED"));
-    expect(res.headers.get("www-authenticate")).toBe("Bearer");
+    expectFailure(res, 401, { ...failure("Authentication is required to access this resource", "UNAUTHORIZED"), headers: { "www-authenticate": "Bearer" } });
     expect((await d.request("GET", `/api/users/${people.never.id}`, { token: people.never.token })).status).toBe(200);
   });
 
@@ -247,17 +248,15 @@ describe("deactivate-inactive", () => {
     expect(res.body.errorCode).toBe("ACCOUNT_DISABLED");
   });
 
-  const refused: [string, () => Promise<{ status: number; body: unknown }>, number, object][] = [
+  const refused: [string, () => Promise<{ status: number; body: unknown; headers: Headers }>, number, Failure][] = [
     ["a USER", () => deactivate("2030-01-01", people.never.token), 403, DENIED],
     ["no token", () => d.request("POST", "/api/users/deactivate-inactive?before=2030-01-01"), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
     ["no cutoff", () => d.request("POST", "/api/users/deactivate-inactive", { token: boss.token }), 400, failure("Parameter validation failed", undefined, ["before: is required"])],
     ["a word", () => deactivate("yesterday"), 400, failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"])],
     ["a day that does not exist", () => deactivate("2025-02-30"), 400, failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"])],
   ];
-  test.each(refused)("by/with %s → %i", async (_, call, status, body) => {
-    const res = await call();
-    expect(res.status).toBe(status);
-    expect(res.body).toEqual(body);
+  test.each(refused)("by/with %s → %i", async (_, call, status, failure) => {
+    expectFailure(await call(), status, failure);
     expect(await state("never")).toEqual({ active: true, version: 0 });
   });
 });
@@ -286,6 +285,7 @@ describe("the last active ADMIN stays", () => {
 
     // A deactivated ADMIN does not count as the one who remains.
     const dormant = await solo.admin();
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await solo.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
     expect((await solo.request("PUT", `/api/users/${only.id}/roles`, { token: only.token, body: { roles: ["USER"] } })).status).toBe(409);
 

@@ -7,6 +7,7 @@ import { eq } from "drizzle-orm";
 import { products } from "../src/db/schema";
 import { fromCents, toCents } from "../src/features/products/money";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { invalidBody, scenarios } from "./scenario";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -104,29 +105,21 @@ describe("create and read", () => {
 });
 
 describe("errors", () => {
-  const bodyViolation = (errors: string[]) => ({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
-  const rows: [string, () => Promise<any>, number, string | null, string[] | null][] = [
-    ["three fraction digits", () => post(body({ price: 19.999 })), 400, null, ["price: must have at most 8 integer and 2 fraction digits"]],
-    ["a price above 99,999,999.99", () => post(body({ price: 100000000 })), 400, null, ["price: must be at most 99999999.99"]],
-    ["a negative price", () => post(body({ price: -0.01 })), 400, null, ["price: must be at least 0"]],
-    ["a negative stock", () => post(body({ stock: -1 })), 400, null, ["stock: must be at least 0"]],
-    ["a fractional stock", () => post(body({ stock: 1.5 })), 400, null, ["stock: must be an integer"]],
-    ["an unknown status", () => post(body({ status: "SOLD_OUT" })), 400, null, ["status: must be one of ACTIVE, INACTIVE, DISCONTINUED"]],
-    ["a blank name", () => post(body({ name: " " })), 400, null, ["name: is invalid"]],
-    ["a USER creating", () => post(body(), plain.token), 403, "ACCESS_DENIED", null],
-    ["a USER replacing", () => t.request("PUT", "/api/products/1", { token: plain.token, body: body() }), 403, "ACCESS_DENIED", null],
-    ["no token", () => t.request("GET", "/api/products"), 401, "UNAUTHORIZED", null],
-    ["an unknown id", () => t.request("GET", "/api/products/999999", { token: plain.token }), 404, "PRODUCT_NOT_FOUND", null],
-    ["PUT on an unknown id", () => t.request("PUT", "/api/products/999999", { token: admin.token, body: body() }), 404, "PRODUCT_NOT_FOUND", null],
-  ];
-  // Rows hold a function, so names are built here (test.each's %p would print "[Function]").
-  for (const [name, send, status, errorCode, errors] of rows)
-    test(`${name} → ${status}${errorCode ? ` ${errorCode}` : ""}`, async () => {
-    const res = await send();
-    expect(res.status).toBe(status);
-    if (errors) expect(res.body).toEqual(bodyViolation(errors));
-    else expect(res.body).toEqual({ success: false, message: expect.any(String), errorCode, timestamp: expect.stringMatching(ISO_Z) });
-  });
+  scenarios([
+    { name: "three fraction digits", send: () => post(body({ price: 19.999 })), status: 400, failure: invalidBody(["price: must have at most 8 integer and 2 fraction digits"]) },
+    { name: "three fraction digits on PUT", send: () => t.request("PUT", "/api/products/1", { token: admin.token, body: body({ price: 19.999 }) }), status: 400, failure: invalidBody(["price: must have at most 8 integer and 2 fraction digits"]) },
+    { name: "a price above 99,999,999.99", send: () => post(body({ price: 100000000 })), status: 400, failure: invalidBody(["price: must be at most 99999999.99"]) },
+    { name: "a negative price", send: () => post(body({ price: -0.01 })), status: 400, failure: invalidBody(["price: must be at least 0"]) },
+    { name: "a negative stock", send: () => post(body({ stock: -1 })), status: 400, failure: invalidBody(["stock: must be at least 0"]) },
+    { name: "a fractional stock", send: () => post(body({ stock: 1.5 })), status: 400, failure: invalidBody(["stock: must be an integer"]) },
+    { name: "an unknown status", send: () => post(body({ status: "SOLD_OUT" })), status: 400, failure: invalidBody(["status: must be one of ACTIVE, INACTIVE, DISCONTINUED"]) },
+    { name: "a blank name", send: () => post(body({ name: " " })), status: 400, failure: invalidBody(["name: is invalid"]) },
+    { name: "a USER creating", send: () => post(body(), plain.token), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
+    { name: "a USER replacing", send: () => t.request("PUT", "/api/products/1", { token: plain.token, body: body() }), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
+    { name: "no token", send: () => t.request("GET", "/api/products"), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
+    { name: "an unknown id", send: () => t.request("GET", "/api/products/999999", { token: plain.token }), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND" } },
+    { name: "PUT on an unknown id", send: () => t.request("PUT", "/api/products/999999", { token: admin.token, body: body() }), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND" } },
+  ]);
 
   test("a taken code → 409 DUPLICATE_PRODUCT_CODE, on create and on update", async () => {
     const first = (await post(body())).body;

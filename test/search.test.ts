@@ -7,9 +7,11 @@ import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { Database as Connection } from "bun:sqlite";
 import { createClient } from "@libsql/client";
 import { fillPlaceholders } from "drizzle-orm";
-import { searchStatement, TRIGRAM, type Page, type UserSearchCriteria } from "../src/features/search/service";
+import type { Page } from "../src/paging";
+import { searchStatement, TRIGRAM, type UserSearchCriteria } from "../src/features/search/service";
 import { seedUsers, type SeededUser } from "./fixtures/users-dataset";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { invalidParams, scenarios } from "./scenario";
 
 let t: TestApp;
 let caller: { id: number; email: string; token: string };
@@ -206,11 +208,7 @@ describe("size limits and bad parameters", () => {
     ["?createdAfter=yesterday", ["createdAfter: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"]],
     ["?createdBefore=2025-02-30", ["createdBefore: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"]],
   ];
-  test.each(bad)("%s → 400 parameter validation", async (query, errors) => {
-    const res = await search(query);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ success: false, message: "Parameter validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
-  });
+  scenarios(bad.map(([query, errors]) => ({ name: `${query} → 400 parameter validation`, send: () => search(query), status: 400, failure: invalidParams(errors) })));
 
   test("in Traditional Chinese", async () => {
     const res = await search("?size=101", { "accept-language": "zh-TW" });

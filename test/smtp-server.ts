@@ -32,7 +32,10 @@ export interface Mailbox {
 
 const accepts = (port: number) =>
   Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then(
-    (socket) => (socket.end(), true),
+    (socket) => {
+      socket.end();
+      return true;
+    },
     () => false,
   );
 

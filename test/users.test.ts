@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { users } from "../src/db/schema";
-import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { freshUser, ISO_Z, makeTestApp, uniqueEmail, type TestApp } from "./helpers";
+import { expectFailure, invalidBody, invalidParams, scenarios } from "./scenario";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -19,8 +20,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-let serial = 0;
-const uniqueEmail = () => `u${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
 
 /** A valid address of exactly `length` characters: a 64-character local part, then labels under 64. */
 function emailOfLength(length: number): string {
@@ -35,19 +34,14 @@ function emailOfLength(length: number): string {
 
 const post = (body: unknown, token = admin.token, headers?: Record<string, string>) => t.request("POST", "/api/users", { body, token, headers });
 const create = async (extra: Record<string, unknown> = {}) => {
-  const res = await post({ name: "Test Person", email: uniqueEmail(), ...extra });
+  const res = await post({ name: "Test Person", email: uniqueEmail("u"), ...extra });
   expect(res.status).toBe(201);
   return res.body;
 };
 
-/** A validation failure: 400, no errorCode, exactly these `errors`. */
-function expectBodyViolation(res: { status: number; body: any }, errors: string[]) {
-  expect(res.status).toBe(400);
-  expect(res.body).toEqual({ success: false, message: "Data validation failed", errors, timestamp: expect.stringMatching(ISO_Z) });
-}
 
 describe("User rules at their boundaries (POST)", () => {
-  const ok = (extra: Record<string, unknown>) => ({ name: "Valid Name", email: uniqueEmail(), ...extra });
+  const ok = (extra: Record<string, unknown>) => ({ name: "Valid Name", email: uniqueEmail("u"), ...extra });
   const accepted: [string, () => Record<string, unknown>][] = [
     ["name of 2 characters", () => ok({ name: "Al" })],
     ["name of 100 characters", () => ok({ name: "n".repeat(100) })],
@@ -56,7 +50,7 @@ describe("User rules at their boundaries (POST)", () => {
     ["phone of digits only", () => ok({ phone: "0912345678" })],
     ["department of 50 characters", () => ok({ department: "D".repeat(50) })],
     ["name of 100 characters inside spaces", () => ok({ name: ` ${"n".repeat(100)} ` })],
-    ["e-mail inside spaces", () => ok({ email: `  ${uniqueEmail()}  ` })],
+    ["e-mail inside spaces", () => ok({ email: `  ${uniqueEmail("u")}  ` })],
   ];
   test.each(accepted)("accepts %s", async (_, body) => {
     const sent = body();
@@ -76,7 +70,7 @@ describe("User rules at their boundaries (POST)", () => {
     ["name of 101 characters", () => ok({ name: "n".repeat(101) }), ["name: must be between 2 and 100 characters"]],
     ["blank name", () => ok({ name: "   " }), ["name: must not be blank"]],
     ["empty name", () => ok({ name: "" }), ["name: must not be blank"]],
-    ["missing name", () => ({ email: uniqueEmail() }), ["name: must not be blank"]],
+    ["missing name", () => ({ email: uniqueEmail("u") }), ["name: must not be blank"]],
     ["e-mail of 256 characters", () => ok({ email: emailOfLength(256) }), ["email: must be at most 255 characters"]],
     ["e-mail without @", () => ok({ email: "plainaddress" }), ["email: must be a valid e-mail address"]],
     ["e-mail without domain", () => ok({ email: "a@" }), ["email: must be a valid e-mail address"]],
@@ -93,7 +87,7 @@ describe("User rules at their boundaries (POST)", () => {
   ];
   test.each(refused)("refuses %s", async (_, body, errors) => {
     const before = await t.db.$count(users);
-    expectBodyViolation(await post(body()), errors);
+    expectFailure(await post(body()), 400, invalidBody(errors));
     expect(await t.db.$count(users)).toBe(before);
   });
 
@@ -114,7 +108,7 @@ describe("User rules at their boundaries (POST)", () => {
     expect(blank.status).toBe(400);
     expect(blank.body.message).toBe("資料驗證失敗");
     expect(blank.body.errors).toEqual(["name: 姓名不能為空", "email: Email 格式不正確"]);
-    const long = await post({ name: "A", email: uniqueEmail(), phone: "x" }, admin.token, zh);
+    const long = await post({ name: "A", email: uniqueEmail("u"), phone: "x" }, admin.token, zh);
     expect(long.body.errors).toEqual(["name: 姓名長度必須在 2-100 字元之間", "phone: 電話號碼格式不正確"]);
     const missing = await post({ name: "Valid" }, admin.token, zh);
     expect(missing.body.errors).toEqual(["email: Email 不能為空"]);
@@ -123,7 +117,7 @@ describe("User rules at their boundaries (POST)", () => {
 
 describe("POST /api/users", () => {
   test("201 with the service's fields; client id, active and timestamps ignored; no password back", async () => {
-    const email = uniqueEmail();
+    const email = uniqueEmail("u");
     const res = await post({
       id: 999_999,
       name: "  Grace Hopper  ",
@@ -155,14 +149,14 @@ describe("POST /api/users", () => {
   });
 
   test("a weak password is a body violation", async () => {
-    expectBodyViolation(await post({ name: "Weak Pass", email: uniqueEmail(), password: "short" }), [
+    expectFailure(await post({ name: "Weak Pass", email: uniqueEmail("u"), password: "short" }), 400, invalidBody([
       "password: must be between 8 and 20 characters",
       "password: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
-    ]);
+    ]));
   });
 
   test("a duplicate e-mail is 409 DUPLICATE_EMAIL, also in another case", async () => {
-    const email = uniqueEmail();
+    const email = uniqueEmail("u");
     await create({ email });
     for (const again of [email, email.toUpperCase(), ` ${email} `.trim()]) {
       const res = await post({ name: "Second", email: again });
@@ -176,7 +170,7 @@ describe("POST /api/users", () => {
   });
 
   test("20 concurrent creates of one e-mail: exactly one 201, the rest 409 DUPLICATE_EMAIL", async () => {
-    const email = uniqueEmail();
+    const email = uniqueEmail("u");
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) => post({ name: `Racer ${i}`, email })));
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([201, ...Array(19).fill(409)]);
@@ -246,11 +240,7 @@ describe("GET /api/users", () => {
     ["?sort=password,asc", "sort: must be <field>,asc|desc with field one of id, name, email, createdAt, updatedAt, lastLogin, active"],
     ["?sort=name,sideways", "sort: must be <field>,asc|desc with field one of id, name, email, createdAt, updatedAt, lastLogin, active"],
   ];
-  test.each(bad)("%s is 400 parameter validation", async (query, error) => {
-    const res = await list(query);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ success: false, message: "Parameter validation failed", errors: [error], timestamp: expect.stringMatching(ISO_Z) });
-  });
+  scenarios(bad.map(([query, error]) => ({ name: `${query} is 400 parameter validation`, send: () => list(query), status: 400, failure: invalidParams([error]) })));
 
   test("parameter validation in zh-TW", async () => {
     const res = await l.request("GET", "/api/users?size=101", { token, headers: { "accept-language": "zh-TW" } });
@@ -355,7 +345,7 @@ describe("PUT /api/users/{id}", () => {
     const user = await create({ department: "Sales", phone: "123" });
     const other = await create();
     await Bun.sleep(2);
-    const email = uniqueEmail();
+    const email = uniqueEmail("u");
     const res = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { id: other.id, name: "Renamed", email, department: "Ops", phone: "999" } });
     expect(res.status).toBe(200);
     // Only name, e-mail and department are PUT's: the phone stays as it was.
@@ -375,6 +365,7 @@ describe("PUT /api/users/{id}", () => {
     const user = await create();
     const sent = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Still Active", email: user.email, active: false } });
     expect(sent.body.active).toBe(true);
+    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
     await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
     const again = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Still Inactive", email: user.email, active: true } });
     expect(again.status).toBe(200);
@@ -385,9 +376,9 @@ describe("PUT /api/users/{id}", () => {
 
   test("is validated like POST", async () => {
     const user = await create();
-    expectBodyViolation(await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "X", email: user.email } }), [
+    expectFailure(await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "X", email: user.email } }), 400, invalidBody([
       "name: must be between 2 and 100 characters",
-    ]);
+    ]));
   });
 
   test("another user's e-mail is 409 DUPLICATE_EMAIL; an unknown id 404", async () => {
@@ -398,7 +389,7 @@ describe("PUT /api/users/{id}", () => {
     expect(dup.body.errorCode).toBe("DUPLICATE_EMAIL");
     const same = await t.request("PUT", `/api/users/${a.id}`, { token: admin.token, body: { name: "Own Mail", email: a.email } });
     expect(same.status).toBe(200);
-    const missing = await t.request("PUT", "/api/users/8888888", { token: admin.token, body: { name: "Nobody", email: uniqueEmail() } });
+    const missing = await t.request("PUT", "/api/users/8888888", { token: admin.token, body: { name: "Nobody", email: uniqueEmail("u") } });
     expect(missing.status).toBe(404);
     expect(missing.body.errorCode).toBe("USER_NOT_FOUND");
   });
@@ -412,19 +403,19 @@ describe("PATCH /api/users/{id}", () => {
     expect(renamed.body).toMatchObject({ name: "Only Name", email: user.email, department: "Sales", phone: "555", version: 1 });
     const moved = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "Support" } });
     expect(moved.body).toMatchObject({ name: "Only Name", department: "Support", version: 2 });
-    const email = uniqueEmail();
+    const email = uniqueEmail("u");
     const remailed = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: email.toUpperCase() } });
     expect(remailed.body).toMatchObject({ name: "Only Name", email, department: "Support", version: 3 });
   });
 
   test("validates what is supplied", async () => {
     const user = await create();
-    expectBodyViolation(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: "broken" } }), [
+    expectFailure(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: "broken" } }), 400, invalidBody([
       "email: must be a valid e-mail address",
-    ]);
-    expectBodyViolation(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "D".repeat(51) } }), [
+    ]));
+    expectFailure(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "D".repeat(51) } }), 400, invalidBody([
       "department: must be at most 50 characters",
-    ]);
+    ]));
   });
 
   test("the user themself may; another USER gets 403 ACCESS_DENIED; unknown id 404", async () => {
@@ -450,7 +441,7 @@ describe("optimistic locking", () => {
     const first = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "First Writer", email: user.email, department: "Sales", version: 0 } });
     expect(first.status).toBe(200);
     expect(first.body.version).toBe(1);
-    const stalePut = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Second Writer", email: uniqueEmail(), version: 0 } });
+    const stalePut = await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Second Writer", email: uniqueEmail("u"), version: 0 } });
     expect(stalePut.status).toBe(409);
     expect(stalePut.body).toEqual(conflict);
     const stalePatch = await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { name: "Third Writer", version: 0 } });
@@ -512,7 +503,7 @@ describe("access rules", () => {
     ["PATCH", "/api/users/1"],
     ["DELETE", "/api/users/1"],
   ])("anonymous %s %s is 401 with WWW-Authenticate: Bearer", async (method, path) => {
-    const body = method === "POST" || method === "PUT" || method === "PATCH" ? { name: "Anon", email: uniqueEmail() } : undefined;
+    const body = method === "POST" || method === "PUT" || method === "PATCH" ? { name: "Anon", email: uniqueEmail("u") } : undefined;
     const res = await t.request(method, path, { body });
     expect(res.status).toBe(401);
     expect(res.headers.get("www-authenticate")).toBe("Bearer");
@@ -532,7 +523,7 @@ describe("access rules", () => {
     ["DELETE", "/api/users/{self}"],
   ])("a USER on %s %s is 403 ACCESS_DENIED and nothing changes", async (method, template) => {
     const before = await t.request("GET", `/api/users/${plain.id}`, { token: admin.token });
-    const body = method === "DELETE" ? undefined : { name: "By A User", email: uniqueEmail() };
+    const body = method === "DELETE" ? undefined : { name: "By A User", email: uniqueEmail("u") };
     const res = await t.request(method, template.replace("{self}", String(plain.id)), { token: plain.token, body });
     expect(res.status).toBe(403);
     expect(res.body.errorCode).toBe("ACCESS_DENIED");

@@ -34,7 +34,10 @@ const BY_TEXT: [RegExp, Failure][] = [
   [/database is locked|SQLITE_BUSY/, "busy"],
 ];
 
-function classifyOne(e: any): Failure | undefined {
+/** What drivers put on their errors, any of it possibly absent. */
+type DriverError = { extendedCode?: unknown; code?: unknown; rawCode?: unknown; errno?: unknown; message?: unknown; cause?: unknown };
+
+function classifyOne(e: DriverError): Failure | undefined {
   const codes = [e.extendedCode, e.code].filter((c): c is string => typeof c === "string");
   for (const code of codes) {
     const known = BY_CODE[code] ?? (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") ? "busy" : undefined);
@@ -54,7 +57,7 @@ function classifyOne(e: any): Failure | undefined {
 
 /** The failure kind of `error` or anything in its cause chain; undefined for anything else. */
 export function classifyDatabaseError(error: unknown): Failure | undefined {
-  for (let e: any = error, depth = 0; e && typeof e === "object" && depth < 5; e = e.cause, depth++) {
+  for (let e = error as DriverError | undefined, depth = 0; e && typeof e === "object" && depth < 5; e = e.cause as DriverError | undefined, depth++) {
     if (e instanceof DatabaseBusyError) return "busy";
     const kind = classifyOne(e);
     if (kind) return kind;

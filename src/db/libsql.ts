@@ -38,6 +38,7 @@ export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, b
     driver: "libsql",
     unguarded: handle,
     write: (work) => unit(() => db.transaction((tx) => work(tx as unknown as Db))),
+    // drizzle types batch() per tuple of its own builders; ours are the same statements, typed for either driver.
     writeAll: (build) => unit(() => db.batch(build(handle) as never) as never),
     migrate: (statements) =>
       unit(async () => {

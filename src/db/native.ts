@@ -92,6 +92,7 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
       unit(async () => {
         const results = [];
         for (const statement of build(writer)) results.push(await statement);
+        // The statements ran one by one, in order: their results are the batch response drizzle types per tuple.
         return results as never;
       }),
     migrate: (statements) =>
@@ -99,7 +100,13 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
         // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.
         writerConnection.run("PRAGMA foreign_keys = OFF");
         try {
-          await retryWhileBusy(() => attempt(() => statements.forEach((statement) => writerConnection.run(statement))), busyTimeoutMs);
+          await retryWhileBusy(
+            () =>
+              attempt(() => {
+                for (const statement of statements) writerConnection.run(statement);
+              }),
+            busyTimeoutMs,
+          );
         } finally {
           writerConnection.run("PRAGMA foreign_keys = ON");
         }

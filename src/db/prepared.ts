@@ -9,9 +9,15 @@ export function prepared<H extends object, P>(build: (db: H, shape: string) => P
   const byHandle = new WeakMap<H, Map<string, P>>();
   return (db, shape = "") => {
     let shapes = byHandle.get(db);
-    if (!shapes) byHandle.set(db, (shapes = new Map()));
+    if (!shapes) {
+      shapes = new Map();
+      byHandle.set(db, shapes);
+    }
     let statement = shapes.get(shape);
-    if (!statement) shapes.set(shape, (statement = build(db, shape)));
+    if (!statement) {
+      statement = build(db, shape);
+      shapes.set(shape, statement);
+    }
     return statement;
   };
 }

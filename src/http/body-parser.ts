@@ -5,6 +5,7 @@
  */
 import { Elysia, ParseError } from "elysia";
 import { AppError, Violations } from "../errors";
+import { peekRequestState, requestState } from "./request-state";
 
 async function readLimited(request: Request, limit: number): Promise<string> {
   const declared = Number(request.headers.get("content-length") ?? NaN);
@@ -43,23 +44,8 @@ export function nestsDeeperThan(text: string, limit: number): boolean {
   return false;
 }
 
-/**
- * Each request's JSON as parsed, before Elysia normalises it in place for its schema (which turns
- * a string sent where a list goes into a list of one entry per character): violations are
- * reported on what the client sent.
- */
-const parsedBodies = new WeakMap<Request, unknown>();
-export const parsedBodyOf = (request: Request): unknown => parsedBodies.get(request);
-
 const isJson = (type: string) => type.startsWith("application/json") || /^application\/[\w.+-]+\+json/.test(type);
 
-/**
- * Elysia parses before the access guard runs, so a body refused here (malformed, too large, not
- * an object, of a type no route takes) is held back: the route sees {} and the refusal is raised
- * once the guard has let the caller through. An anonymous caller gets 401, not a verdict on the body.
- */
-const refusedBodies = new WeakMap<Request, Error>();
-export const refusedBodyOf = (request: Request): Error | undefined => refusedBodies.get(request);
 const isRefusal = (error: unknown): error is Error => error instanceof AppError || error instanceof ParseError || error instanceof Violations;
 
 /** `streamedRoutes`: full route paths that read their own body as a stream (file upload); untouched here. */
@@ -72,14 +58,17 @@ export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string
         return await parse(request, (contentType ?? "").toLowerCase(), maxBodyBytes);
       } catch (error) {
         if (!isRefusal(error)) throw error;
-        refusedBodies.set(request, error);
+        // Elysia parses before the access guard runs, so a refused body (malformed, too large, not
+        // an object, of a type no route takes) is held back: the route sees {} and the refusal is
+        // raised once the guard has let the caller through. An anonymous caller gets 401, not a verdict on the body.
+        requestState(request).refusedBody = error;
         return {};
       }
     })
     // Runs after the guard (a transform) and after validation; a body that failed validation
     // because it was held back is answered with its refusal by the errors plugin instead.
     .onBeforeHandle({ as: "global" }, ({ request }) => {
-      const refused = refusedBodies.get(request);
+      const refused = peekRequestState(request)?.refusedBody;
       if (refused) throw refused;
     });
 
@@ -99,8 +88,9 @@ async function parse(request: Request, type: string, maxBodyBytes: number): Prom
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
       throw new Violations("body", [{ path: "root", key: "field.type", params: { expected: "an object" } }]);
     }
-    // Elysia's normaliser builds a new value, so this one stays as sent.
-    parsedBodies.set(request, parsed);
+    // Elysia's normaliser builds a new value (turning a string sent where a list goes into a list
+    // of one entry per character), so this one stays as sent: violations are reported on it.
+    requestState(request).sentBody = parsed;
     return parsed;
   }
   // Multipart is only for the streamed upload routes above: anywhere else it would be buffered whole.

@@ -50,6 +50,7 @@ const isPlainJson = (value: unknown): value is object =>
  * an answer that may be compressed goes on to `encode`, whose promise Elysia resolves itself.
  */
 export const compression = () =>
+  // biome-ignore lint/suspicious/noExplicitAny: Elysia types mapResponse as Response | void, yet answers whatever a hook hands back (the JSON text, the value as it was).
   new Elysia({ name: "compression" }).mapResponse({ as: "global" }, ({ request, responseValue, set }): any => {
     // "Leave it" must hand the value back: Elysia 1.4's app-level error path (unknown routes)
     // answers an empty body when a mapResponse hook returns undefined.
@@ -84,7 +85,9 @@ async function encode(request: Request, responseValue: unknown, json: string | u
     // Downloads keep their bytes as stored (Range, checksums); only our own text answers qualify.
     if (!COMPRESSIBLE.test(type) || h.has("content-encoding") || h.has("content-disposition") || h.has("content-range") || !responseValue.body) return asIs;
     status = responseValue.status;
-    h.forEach((value, key) => headers.set(key, value));
+    h.forEach((value, key) => {
+      headers.set(key, value);
+    });
     body = new Uint8Array(await responseValue.arrayBuffer());
   } else if (typeof responseValue === "string") {
     type = String(set.headers["content-type"] ?? "text/plain; charset=utf-8");

@@ -32,13 +32,20 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
   const known = new Map<string, { template: string; methods: Map<string, Map<number, Series>> }>();
   const seriesOf = (route: string, method: string, status: number): Series => {
     let byRoute = known.get(route);
-    if (!byRoute) known.set(route, (byRoute = { template: route ? route.slice(basePath.length) || "/" : "UNMATCHED", methods: new Map() }));
+    if (!byRoute) {
+      byRoute = { template: route ? route.slice(basePath.length) || "/" : "UNMATCHED", methods: new Map() };
+      known.set(route, byRoute);
+    }
     let byMethod = byRoute.methods.get(method);
-    if (!byMethod) byRoute.methods.set(method, (byMethod = new Map()));
+    if (!byMethod) {
+      byMethod = new Map();
+      byRoute.methods.set(method, byMethod);
+    }
     let found = byMethod.get(status);
     if (!found) {
       const { template } = byRoute;
-      byMethod.set(status, (found = { template, record: metrics.httpRequests.series({ method, route: template, status: String(status) }) }));
+      found = { template, record: metrics.httpRequests.series({ method, route: template, status: String(status) }) };
+      byMethod.set(status, found);
     }
     return found;
   };

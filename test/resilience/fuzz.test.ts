@@ -41,7 +41,7 @@ let t: TestApp;
 let admin: { id: number; email: string; token: string };
 let victim: { id: number; email: string };
 let password: { id: number; email: string; current: string };
-let loginUser = { email: "", password: "LoginPassw0rd!" };
+const loginUser = { email: "", password: "LoginPassw0rd!" };
 let productId = 0;
 let orderProductId = 0;
 let pendingOrderId = 0;

@@ -138,7 +138,10 @@ describe.skipIf(!HEAVY)("races across two worker processes (WORKERS=2): one winn
   });
 
   const statuses = (requests: Promise<Response>[]) =>
-    Promise.all(requests).then((all) => all.map((r) => r.status).reduce<Record<number, number>>((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}));
+    Promise.all(requests).then((all) => all.map((r) => r.status).reduce<Record<number, number>>((m, s) => {
+      m[s] = (m[s] ?? 0) + 1;
+      return m;
+    }, {}));
   const post = (path: string, body: unknown, auth = true) =>
     fetch(`${service!.url}${path}`, { method: "POST", headers: auth ? headers : { "content-type": "application/json" }, body: JSON.stringify(body) });
 

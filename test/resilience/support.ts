@@ -106,7 +106,7 @@ export const POLLUTION_KEYS = ["roles", "isAdmin", "admin", "polluted", "active"
 
 export function prototypeIsClean(): string | undefined {
   const probe: Record<string, unknown> = {};
-  return POLLUTION_KEYS.find((key) => probe[key] !== undefined || Object.prototype.hasOwnProperty.call(Object.prototype, key));
+  return POLLUTION_KEYS.find((key) => probe[key] !== undefined || Object.hasOwn(Object.prototype, key));
 }
 
 /** Heavy suites (real processes, kills, load) run only under `npm run test:resilience`. */

@@ -4,7 +4,7 @@ import { NotBlankString } from "../../validation";
 import { matchingNewPassword } from "../auth/model";
 import { Email, Password } from "../users/model";
 
-const Token = t.String({ minLength: 1, maxLength: 200, description: "The token from the e-mail's link", messages: { required: "field.token.blank", minLength: "field.token.blank" } } as never);
+const Token = t.String({ minLength: 1, maxLength: 200, description: "The token from the e-mail's link", messages: { required: "field.token.blank", minLength: "field.token.blank" } });
 
 export const TokenBody = t.Object({ token: Token });
 export type TokenBody = Static<typeof TokenBody>;
@@ -18,6 +18,6 @@ export const ResetConfirmBody = t.Object(
     newPassword: Password,
     confirmNewPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
   },
-  { refine: matchingNewPassword } as never,
+  { refine: matchingNewPassword },
 );
 export type ResetConfirmBody = Static<typeof ResetConfirmBody>;

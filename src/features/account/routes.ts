@@ -8,10 +8,9 @@ import type { AppContext } from "../../context";
 import { EnvelopeOf, errorResponses, ok } from "../../envelope";
 import { clientAddress } from "../../http/client-address";
 import { pageHeaders } from "../../http/security-headers";
+import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
-import { refined } from "../auth/routes";
 import { User } from "../users/model";
-import { accountText } from "./messages";
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
 import { ACCOUNT_PAGE_POLICY, renderAccountPage, script, styles, type AccountPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
@@ -20,13 +19,13 @@ const langOf = (request: Request) => languageOf(request.headers.get("accept-lang
 // Every route here writes: a busy database answers 503 with Retry-After.
 
 const apiRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/auth", tags: ["Account e-mail"] } as never)
+  new Elysia({ prefix: "/api/auth", tags: ["Account e-mail"] })
     .use(ctx.auth)
     .post(
       "/verify-email/request",
       async ({ caller, request }) => {
         const sent = await requestVerification(ctx, caller);
-        return ok(null, accountText(sent ? "account.verificationSent" : "account.alreadyVerified", langOf(request)));
+        return ok(null, translate(sent ? "account.verificationSent" : "account.alreadyVerified", langOf(request)));
       },
       {
         auth: "authenticated",
@@ -34,7 +33,7 @@ const apiRoutes = (ctx: AppContext) =>
         detail: { summary: "Send the caller a verification e-mail", description: "The mail's link (or code, without PUBLIC_URL) works once, for 24 hours. Nothing is sent to an address that is verified already." },
       },
     )
-    .post("/verify-email/confirm", async ({ body, request }) => ok(await confirmVerification(ctx, body.token), accountText("account.verified", langOf(request))), {
+    .post("/verify-email/confirm", async ({ body, request }) => ok(await confirmVerification(ctx, body.token), translate("account.verified", langOf(request))), {
       body: TokenBody,
       response: { 200: EnvelopeOf(User), ...errorResponses(400, 503) },
       detail: { summary: "Confirm an e-mail address with the token from its mail", description: "data is the User, emailVerified true. 400 INVALID_TOKEN for an unknown, used or expired token." },
@@ -43,7 +42,7 @@ const apiRoutes = (ctx: AppContext) =>
       "/password-reset/request",
       async ({ body, request, server }) => {
         await requestPasswordReset(ctx, body.email, clientAddress(server, request, ctx.config.trustProxy));
-        return ok(null, accountText("account.resetRequested", langOf(request)));
+        return ok(null, translate("account.resetRequested", langOf(request)));
       },
       {
         body: ResetRequestBody,
@@ -59,11 +58,10 @@ const apiRoutes = (ctx: AppContext) =>
       "/password-reset/confirm",
       async ({ body, request }) => {
         await confirmPasswordReset(ctx, body);
-        return ok(null, accountText("account.passwordReset", langOf(request)));
+        return ok(null, translate("account.passwordReset", langOf(request)));
       },
       {
         body: ResetConfirmBody,
-        beforeHandle: refined(ResetConfirmBody),
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 503) },
         detail: {
           summary: "Set a new password with the token from a reset mail",
@@ -79,7 +77,7 @@ const hidden = { detail: { hide: true } };
 const pageRoutes = (basePath: string) => {
   const page = (name: AccountPage) => ({ request }: { request: Request }) => new Response(renderAccountPage(name, langOf(request), basePath), { headers: PAGE_HEADERS });
   const shown = (summary: string) => ({ response: { 200: t.String({ description: "An HTML page", contentMediaType: "text/html" }) }, detail: { summary } });
-  return new Elysia({ prefix: "/account", tags: ["Account e-mail"] } as never)
+  return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
     .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
     .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)

@@ -19,7 +19,6 @@ import { hashPassword } from "../auth/passwords";
 import { enqueueNotification } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
 import { consumeToken, issueToken, revokeTokens, tokenIsLive } from "./tokens";
-import "./messages";
 
 export interface AccountDeps {
   db: Database;

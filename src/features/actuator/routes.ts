@@ -9,8 +9,7 @@ import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { ErrorEnvelope, errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
-import { AppError, defineErrors } from "../../errors";
-import { defineMessages } from "../../i18n";
+import { AppError } from "../../errors";
 import type { LogLevel } from "../../config";
 import { VERSION } from "../../version";
 import { bearerToken, isAdmin, satisfies, unauthorized } from "../auth/guard";
@@ -30,15 +29,6 @@ import {
   Version,
 } from "./model";
 import { countActiveUsers, health, metricNames, metricView, threadDump } from "./service";
-
-defineMessages({
-  "error.metricNotFound": { en: (p) => `No metric named ${p.name}`, "zh-TW": (p) => `找不到指標: ${p.name}` },
-  "error.loggerNotFound": { en: (p) => `No logger named ${p.name}`, "zh-TW": (p) => `找不到記錄器: ${p.name}` },
-});
-defineErrors({
-  METRIC_NOT_FOUND: { status: 404, message: "error.metricNotFound" },
-  LOGGER_NOT_FOUND: { status: 404, message: "error.loggerNotFound" },
-});
 
 const adminErrors = errorResponses(401, 403);
 
@@ -70,7 +60,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
     }
   };
 
-  const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] } as never)
+  const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] })
     .use(ctx.auth)
     .get(
       "/health",
@@ -186,7 +176,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         ),
     );
 
-  const version = new Elysia({ prefix: "/api", tags: ["Operations"] } as never).get("/version", () => VERSION, {
+  const version = new Elysia({ prefix: "/api", tags: ["Operations"] }).get("/version", () => VERSION, {
     response: { 200: Version },
     detail: { summary: "Version information" },
   });

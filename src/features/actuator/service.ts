@@ -65,7 +65,10 @@ const diskReadings = new Map<string, { at: number; stats: Promise<StatsFs> }>();
 function recentStatfs(path: string) {
   const now = performance.now();
   let reading = diskReadings.get(path);
-  if (!reading || now - reading.at > DISK_READING_TTL_MS) diskReadings.set(path, (reading = { at: now, stats: statfs(path) }));
+  if (!reading || now - reading.at > DISK_READING_TTL_MS) {
+    reading = { at: now, stats: statfs(path) };
+    diskReadings.set(path, reading);
+  }
   return reading.stats;
 }
 

@@ -7,7 +7,7 @@ import { AuditEntry, AuditQuery } from "./model";
 import { listAudit } from "./service";
 
 export const auditRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/audit", tags: ["Audit"] } as never).use(ctx.auth).get(
+  new Elysia({ prefix: "/api/audit", tags: ["Audit"] }).use(ctx.auth).get(
     "",
     async ({ query, set }) => {
       const { entries, total } = await listAudit(ctx.db, query);

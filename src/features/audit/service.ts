@@ -2,14 +2,14 @@
 import { count, desc, eq } from "drizzle-orm";
 import type { Reader } from "../../db/client";
 import { auditLog } from "../../db/schema";
+import { pageOf, withPage } from "../../paging";
 import type { AuditEntry, AuditQuery } from "./model";
 
 /** Newest first, one page (default page 0 of 20). */
 export async function listAudit(db: Reader, query: AuditQuery): Promise<{ entries: AuditEntry[]; total: number }> {
   const where = query.action ? eq(auditLog.action, query.action) : undefined;
-  const size = query.size ?? 20;
   const [rows, [{ total }]] = await Promise.all([
-    db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(size).offset((query.page ?? 0) * size),
+    withPage(db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).$dynamic(), pageOf(query)),
     db.select({ total: count() }).from(auditLog).where(where),
   ]);
   const entries = rows.map((row) => ({

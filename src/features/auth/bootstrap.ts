@@ -11,7 +11,12 @@ import { grantRoles, normalizeEmail } from "../users/service";
 import { writeAudit } from "../notifications/outbox";
 import { hashPassword } from "./passwords";
 
-export async function ensureAdmin(db: Database, input: { email: string; password: string; name?: string }): Promise<{ id: number; created: boolean }> {
+/** `now`: the clock (the app's ctx.now where there is an app; start-up and the CLI have only the system's). */
+export async function ensureAdmin(
+  db: Database,
+  input: { email: string; password: string; name?: string },
+  now: () => number = Date.now,
+): Promise<{ id: number; created: boolean }> {
   const email = normalizeEmail(input.email);
   const passwordOf = (rows: { passwordHash: string | null }[]) => rows[0]?.passwordHash ?? null;
   // Hashed only when it will be stored: a restart finds the admin's password already set, and
@@ -22,7 +27,7 @@ export async function ensureAdmin(db: Database, input: { email: string; password
     : await hashPassword(input.password);
   for (;;) {
     const done = await db.write(async (tx) => {
-      const now = new Date();
+      const at = new Date(now());
       const [existing] = await tx.select({ id: users.id, passwordHash: users.passwordHash }).from(users).where(eq(users.email, email));
       // Between the read and the unit the account went, or lost its password: hash, then try again.
       if (!existing?.passwordHash && passwordHash === null) return undefined;
@@ -30,13 +35,13 @@ export async function ensureAdmin(db: Database, input: { email: string; password
       if (id === undefined) {
         [{ id }] = await tx
           .insert(users)
-          .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, emailVerified: true, createdAt: now, updatedAt: now })
+          .values({ name: input.name ?? "Administrator", email, passwordHash, active: true, emailVerified: true, createdAt: at, updatedAt: at })
           .returning({ id: users.id });
-        await writeAudit(tx, { action: "USER_CREATED", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, now);
+        await writeAudit(tx, { action: "USER_CREATED", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, at);
       } else {
         await tx
           .update(users)
-          .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, emailVerified: true, updatedAt: now })
+          .set({ passwordHash: existing.passwordHash ?? passwordHash, active: true, emailVerified: true, updatedAt: at })
           .where(eq(users.id, id));
       }
       await grantRoles(tx, id, ["USER", "ADMIN"]);

@@ -11,6 +11,7 @@ import type { Reader } from "../../db/client";
 import { users } from "../../db/schema";
 import { roleNamesOfUser } from "../users/service";
 import { AppError } from "../../errors";
+import { requestState } from "../../http/request-state";
 import type { Tokens } from "./tokens";
 
 export type RoleName = "USER" | "ADMIN";
@@ -70,7 +71,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
       const [user] = await findByEmail.all({ email: claims.sub });
-      if (!user || !user.active || user.tokenVersion !== claims.ver) return undefined;
+      if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
       // e-mail (whose versions restarted at 0): it must not open the new one.
       if (claims.iat !== undefined && claims.iat < Math.floor(user.createdAt.getTime() / 1000)) return undefined;
@@ -78,9 +79,6 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
     },
   };
 }
-
-/** The caller found by the transform hook, handed to the route's resolve. */
-const callers = new WeakMap<Request, Caller>();
 
 /**
  * The check runs in `transform`, before body and query validation, so an anonymous or
@@ -96,8 +94,9 @@ export const authPlugin = (authenticator: Authenticator) =>
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();
         if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
-        callers.set(request, caller);
+        requestState(request).caller = caller;
       },
-      resolve: ({ request }) => ({ caller: callers.get(request)! }),
+      // The transform above ran first and threw unless it found a caller.
+      resolve: ({ request }) => ({ caller: requestState(request).caller as Caller }),
     }),
   });

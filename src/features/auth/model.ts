@@ -8,7 +8,6 @@ import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, type Violation } from "../../validation";
 import { Email, Password, Phone, User } from "../users/model";
-import "./messages";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -34,9 +33,9 @@ export const Address = t.Object(
       maxLength: 200,
       messages: { required: "field.detail.blank", blank: "field.detail.blank", maxLength: "field.detail.length" },
     }),
-    zipCode: t.Optional(t.String({ pattern: "^\\d{5}$", messages: { pattern: "field.zipCode.pattern" } } as never)),
+    zipCode: t.Optional(t.String({ pattern: "^\\d{5}$", messages: { pattern: "field.zipCode.pattern" } })),
   },
-  { messages: { required: "field.address.missing" } } as never,
+  { messages: { required: "field.address.missing" } },
 );
 export type Address = Static<typeof Address>;
 
@@ -48,7 +47,7 @@ function registrationRules(value: Record<string, unknown>): Violation[] {
     out.push({ path: "confirmPassword", key: "field.confirmPassword.mismatch" });
   }
   if (typeof birthDate === "string") {
-    if (!isCalendarDate(birthDate)) out.push({ path: "birthDate", key: "field.birthDate.format" as never });
+    if (!isCalendarDate(birthDate)) out.push({ path: "birthDate", key: "field.birthDate.format" });
     else if (birthDate >= todayUtc()) out.push({ path: "birthDate", key: "field.birthDate.past" });
   }
   if (typeof salary === "number" && !SALARY_DIGITS.test(String(Math.abs(salary)))) {
@@ -68,7 +67,7 @@ export const RegistrationBody = t.Object(
     password: Password,
     confirmPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
     // TypeBox's own Integer: Elysia's t.Integer is a union with numeric strings, whose errors lose the field's texts.
-    age: Type.Integer({ minimum: 18, maximum: 120, messages: { required: "field.age.missing", minimum: "field.age.min", maximum: "field.age.max" } } as never),
+    age: Type.Integer({ minimum: 18, maximum: 120, messages: { required: "field.age.missing", minimum: "field.age.min", maximum: "field.age.max" } }),
     birthDate: t.Optional(t.String({ description: "yyyy-MM-dd, in the past", examples: ["1990-05-17"] })),
     phone: t.Optional(Phone),
     salary: t.Optional(
@@ -77,16 +76,16 @@ export const RegistrationBody = t.Object(
         maximum: 999_999.99,
         description: "Up to 6 integer and 2 fraction digits",
         messages: { minimum: "field.salary.positive", maximum: "field.salary.max" },
-      } as never),
+      }),
     ),
     address: Address,
     skills: t.Array(NotBlankString({ messages: { blank: "field.skills.blank" } }), {
       minItems: 1,
       maxItems: 3,
       messages: { required: "field.skills.min", minItems: "field.skills.min", maxItems: "field.skills.max" },
-    } as never),
+    }),
   },
-  { refine: registrationRules, title: "UserRegistrationDto" } as never,
+  { refine: registrationRules, title: "UserRegistrationDto" },
 );
 export type RegistrationBody = Static<typeof RegistrationBody>;
 
@@ -94,8 +93,8 @@ export const ValidateEmailQuery = t.Object({ email: Email });
 
 /** Login checks only presence: any other answer than 401 would tell which rule a stored password breaks. */
 export const LoginBody = t.Object({
-  email: t.String({ minLength: 1, maxLength: 320, messages: { required: "field.email.blank", minLength: "field.email.blank" } } as never),
-  password: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } } as never),
+  email: t.String({ minLength: 1, maxLength: 320, messages: { required: "field.email.blank", minLength: "field.email.blank" } }),
+  password: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } }),
 });
 export type LoginBody = Static<typeof LoginBody>;
 
@@ -107,11 +106,11 @@ export const matchingNewPassword = (v: Record<string, unknown>): Violation[] =>
 
 export const ChangePasswordBody = t.Object(
   {
-    currentPassword: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } } as never),
+    currentPassword: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } }),
     newPassword: Password,
     confirmNewPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
   },
-  { refine: matchingNewPassword } as never,
+  { refine: matchingNewPassword },
 );
 export type ChangePasswordBody = Static<typeof ChangePasswordBody>;
 

@@ -3,16 +3,14 @@
  * the guard themselves) and GET /api/search/profile. Answers are envelopes, except the
  * profile, which is a bare User like the rest of /api/search.
  */
-import { Elysia, t, type TSchema } from "elysia";
+import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { EnvelopeOf, errorResponses, ok } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
-import { Violations } from "../../errors";
+import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
-import { refinementViolationsOf } from "../../validation";
 import { User } from "../users/model";
 import { findUser } from "../users/service";
-import { authText } from "./messages";
 import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
 import { clientAddress } from "../../http/client-address";
 import { emailAvailable, register } from "./register";
@@ -27,30 +25,23 @@ function dropNulls(value: unknown) {
   }
 }
 
-/** beforeHandle for a body whose schema has `refine` rules (confirmPassword, birthDate, salary digits). */
-export const refined = (schema: TSchema) => ({ body }: { body: unknown }) => {
-  const violations = refinementViolationsOf(schema, body);
-  if (violations.length > 0) throw new Violations("body", violations);
-};
-
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 // Open routes that read the database: a busy one answers 503 with Retry-After.
 const errors = errorResponses(400, 401, 403, 409, 429, 503);
 
 const accountRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/auth", tags: ["Authentication"] } as never)
+  new Elysia({ prefix: "/api/auth", tags: ["Authentication"] })
     .use(ctx.auth)
     .post(
       "/register",
       async ({ body, request, set }) => {
         const user = await register(ctx, body, langOf(request));
         set.status = 201;
-        return ok(user, authText("auth.registered", langOf(request)));
+        return ok(user, translate("auth.registered", langOf(request)));
       },
       {
         body: RegistrationBody,
         transform: ({ body }) => dropNulls(body),
-        beforeHandle: refined(RegistrationBody),
         response: { 201: EnvelopeOf(User), ...errors },
         detail: { summary: "Register an account", description: "Every violated rule is listed at once. The new user has role USER." },
       },
@@ -59,7 +50,7 @@ const accountRoutes = (ctx: AppContext) =>
       "/validate-email",
       async ({ query, request }) => {
         const free = await emailAvailable(ctx.db, query.email);
-        return ok(free, authText(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
+        return ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
       },
       {
         query: ValidateEmailQuery,
@@ -69,7 +60,7 @@ const accountRoutes = (ctx: AppContext) =>
     )
     .post(
       "/login",
-      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), authText("auth.loggedIn", langOf(request))),
+      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.loggedIn", langOf(request))),
       {
         body: LoginBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
@@ -79,7 +70,7 @@ const accountRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .post("/refresh", async ({ caller, request }) => ok(await refresh(ctx, caller), authText("auth.refreshed", langOf(request))), {
+    .post("/refresh", async ({ caller, request }) => ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request))), {
       auth: "authenticated",
       response: { 200: EnvelopeOf(TokenResponse), ...errors },
       detail: { summary: "A fresh token for the bearer" },
@@ -88,7 +79,7 @@ const accountRoutes = (ctx: AppContext) =>
       "/logout",
       async ({ caller, request }) => {
         await logout(ctx, caller);
-        return ok(null, authText("auth.loggedOut", langOf(request)));
+        return ok(null, translate("auth.loggedOut", langOf(request)));
       },
       {
         auth: "authenticated",
@@ -99,11 +90,10 @@ const accountRoutes = (ctx: AppContext) =>
     .post(
       "/change-password",
       async ({ caller, body, request, server }) =>
-        ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), authText("auth.passwordChanged", langOf(request))),
+        ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
       {
         auth: "authenticated",
         body: ChangePasswordBody,
-        beforeHandle: refined(ChangePasswordBody),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "Change the caller's password",
@@ -113,7 +103,7 @@ const accountRoutes = (ctx: AppContext) =>
     );
 
 const profileRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/search", tags: ["Search"] } as never).use(ctx.auth).get(
+  new Elysia({ prefix: "/api/search", tags: ["Search"] }).use(ctx.auth).get(
     "/profile",
     ({ caller, headers, set }) => {
       set.headers["x-client-version"] = headers["x-client-version"] ?? "1.0";

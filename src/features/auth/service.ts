@@ -17,7 +17,6 @@ import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
 import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
-import "../account/messages";
 
 export interface SessionDeps extends ThrottleDeps {
   db: Database;
@@ -96,7 +95,7 @@ export async function logout(deps: SessionDeps, caller: Caller) {
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
   const account = await checkPassword(deps, caller.email, input.currentPassword, address);
-  if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" as never }]);
+  if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);
   const passwordHash = await hashPassword(input.newPassword);
   const [[updated]] = await deps.db.writeAll((tx) => [
     tx

@@ -75,7 +75,7 @@ export class ArchiveRejected extends Error {}
  * Feeds the archive's bytes to node-tar's parser and hands each entry to `onEntry`, until the
  * end or until `onEntry` returns "stop". Gzip or tar damage rejects with ArchiveRejected.
  */
-async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: ReadEntry) => "stop" | void): Promise<void> {
+async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: ReadEntry) => "stop" | undefined): Promise<void> {
   let failure: Error | undefined;
   let stopped = false;
   const parser = new Parser({

@@ -85,7 +85,11 @@ async function claimDataFolder(databasePath: string) {
   }
 }
 
-const moveIfThere = (from: string, to: string) => existsSync(from) && (renameSync(from, to), true);
+const moveIfThere = (from: string, to: string) => {
+  if (!existsSync(from)) return false;
+  renameSync(from, to);
+  return true;
+};
 
 export async function restoreArchive(config: Config, archive: string, logger: Logger): Promise<RestoreSummary> {
   const databasePath = localDatabasePath(config);

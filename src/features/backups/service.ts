@@ -16,7 +16,6 @@ import { createdAtOf, isArchiveName, readManifest, type Trigger } from "./archiv
 import { openDestination, type ArchiveInfo, type Destination } from "./destination";
 import { acquireLease, BACKUP_LEASE } from "./leases";
 import { snapshotInChild } from "./snapshot-process";
-import "./messages";
 
 export interface BackupDeps {
   config: Config;

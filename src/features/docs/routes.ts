@@ -63,7 +63,7 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
     health: `${basePath}/actuator/health`,
     console: `${basePath}/admin`,
   });
-  return new Elysia({ tags: ["Documentation"] } as never)
+  return new Elysia({ tags: ["Documentation"] })
     .get("/", () => index, {
       response: { 200: ServiceIndex },
       detail: { summary: "Service index: links to the docs, health and the console" },

@@ -21,6 +21,7 @@ import { ErrorEnvelope } from "../../envelope";
 import { HEADERS_KEY, RESPONSE_HEADERS, type ResponseHeader } from "./headers";
 import { VERSION } from "../../version";
 
+// biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document walked and patched generically, whatever its shape.
 type Json = Record<string, any>;
 
 /** Component names of headers: `X-Request-Id` → `XRequestId`. */
@@ -52,7 +53,10 @@ const COERCED = new Set(["integer", "numeric", "boolean"]);
 
 /** One schema node made plain JSON Schema 2020-12, children first. */
 function normalize(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(normalize);
+  if (Array.isArray(node)) {
+    for (const item of node) normalize(item);
+    return;
+  }
   if (!node || typeof node !== "object") return;
   const schema = node as Json;
   Object.values(schema).forEach(normalize);
@@ -84,7 +88,10 @@ function normalize(node: unknown): void {
  * both keeps one shape per title where a schema serves in a request and an answer.
  */
 function close(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(close);
+  if (Array.isArray(node)) {
+    for (const item of node) close(item);
+    return;
+  }
   if (!node || typeof node !== "object") return;
   const schema = node as Json;
   if (schema.properties && schema.additionalProperties === undefined) schema.additionalProperties = false;
@@ -97,7 +104,10 @@ const canonical = (value: unknown): string =>
 
 /** Titled schemas become components.schemas entries referenced by $ref, innermost first. */
 function nameComponents(node: unknown, named: Map<string, Json>): void {
-  if (Array.isArray(node)) return node.forEach((child) => nameComponents(child, named));
+  if (Array.isArray(node)) {
+    for (const child of node) nameComponents(child, named);
+    return;
+  }
   if (!node || typeof node !== "object") return;
   for (const [key, child] of Object.entries(node as Json)) {
     nameComponents(child, named);
@@ -133,7 +143,8 @@ const isErrorEnvelope = (schema: Json | undefined) => schema?.title === "ErrorEn
 
 /** One operation's responses: statuses the service adds, media types, descriptions, headers. */
 function completeResponses(operation: Json, usedHeaders: Set<ResponseHeader>, errorStatuses: Set<string>) {
-  const responses: Json = (operation.responses ??= {});
+  operation.responses ??= {};
+  const responses: Json = operation.responses;
   const secured = operation.security.length > 0;
   const readsJson = operation.requestBody?.content?.["application/json"] !== undefined;
   // The guard reads the caller's row: a secured route can meet a busy database (503) too.
@@ -166,7 +177,7 @@ function headersOf(status: string, own: ResponseHeader[], usedHeaders: Set<Respo
   const names: ResponseHeader[] = ["X-Request-Id", ...own];
   if (status === "401") names.push("WWW-Authenticate");
   if (status === "429" || status === "503") names.push("Retry-After");
-  names.forEach((name) => usedHeaders.add(name));
+  for (const name of names) usedHeaders.add(name);
   return Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${headerComponent(name)}` }]));
 }
 

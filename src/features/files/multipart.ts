@@ -5,6 +5,7 @@
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeWebStream } from "node:stream/web";
 import busboy from "busboy";
+import type { MessageKey } from "../../catalogue";
 import { Violations } from "../../errors";
 
 export interface FilePart {
@@ -14,7 +15,7 @@ export interface FilePart {
   stream: AsyncIterable<Uint8Array>;
 }
 
-const invalid = (key: string) => new Violations("body", [{ path: "file", key: key as never }]);
+const invalid = (key: MessageKey) => new Violations("body", [{ path: "file", key }]);
 
 /**
  * Calls `handle` with the first part named `field` that carries a file, and returns its result once

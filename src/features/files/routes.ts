@@ -13,7 +13,7 @@ export const UPLOAD_PATH = "/api/files/upload";
 const errors = errorResponses(401, 404, 503);
 
 export const filesRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/files", tags: ["Files"] } as never)
+  new Elysia({ prefix: "/api/files", tags: ["Files"] })
     .use(ctx.auth)
     .get(
       "",
@@ -47,7 +47,7 @@ export const filesRoutes = (ctx: AppContext) =>
           summary: "Upload a file",
           description: "multipart/form-data with one part named `file`, streamed to storage. Larger than MAX_UPLOAD_BYTES: 413.",
           requestBody: { content: { "multipart/form-data": { schema: UploadBody } } },
-        } as never,
+        },
       },
     )
     .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {

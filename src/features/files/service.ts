@@ -9,7 +9,6 @@ import { AppError, Violations } from "../../errors";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
 import type { FileInfo, FileListQuery, FileUploadResponse } from "./model";
 import { withFilePart } from "./multipart";
-import "./messages";
 
 export interface FilesDeps {
   db: Database;
@@ -23,6 +22,7 @@ const MAX_ORIGINAL_NAME = 255;
 /** The last path segment, without control characters (NUL included), at most 255 characters. */
 export function cleanOriginalName(raw: string): string {
   const base = raw.split(/[/\\]/).pop() ?? "";
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what this removes.
   const clean = Array.from(base.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").trim()).slice(0, MAX_ORIGINAL_NAME).join("");
   return clean === "" || clean === "." || clean === ".." ? "file" : clean;
 }
@@ -65,7 +65,7 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
       const stored = await deps.files.put(name, part.stream, maxBytes);
       return { originalName, contentType: cleanContentType(part.mimeType), ...stored };
     });
-    if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" as never }]);
+    if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" }]);
     const createdAt = new Date(deps.now());
     await deps.db.writeAll((tx) => [
       tx.insert(files).values({

@@ -11,7 +11,7 @@ import type { Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import type { Config } from "../../config";
 import type { Reader } from "../../db/client";
-import { outbox, users } from "../../db/schema";
+import { type outbox, users } from "../../db/schema";
 import type { Lang } from "../../i18n";
 import type { NotificationKind } from "./outbox";
 import { renderMail, TOKEN_KINDS } from "./templates";

@@ -77,7 +77,7 @@ export async function listOutbox(db: Reader, query: OutboxQuery) {
 }
 
 export const outboxRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/admin/outbox", tags: ["Notifications"] } as never).use(ctx.auth).get(
+  new Elysia({ prefix: "/api/admin/outbox", tags: ["Notifications"] }).use(ctx.auth).get(
     "",
     async ({ query, set }) => {
       const { entries, total } = await listOutbox(ctx.db, query);

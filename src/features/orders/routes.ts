@@ -11,7 +11,7 @@ const errors = errorResponses(400, 401, 403, 404, 409, 503);
 
 export const ordersRoutes = (ctx: AppContext) => {
   const deps = { db: ctx.db, logger: ctx.logging.get("orders"), now: ctx.now, paymentGateway: ctx.paymentGateway ?? createSimulatedGateway() };
-  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] } as never)
+  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] })
     .use(ctx.auth)
     .guard({ auth: "authenticated" }, (app) =>
       app

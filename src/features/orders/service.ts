@@ -22,7 +22,7 @@ import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { orderItems, orders, products, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import type { MessageKey } from "../../i18n";
+import { pageIfAsked, withPage, type Page } from "../../paging";
 import { isAdmin, type Caller } from "../auth/guard";
 import { enqueueNotification } from "../notifications/outbox";
 import { fromCents } from "../products/money";
@@ -123,9 +123,8 @@ function toOrder(row: OrderRow, items: ItemRow[]): Order {
 }
 
 /** Orders matching `where`, with their items, oldest first. */
-async function selectOrders(db: Reader, where: SQL | undefined, page?: { size: number; offset: number }): Promise<Order[]> {
-  const base = db.select().from(orders).where(where).orderBy(asc(orders.id));
-  const rows = page ? await base.limit(page.size).offset(page.offset) : await base;
+async function selectOrders(db: Reader, where: SQL | undefined, page?: Page): Promise<Order[]> {
+  const rows = await withPage(db.select().from(orders).where(where).orderBy(asc(orders.id)).$dynamic(), page);
   if (rows.length === 0) return [];
   const items = await db
     .select()
@@ -152,10 +151,8 @@ export async function listOrders(db: Reader, caller: Caller, query: OrderListQue
     query.userId === undefined ? undefined : eq(orders.userId, query.userId),
     query.status === undefined ? undefined : eq(orders.status, query.status),
   );
-  const paged = query.page !== undefined || query.size !== undefined;
-  const size = query.size ?? 20;
   const [list, [{ total }]] = await Promise.all([
-    selectOrders(db, where, paged ? { size, offset: (query.page ?? 0) * size } : undefined),
+    selectOrders(db, where, pageIfAsked(query)),
     db.select({ total: count() }).from(orders).where(where),
   ]);
   return { orders: list, total };
@@ -234,7 +231,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
       lines.push({ ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity });
     }
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
-    if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
+    if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" }]);
     const [order] = await insertOrder(tx).all({ userId, totalCents, now });
     for (const line of lines) await insertItem(tx).run({ ...line, orderId: order.id });
     await enqueueNotification(tx, "ORDER_CREATED", recipient, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
@@ -244,7 +241,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
 }
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
-  if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" as MessageKey }]);
+  if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" }]);
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());
@@ -254,7 +251,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
     throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
   }
 
-  let result;
+  let result: Awaited<ReturnType<PaymentGateway["charge"]>>;
   try {
     result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {

@@ -1,8 +1,7 @@
 /** TypeBox shapes of departments, roles, profiles and bulk deactivation. */
 import { t, type Static } from "elysia";
-import { NotBlankString } from "../../validation";
+import { Instant, NotBlankString } from "../../validation";
 import type { RoleName } from "../auth/guard";
-import { Instant } from "../search/model";
 
 export const Department = t.Object(
   {
@@ -35,7 +34,7 @@ export type RolesBody = Static<typeof RolesBody>;
 export const ProfileBody = t.Object({
     avatarUrl: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
     bio: t.Optional(t.Nullable(t.String({ maxLength: 5000 }))),
-    birthDate: t.Optional(t.Nullable(t.String({ format: "date", messages: { format: "field.type" }, description: "yyyy-MM-dd, in the past" } as never))),
+    birthDate: t.Optional(t.Nullable(t.String({ format: "date", messages: { format: "field.type" }, description: "yyyy-MM-dd, in the past" }))),
     address: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
 });
 export type ProfileBody = Static<typeof ProfileBody>;

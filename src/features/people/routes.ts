@@ -7,7 +7,7 @@ import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { User, UserIdParams } from "../users/model";
-import { parseInstant } from "../search/model";
+import { parseInstant } from "../../validation";
 import { DeactivateQuery, DeactivateResult, Department, DepartmentBody, ProfileBody, Role, RolesBody, UserProfile } from "./model";
 import { createDepartment, deactivateInactive, getProfile, listDepartments, listRoles, putProfile, setRoles } from "./service";
 

@@ -6,17 +6,11 @@
 import { and, asc, eq, lt, sql } from "drizzle-orm";
 import type { Database, Reader } from "../../db/client";
 import { departments, roles, userProfiles, userRoles, users } from "../../db/schema";
-import { AppError, defineErrors, integrityKind, Violations } from "../../errors";
-import { defineMessages } from "../../i18n";
+import { AppError, integrityKind, Violations } from "../../errors";
 import { writeAudit } from "../notifications/outbox";
 import { findUser, grantRoles, keepAnAdmin } from "../users/service";
 import type { User } from "../users/model";
 import type { Department, DepartmentBody, ProfileBody, RolesBody, UserProfile } from "./model";
-
-defineErrors({ DUPLICATE_DEPARTMENT: { status: 409, message: "error.duplicateDepartment" } });
-defineMessages({
-  "error.duplicateDepartment": { en: (p) => `Department already exists: ${p.name}`, "zh-TW": (p) => `部門已存在: ${p.name}` },
-});
 
 export async function listDepartments(db: Reader): Promise<Department[]> {
   const rows = await db

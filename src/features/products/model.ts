@@ -1,21 +1,7 @@
 /** TypeBox shapes of the products API. Prices are decimals in JSON and integer cents inside. */
 import { t, type Static } from "elysia";
-import { defineErrors } from "../../errors";
-import { defineMessages, type MessageKey } from "../../i18n";
 import { MAX_PAGE, NotBlankString, type Violation } from "../../validation";
 import { toCents } from "./money";
-
-defineErrors({
-  PRODUCT_NOT_FOUND: { status: 404, message: "error.productNotFound" },
-  /** Codes are unique; a taken one is named, unlike the generic DATA_INTEGRITY_VIOLATION. */
-  DUPLICATE_PRODUCT_CODE: { status: 409, message: "error.duplicateProductCode" },
-});
-
-defineMessages({
-  "error.productNotFound": { en: (p) => `Product not found, ID: ${p.id}`, "zh-TW": (p) => `找不到商品，ID: ${p.id}` },
-  "error.duplicateProductCode": { en: (p) => `Product code already exists: ${p.code}`, "zh-TW": (p) => `商品代碼已存在: ${p.code}` },
-  "field.price.digits": { en: "must have at most 8 integer and 2 fraction digits", "zh-TW": "價格格式不正確，最多 8 位整數與 2 位小數" },
-});
 
 export const ProductStatus = t.Union([t.Literal("ACTIVE"), t.Literal("INACTIVE"), t.Literal("DISCONTINUED")]);
 export type ProductStatus = Static<typeof ProductStatus>;
@@ -29,7 +15,7 @@ export const MAX_PRICE = 99_999_999.99;
 /** A price the range allows but with a third fraction digit (or an exponent) is refused, never rounded. */
 const priceDigits = (body: { price?: unknown }): Violation[] =>
   typeof body.price === "number" && body.price >= 0 && body.price <= MAX_PRICE && toCents(body.price) === undefined
-    ? [{ path: "price", key: "field.price.digits" as MessageKey }]
+    ? [{ path: "price", key: "field.price.digits" }]
     : [];
 
 /** POST and PUT body (PUT replaces every field). Audit fields and id are the service's. */
@@ -45,7 +31,7 @@ export const ProductBody = t.Object(
     // stored as REAL, and 2^53 could not be read back (a 500).
     stock: t.Optional(t.Integer({ minimum: 0, maximum: MAX_STOCK, description: "Units on hand; defaults to 0" })),
   },
-  { refine: priceDigits } as never,
+  { refine: priceDigits },
 );
 export type ProductBody = Static<typeof ProductBody>;
 

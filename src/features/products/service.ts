@@ -7,6 +7,7 @@ import { asc, count, eq } from "drizzle-orm";
 import type { Database, Reader } from "../../db/client";
 import { products } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
+import { pageIfAsked, withPage } from "../../paging";
 import { fromCents, toCents } from "./money";
 import type { Product, ProductBody, ProductListQuery, ProductStatus } from "./model";
 
@@ -30,11 +31,8 @@ export function toProduct(row: Row): Product {
 
 export async function listProducts(db: Reader, query: ProductListQuery) {
   const where = query.status ? eq(products.status, query.status) : undefined;
-  const base = db.select().from(products).where(where).orderBy(asc(products.id));
-  const paged = query.page !== undefined || query.size !== undefined;
-  const size = query.size ?? 20;
   const [rows, [{ total }]] = await Promise.all([
-    paged ? base.limit(size).offset((query.page ?? 0) * size) : base,
+    withPage(db.select().from(products).where(where).orderBy(asc(products.id)).$dynamic(), pageIfAsked(query)),
     db.select({ total: count() }).from(products).where(where),
   ]);
   return { products: rows.map(toProduct), total };

@@ -1,46 +1,16 @@
 /** TypeBox shapes of the search API. */
 import { t, type Static } from "elysia";
 import { SORTABLE_FIELDS } from "../users/model";
-import { Violations } from "../../errors";
-import { defineMessages, type MessageKey } from "../../i18n";
-import { MAX_PAGE } from "../../validation";
+import { Instant, MAX_PAGE } from "../../validation";
 
 export const MAX_PAGE_SIZE = 100;
-
-/** yyyy-MM-dd, or an ISO 8601 date-time (with Z or an offset; without one it is read as UTC). */
-const INSTANT_PATTERN = "^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:\\d{2})?)?$";
-
-export const Instant = t.String({
-  pattern: INSTANT_PATTERN,
-  messages: { pattern: "field.instant" },
-  description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
-} as never);
 
 /**
  * Free text matched with LIKE or FTS5, both of which read a NUL as the end of the text: `%\0%`
  * matched every user and an FTS phrase cut at a NUL was a syntax error (500). No name holds one.
  */
 const SearchText = (description: string) =>
-  t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description } as never);
-
-defineMessages({
-  "field.searchText": { en: "must not contain a NUL character", "zh-TW": "不可包含 NUL 字元" },
-  "field.instant": { en: "must be a date (yyyy-MM-dd) or an ISO 8601 date-time", "zh-TW": "日期格式不正確，應為 yyyy-MM-dd 或 ISO 8601 日期時間" },
-});
-
-/** The instant an Instant parameter names; `param` names it in the error for a day that does not exist (2025-02-30). */
-export function parseInstant(value: string, param: string): Date {
-  const day = value.slice(0, 10);
-  const calendarDay = new Date(`${day}T00:00:00Z`);
-  // JS dates keep milliseconds: finer fractions are cut, a missing offset means UTC.
-  const time = value.slice(10).replace(/(\.\d{3})\d+/, "$1");
-  const instant = time === "" ? calendarDay : new Date(day + (/(Z|[+-]\d{2}:\d{2})$/.test(time) ? time : `${time}Z`));
-  // Date rolls 2025-02-30 over into March; the round trip catches it.
-  if (Number.isNaN(instant.getTime()) || Number.isNaN(calendarDay.getTime()) || calendarDay.toISOString().slice(0, 10) !== day) {
-    throw new Violations("params", [{ path: param, key: "field.instant" as MessageKey }]);
-  }
-  return instant;
-}
+  t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
 
 /** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria. */
 export const UserSearchQuery = t.Object({
@@ -67,10 +37,6 @@ export const OptionalPage = t.Object({
   page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE, description: `${PAGE_OPTIONAL}; default 0 when size is given` })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, description: `${PAGE_OPTIONAL}; default 20 when page is given` })),
 });
-
-/** A page when either page or size was given, else everything. */
-export const pageOf = (query: { page?: number; size?: number }) =>
-  query.page === undefined && query.size === undefined ? undefined : { page: query.page ?? 0, size: query.size ?? 20 };
 
 export const SkillsQuery = t.Object({
   ...OptionalPage.properties,

@@ -4,7 +4,9 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { Violations } from "../../errors";
 import { User } from "../users/model";
-import { DepartmentRoleParams, OptionalPage, pageOf, parseInstant, SkillsQuery, UserSearchQuery } from "./model";
+import { pageIfAsked, pageOf } from "../../paging";
+import { parseInstant } from "../../validation";
+import { DepartmentRoleParams, OptionalPage, SkillsQuery, UserSearchQuery } from "./model";
 import { searchUsers } from "./service";
 
 /** `?age=&name=`: an empty parameter does not restrict, so it must not fail type validation either. */
@@ -22,12 +24,12 @@ function notBlank(skills: string[]) {
 const errors = errorResponses(400, 401);
 
 export const searchRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/search", tags: ["Search"] } as never)
+  new Elysia({ prefix: "/api/search", tags: ["Search"] })
     .use(ctx.auth)
     .get(
       "/users",
       ({ query }) => {
-        const { page = 0, size = 10, active = true, createdAfter, createdBefore, ...rest } = query;
+        const { page, size, active = true, createdAfter, createdBefore, ...rest } = query;
         return searchUsers(
           ctx.db,
           {
@@ -36,7 +38,7 @@ export const searchRoutes = (ctx: AppContext) =>
             createdAfter: createdAfter ? parseInstant(createdAfter, "createdAfter") : undefined,
             createdBefore: createdBefore ? parseInstant(createdBefore, "createdBefore") : undefined,
           },
-          { page, size },
+          pageOf({ page, size }, 10),
         );
       },
       {
@@ -53,14 +55,14 @@ export const searchRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get("/users/department/:dept/role/:role", ({ params, query }) => searchUsers(ctx.db, { department: params.dept, role: params.role }, pageOf(query)), {
+    .get("/users/department/:dept/role/:role", ({ params, query }) => searchUsers(ctx.db, { department: params.dept, role: params.role }, pageIfAsked(query)), {
       auth: "authenticated",
       params: DepartmentRoleParams,
       query: OptionalPage,
       response: { 200: t.Array(User), ...errors },
       detail: { summary: "Users of a department holding a role", description: "Department name and role name, both case-insensitive; by id. Every match, or one page when page or size is given." },
     })
-    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }, pageOf(query)), {
+    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
       auth: "authenticated",
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },

@@ -7,6 +7,7 @@ import { and, asc, count, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
+import { limitOffset, type Page } from "../../paging";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS, UserListQuery } from "../users/model";
 import { orderBy, selectUsers, toUser } from "../users/service";
@@ -30,11 +31,6 @@ export interface UserSearchCriteria {
   skills?: string[];
   sortBy?: (typeof SORTABLE_FIELDS)[number];
   sortDirection?: "asc" | "desc" | "ASC" | "DESC";
-}
-
-export interface Page {
-  page: number;
-  size: number;
 }
 
 
@@ -102,18 +98,41 @@ function shapeOf(c: UserSearchCriteria, page?: Page) {
     shape.name = byTrigrams(c.name) ? "fts" : "like";
     values.name = shape.name === "fts" ? ftsPhrase(c.name) : `%${likeLiteral(c.name)}%`;
   }
-  if (hasText(c.email)) (shape.email = true), (values.email = `%${likeLiteral(c.email.trim())}%`);
-  if (hasText(c.department)) (shape.department = true), (values.department = c.department.trim());
-  if (c.active !== undefined) (shape.active = true), (values.active = c.active ? 1 : 0);
-  if (c.age !== undefined) (shape.age = true), (values.age = c.age);
-  if (c.createdAfter) (shape.createdAfter = true), (values.createdAfter = c.createdAfter.getTime());
-  if (c.createdBefore) (shape.createdBefore = true), (values.createdBefore = c.createdBefore.getTime());
-  if (hasText(c.role)) (shape.role = true), (values.role = c.role.trim());
+  if (hasText(c.email)) {
+    shape.email = true;
+    values.email = `%${likeLiteral(c.email.trim())}%`;
+  }
+  if (hasText(c.department)) {
+    shape.department = true;
+    values.department = c.department.trim();
+  }
+  if (c.active !== undefined) {
+    shape.active = true;
+    values.active = c.active ? 1 : 0;
+  }
+  if (c.age !== undefined) {
+    shape.age = true;
+    values.age = c.age;
+  }
+  if (c.createdAfter) {
+    shape.createdAfter = true;
+    values.createdAfter = c.createdAfter.getTime();
+  }
+  if (c.createdBefore) {
+    shape.createdBefore = true;
+    values.createdBefore = c.createdBefore.getTime();
+  }
+  if (hasText(c.role)) {
+    shape.role = true;
+    values.role = c.role.trim();
+  }
   if (skillKeys.length > 0) {
     shape.skills = skillKeys.length;
-    skillKeys.forEach((key, i) => (values[`skill${i}`] = key));
+    skillKeys.forEach((key, i) => {
+      values[`skill${i}`] = key;
+    });
   }
-  if (page) (values.limit = page.size), (values.offset = page.page * page.size);
+  if (page) Object.assign(values, limitOffset(page));
   return { shape, values };
 }
 

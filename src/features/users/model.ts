@@ -10,20 +10,20 @@ export const Email = t.String({
   maxLength: 255,
   pattern: "\\S",
   messages: { required: "field.email.blank", pattern: "field.email.blank", format: "field.email.format", maxLength: "field.email.length" },
-} as never);
+});
 
 export const Phone = t.String({
   maxLength: 20,
   pattern: PHONE_PATTERN,
   messages: { pattern: "field.phone.pattern", maxLength: "field.phone.pattern" },
-} as never);
+});
 
 export const Password = t.String({
   minLength: 8,
   maxLength: 20,
   pattern: PASSWORD_PATTERN,
   messages: { required: "field.password.blank", minLength: "field.password.length", maxLength: "field.password.length", pattern: "field.password.pattern" },
-} as never);
+});
 
 const UserName = NotBlankString({
   minLength: 2,
@@ -31,7 +31,7 @@ const UserName = NotBlankString({
   messages: { required: "field.name.blank", blank: "field.name.blank", minLength: "field.name.length.user", maxLength: "field.name.length.user" },
 });
 
-const Department = t.String({ maxLength: 50, messages: { maxLength: "field.department.length" } } as never);
+const Department = t.String({ maxLength: 50, messages: { maxLength: "field.department.length" } });
 const Version = t.Integer({ minimum: 0, description: "The version you read; a stale one gives 409 OPTIMISTIC_LOCK_CONFLICT" });
 
 /** POST and PUT body. `id`, `active` and timestamps are the service's: sent ones are ignored. */
@@ -78,7 +78,7 @@ export const SORTABLE_FIELDS = ["id", "name", "email", "createdAt", "updatedAt",
 export const UserListQuery = t.Object({
   page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
-  sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } } as never)),
+  sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } })),
   // The console's filters (beyond the seed): absent ones filter nothing, so today's answers stay.
   name: t.Optional(t.String({ maxLength: 100, description: "Substring of the name, case-insensitive" })),
   email: t.Optional(t.String({ maxLength: 255, description: "Substring of the e-mail, case-insensitive" })),

@@ -33,7 +33,7 @@ const tagged = (set: { headers: Record<string, unknown> }, user: User) => {
 const errors = errorResponses(400, 401, 403, 404, 409);
 
 export const usersRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/users", tags: ["Users"] } as never)
+  new Elysia({ prefix: "/api/users", tags: ["Users"] })
     .use(ctx.auth)
     .get(
       "",

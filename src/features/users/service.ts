@@ -3,30 +3,26 @@
  * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
-import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { departments, roles, userRoles, users } from "../../db/schema";
-import { AppError, defineErrors, integrityKind } from "../../errors";
-import { defineMessages } from "../../i18n";
+import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
+import { limitOffset, pageIfAsked } from "../../paging";
 import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
 
-defineErrors({ LAST_ADMIN: { status: 409, message: "error.lastAdmin" } });
-defineMessages({
-  "error.lastAdmin": { en: "At least one active ADMIN must remain", "zh-TW": "至少需保留一位啟用中的管理員" },
-});
-
 export interface UsersDeps {
   db: Database;
   metrics: Metrics;
   logger: { warn(obj: object, msg: string): void };
+  /** The app's clock (ctx.now): timestamps of users, their audit entries and notifications. */
+  now: () => number;
 }
-
 
 /**
  * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
@@ -57,7 +53,8 @@ export const userColumns = {
   emailVerified: users.emailVerified,
 };
 
-type UserRow = { [K in keyof typeof userColumns]: any };
+/** A row of userColumns as drizzle reads it (the department, left-joined, may be null). */
+type UserRow = Awaited<ReturnType<ReturnType<typeof findById>["all"]>>[number];
 
 export function toUser(row: UserRow): User {
   return {
@@ -93,7 +90,7 @@ export async function findUser(db: Reader, id: number): Promise<User> {
   return toUser(row);
 }
 
-const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], any> = {
+const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], AnyColumn> = {
   id: users.id,
   name: users.name,
   email: users.email,
@@ -127,11 +124,9 @@ function sortShape(sort: string | undefined) {
 }
 
 export async function listUsers(db: Reader, query: { page?: number; size?: number; sort?: string }) {
-  const paged = query.page !== undefined || query.size !== undefined;
-  const size = query.size ?? 20;
-  const page = query.page ?? 0;
+  const page = pageIfAsked(query);
   const [rows, [{ total }]] = await Promise.all([
-    listPage(db, `${sortShape(query.sort)}|${paged ? "paged" : ""}`).all({ limit: size, offset: page * size }),
+    listPage(db, `${sortShape(query.sort)}|${page ? "paged" : ""}`).all(page ? limitOffset(page) : {}),
     countUsers(db).all(),
   ]);
   return { users: rows.map(toUser), total };
@@ -197,7 +192,7 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
     // Uniqueness first, as the interface orders it; the unique index settles races.
     if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
     const passwordHash = input.password ? await hashPassword(input.password) : null;
-    const now = new Date();
+    const now = new Date(deps.now());
     const name = input.name.trim();
     const department = input.department?.trim() || null;
     try {
@@ -243,7 +238,7 @@ async function applyUpdate(
         if (!current) throw new AppError("USER_NOT_FOUND", { id });
         if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
         if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
-        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(), version: current.version + 1 };
+        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(deps.now()), version: current.version + 1 };
         if (changes.name !== undefined) set.name = changes.name.trim();
         if (email !== undefined && email !== current.email) {
           // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
@@ -261,7 +256,7 @@ async function applyUpdate(
     const user = await findUser(deps.db, id);
     // The update notification is not part of the update: failing to queue it never undoes it.
     try {
-      await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }));
+      await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }, new Date(deps.now())));
     } catch (error) {
       deps.logger.warn({ err: error, userId: id }, "user-updated notification not queued");
     }

@@ -1,0 +1,7 @@
+/** The operations feature's error codes (English, and zh-TW). */
+import { defineErrors } from "../../i18n";
+
+export const actuatorErrors = defineErrors({
+  METRIC_NOT_FOUND: { status: 404, en: (p) => `No metric named ${p.name}`, "zh-TW": (p) => `找不到指標: ${p.name}` },
+  LOGGER_NOT_FOUND: { status: 404, en: (p) => `No logger named ${p.name}`, "zh-TW": (p) => `找不到記錄器: ${p.name}` },
+});

@@ -1,0 +1,6 @@
+/** The search feature's texts (English, and zh-TW). */
+import { defineTexts } from "../../i18n";
+
+export const searchTexts = defineTexts({
+  "field.searchText": { en: "must not contain a NUL character", "zh-TW": "不可包含 NUL 字元" },
+});

@@ -1,0 +1,30 @@
+/**
+ * What one request's hooks hand to each other, in one place: Elysia runs parse, the access
+ * guard, validation and the errors plugin as separate hooks, and some of them need what an
+ * earlier one found. Kept beside the Request (a WeakMap, so it goes with the request).
+ */
+import type { Caller } from "../features/auth/guard";
+
+export interface RequestState {
+  /** The JSON body as the client sent it, before Elysia normalises it in place for its schema. */
+  sentBody?: unknown;
+  /** A body the parser refused (malformed, too large…), held back until the guard has let the caller through. */
+  refusedBody?: Error;
+  /** The caller the access guard found, for the route's `resolve`. */
+  caller?: Caller;
+}
+
+const states = new WeakMap<Request, RequestState>();
+
+/** The request's state, created empty on first use. */
+export function requestState(request: Request): RequestState {
+  let state = states.get(request);
+  if (!state) {
+    state = {};
+    states.set(request, state);
+  }
+  return state;
+}
+
+/** The state without creating one: for readers on paths where most requests have none. */
+export const peekRequestState = (request: Request): RequestState | undefined => states.get(request);
