@@ -102,7 +102,10 @@ describe("operations charts from /actuator/prometheus", () => {
   test("request rate, p99 and error rate between two real scrapes", async () => {
     const admin = await t.admin();
     // A request is counted once its answer has gone out (onAfterResponse): let the counts settle first.
-    const scrape = async () => (await Bun.sleep(50), readScrape((await t.request("GET", "/actuator/prometheus", { token: admin.token })).text, Date.now()));
+    const scrape = async () => {
+      await Bun.sleep(50);
+      return readScrape((await t.request("GET", "/actuator/prometheus", { token: admin.token })).text, Date.now());
+    };
     const first = await scrape();
     for (let i = 0; i < 9; i++) await t.request("GET", "/api/users", { token: admin.token });
     await t.request("GET", "/api/users/abc", { token: admin.token }); // a 400: not an error of the server

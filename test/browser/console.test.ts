@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { chromium, type Browser, type Page } from "playwright-core";
 import { ADMIN, startServer, type ServerProcess } from "../server-process";
 
 setDefaultTimeout(60_000);
@@ -46,7 +46,6 @@ if (skipped) {
   const server = await startServer({});
   const backupsApi = (await call(server, "GET", "/api/admin/backups")).status !== 404;
   let browser: Browser;
-  let context: BrowserContext;
   let page: Page;
   const cspViolations: string[] = [];
   const seeded: Record<string, { id: number; email: string }> = {};
@@ -93,7 +92,7 @@ if (skipped) {
     const upload = await fetch(`${server.url}/api/files/upload`, { method: "POST", headers: { authorization: `Bearer ${server.token}` }, body: form });
     expect(upload.status).toBe(201);
     browser = await launch();
-    ({ ctx: context, page } = await newPage());
+    ({ page } = await newPage());
   });
 
   afterAll(async () => {

@@ -3,7 +3,7 @@
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
-import { and, asc, count, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, inArray, sql } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
 import type { Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";

@@ -215,4 +215,4 @@ export function ScreenTitle({ children }: { children: ComponentChildren }) {
 }
 
 /** The value of the input, select or textarea an event came from. */
-export const valueOf = (event: { currentTarget: { value: string } }) => event.currentTarget.value;
+export const inputValue = (event: { currentTarget: { value: string } }) => event.currentTarget.value;

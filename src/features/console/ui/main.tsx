@@ -36,7 +36,10 @@ function App({ basePath }: { basePath: string }) {
   const [session, setSession] = useState<Session | undefined>();
   const [expired, setExpired] = useState(false);
   const [announcement, setAnnouncement] = useState("");
-  const api = useMemo(() => createApi(basePath, lang, () => (setSession(undefined), setExpired(true))), []);
+  const api = useMemo(() => createApi(basePath, lang, () => {
+    setSession(undefined);
+    setExpired(true);
+  }), []);
   const context = useMemo<Console>(() => ({ api, lang, t: translator(lang), fmt: formatters(lang), announce: setAnnouncement }), []);
   const current = session ?? api.session.get();
   document.documentElement.lang = lang;
@@ -80,9 +83,10 @@ function Shell({ email, onSignOut }: { email: string; onSignOut(): void }) {
   const Screen = section === "users" && id ? UserDetail : match[2];
   return (
     <>
-      <a class="skip" href="#main" onClick={(event) => (event.preventDefault(), document.getElementById("main")?.focus())}>
+      {/* A button, not a link: "#main" would be read as a route by the hash router. */}
+      <button type="button" class="skip" onClick={() => document.getElementById("main")?.focus()}>
         {t("app.skip")}
-      </a>
+      </button>
       <header class="top">
         <span class="brand">{t("app.title")}</span>
         <span class="who">{t("nav.signedInAs", { email })}</span>

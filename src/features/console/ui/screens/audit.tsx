@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { AuditEntry } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, useOnChange, valueOf } from "../components";
+import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, useOnChange, inputValue } from "../components";
 
 const SIZE = 20;
 
@@ -18,9 +18,12 @@ export function Audit() {
   return (
     <section>
       <ScreenTitle>{t("audit.title")}</ScreenTitle>
-      <form class="filters" onSubmit={(e) => (e.preventDefault(), navigate("/audit", { action: draft.trim().toUpperCase() }))}>
+      <form class="filters" onSubmit={(e) => {
+          e.preventDefault();
+          navigate("/audit", { action: draft.trim().toUpperCase() });
+        }}>
         <Field label={t("audit.action")} hint="USER_CREATED, USER_DEACTIVATED, USER_ROLES_SET …">
-          {(id, hint) => <input id={id} aria-describedby={hint} value={draft} onInput={(e) => setDraft(valueOf(e))} />}
+          {(id, hint) => <input id={id} aria-describedby={hint} value={draft} onInput={(e) => setDraft(inputValue(e))} />}
         </Field>
         <div class="buttons">
           <button type="submit" class="primary">{t("common.search")}</button>

@@ -18,7 +18,10 @@ export function Backups() {
   const remove = async () => {
     const name = deleting!;
     setDeleting(undefined);
-    if (await action.run(async () => (await api.delete(`/api/admin/backups/${encodeURIComponent(name)}`), true))) list.reload();
+    if (await action.run(async () => {
+      await api.delete(`/api/admin/backups/${encodeURIComponent(name)}`);
+      return true;
+    })) list.reload();
   };
   const missing = list.state === "error" && list.error.status === 404;
   return (

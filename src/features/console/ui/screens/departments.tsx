@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Department } from "../api";
 import { href, useConsole } from "../app-context";
-import { ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, valueOf } from "../components";
+import { ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
 export function Departments() {
   const { api, t, fmt, announce } = useConsole();
@@ -40,8 +40,8 @@ export function Departments() {
       </Loaded>
       <form class="panel inline" onSubmit={create} aria-labelledby="new-department">
         <h2 id="new-department">{t("departments.new")}</h2>
-        <Field label={t("common.name")}>{(id) => <input id={id} required maxLength={50} value={draft.name} onInput={(e) => setDraft({ ...draft, name: valueOf(e) })} />}</Field>
-        <Field label={t("common.description")}>{(id) => <input id={id} maxLength={255} value={draft.description} onInput={(e) => setDraft({ ...draft, description: valueOf(e) })} />}</Field>
+        <Field label={t("common.name")}>{(id) => <input id={id} required maxLength={50} value={draft.name} onInput={(e) => setDraft({ ...draft, name: inputValue(e) })} />}</Field>
+        <Field label={t("common.description")}>{(id) => <input id={id} maxLength={255} value={draft.description} onInput={(e) => setDraft({ ...draft, description: inputValue(e) })} />}</Field>
         <ErrorText error={action.error} />
         <button type="submit" class="primary" disabled={action.busy}>
           {t("common.create")}

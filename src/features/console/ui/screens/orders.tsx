@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Order } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, numeric, Pager, ScreenTitle, Table, useLoad, useOnChange, valueOf } from "../components";
+import { Field, Loaded, numeric, Pager, ScreenTitle, Table, useLoad, useOnChange, inputValue } from "../components";
 
 const STATUSES = ["PENDING", "PAID", "PAYMENT_FAILED"] as const;
 const SIZE = 20;
@@ -20,16 +20,19 @@ export function Orders() {
   return (
     <section>
       <ScreenTitle>{t("orders.title")}</ScreenTitle>
-      <form class="filters" onSubmit={(e) => (e.preventDefault(), navigate("/orders", { status, userId: draftUser }))}>
+      <form class="filters" onSubmit={(e) => {
+          e.preventDefault();
+          navigate("/orders", { status, userId: draftUser });
+        }}>
         <Field label={t("common.status")}>
           {(id) => (
-            <select id={id} value={status} onChange={(e) => navigate("/orders", { status: valueOf(e), userId })}>
+            <select id={id} value={status} onChange={(e) => navigate("/orders", { status: inputValue(e), userId })}>
               <option value="">{t("common.any")}</option>
               {STATUSES.map((s) => <option key={s} value={s}>{t(`status.${s}`)}</option>)}
             </select>
           )}
         </Field>
-        <Field label={t("orders.user")}>{(id) => <input id={id} type="number" min="1" inputMode="numeric" value={draftUser} onInput={(e) => setDraftUser(valueOf(e))} />}</Field>
+        <Field label={t("orders.user")}>{(id) => <input id={id} type="number" min="1" inputMode="numeric" value={draftUser} onInput={(e) => setDraftUser(inputValue(e))} />}</Field>
         <div class="buttons">
           <button type="submit" class="primary">{t("common.search")}</button>
         </div>

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Product } from "../api";
 import { navigate, useConsole, useRoute } from "../app-context";
-import { ErrorText, Field, Loaded, numeric, Pager, ScreenTitle, Table, useAction, useLoad, valueOf } from "../components";
+import { ErrorText, Field, Loaded, numeric, Pager, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
 const STATUSES = ["ACTIVE", "INACTIVE", "DISCONTINUED"] as const;
 const SIZE = 20;
@@ -36,7 +36,7 @@ export function Products() {
     edit(undefined);
     list.reload();
   };
-  const set = (key: keyof typeof blank) => (e: { currentTarget: { value: string } }) => setDraft({ ...draft, [key]: valueOf(e) });
+  const set = (key: keyof typeof blank) => (e: { currentTarget: { value: string } }) => setDraft({ ...draft, [key]: inputValue(e) });
 
   return (
     <section>
@@ -44,7 +44,7 @@ export function Products() {
       <div class="filters">
         <Field label={t("common.status")}>
           {(id) => (
-            <select id={id} value={status} onChange={(e) => navigate("/products", { status: valueOf(e) })}>
+            <select id={id} value={status} onChange={(e) => navigate("/products", { status: inputValue(e) })}>
               <option value="">{t("common.any")}</option>
               {STATUSES.map((s) => <option key={s} value={s}>{t(`status.${s}`)}</option>)}
             </select>

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Session, User } from "../api";
 import { useConsole } from "../app-context";
-import { ErrorText, Field, ScreenTitle, useAction, valueOf } from "../components";
+import { ErrorText, Field, ScreenTitle, useAction, inputValue } from "../components";
 
 export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(session: Session): void }) {
   const { api, t } = useConsole();
@@ -31,11 +31,11 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(s
           </p>
         )}
         <Field label={t("signIn.email")}>
-          {(id) => <input id={id} name="email" type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(valueOf(e))} />}
+          {(id) => <input id={id} name="email" type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(inputValue(e))} />}
         </Field>
         <Field label={t("signIn.password")}>
           {(id) => (
-            <input id={id} name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(valueOf(e))} />
+            <input id={id} name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(inputValue(e))} />
           )}
         </Field>
         {notAdmin && (

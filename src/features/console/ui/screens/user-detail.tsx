@@ -5,7 +5,7 @@
 import { useState } from "preact/hooks";
 import type { Department, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
-import { Confirm, ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, valueOf } from "../components";
+import { Confirm, ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, inputValue } from "../components";
 
 export function UserDetail({ id }: { id?: string }) {
   const { api, t } = useConsole();
@@ -21,7 +21,7 @@ export function UserDetail({ id }: { id?: string }) {
 }
 
 function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
-  const { api, t, fmt, announce } = useConsole();
+  const { t, fmt, announce } = useConsole();
   // A reload mounts this anew (the screen passes through its loading state), so no syncing is needed.
   const [user, setUser] = useState(initial);
   const changed = (next: User, message = t("state.saved")) => {
@@ -65,12 +65,12 @@ function DetailsForm({ user, onSaved, onReload }: { user: User; onSaved(user: Us
   return (
     <form class="panel" onSubmit={save} aria-labelledby="details-title">
       <h2 id="details-title">{t("user.edit")}</h2>
-      <Field label={t("users.name")}>{(id) => <input id={id} value={draft.name} required onInput={(e) => setDraft({ ...draft, name: valueOf(e) })} />}</Field>
-      <Field label={t("users.email")}>{(id) => <input id={id} type="email" value={draft.email} required onInput={(e) => setDraft({ ...draft, email: valueOf(e) })} />}</Field>
+      <Field label={t("users.name")}>{(id) => <input id={id} value={draft.name} required onInput={(e) => setDraft({ ...draft, name: inputValue(e) })} />}</Field>
+      <Field label={t("users.email")}>{(id) => <input id={id} type="email" value={draft.email} required onInput={(e) => setDraft({ ...draft, email: inputValue(e) })} />}</Field>
       <Field label={t("users.department")}>
         {(id) => (
           <>
-            <input id={id} list={`${id}-list`} value={draft.department} onInput={(e) => setDraft({ ...draft, department: valueOf(e) })} />
+            <input id={id} list={`${id}-list`} value={draft.department} onInput={(e) => setDraft({ ...draft, department: inputValue(e) })} />
             <datalist id={`${id}-list`}>{departments.state === "ready" && departments.data.map((d) => <option key={d.id} value={d.name} />)}</datalist>
           </>
         )}
@@ -79,7 +79,10 @@ function DetailsForm({ user, onSaved, onReload }: { user: User; onSaved(user: Us
       {conflict ? (
         <div class="form-error" role="alert">
           <p>{t("user.conflict")}</p>
-          <button type="button" onClick={() => (action.clear(), onReload())}>
+          <button type="button" onClick={() => {
+            action.clear();
+            onReload();
+          }}>
             {t("user.conflictReload")}
           </button>
         </div>
@@ -143,7 +146,10 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
     if (next) onChanged(next);
   };
   const revoke = async () => {
-    const done = await action.run(async () => (await api.post(`/api/users/${user.id}/revoke-tokens`), true));
+    const done = await action.run(async () => {
+      await api.post(`/api/users/${user.id}/revoke-tokens`);
+      return true;
+    });
     if (done) announce(t("user.revoked"));
   };
   return (
@@ -195,10 +201,10 @@ function ProfileEditor({ profile }: { profile: Profile }) {
   };
   return (
     <form onSubmit={save}>
-      <Field label={t("user.avatarUrl")}>{(id) => <input id={id} type="url" value={draft.avatarUrl} onInput={(e) => setDraft({ ...draft, avatarUrl: valueOf(e) })} />}</Field>
-      <Field label={t("user.birthDate")}>{(id) => <input id={id} type="date" value={draft.birthDate} onInput={(e) => setDraft({ ...draft, birthDate: valueOf(e) })} />}</Field>
-      <Field label={t("user.address")}>{(id) => <input id={id} value={draft.address} onInput={(e) => setDraft({ ...draft, address: valueOf(e) })} />}</Field>
-      <Field label={t("user.bio")}>{(id) => <textarea id={id} rows={3} value={draft.bio} onInput={(e) => setDraft({ ...draft, bio: valueOf(e) })} />}</Field>
+      <Field label={t("user.avatarUrl")}>{(id) => <input id={id} type="url" value={draft.avatarUrl} onInput={(e) => setDraft({ ...draft, avatarUrl: inputValue(e) })} />}</Field>
+      <Field label={t("user.birthDate")}>{(id) => <input id={id} type="date" value={draft.birthDate} onInput={(e) => setDraft({ ...draft, birthDate: inputValue(e) })} />}</Field>
+      <Field label={t("user.address")}>{(id) => <input id={id} value={draft.address} onInput={(e) => setDraft({ ...draft, address: inputValue(e) })} />}</Field>
+      <Field label={t("user.bio")}>{(id) => <textarea id={id} rows={3} value={draft.bio} onInput={(e) => setDraft({ ...draft, bio: inputValue(e) })} />}</Field>
       <ErrorText error={action.error} />
       <button type="submit" class="primary" disabled={action.busy}>
         {t("user.profileSave")}
@@ -213,7 +219,10 @@ function DeletePanel({ user }: { user: User }) {
   const action = useAction();
   const remove = async () => {
     setAsking(false);
-    const done = await action.run(async () => (await api.delete(`/api/users/${user.id}`), true));
+    const done = await action.run(async () => {
+      await api.delete(`/api/users/${user.id}`);
+      return true;
+    });
     if (!done) return;
     announce(t("user.deleted"));
     navigate("/users");

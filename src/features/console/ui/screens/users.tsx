@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type { Department, User } from "../api";
 import { href, navigate, useConsole, useRoute } from "../app-context";
-import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, useOnChange, valueOf, type Column } from "../components";
+import { Field, Loaded, Pager, ScreenTitle, Table, useLoad, useOnChange, inputValue, type Column } from "../components";
 import type { MessageKey } from "../i18n";
 
 const SIZES = [10, 20, 50, 100];
@@ -44,11 +44,11 @@ export function Users() {
           go(draft);
         }}
       >
-        <Field label={t("users.name")}>{(id) => <input id={id} type="search" value={draft.name} onInput={(e) => setDraft({ ...draft, name: valueOf(e) })} />}</Field>
-        <Field label={t("users.email")}>{(id) => <input id={id} type="search" value={draft.email} onInput={(e) => setDraft({ ...draft, email: valueOf(e) })} />}</Field>
+        <Field label={t("users.name")}>{(id) => <input id={id} type="search" value={draft.name} onInput={(e) => setDraft({ ...draft, name: inputValue(e) })} />}</Field>
+        <Field label={t("users.email")}>{(id) => <input id={id} type="search" value={draft.email} onInput={(e) => setDraft({ ...draft, email: inputValue(e) })} />}</Field>
         <Field label={t("users.department")}>
           {(id) => (
-            <select id={id} value={draft.department} onChange={(e) => setDraft({ ...draft, department: valueOf(e) })}>
+            <select id={id} value={draft.department} onChange={(e) => setDraft({ ...draft, department: inputValue(e) })}>
               <option value="">{t("common.any")}</option>
               {departments.state === "ready" && departments.data.map((d) => <option key={d.id} value={d.name}>{d.name}</option>)}
             </select>
@@ -56,7 +56,7 @@ export function Users() {
         </Field>
         <Field label={t("users.active")}>
           {(id) => (
-            <select id={id} value={draft.active} onChange={(e) => setDraft({ ...draft, active: valueOf(e) })}>
+            <select id={id} value={draft.active} onChange={(e) => setDraft({ ...draft, active: inputValue(e) })}>
               <option value="any">{t("common.any")}</option>
               <option value="true">{t("users.activeOnly")}</option>
               <option value="false">{t("users.inactiveOnly")}</option>
@@ -65,14 +65,17 @@ export function Users() {
         </Field>
         <Field label={t("common.pageSize")}>
           {(id) => (
-            <select id={id} value={String(size)} onChange={(e) => go({ size: Number(valueOf(e)) })}>
+            <select id={id} value={String(size)} onChange={(e) => go({ size: Number(inputValue(e)) })}>
               {SIZES.map((n) => <option key={n} value={String(n)}>{n}</option>)}
             </select>
           )}
         </Field>
         <div class="buttons">
           <button type="submit" class="primary">{t("common.search")}</button>
-          <button type="button" onClick={() => (setDraft({ name: "", email: "", department: "", active: "any" }), navigate("/users"))}>
+          <button type="button" onClick={() => {
+            setDraft({ name: "", email: "", department: "", active: "any" });
+            navigate("/users");
+          }}>
             {t("common.clear")}
           </button>
         </div>
