@@ -13,7 +13,7 @@
  *
  * Test control (not Hrana): `GET /_test/stats` gives the round trips counted since the last
  * `POST /_test/reset` — one per pipeline request over HTTP, version probes left out; per stream
- * too. `POST /_test/delay?ms=20` makes every pipeline request wait that long before it runs,
+ * too; `versionProbes` counts the GETs of /v2, /v3 … apart. `POST /_test/delay?ms=20` makes every pipeline request wait that long before it runs,
  * like a primary 20 ms away.
  *
  * Environment: HRANA_DB (file; default a fresh temp file, removed on exit), PORT (default 0: free),
@@ -122,7 +122,7 @@ class Stream {
   constructor(readonly id: string, readonly conn: Conn) {}
 }
 
-const counters = { roundTrips: 0, wsRequests: 0, streams: [] as { id: string; roundTrips: number }[] };
+const counters = { roundTrips: 0, wsRequests: 0, versionProbes: 0, streams: [] as { id: string; roundTrips: number }[] };
 function countRoundTrip(stream: Stream) {
   counters.roundTrips++;
   stream.roundTrips++;
@@ -433,17 +433,21 @@ const server = Bun.serve<WsState>({
       const upgraded = server.upgrade(req, { headers: { "Sec-WebSocket-Protocol": "hrana2" }, data: { hello: false, streams: new Map(), sqls: new Map() } });
       return upgraded ? undefined : new Response("WebSocket upgrade failed", { status: 400 });
     }
-    if (req.method === "GET" && (path === "/" || path === "/v2")) return new Response("Hrana 2 test server");
+    if (req.method === "GET" && (path === "/" || /^\/v\d/.test(path))) {
+      counters.versionProbes++;
+      return path === "/" || path === "/v2" ? new Response("Hrana 2 test server") : new Response("Not found", { status: 404 });
+    }
     if (req.method === "POST" && path === "/v2/pipeline") {
       const body = await req.json().catch(() => undefined);
       return pipeline(body as never);
     }
     if (path === "/_test/stats") {
-      return Response.json({ roundTrips: counters.roundTrips, wsRequests: counters.wsRequests, openStreams: httpStreams.size, streams: counters.streams.map(({ id, roundTrips }) => ({ id, roundTrips })) });
+      return Response.json({ roundTrips: counters.roundTrips, wsRequests: counters.wsRequests, versionProbes: counters.versionProbes, openStreams: httpStreams.size, streams: counters.streams.map(({ id, roundTrips }) => ({ id, roundTrips })) });
     }
     if (req.method === "POST" && path === "/_test/reset") {
       counters.roundTrips = 0;
       counters.wsRequests = 0;
+      counters.versionProbes = 0;
       counters.streams = [];
       return Response.json({ ok: true });
     }

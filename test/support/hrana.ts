@@ -14,7 +14,7 @@ export interface HranaServer {
   wsUrl: string;
   /** Pipeline requests (HTTP round trips) since the last reset; version probes are not counted. */
   roundTrips(): Promise<number>;
-  stats(): Promise<{ roundTrips: number; wsRequests: number; openStreams: number; streams: { id: string; roundTrips: number }[] }>;
+  stats(): Promise<{ roundTrips: number; wsRequests: number; versionProbes: number; openStreams: number; streams: { id: string; roundTrips: number }[] }>;
   reset(): Promise<void>;
   /** Every later pipeline request waits this long before it runs. */
   setDelay(ms: number): Promise<void>;

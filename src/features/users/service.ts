@@ -138,13 +138,17 @@ export async function listUsers(db: Reader, query: { page?: number; size?: numbe
 }
 
 /** The id of the named department, created on first use (a User carries its department by name). */
-const addDepartment = prepared((tx: Db) => tx.insert(departments).values({ name: sql.placeholder("name") }).onConflictDoNothing().prepare());
+// createdAt from here, not the column default: unixepoch('subsec') is NULL on a server with
+// SQLite before 3.42, where every new department failed NOT NULL (409 on such remote primaries).
+const addDepartment = prepared((tx: Db) =>
+  tx.insert(departments).values({ name: sql.placeholder("name"), createdAt: sql.placeholder("createdAt") }).onConflictDoNothing().prepare(),
+);
 const departmentByName = prepared((tx: Db) => tx.select({ id: departments.id }).from(departments).where(eq(departments.name, sql.placeholder("name"))).prepare());
 
 export async function departmentId(tx: Db, name: string | undefined): Promise<number | null> {
   const trimmed = name?.trim();
   if (!trimmed) return null;
-  await addDepartment(tx).run({ name: trimmed });
+  await addDepartment(tx).run({ name: trimmed, createdAt: new Date() });
   const [row] = await departmentByName(tx).all({ name: trimmed });
   return row.id;
 }
