@@ -135,6 +135,16 @@ describe("Hrana over HTTP", () => {
     expect(retried.body.results[0].type).toBe("ok");
   });
 
+  test("foreign keys are enforced on every stream, as sqld does", async () => {
+    const { body } = await pipeline(null, [
+      exec("CREATE TABLE parent (id INTEGER PRIMARY KEY)"),
+      exec("CREATE TABLE child (parent_id INTEGER REFERENCES parent(id))"),
+      exec("INSERT INTO child VALUES (42)"),
+      { type: "close" },
+    ]);
+    expect(body.results[2]).toMatchObject({ type: "error", error: { code: "SQLITE_CONSTRAINT_FOREIGNKEY" } });
+  });
+
   test("round trips are counted per pipeline request and per stream; version probes are not", async () => {
     await server.reset();
     expect((await fetch(`${server.url}/v2`)).status).toBe(200);

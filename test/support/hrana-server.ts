@@ -17,7 +17,7 @@
  * like a primary 20 ms away.
  *
  * Environment: HRANA_DB (file; default a fresh temp file, removed on exit), PORT (default 0: free),
- * HRANA_BUSY_TIMEOUT_MS, HRANA_DELAY_MS, HRANA_STREAM_IDLE_MS (default 15000).
+ * HRANA_BUSY_TIMEOUT_MS, HRANA_DELAY_MS, HRANA_STREAM_IDLE_MS (default 15000), HRANA_LOG_SQL=1.
  */
 import { Database, type Statement } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -62,6 +62,10 @@ const toResponseError = (error: unknown): ResponseError => {
 const busyTimeoutMs = Number(process.env.HRANA_BUSY_TIMEOUT_MS ?? 0);
 const idleMs = Number(process.env.HRANA_STREAM_IDLE_MS ?? 15_000);
 let delayMs = Number(process.env.HRANA_DELAY_MS ?? 0);
+/** HRANA_LOG_SQL=1: every pipeline's requests on stderr, to see what a round trip carried. */
+const logSql = process.env.HRANA_LOG_SQL === "1";
+const describeRequest = (r: any): string[] =>
+  r?.type === "execute" ? [r.stmt.sql ?? `sql#${r.stmt.sql_id}`] : r?.type === "batch" ? [`batch[${r.batch.steps.map((s: any) => s.stmt.sql ?? `sql#${s.stmt.sql_id}`).join("; ")}]`] : [String(r?.type)];
 
 const ownDir = process.env.HRANA_DB ? undefined : mkdtempSync(join(tmpdir(), "hrana-test-"));
 const dbFile = process.env.HRANA_DB ?? join(ownDir!, "db.sqlite");
@@ -75,6 +79,8 @@ class Conn {
     this.db = new Database(dbFile, { create: true, safeIntegers: true, strict: true });
     this.db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     this.db.exec("PRAGMA journal_mode = WAL");
+    // As libsql-server (sqld) does on every connection: a client cannot, since its streams come and go.
+    this.db.exec("PRAGMA foreign_keys = ON");
   }
   prepare(sql: string): Statement {
     let stmt = this.cache.get(sql);
@@ -345,6 +351,7 @@ async function pipeline(body: { baton?: string | null; requests?: unknown[] }): 
     stream = new Stream(crypto.randomUUID(), takeConn());
   }
   countRoundTrip(stream);
+  if (logSql) console.error(`[hrana] ${stream.id.slice(0, 8)} #${stream.roundTrips}: ${(body.requests as any[]).flatMap(describeRequest).join(" | ")}`);
   if (delayMs > 0) await Bun.sleep(delayMs);
   const results: unknown[] = [];
   let closed = false;
