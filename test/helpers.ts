@@ -13,7 +13,7 @@ import { createApp } from "../src/app";
 import { loadConfig, type Env } from "../src/config";
 import { openDatabase } from "../src/db/client";
 import { driver, remote as onRemoteLeg } from "./legs";
-import { openRemoteTestDatabase } from "./support/remote-db";
+import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { createTokens } from "../src/features/auth/tokens";
@@ -217,6 +217,11 @@ export async function holdWriteLock(path: string) {
       await holder.exited;
     },
   };
+}
+
+/** Another connection's write lock on the app's database: a process on the file, or another stream of a remote server. */
+export function holdDatabaseLock(config: { databaseUrl: string; databaseAuthToken?: string }) {
+  return config.databaseUrl.startsWith("file:") ? holdWriteLock(config.databaseUrl.slice("file:".length)) : holdRemoteWriteLock(config.databaseUrl, config.databaseAuthToken);
 }
 
 /** The envelope every error carries. */

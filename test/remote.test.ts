@@ -9,9 +9,8 @@ import { eq } from "drizzle-orm";
 import type { Database } from "../src/db/client";
 import { classifyDatabaseError, DatabaseBusyError } from "../src/db/errors";
 import { orders, products, roles, users } from "../src/db/schema";
-import { countingGateway, holdWriteLock, makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { countingGateway, holdDatabaseLock, makeTestApp, validRegistration, type TestApp } from "./helpers";
 import { leg, remote } from "./legs";
-import { holdRemoteWriteLock } from "./support/remote-db";
 
 const GOOD_CARD = "4242424242424242";
 /** Only our own test server counts round trips (over HTTP); a real server (LIBSQL_TEST_URL) does not. */
@@ -24,8 +23,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-/** Another connection's (file) or stream's (remote) write transaction, holding the lock until released. */
-const holdLock = () => (remote ? holdRemoteWriteLock(t.config.databaseUrl, t.config.databaseAuthToken) : holdWriteLock(t.config.databaseUrl.slice("file:".length)));
+const holdLock = () => holdDatabaseLock(t.config);
 
 describe("the error table, on this leg's driver", () => {
   const now = new Date();

@@ -94,6 +94,12 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
         for (const statement of build(writer)) results.push(await statement);
         return results as never;
       }),
+    // Reads on the reader connection, one after another: each is a synchronous call anyway.
+    readAll: async (build) => {
+      const results = [];
+      for (const statement of build(reader)) results.push(await statement);
+      return results as never;
+    },
     migrate: (statements) =>
       inTurn(async () => {
         // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.

@@ -16,15 +16,14 @@
  * Stock is reserved at creation with `stock = stock - q WHERE stock >= q`, so concurrent
  * orders never oversell.
  */
-import { and, asc, count, eq, inArray, lt, sql, type Placeholder, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Database, Db, Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
-import { orderItems, orders, products, users } from "../../db/schema";
-import { AppError, Violations } from "../../errors";
+import type { Statement } from "../../db/database";
+import { orderItems, orders, outbox, products, users } from "../../db/schema";
+import { AppError, integrityKind, Violations } from "../../errors";
 import type { MessageKey } from "../../i18n";
 import { isAdmin, type Caller } from "../auth/guard";
-import { enqueueNotification } from "../notifications/outbox";
 import { fromCents } from "../products/money";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
 import { luhnValid, type PaymentGateway } from "./payment-gateway";
@@ -50,53 +49,37 @@ const TRANSITIONS = {
   unclaim: { from: "PROCESSING", to: "PENDING" },
 } as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
 
-/** A move's values, or placeholders for them in a prepared move. */
-interface MoveValues {
-  id: number | Placeholder;
-  at: Date | Placeholder;
-  ownerId?: number;
-  payment?: { paymentId: string | Placeholder; paidAt: Date | Placeholder };
-}
-
 /**
- * The one way an order's status changes; no row when the order was not in the "from" status
- * (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
+ * The one way an order's status changes; undefined when the order was not in the "from"
+ * status (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
  */
-function move(tx: Db, transition: keyof typeof TRANSITIONS, { id, at, ownerId, payment }: MoveValues) {
+function move(
+  tx: Db,
+  id: number,
+  transition: keyof typeof TRANSITIONS,
+  at: Date,
+  options: { set?: { paymentId?: string; paidAt?: Date }; ownerId?: number } = {},
+) {
   const { from, to } = TRANSITIONS[transition];
   return tx
     .update(orders)
-    .set({ status: to, updatedAt: at as Date, ...(payment as { paymentId: string; paidAt: Date } | undefined) })
+    .set({ status: to, updatedAt: at, ...options.set })
     .where(
       and(
-        eq(orders.id, id as number),
+        eq(orders.id, id),
         eq(orders.status, from),
-        ownerId === undefined ? undefined : eq(orders.userId, ownerId),
-        transition === "reclaim" ? lt(orders.updatedAt, new Date((at as Date).getTime() - STALE_CLAIM_MS)) : undefined,
+        options.ownerId === undefined ? undefined : eq(orders.userId, options.ownerId),
+        transition === "reclaim" ? lt(orders.updatedAt, new Date(at.getTime() - STALE_CLAIM_MS)) : undefined,
       ),
     )
     .returning({ userId: orders.userId, totalCents: orders.totalCents });
 }
 
 /** A move as a unit of its own: the row moved, or undefined. */
-async function moveNow(db: Database, transition: keyof typeof TRANSITIONS, values: MoveValues & { id: number; at: Date }) {
-  const [[row]] = await db.writeAll((tx) => [move(tx, transition, values)]);
+async function moveNow(db: Database, ...args: Parameters<typeof move> extends [Db, ...infer Rest] ? Rest : never) {
+  const [[row]] = await db.writeAll((tx) => [move(tx, ...args)]);
   return row;
 }
-
-/** Settling a claim, prepared: the success records the payment. */
-const settleStatement = prepared((tx: Db, transition: string) =>
-  move(tx, transition as "succeed" | "decline", {
-    id: sql.placeholder("id"),
-    at: sql.placeholder("at"),
-    payment: transition === "succeed" ? { paymentId: sql.placeholder("paymentId"), paidAt: sql.placeholder("at") } : undefined,
-  }).prepare(),
-);
-const statusOf = prepared((tx: Db) => tx.select({ status: orders.status }).from(orders).where(eq(orders.id, sql.placeholder("id"))).prepare());
-const itemsOf = prepared((tx: Db) => tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, sql.placeholder("id"))).prepare());
-const restock = prepared((tx: Db) =>
-  tx.update(products).set({ stock: sql`${products.stock} + ${sql.placeholder("quantity")}` }).where(eq(products.id, sql.placeholder("productId"))).prepare(),
-);
 
 const shownStatus = (status: string): OrderStatus => (status === "PROCESSING" ? "PENDING" : (status as OrderStatus));
 
@@ -162,85 +145,86 @@ export async function listOrders(db: Reader, caller: Caller, query: OrderListQue
 }
 
 /**
- * Reserves one line: the UPDATE is both the check (ACTIVE, enough stock left) and the write,
- * and hands back what the line records. Undefined when it cannot: refusal() says why.
+ * The order's lines priced from `found` (the products as read), or the refusal, in the
+ * interface's order: any product missing, then not ACTIVE, then stock (what earlier lines of
+ * this order leave).
  */
-const reserveStatement = prepared((tx: Db) =>
+function priceLines(items: CreateOrderRequest["items"], found: (typeof products.$inferSelect)[]) {
+  const byId = new Map(found.map((p) => [p.id, p]));
+  for (const productId of new Set(items.map((item) => item.productId))) {
+    const product = byId.get(productId);
+    if (!product) throw new AppError("PRODUCT_NOT_FOUND", { id: productId });
+    if (product.status !== "ACTIVE") throw new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
+  }
+  const left = new Map(found.map((p) => [p.id, p.stock]));
+  return items.map((item) => {
+    const product = byId.get(item.productId)!;
+    const available = left.get(item.productId)!;
+    if (available < item.quantity) throw new AppError("INSUFFICIENT_INVENTORY", { id: item.productId, requested: item.quantity, available });
+    left.set(item.productId, available - item.quantity);
+    return { ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity };
+  });
+}
+
+/**
+ * Reserves one line as priced: a product no longer ACTIVE at that price, or without the stock,
+ * gets stock -1, which the products_stock_non_negative CHECK refuses, and the unit with it.
+ */
+const reserve = (tx: Db, line: { productId: number; quantity: number; unitPriceCents: number }) =>
   tx
     .update(products)
-    .set({ stock: sql`${products.stock} - ${sql.placeholder("quantity")}` })
-    .where(and(eq(products.id, sql.placeholder("productId")), eq(products.status, "ACTIVE"), sql`${products.stock} >= ${sql.placeholder("quantity")}`))
-    .returning({ name: products.name, priceCents: products.priceCents })
-    .prepare(),
-);
+    .set({ stock: sql`case when ${products.status} = 'ACTIVE' and ${products.priceCents} = ${line.unitPriceCents} then ${products.stock} - ${line.quantity} else -1 end` })
+    .where(eq(products.id, line.productId));
 
-async function reserve(tx: Db, productId: number, quantity: number) {
-  const [taken] = await reserveStatement(tx).all({ productId, quantity });
-  return taken;
-}
+/** The order a unit just inserted: units hold the write lock, so it is the newest. */
+const newestOrderId = sql<number>`(select max(${orders.id}) from ${orders})`;
 
-const emailOfUser = prepared((db: Reader) => db.select({ email: users.email }).from(users).where(eq(users.id, sql.placeholder("id"))).prepare());
-const insertOrder = prepared((tx: Db) =>
-  tx
-    .insert(orders)
-    .values({ userId: sql.placeholder("userId"), status: "PENDING", totalCents: sql.placeholder("totalCents"), createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
-    .returning({ id: orders.id })
-    .prepare(),
-);
-const insertItem = prepared((tx: Db) =>
-  tx
-    .insert(orderItems)
-    .values({
-      orderId: sql.placeholder("orderId"),
-      productId: sql.placeholder("productId"),
-      productName: sql.placeholder("productName"),
-      quantity: sql.placeholder("quantity"),
-      unitPriceCents: sql.placeholder("unitPriceCents"),
-      totalPriceCents: sql.placeholder("totalPriceCents"),
-    })
-    .prepare(),
-);
+/** Reads between the read and the write that moved stock, status or a price: each costs a new read. */
+const ORDER_ATTEMPTS = 5;
 
-/** Why a line could not be reserved, in the interface's order: any product missing, then not ACTIVE, then stock. */
-async function refusal(tx: Db, items: CreateOrderRequest["items"], failed: { productId: number; quantity: number }) {
-  const wanted = [...new Set(items.map((item) => item.productId))];
-  const found = new Map((await tx.select().from(products).where(inArray(products.id, wanted))).map((p) => [p.id, p]));
-  for (const productId of wanted) {
-    const product = found.get(productId);
-    if (!product) return new AppError("PRODUCT_NOT_FOUND", { id: productId });
-    if (product.status !== "ACTIVE") return new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
-  }
-  // What earlier lines of this order left (they are rolled back with it).
-  const available = found.get(failed.productId)!.stock;
-  return new AppError("INSUFFICIENT_INVENTORY", { id: failed.productId, requested: failed.quantity, available });
-}
-
-/** All lines reserved, the order, its items and the ORDER_CREATED notification: one transaction, or nothing. */
+/**
+ * One read unit (the products, the owner) and one list unit (every line reserved, the order, its
+ * items and the ORDER_CREATED notification): with the guard, three round trips to a remote
+ * primary. The reservations' CHECK makes concurrent orders never oversell; a refused unit
+ * reads again, and then answers the refusal.
+ */
 export async function createOrder(deps: OrdersDeps, caller: Caller, input: CreateOrderRequest): Promise<Order> {
   const userId = input.userId ?? caller.id;
   if (userId !== caller.id && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
-  const now = new Date(deps.now());
-  return deps.db.write(async (tx) => {
-    let recipient = caller.email;
-    if (userId !== caller.id) {
-      const [owner] = await emailOfUser(tx).all({ id: userId });
-      if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
-      recipient = owner.email;
-    }
-    const lines = [];
-    for (const item of input.items) {
-      const product = await reserve(tx, item.productId, item.quantity);
-      if (!product) throw await refusal(tx, input.items, item);
-      lines.push({ ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity });
-    }
+  const wanted = [...new Set(input.items.map((item) => item.productId))];
+  for (let attempt = 1; ; attempt++) {
+    const now = new Date(deps.now());
+    const [found, [owner]] = await deps.db.readAll((db) => [
+      db.select().from(products).where(inArray(products.id, wanted)),
+      db.select({ email: users.email }).from(users).where(eq(users.id, userId)),
+    ]);
+    if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
+    const lines = priceLines(input.items, found);
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
-    const [order] = await insertOrder(tx).all({ userId, totalCents, now });
-    for (const line of lines) await insertItem(tx).run({ ...line, orderId: order.id });
-    await enqueueNotification(tx, "ORDER_CREATED", recipient, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
-    // Everything the answer shows is in hand: no second read.
-    return toOrder({ id: order.id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
-  });
+    try {
+      const results = await deps.db.writeAll((tx) => [
+        ...lines.map((line) => reserve(tx, line)),
+        tx.insert(orders).values({ userId, status: "PENDING", totalCents, createdAt: now, updatedAt: now }),
+        tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: newestOrderId }))),
+        tx.insert(outbox).values({
+          kind: "ORDER_CREATED",
+          recipient: owner.email,
+          payload: sql`json_object('orderId', ${newestOrderId}, 'userId', ${userId}, 'totalAmount', ${fromCents(totalCents)})`,
+          createdAt: now,
+          nextAttemptAt: now,
+        }),
+        tx.select({ id: sql<number>`max(${orders.id})` }).from(orders),
+      ] as unknown as [Statement, ...Statement[]]);
+      const [{ id }] = results[results.length - 1] as { id: number }[];
+      // Everything the answer shows is in hand: no second read.
+      return toOrder({ id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
+    } catch (error) {
+      // A reservation's CHECK: stock, status or price moved since the read. Read again.
+      if (integrityKind(error) === "other" && attempt < ORDER_ATTEMPTS) continue;
+      throw error;
+    }
+  }
 }
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
@@ -248,48 +232,78 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());
-  const claimed = (await moveNow(db, "claim", { id, at: claimedAt, ownerId })) ?? (await moveNow(db, "reclaim", { id, at: claimedAt, ownerId }));
+  // One list unit: claim the order, or take over a stale claim (a claim just made is never
+  // stale, so at most one of them moves it), and read what the rest of the payment needs.
+  const [[claimedNow], [reclaimed], [current], [owner]] = await db.writeAll((tx) => [
+    move(tx, id, "claim", claimedAt, { ownerId }),
+    move(tx, id, "reclaim", claimedAt, { ownerId }),
+    tx.select({ status: orders.status }).from(orders).where(and(eq(orders.id, id), visibleTo(caller))),
+    tx.select({ email: users.email }).from(users).where(eq(users.id, sql`(select ${orders.userId} from ${orders} where ${orders.id} = ${id})`)),
+  ]);
+  const claimed = claimedNow ?? reclaimed;
   if (!claimed) {
-    const order = await findOrder(db, caller, id);
-    throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
+    if (!current) throw new AppError("ORDER_NOT_FOUND", { id });
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
   }
 
   let result;
   try {
     result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {
-    await moveNow(db, "unclaim", { id, at: new Date(deps.now()) });
+    await moveNow(db, id, "unclaim", new Date(deps.now()));
     logger.warn({ err: error, orderId: id }, "payment gateway unreachable; order released");
     throw new AppError("PAYMENT_GATEWAY_UNAVAILABLE");
   }
 
   const at = new Date(deps.now());
   /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
-  const settle = async (tx: Db, transition: "succeed" | "decline", paymentId?: string) => {
-    if ((await settleStatement(tx, transition).all({ id, at, paymentId })).length > 0) return;
-    const [current] = await statusOf(tx).all({ id });
-    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
+  const settle = async (tx: Db, transition: "succeed" | "decline", set?: { paymentId: string; paidAt: Date }) => {
+    if ((await move(tx, id, transition, at, { set })).length > 0) return;
+    const [now] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(now.status) });
   };
   if (result.approved) {
     const { paymentId } = result;
     try {
-      await db.write(async (tx) => {
-        await settle(tx, "succeed", paymentId);
-        const [owner] = await emailOfUser(tx).all({ id: claimed.userId });
-        await enqueueNotification(tx, "PAYMENT_SUCCESS", owner?.email ?? null, { orderId: id, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents) }, at);
-      });
+      // One list unit: settle, notify only if this payer settled it, and read the answer back.
+      const [settled, , [row], items] = await db.writeAll((tx) => [
+        move(tx, id, "succeed", at, { set: { paymentId, paidAt: at } }),
+        tx.insert(outbox).select(
+          tx
+            .select({
+              id: sql<number>`null`.as("id"),
+              kind: sql<string>`'PAYMENT_SUCCESS'`.as("kind"),
+              recipient: sql<string | null>`${owner?.email ?? null}`.as("recipient"),
+              payload: sql`json_object('orderId', ${id}, 'userId', ${claimed.userId}, 'paymentId', ${paymentId}, 'totalAmount', ${fromCents(claimed.totalCents)})`.as("payload"),
+              createdAt: sql<Date>`${at.getTime()}`.as("created_at"),
+              attempts: sql<number>`0`.as("attempts"),
+              nextAttemptAt: sql<Date>`${at.getTime()}`.as("next_attempt_at"),
+              deliveredAt: sql<Date | null>`null`.as("delivered_at"),
+              lastError: sql<string | null>`null`.as("last_error"),
+            })
+            .from(orders)
+            // changes(): rows of the statement before, the settling UPDATE.
+            .where(and(eq(orders.id, id), sql`changes() = 1`)),
+        ),
+        tx.select().from(orders).where(eq(orders.id, id)),
+        tx.select().from(orderItems).where(eq(orderItems.orderId, id)).orderBy(asc(orderItems.id)),
+      ]);
+      if (settled.length === 0) throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(row.status) });
+      return toOrder(row, items);
     } catch (error) {
       // Charged but not recorded: the order stays PROCESSING until its claim goes stale; the next
       // payment then gets this same result from the gateway (same idempotency key) and records it.
       if (!(error instanceof AppError)) logger.error({ err: error, orderId: id, paymentId }, "payment charged but not recorded");
       throw error;
     }
-    return findOrder(db, caller, id);
   }
 
   await db.write(async (tx) => {
     await settle(tx, "decline");
-    for (const line of await itemsOf(tx).all({ id })) await restock(tx).run(line);
+    const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
+    for (const line of lines) {
+      await tx.update(products).set({ stock: sql`${products.stock} + ${line.quantity}` }).where(eq(products.id, line.productId));
+    }
   });
   throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });
 }

@@ -6,7 +6,8 @@
 import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
-import { departments, roles, userRoles, users } from "../../db/schema";
+import type { Statement } from "../../db/database";
+import { auditLog, departments, outbox, roles, userRoles, users } from "../../db/schema";
 import { AppError, defineErrors, integrityKind } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { Metrics } from "../../metrics";
@@ -111,29 +112,12 @@ export function orderBy(sort: string | undefined) {
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
-/** A list page per sort order (a bounded set: the sortable fields, two directions), or every user. */
-const listPage = prepared((db: Reader, shape: string) => {
-  const [sort, paged] = shape.split("|");
-  const base = selectUsers(db).orderBy(...orderBy(sort));
-  return (paged ? base.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : base).prepare();
-});
-const countUsers = prepared((db: Reader) => db.select({ total: count() }).from(users).prepare());
-
-/** The sort a list asks for, as one of the bounded set of orders. */
-function sortShape(sort: string | undefined) {
-  const [field = "id", direction = "asc"] = (sort ?? "id").split(",");
-  const known = field in SORT_COLUMNS ? field : "id";
-  return `${known},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
-}
-
-export async function listUsers(db: Reader, query: { page?: number; size?: number; sort?: string }) {
+export async function listUsers(db: Pick<Database, "readAll">, query: { page?: number; size?: number; sort?: string }) {
   const paged = query.page !== undefined || query.size !== undefined;
   const size = query.size ?? 20;
   const page = query.page ?? 0;
-  const [rows, [{ total }]] = await Promise.all([
-    listPage(db, `${sortShape(query.sort)}|${paged ? "paged" : ""}`).all({ limit: size, offset: page * size }),
-    countUsers(db).all(),
-  ]);
+  // One read unit: one round trip to a remote primary, and the page and its total agree.
+  const [rows, [{ total }]] = await db.readAll((r: Reader) => [paged ? selectUsers(r).orderBy(...orderBy(query.sort)).limit(size).offset(page * size) : selectUsers(r).orderBy(...orderBy(query.sort)), r.select({ total: count() }).from(users)]);
   return { users: rows.map(toUser), total };
 }
 
@@ -152,6 +136,9 @@ export async function departmentId(tx: Db, name: string | undefined): Promise<nu
   const [row] = await departmentByName(tx).all({ name: trimmed });
   return row.id;
 }
+
+/** The same, as a statement of a list unit (createdAt from here, as above). */
+const upsertDepartment = (tx: Pick<Db, "insert">, name: string) => tx.insert(departments).values({ name, createdAt: new Date() }).onConflictDoNothing();
 
 /** One INSERT … SELECT per set of role names (unknown names grant nothing): a statement fewer in every create. */
 const grantStatement = prepared((tx: Db, names: string) =>
@@ -178,46 +165,40 @@ export async function emailTaken(db: Reader, email: string) {
   return row !== undefined;
 }
 
-const insertUser = prepared((tx: Db) =>
-  tx
-    .insert(users)
-    .values({
-      name: sql.placeholder("name"),
-      email: sql.placeholder("email"),
-      departmentId: sql.placeholder("departmentId"),
-      phone: sql.placeholder("phone"),
-      passwordHash: sql.placeholder("passwordHash"),
-      active: true,
-      createdAt: sql.placeholder("now"),
-      updatedAt: sql.placeholder("now"),
-    })
-    .returning({ id: users.id })
-    .prepare(),
-);
-
 export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
   return timed(deps.metrics, "create", async () => {
     const email = normalizeEmail(input.email);
-    // Uniqueness first, as the interface orders it; the unique index settles races.
-    if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
+    const name = input.name.trim();
+    const department = input.department?.trim() || undefined;
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
-    const name = input.name.trim();
-    const department = input.department?.trim() || null;
+    // The new id, for the rows that follow the user's in the same list unit.
+    const newId = sql<number>`(select ${users.id} from ${users} where ${users.email} = ${email})`;
     try {
-      const id = await deps.db.write(async (tx) => {
-        const departmentIdValue = await departmentId(tx, department ?? undefined);
-        const [{ id }] = await insertUser(tx).all({ name, email, departmentId: departmentIdValue, phone: input.phone ?? null, passwordHash, now });
-        await grantRoles(tx, id, ["USER"]);
+      // One list unit (one round trip to a remote primary): the user, its role, the welcome and
+      // the audit row commit together, and the last statement reads the answer back. The unique
+      // index on e-mail decides a duplicate, also between concurrent creates.
+      const results = await deps.db.writeAll((tx) => [
+        ...(department ? [upsertDepartment(tx, department)] : []),
+        tx.insert(users).values({
+          name,
+          email,
+          departmentId: department ? sql`(select ${departments.id} from ${departments} where ${departments.name} = ${department})` : null,
+          phone: input.phone ?? null,
+          passwordHash,
+          active: true,
+          createdAt: now,
+          updatedAt: now,
+        }),
+        tx.insert(userRoles).select(tx.select({ userId: newId.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))),
         // Welcome and audit commit with the user: if either cannot be written, there is no user.
-        await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
-        await writeAudit(tx, { action: "USER_CREATED", actor, subjectType: "User", subjectId: id, details: { email } }, now);
-        return id;
-      });
+        tx.insert(outbox).values({ kind: "WELCOME", recipient: email, payload: sql`json_object('userId', ${newId}, 'name', ${name})`, createdAt: now, nextAttemptAt: now }),
+        tx.insert(auditLog).values({ action: "USER_CREATED", actor, subjectType: "User", subjectId: sql`cast(${newId} as text)`, details: { email }, createdAt: now }),
+        selectUsers(tx, eq(users.email, email)),
+      ] as unknown as [Statement, ...Statement[]]);
       deps.metrics.usersCreated.inc();
-      // Everything the answer shows is in hand: no second read.
-      const at = now.toISOString();
-      return { id, name, email, department, phone: input.phone ?? null, active: true, createdAt: at, updatedAt: at, lastLogin: null, version: 0, roles: ["USER"], emailVerified: false };
+      const [row] = results[results.length - 1] as UserRow[];
+      return toUser(row);
     } catch (error) {
       throw duplicateEmail(error, email);
     }
