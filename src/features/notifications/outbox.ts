@@ -3,7 +3,7 @@
  * notification or audit row commits (or rolls back) with the change it describes; a
  * background sender (sender.ts) delivers the outbox later, on each channel independently.
  */
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
@@ -49,7 +49,26 @@ export interface EnqueueOptions {
 }
 
 export async function enqueueNotification(tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now = new Date(), options: EnqueueOptions = {}) {
-  await insertNotification(tx).run({ kind, recipient, payload, token: options.token ?? null, status: options.resolve ? "resolving" : "pending", at: now });
+  await insertNotification(tx).run(notificationValues(kind, recipient, payload, now, options));
+}
+
+/** One outbox row's values: every channel starts pending (or resolving) and due at once. */
+const notificationValues = <P>(kind: NotificationKind, recipient: string | null, payload: P, at: Date, options: EnqueueOptions) => ({
+  kind,
+  recipient,
+  payload,
+  token: options.token ?? null,
+  status: options.resolve ? "resolving" : "pending",
+  at,
+});
+
+/**
+ * The same row as a statement of a list unit, where the payload may be SQL (e.g. a json_object
+ * of the id a statement before has just inserted): one round trip to a remote primary.
+ */
+export function notificationStatement(tx: Pick<Db, "insert">, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now = new Date(), options: EnqueueOptions = {}) {
+  const { status, at, ...row } = notificationValues(kind, recipient, payload, now, options);
+  return tx.insert(outbox).values({ ...row, payload: row.payload as never, createdAt: at, webhookStatus: status, webhookNextAttemptAt: at, mailStatus: status, mailNextAttemptAt: at });
 }
 
 export async function writeAudit(

@@ -12,7 +12,7 @@ import { AppError, defineErrors, integrityKind } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import { enqueueNotification, writeAudit } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
@@ -140,6 +140,22 @@ export async function departmentId(tx: Db, name: string | undefined): Promise<nu
 /** The same, as a statement of a list unit (createdAt from here, as above). */
 const upsertDepartment = (tx: Pick<Db, "insert">, name: string) => tx.insert(departments).values({ name, createdAt: new Date() }).onConflictDoNothing();
 
+/** The id of the user a list unit has just inserted, found by its unique e-mail (no answer comes back mid-unit). */
+export const idOfEmail = (email: string) => sql<number>`(select ${users.id} from ${users} where ${users.email} = ${email})`;
+
+/**
+ * What follows a new user's row in its list unit: the USER role, the welcome notification and
+ * the audit row. If either cannot be written, there is no user.
+ */
+export function newUserRows(tx: Db, email: string, name: string, audit: { actor: string; details: Record<string, unknown> }, now: Date) {
+  const id = idOfEmail(email);
+  return [
+    tx.insert(userRoles).select(tx.select({ userId: id.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))),
+    notificationStatement(tx, "WELCOME", email, sql`json_object('userId', ${id}, 'name', ${name})`, now),
+    tx.insert(auditLog).values({ action: "USER_CREATED", actor: audit.actor, subjectType: "User", subjectId: sql`cast(${id} as text)`, details: audit.details, createdAt: now }),
+  ];
+}
+
 /** One INSERT … SELECT per set of role names (unknown names grant nothing): a statement fewer in every create. */
 const grantStatement = prepared((tx: Db, names: string) =>
   tx
@@ -172,8 +188,6 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
     const department = input.department?.trim() || undefined;
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
-    // The new id, for the rows that follow the user's in the same list unit.
-    const newId = sql<number>`(select ${users.id} from ${users} where ${users.email} = ${email})`;
     try {
       // One list unit (one round trip to a remote primary): the user, its role, the welcome and
       // the audit row commit together, and the last statement reads the answer back. The unique
@@ -190,10 +204,7 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
           createdAt: now,
           updatedAt: now,
         }),
-        tx.insert(userRoles).select(tx.select({ userId: newId.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))),
-        // Welcome and audit commit with the user: if either cannot be written, there is no user.
-        tx.insert(outbox).values({ kind: "WELCOME", recipient: email, payload: sql`json_object('userId', ${newId}, 'name', ${name})`, createdAt: now, nextAttemptAt: now }),
-        tx.insert(auditLog).values({ action: "USER_CREATED", actor, subjectType: "User", subjectId: sql`cast(${newId} as text)`, details: { email }, createdAt: now }),
+        ...newUserRows(tx, email, name, { actor, details: { email } }, now),
         selectUsers(tx, eq(users.email, email)),
       ] as unknown as [Statement, ...Statement[]]);
       deps.metrics.usersCreated.inc();
