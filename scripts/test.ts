@@ -67,7 +67,11 @@ for (const leg of legs) {
   if (leg !== "native" && files.length === 0) continue;
   const report = outfile && `${outfile}.${leg}.xml`;
   const legArgs = passed.map((a) => (report && a.startsWith(OUTFILE) ? OUTFILE + report : a)).filter((a) => a.startsWith("-"));
-  const env = remote ? { ...process.env, TEST_LEG: leg } : { ...process.env, TEST_LEG: "", DATABASE_DRIVER: leg };
+  // Every statement of a remote leg crosses HTTP or a WebSocket to another process: tests get
+  // 30 s instead of bun's 5, and the fuzzer (its 250 cases a route all run on the file legs)
+  // 150, about the least its own 2,000-case floor accepts, unless FUZZ_RUNS says otherwise.
+  const env = remote ? { ...process.env, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150" } : { ...process.env, TEST_LEG: "", DATABASE_DRIVER: leg };
+  if (remote && !legArgs.some((a) => a.startsWith("--timeout"))) legArgs.push("--timeout=30000");
   console.log(`\n== bun test, ${remote ? `TEST_LEG=${leg}${process.env.LIBSQL_TEST_URL ? ` on ${process.env.LIBSQL_TEST_URL}` : ""}` : `DATABASE_DRIVER=${leg}`}`);
   const run = Bun.spawnSync([process.execPath, "test", ...legArgs, ...files], { cwd: ROOT, env, stdio: ["inherit", "inherit", "inherit"] });
   if (run.exitCode !== 0) failed = true;
