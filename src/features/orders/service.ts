@@ -24,6 +24,7 @@ import { orderItems, orders, outbox, products, users } from "../../db/schema";
 import { AppError, integrityKind, Violations } from "../../errors";
 import type { MessageKey } from "../../i18n";
 import { isAdmin, type Caller } from "../auth/guard";
+import { notificationSelection, notificationStatement } from "../notifications/outbox";
 import { fromCents } from "../products/money";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
 import { luhnValid, type PaymentGateway } from "./payment-gateway";
@@ -207,13 +208,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
         ...lines.map((line) => reserve(tx, line)),
         tx.insert(orders).values({ userId, status: "PENDING", totalCents, createdAt: now, updatedAt: now }),
         tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: newestOrderId }))),
-        tx.insert(outbox).values({
-          kind: "ORDER_CREATED",
-          recipient: owner.email,
-          payload: sql`json_object('orderId', ${newestOrderId}, 'userId', ${userId}, 'totalAmount', ${fromCents(totalCents)})`,
-          createdAt: now,
-          nextAttemptAt: now,
-        }),
+        notificationStatement(tx, "ORDER_CREATED", owner.email, sql`json_object('orderId', ${newestOrderId}, 'userId', ${userId}, 'totalAmount', ${fromCents(totalCents)})`, now),
         tx.select({ id: sql<number>`max(${orders.id})` }).from(orders),
       ] as unknown as [Statement, ...Statement[]]);
       const [{ id }] = results[results.length - 1] as { id: number }[];
@@ -270,17 +265,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
         move(tx, id, "succeed", at, { set: { paymentId, paidAt: at } }),
         tx.insert(outbox).select(
           tx
-            .select({
-              id: sql<number>`null`.as("id"),
-              kind: sql<string>`'PAYMENT_SUCCESS'`.as("kind"),
-              recipient: sql<string | null>`${owner?.email ?? null}`.as("recipient"),
-              payload: sql`json_object('orderId', ${id}, 'userId', ${claimed.userId}, 'paymentId', ${paymentId}, 'totalAmount', ${fromCents(claimed.totalCents)})`.as("payload"),
-              createdAt: sql<Date>`${at.getTime()}`.as("created_at"),
-              attempts: sql<number>`0`.as("attempts"),
-              nextAttemptAt: sql<Date>`${at.getTime()}`.as("next_attempt_at"),
-              deliveredAt: sql<Date | null>`null`.as("delivered_at"),
-              lastError: sql<string | null>`null`.as("last_error"),
-            })
+            .select(notificationSelection("PAYMENT_SUCCESS", owner?.email ?? null, sql`json_object('orderId', ${id}, 'userId', ${claimed.userId}, 'paymentId', ${paymentId}, 'totalAmount', ${fromCents(claimed.totalCents)})`, at))
             .from(orders)
             // changes(): rows of the statement before, the settling UPDATE.
             .where(and(eq(orders.id, id), sql`changes() = 1`)),

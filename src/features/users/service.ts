@@ -7,7 +7,7 @@ import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-o
 import type { Database, Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
-import { auditLog, departments, outbox, roles, userRoles, users } from "../../db/schema";
+import { auditLog, departments, roles, userRoles, users } from "../../db/schema";
 import { AppError, defineErrors, integrityKind } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { Metrics } from "../../metrics";
