@@ -24,11 +24,14 @@ type Leg = (typeof LEGS)[number];
 const NOT_REMOTE: Record<string, string> = {
   "./test/db.test.ts": "the unit of work on a local file: turns, another process's file lock, PRAGMAs per connection (test/remote.test.ts covers the remote unit)",
   "./test/workers.test.ts": "worker processes share one local database file and its locks",
+  // Not a leg file (it runs once): listed so each remote leg says why.
+  "./test/account-pages.test.ts":
+    "static pages that read no database; the Chromium flow runs the real program on its own data folder, and the verify/reset API behind it runs on every leg in account-email.test.ts",
 };
 /** remote-http by default (REMOTE_TEST_SUITES=all: every suite). */
-const REMOTE_HTTP_DEFAULT = ["users", "auth-register", "auth-login", "auth-tokens", "orders", "search", "people", "products", "outbox", "errors", "remote"].map((n) => `./test/${n}.test.ts`);
-/** The smaller WebSocket leg: contended writes, and reads through the guard. */
-const REMOTE_WS = ["users", "auth-register", "orders", "remote"].map((n) => `./test/${n}.test.ts`);
+const REMOTE_HTTP_DEFAULT = ["users", "auth-register", "auth-login", "auth-tokens", "orders", "search", "people", "products", "outbox", "account-email", "errors", "remote"].map((n) => `./test/${n}.test.ts`);
+/** The smaller WebSocket leg: contended writes, reads through the guard, and the e-mail flows' units. */
+const REMOTE_WS = ["users", "auth-register", "orders", "account-email", "remote"].map((n) => `./test/${n}.test.ts`);
 
 const args = process.argv.slice(2);
 const legsArg = args.find((a) => a.startsWith(LEGS_ARG));
