@@ -5,7 +5,7 @@
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
+import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
 import { auditLog, departments, roles, userRoles, users } from "../../db/schema";
 import { AppError, defineErrors, integrityKind } from "../../errors";
@@ -137,24 +137,46 @@ export async function departmentId(tx: Db, name: string | undefined): Promise<nu
   return row.id;
 }
 
-/** The same, as a statement of a list unit (createdAt from here, as above). */
-const upsertDepartment = (tx: Pick<Db, "insert">, name: string) => tx.insert(departments).values({ name, createdAt: new Date() }).onConflictDoNothing();
-
 /** The id of the user a list unit has just inserted, found by its unique e-mail (no answer comes back mid-unit). */
-export const idOfEmail = (email: string) => sql<number>`(select ${users.id} from ${users} where ${users.email} = ${email})`;
+export const idOfEmail = (email: string | SQL.Aliased | ReturnType<typeof sql.placeholder>) => sql<number>`(select ${users.id} from ${users} where ${users.email} = ${email})`;
+
+/** What follows a new user's row in its list unit, prepared once per handle: the USER role, the welcome and the audit row. */
+const newUserStatements = prepared((tx: Db) => {
+  const id = idOfEmail(sql.placeholder("email"));
+  const at = sql.placeholder("now") as unknown as Date;
+  return [
+    tx.insert(userRoles).select(tx.select({ userId: id.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))).prepare(),
+    notificationStatement(tx, "WELCOME", sql.placeholder("email") as unknown as string, sql`json_object('userId', ${id}, 'name', ${sql.placeholder("name")})`, at).prepare(),
+    tx.insert(auditLog).values({ action: "USER_CREATED", actor: sql.placeholder("actor"), subjectType: "User", subjectId: sql`cast(${id} as text)`, details: sql.placeholder("details"), createdAt: at }).prepare(),
+  ] as const;
+});
 
 /**
  * What follows a new user's row in its list unit: the USER role, the welcome notification and
  * the audit row. If either cannot be written, there is no user.
  */
 export function newUserRows(tx: Db, email: string, name: string, audit: { actor: string; details: Record<string, unknown> }, now: Date) {
-  const id = idOfEmail(email);
-  return [
-    tx.insert(userRoles).select(tx.select({ userId: id.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))),
-    notificationStatement(tx, "WELCOME", email, sql`json_object('userId', ${id}, 'name', ${name})`, now),
-    tx.insert(auditLog).values({ action: "USER_CREATED", actor: audit.actor, subjectType: "User", subjectId: sql`cast(${id} as text)`, details: audit.details, createdAt: now }),
-  ];
+  const values = { email, name, actor: audit.actor, details: audit.details, now };
+  return newUserStatements(tx).map((statement) => bound(statement, values));
 }
+
+/** A user's row as POST /api/users writes it, with or without a department (one shape each). */
+const insertNewUser = prepared((tx: Db, shape: string) =>
+  tx
+    .insert(users)
+    .values({
+      name: sql.placeholder("name"),
+      email: sql.placeholder("email"),
+      departmentId: shape === "department" ? sql`(select ${departments.id} from ${departments} where ${departments.name} = ${sql.placeholder("department")})` : null,
+      phone: sql.placeholder("phone"),
+      passwordHash: sql.placeholder("passwordHash"),
+      active: true,
+      createdAt: sql.placeholder("now"),
+      updatedAt: sql.placeholder("now"),
+    })
+    .prepare(),
+);
+const userByEmail = prepared((db: Reader) => selectUsers(db, eq(users.email, sql.placeholder("email"))).prepare());
 
 /** One INSERT … SELECT per set of role names (unknown names grant nothing): a statement fewer in every create. */
 const grantStatement = prepared((tx: Db, names: string) =>
@@ -192,20 +214,12 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
       // One list unit (one round trip to a remote primary): the user, its role, the welcome and
       // the audit row commit together, and the last statement reads the answer back. The unique
       // index on e-mail decides a duplicate, also between concurrent creates.
+      // Every statement is prepared: the native driver builds no SQL per create.
       const results = await deps.db.writeAll((tx) => [
-        ...(department ? [upsertDepartment(tx, department)] : []),
-        tx.insert(users).values({
-          name,
-          email,
-          departmentId: department ? sql`(select ${departments.id} from ${departments} where ${departments.name} = ${department})` : null,
-          phone: input.phone ?? null,
-          passwordHash,
-          active: true,
-          createdAt: now,
-          updatedAt: now,
-        }),
+        ...(department ? [bound(addDepartment(tx), { name: department, createdAt: now })] : []),
+        bound(insertNewUser(tx, department ? "department" : ""), { name, email, department, phone: input.phone ?? null, passwordHash, now }),
         ...newUserRows(tx, email, name, { actor, details: { email } }, now),
-        selectUsers(tx, eq(users.email, email)),
+        bound(userByEmail(tx), { email }),
       ] as unknown as [Statement, ...Statement[]]);
       deps.metrics.usersCreated.inc();
       const [row] = results[results.length - 1] as UserRow[];
