@@ -7,11 +7,12 @@
  * is checked against a dummy argon2id hash, and both answer 401 INVALID_CREDENTIALS.
  */
 import { and, eq, sql } from "drizzle-orm";
-import type { Database, Db } from "../../db/client";
+import type { Database, Db, Reader } from "../../db/client";
 import type { Statement } from "../../db/database";
-import { users } from "../../db/schema";
+import { bound, prepared } from "../../db/prepared";
+import { loginThrottle, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import { findUser, normalizeEmail, selectUsers, toUser } from "../users/service";
+import { findById, findUser, normalizeEmail, toUser } from "../users/service";
 import type { Caller } from "./guard";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
@@ -31,6 +32,15 @@ const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
 
 type Account = { id: number; passwordHash: string; active: boolean; tokenVersion: number; emailVerified: boolean };
 
+const accountByEmail = prepared((db: Reader) =>
+  db
+    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion, emailVerified: users.emailVerified })
+    .from(users)
+    .where(eq(users.email, sql.placeholder("email")))
+    .prepare(),
+);
+const setLastLogin = prepared((tx: Db) => tx.update(users).set({ lastLogin: sql.placeholder("lastLogin") as unknown as Date }).where(eq(users.id, sql.placeholder("id"))).prepare());
+
 /**
  * Runs `matched` with the account if `password` is its password, handing it the statement
  * that clears the e-mail's failures when it has any (for the unit it writes anyway); answers undefined otherwise
@@ -41,10 +51,7 @@ type Account = { id: number; passwordHash: string; active: boolean; tokenVersion
  */
 function checkPassword<R>(deps: SessionDeps, email: string, password: string, address: string, matched: (account: Account, clear: ((tx: Db) => Statement) | undefined) => Promise<R>): Promise<R | undefined> {
   return oneAtATime(email, async () => {
-    const [throttle, [account]] = await deps.db.readAll((db) => [
-      throttleRows(deps, db, email, address),
-      db.select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion, emailVerified: users.emailVerified }).from(users).where(eq(users.email, email)),
-    ]);
+    const [throttle, [account]] = (await deps.db.readAll((db) => [throttleRows(deps, db, email, address), bound(accountByEmail(db), { email })])) as [(typeof loginThrottle.$inferSelect)[], (Account | undefined)[]];
     const { emailHasFailures } = assertNotThrottled(deps, email, throttle);
     const stored = account?.passwordHash;
     const matches = await verifyPassword(stored ?? (await dummy()), password);
@@ -75,10 +82,10 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
     // One list unit: failures cleared, last login, a rehash, and the answer's user read back.
     const results = await deps.db.writeAll((tx) => [
       ...(clear ? [clear(tx)] : []),
-      tx.update(users).set({ lastLogin }).where(eq(users.id, account.id)),
+      bound(setLastLogin(tx), { lastLogin, id: account.id }),
       // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
       ...(rehash ? [tx.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
-      selectUsers(tx, eq(users.id, account.id)),
+      bound(findById(tx), { id: account.id }),
     ] as unknown as [Statement, ...Statement[]]);
     const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
     return { token: await deps.tokens.issue(email, account.tokenVersion), tokenType: "Bearer" as const, expiresIn: TOKEN_TTL_SECONDS, user: toUser(row) };

@@ -15,6 +15,7 @@
  */
 import { and, eq, gt, inArray, sql } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
+import { bound, prepared } from "../../db/prepared";
 import { loginThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
 
@@ -45,12 +46,18 @@ export async function oneAtATime<T>(email: string, attempt: () => Promise<T>): P
   }
 }
 
-/** The e-mail's and the address's throttle rows in their current windows: a read for a read unit. */
-export function throttleRows(deps: ThrottleDeps, db: Reader, email: string, address: string) {
-  return db
+const currentThrottleRows = prepared((db: Reader) =>
+  db
     .select()
     .from(loginThrottle)
-    .where(and(inArray(loginThrottle.key, [emailKey(email), addressKey(address)]), gt(loginThrottle.windowStartedAt, new Date(deps.now() - THROTTLE_WINDOW_MS))));
+    .where(and(inArray(loginThrottle.key, [sql.placeholder("emailKey"), sql.placeholder("addressKey")]), gt(loginThrottle.windowStartedAt, sql.placeholder("since"))))
+    .prepare(),
+);
+
+/** The e-mail's and the address's throttle rows in their current windows: a (prepared) read for a read unit. */
+export function throttleRows(deps: ThrottleDeps, db: Reader, email: string, address: string) {
+  // `since` in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
+  return bound(currentThrottleRows(db), { emailKey: emailKey(email), addressKey: addressKey(address), since: deps.now() - THROTTLE_WINDOW_MS });
 }
 
 /**

@@ -86,7 +86,7 @@ export function selectUsers(db: Reader, where?: SQL) {
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
 /** findUser's query, prepared once per handle (src/db/prepared.ts), as every hot path's. */
-const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare());
+export const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare());
 
 export async function findUser(db: Reader, id: number): Promise<User> {
   const [row] = await findById(db).all({ id });
@@ -112,12 +112,23 @@ export function orderBy(sort: string | undefined) {
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
+/** A list's statement per shape: the sort (one of SORT_COLUMNS, either direction) and whether it is paged. */
+const userPage = prepared((r: Reader, shape: string) => {
+  const [sort, paged] = shape.split("|");
+  const query = selectUsers(r).orderBy(...orderBy(sort));
+  return (paged ? query.limit(sql.placeholder("size")).offset(sql.placeholder("offset")) : query).prepare();
+});
+const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
+
 export async function listUsers(db: Pick<Database, "readAll">, query: { page?: number; size?: number; sort?: string }) {
   const paged = query.page !== undefined || query.size !== undefined;
   const size = query.size ?? 20;
   const page = query.page ?? 0;
+  // The shape from a bounded set, never the raw parameter (unknown fields sort by id, as orderBy does).
+  const [field = "id", direction = "asc"] = (query.sort ?? "id").split(",");
+  const sort = `${Object.hasOwn(SORT_COLUMNS, field) ? field : "id"},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
   // One read unit: one round trip to a remote primary, and the page and its total agree.
-  const [rows, [{ total }]] = await db.readAll((r: Reader) => [paged ? selectUsers(r).orderBy(...orderBy(query.sort)).limit(size).offset(page * size) : selectUsers(r).orderBy(...orderBy(query.sort)), r.select({ total: count() }).from(users)]);
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, `${sort}|${paged ? "paged" : ""}`), { size, offset: page * size }), bound(userCount(r), {})])) as [UserRow[], { total: number }[]];
   return { users: rows.map(toUser), total };
 }
 
