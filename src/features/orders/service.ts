@@ -20,6 +20,7 @@ import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Database, Db, Reader } from "../../db/client";
 import type { Statement } from "../../db/database";
+import { bound, prepared } from "../../db/prepared";
 import { orderItems, orders, outbox, products, users } from "../../db/schema";
 import { AppError, integrityKind, Violations } from "../../errors";
 import type { MessageKey } from "../../i18n";
@@ -171,14 +172,55 @@ function priceLines(items: CreateOrderRequest["items"], found: (typeof products.
  * Reserves one line as priced: a product no longer ACTIVE at that price, or without the stock,
  * gets stock -1, which the products_stock_non_negative CHECK refuses, and the unit with it.
  */
-const reserve = (tx: Db, line: { productId: number; quantity: number; unitPriceCents: number }) =>
+const reserve = prepared((tx: Db) =>
   tx
     .update(products)
-    .set({ stock: sql`case when ${products.status} = 'ACTIVE' and ${products.priceCents} = ${line.unitPriceCents} then ${products.stock} - ${line.quantity} else -1 end` })
-    .where(eq(products.id, line.productId));
+    .set({ stock: sql`case when ${products.status} = 'ACTIVE' and ${products.priceCents} = ${sql.placeholder("unitPriceCents")} then ${products.stock} - ${sql.placeholder("quantity")} else -1 end` })
+    .where(eq(products.id, sql.placeholder("productId")))
+    .prepare(),
+);
 
 /** The order a unit just inserted: units hold the write lock, so it is the newest. */
 const newestOrderId = sql<number>`(select max(${orders.id}) from ${orders})`;
+
+/** An order's statements, prepared once per handle (the products' read once per number of products). */
+const productsByIds = prepared((db: Reader, count: string) =>
+  db
+    .select()
+    .from(products)
+    .where(inArray(products.id, Array.from({ length: Number(count) }, (_, i) => sql.placeholder(`id${i}`))))
+    .prepare(),
+);
+const emailOfUser = prepared((db: Reader) => db.select({ email: users.email }).from(users).where(eq(users.id, sql.placeholder("id"))).prepare());
+const insertOrder = prepared((tx: Db) =>
+  tx
+    .insert(orders)
+    .values({ userId: sql.placeholder("userId"), status: "PENDING", totalCents: sql.placeholder("totalCents"), createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
+    .prepare(),
+);
+const insertItem = prepared((tx: Db) =>
+  tx
+    .insert(orderItems)
+    .values({
+      orderId: newestOrderId,
+      productId: sql.placeholder("productId"),
+      productName: sql.placeholder("productName"),
+      quantity: sql.placeholder("quantity"),
+      unitPriceCents: sql.placeholder("unitPriceCents"),
+      totalPriceCents: sql.placeholder("totalPriceCents"),
+    })
+    .prepare(),
+);
+const orderCreated = prepared((tx: Db) =>
+  notificationStatement(
+    tx,
+    "ORDER_CREATED",
+    sql.placeholder("recipient") as unknown as string,
+    sql`json_object('orderId', ${newestOrderId}, 'userId', ${sql.placeholder("userId")}, 'totalAmount', ${sql.placeholder("totalAmount")})`,
+    sql.placeholder("now") as unknown as Date,
+  ).prepare(),
+);
+const newestOrder = prepared((tx: Db) => tx.select({ id: sql<number>`max(${orders.id})` }).from(orders).prepare());
 
 /** Reads between the read and the write that moved stock, status or a price: each costs a new read. */
 const ORDER_ATTEMPTS = 5;
@@ -195,21 +237,21 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   const wanted = [...new Set(input.items.map((item) => item.productId))];
   for (let attempt = 1; ; attempt++) {
     const now = new Date(deps.now());
-    const [found, [owner]] = await deps.db.readAll((db) => [
-      db.select().from(products).where(inArray(products.id, wanted)),
-      db.select({ email: users.email }).from(users).where(eq(users.id, userId)),
-    ]);
+    const [found, [owner]] = (await deps.db.readAll((db) => [
+      bound(productsByIds(db, String(wanted.length)), Object.fromEntries(wanted.map((id, i) => [`id${i}`, id]))),
+      bound(emailOfUser(db), { id: userId }),
+    ])) as [(typeof products.$inferSelect)[], { email: string }[]];
     if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
     const lines = priceLines(input.items, found);
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" as MessageKey }]);
     try {
       const results = await deps.db.writeAll((tx) => [
-        ...lines.map((line) => reserve(tx, line)),
-        tx.insert(orders).values({ userId, status: "PENDING", totalCents, createdAt: now, updatedAt: now }),
-        tx.insert(orderItems).values(lines.map((line) => ({ ...line, orderId: newestOrderId }))),
-        notificationStatement(tx, "ORDER_CREATED", owner.email, sql`json_object('orderId', ${newestOrderId}, 'userId', ${userId}, 'totalAmount', ${fromCents(totalCents)})`, now),
-        tx.select({ id: sql<number>`max(${orders.id})` }).from(orders),
+        ...lines.map((line) => bound(reserve(tx), line)),
+        bound(insertOrder(tx), { userId, totalCents, now }),
+        ...lines.map((line) => bound(insertItem(tx), line)),
+        bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
+        bound(newestOrder(tx), {}),
       ] as unknown as [Statement, ...Statement[]]);
       const [{ id }] = results[results.length - 1] as { id: number }[];
       // Everything the answer shows is in hand: no second read.
