@@ -3,7 +3,7 @@
  * notification or audit row commits (or rolls back) with the change it describes; a
  * background sender (sender.ts) delivers the outbox later, on each channel independently.
  */
-import { getTableColumns, is, sql, SQL } from "drizzle-orm";
+import { getTableColumns, is, Placeholder, sql, SQL } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
@@ -86,7 +86,8 @@ export function notificationSelection(kind: NotificationKind, recipient: string 
   const row: Record<string, unknown> = newRow(kind, recipient, payload, now, {});
   const fields = Object.entries(getTableColumns(outbox)).map(([key, column]) => {
     const value = row[key];
-    const expression = value === undefined || value === null ? sql`null` : is(value, SQL) ? value : sql`${column.mapToDriverValue(value)}`;
+    // A placeholder's value is given in the column's stored form (a prepared statement's caller's part).
+    const expression = value === undefined || value === null ? sql`null` : is(value, SQL) || is(value, Placeholder) ? sql`${value}` : sql`${column.mapToDriverValue(value)}`;
     return [key, expression.as(column.name)];
   });
   return Object.fromEntries(fields) as Record<keyof typeof outbox.$inferSelect, SQL.Aliased>;

@@ -51,35 +51,41 @@ const TRANSITIONS = {
   unclaim: { from: "PROCESSING", to: "PENDING" },
 } as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
 
-/**
- * The one way an order's status changes; undefined when the order was not in the "from"
- * status (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
- */
-function move(
-  tx: Db,
-  id: number,
-  transition: keyof typeof TRANSITIONS,
-  at: Date,
-  options: { set?: { paymentId?: string; paidAt?: Date }; ownerId?: number } = {},
-) {
+type Moved = { userId: number; totalCents: number };
+
+/** A move's statement, prepared per transition and whether it is limited to an owner. */
+const moveStatement = prepared((tx: Db, shape: string) => {
+  const [transition, owned] = shape.split("|") as [keyof typeof TRANSITIONS, string];
   const { from, to } = TRANSITIONS[transition];
+  const payment = transition === "succeed" ? { paymentId: sql.placeholder("paymentId") as unknown as string, paidAt: sql.placeholder("at") as unknown as Date } : {};
   return tx
     .update(orders)
-    .set({ status: to, updatedAt: at, ...options.set })
+    .set({ status: to, updatedAt: sql.placeholder("at") as unknown as Date, ...payment })
     .where(
       and(
-        eq(orders.id, id),
+        eq(orders.id, sql.placeholder("id")),
         eq(orders.status, from),
-        options.ownerId === undefined ? undefined : eq(orders.userId, options.ownerId),
-        transition === "reclaim" ? lt(orders.updatedAt, new Date(at.getTime() - STALE_CLAIM_MS)) : undefined,
+        owned ? eq(orders.userId, sql.placeholder("ownerId")) : undefined,
+        // In the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
+        transition === "reclaim" ? lt(orders.updatedAt, sql.placeholder("staleBefore")) : undefined,
       ),
     )
-    .returning({ userId: orders.userId, totalCents: orders.totalCents });
+    .returning({ userId: orders.userId, totalCents: orders.totalCents })
+    .prepare();
+});
+
+/**
+ * The one way an order's status changes; no row when the order was not in the "from" status
+ * (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
+ */
+function move(tx: Db, id: number, transition: keyof typeof TRANSITIONS, at: Date, options: { paymentId?: string; ownerId?: number } = {}) {
+  const values = { id, at, paymentId: options.paymentId, ownerId: options.ownerId, staleBefore: at.getTime() - STALE_CLAIM_MS };
+  return bound(moveStatement(tx, `${transition}|${options.ownerId === undefined ? "" : "owned"}`), values) as unknown as Promise<Moved[]>;
 }
 
 /** A move as a unit of its own: the row moved, or undefined. */
 async function moveNow(db: Database, ...args: Parameters<typeof move> extends [Db, ...infer Rest] ? Rest : never) {
-  const [[row]] = await db.writeAll((tx) => [move(tx, ...args)]);
+  const [[row]] = (await db.writeAll((tx) => [move(tx, ...args) as unknown as Statement])) as [Moved[]];
   return row;
 }
 
@@ -264,6 +270,39 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   }
 }
 
+const statusOf = prepared((tx: Db, owned: string) =>
+  tx
+    .select({ status: orders.status })
+    .from(orders)
+    .where(and(eq(orders.id, sql.placeholder("id")), owned ? eq(orders.userId, sql.placeholder("ownerId")) : undefined))
+    .prepare(),
+);
+const ownerEmail = prepared((tx: Db) =>
+  tx.select({ email: users.email }).from(users).where(eq(users.id, sql`(select ${orders.userId} from ${orders} where ${orders.id} = ${sql.placeholder("id")})`)).prepare(),
+);
+/** PAYMENT_SUCCESS, only if the statement before (the settling UPDATE) changed a row. */
+const paymentSucceeded = prepared((tx: Db) =>
+  tx
+    .insert(outbox)
+    .select(
+      tx
+        .select(
+          notificationSelection(
+            "PAYMENT_SUCCESS",
+            sql.placeholder("recipient") as unknown as string,
+            sql`json_object('orderId', ${sql.placeholder("id")}, 'userId', ${sql.placeholder("userId")}, 'paymentId', ${sql.placeholder("paymentId")}, 'totalAmount', ${sql.placeholder("totalAmount")})`,
+            sql.placeholder("at") as unknown as Date,
+          ),
+        )
+        .from(orders)
+        // changes(): rows of the statement before, the settling UPDATE.
+        .where(and(eq(orders.id, sql.placeholder("id")), sql`changes() = 1`)),
+    )
+    .prepare(),
+);
+const orderRow = prepared((tx: Db) => tx.select().from(orders).where(eq(orders.id, sql.placeholder("id"))).prepare());
+const orderItemRows = prepared((tx: Db) => tx.select().from(orderItems).where(eq(orderItems.orderId, sql.placeholder("id"))).orderBy(asc(orderItems.id)).prepare());
+
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
   if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" as MessageKey }]);
   const { db, logger, paymentGateway: gateway } = deps;
@@ -271,12 +310,12 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const claimedAt = new Date(deps.now());
   // One list unit: claim the order, or take over a stale claim (a claim just made is never
   // stale, so at most one of them moves it), and read what the rest of the payment needs.
-  const [[claimedNow], [reclaimed], [current], [owner]] = await db.writeAll((tx) => [
+  const [[claimedNow], [reclaimed], [current], [owner]] = (await db.writeAll((tx) => [
     move(tx, id, "claim", claimedAt, { ownerId }),
     move(tx, id, "reclaim", claimedAt, { ownerId }),
-    tx.select({ status: orders.status }).from(orders).where(and(eq(orders.id, id), visibleTo(caller))),
-    tx.select({ email: users.email }).from(users).where(eq(users.id, sql`(select ${orders.userId} from ${orders} where ${orders.id} = ${id})`)),
-  ]);
+    bound(statusOf(tx, ownerId === undefined ? "" : "owned"), { id, ownerId }),
+    bound(ownerEmail(tx), { id }),
+  ] as unknown as [Statement, ...Statement[]])) as [Moved[], Moved[], { status: string }[], { email: string }[]];
   const claimed = claimedNow ?? reclaimed;
   if (!claimed) {
     if (!current) throw new AppError("ORDER_NOT_FOUND", { id });
@@ -294,8 +333,8 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
 
   const at = new Date(deps.now());
   /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
-  const settle = async (tx: Db, transition: "succeed" | "decline", set?: { paymentId: string; paidAt: Date }) => {
-    if ((await move(tx, id, transition, at, { set })).length > 0) return;
+  const settle = async (tx: Db, transition: "succeed" | "decline") => {
+    if ((await move(tx, id, transition, at)).length > 0) return;
     const [now] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
     throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(now.status) });
   };
@@ -303,18 +342,12 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
     const { paymentId } = result;
     try {
       // One list unit: settle, notify only if this payer settled it, and read the answer back.
-      const [settled, , [row], items] = await db.writeAll((tx) => [
-        move(tx, id, "succeed", at, { set: { paymentId, paidAt: at } }),
-        tx.insert(outbox).select(
-          tx
-            .select(notificationSelection("PAYMENT_SUCCESS", owner?.email ?? null, sql`json_object('orderId', ${id}, 'userId', ${claimed.userId}, 'paymentId', ${paymentId}, 'totalAmount', ${fromCents(claimed.totalCents)})`, at))
-            .from(orders)
-            // changes(): rows of the statement before, the settling UPDATE.
-            .where(and(eq(orders.id, id), sql`changes() = 1`)),
-        ),
-        tx.select().from(orders).where(eq(orders.id, id)),
-        tx.select().from(orderItems).where(eq(orderItems.orderId, id)).orderBy(asc(orderItems.id)),
-      ]);
+      const [settled, , [row], items] = (await db.writeAll((tx) => [
+        move(tx, id, "succeed", at, { paymentId }),
+        bound(paymentSucceeded(tx), { id, recipient: owner?.email ?? null, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents), at: at.getTime() }),
+        bound(orderRow(tx), { id }),
+        bound(orderItemRows(tx), { id }),
+      ] as unknown as [Statement, ...Statement[]])) as [Moved[], unknown, (typeof orders.$inferSelect)[], (typeof orderItems.$inferSelect)[]];
       if (settled.length === 0) throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(row.status) });
       return toOrder(row, items);
     } catch (error) {
