@@ -12,7 +12,7 @@ import { AppError, defineErrors, integrityKind } from "../../errors";
 import { defineMessages } from "../../i18n";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import { enqueueNotification, notificationStatement } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
