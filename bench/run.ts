@@ -14,7 +14,7 @@
  *
  *   bun bench/run.ts [--quick] [--no-extras]
  *     --quick       short rounds (about a minute and a half in all)
- *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, backup.ts)
+ *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, backup.ts, remote.ts)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
  * Writes bench/results/latest.json. The whole run stays under six minutes.
@@ -515,7 +515,7 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
 /** Sub-benches other capabilities add; each gets what is left of the five-minute budget. */
 async function runExtras() {
   const ran: { file: string; exitCode: number | null; seconds: number }[] = [];
-  for (const file of ["search-scale.ts", "files.ts", "orders.ts", "password-reset.ts", "backup.ts"]) {
+  for (const file of ["search-scale.ts", "files.ts", "orders.ts", "password-reset.ts", "backup.ts", "remote.ts"]) {
     const path = join(import.meta.dir, file);
     if (!existsSync(path)) continue;
     const left = BUDGET_MS - (Date.now() - startedAt) - 20_000;

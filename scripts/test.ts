@@ -1,19 +1,45 @@
 /**
  * npm test: `bun test` once per database leg (test/legs.ts). The native leg runs every test
- * file; the libsql leg runs the files that take their test functions from test/legs.ts (the
- * ones that touch the database), or whatever files were named. Arguments pass through to each
+ * file; the other legs run the files that take their test functions from test/legs.ts (the
+ * ones that touch the database), or those of the named files. Arguments pass through to each
  * run; a JUnit report (--reporter-outfile=FILE) is written per leg and merged into FILE.
+ *
+ * The remote legs run on the test kit's Hrana server (test/support/hrana-server.ts):
+ * remote-http a representative part of the suites (REMOTE_TEST_SUITES=all: every one, as CI
+ * does), remote-ws a smaller part. Suites that cannot apply to a remote database are listed
+ * below and reported skipped with the reason. `--legs=a,b` picks legs;
+ * `LIBSQL_TEST_URL=… bun scripts/test.ts --legs=remote-http` runs them against a real server.
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "..");
-const LEGS = ["native", "libsql"] as const;
 const OUTFILE = "--reporter-outfile=";
+const LEGS_ARG = "--legs=";
+/** As in test/legs.ts (not imported: it loads bun:test, which only the test runner has). */
+const LEGS = ["native", "libsql", "remote-http", "remote-ws"] as const;
+type Leg = (typeof LEGS)[number];
+
+/** Suites that cannot apply to a remote database, and why. */
+const NOT_REMOTE: Record<string, string> = {
+  "./test/db.test.ts": "the unit of work on a local file: turns, another process's file lock, PRAGMAs per connection (test/remote.test.ts covers the remote unit)",
+  "./test/workers.test.ts": "worker processes share one local database file and its locks",
+  // Not leg files (they run once): listed so each remote leg says why.
+  "./test/backups.test.ts": "a backup copies the local database file; a remote database answers 400 BACKUP_UNSUPPORTED, which this suite asserts",
+  "./test/account-pages.test.ts":
+    "static pages that read no database; the Chromium flow runs the real program on its own data folder, and the verify/reset API behind it runs on every leg in account-email.test.ts",
+};
+/** remote-http by default (REMOTE_TEST_SUITES=all: every suite). */
+const REMOTE_HTTP_DEFAULT = ["users", "auth-register", "auth-login", "auth-tokens", "orders", "search", "people", "products", "outbox", "account-email", "errors", "remote"].map((n) => `./test/${n}.test.ts`);
+/** The smaller WebSocket leg: contended writes, reads through the guard, and the e-mail flows' units. */
+const REMOTE_WS = ["users", "auth-register", "orders", "account-email", "remote"].map((n) => `./test/${n}.test.ts`);
 
 const args = process.argv.slice(2);
-const outfile = args.find((a) => a.startsWith(OUTFILE))?.slice(OUTFILE.length);
-const named = args.some((a) => !a.startsWith("-"));
+const legsArg = args.find((a) => a.startsWith(LEGS_ARG));
+const legs = (legsArg ? legsArg.slice(LEGS_ARG.length).split(",") : LEGS) as readonly Leg[];
+const passed = args.filter((a) => a !== legsArg);
+const outfile = passed.find((a) => a.startsWith(OUTFILE))?.slice(OUTFILE.length);
+const namedFiles = passed.filter((a) => !a.startsWith("-")).map((a) => `./${relative(ROOT, resolve(a))}`);
 
 /** Test files that import ./legs or ../legs. */
 function legFiles(dir = join(ROOT, "test")): string[] {
@@ -24,14 +50,34 @@ function legFiles(dir = join(ROOT, "test")): string[] {
   });
 }
 
+function filesOf(leg: Leg): string[] {
+  if (leg === "native") return namedFiles;
+  let files = legFiles();
+  if (namedFiles.length > 0) files = files.filter((f) => namedFiles.includes(f));
+  if (leg === "libsql") return files;
+  files = files.filter((f) => !(f in NOT_REMOTE));
+  if (leg === "remote-ws") return files.filter((f) => REMOTE_WS.includes(f));
+  return process.env.REMOTE_TEST_SUITES === "all" || namedFiles.length > 0 ? files : files.filter((f) => REMOTE_HTTP_DEFAULT.includes(f));
+}
+
 let failed = false;
 const reports: string[] = [];
-for (const leg of LEGS) {
+for (const leg of legs) {
+  const files = filesOf(leg);
+  const remote = leg.startsWith("remote-");
+  if (remote) {
+    for (const [file, reason] of Object.entries(NOT_REMOTE)) if (namedFiles.length === 0 || namedFiles.includes(file)) console.log(`[${leg}] SKIPPED ${file}: ${reason}`);
+  }
+  if (leg !== "native" && files.length === 0) continue;
   const report = outfile && `${outfile}.${leg}.xml`;
-  const legArgs = args.map((a) => (report && a.startsWith(OUTFILE) ? OUTFILE + report : a));
-  const files = leg === "native" || named ? [] : legFiles();
-  console.log(`\n== bun test, DATABASE_DRIVER=${leg}`);
-  const run = Bun.spawnSync([process.execPath, "test", ...legArgs, ...files], { cwd: ROOT, env: { ...process.env, DATABASE_DRIVER: leg }, stdio: ["inherit", "inherit", "inherit"] });
+  const legArgs = passed.map((a) => (report && a.startsWith(OUTFILE) ? OUTFILE + report : a)).filter((a) => a.startsWith("-"));
+  // Every statement of a remote leg crosses HTTP or a WebSocket to another process: tests get
+  // 30 s instead of bun's 5, and the fuzzer (its 250 cases a route all run on the file legs)
+  // 150, about the least its own 2,000-case floor accepts, unless FUZZ_RUNS says otherwise.
+  const env = remote ? { ...process.env, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150" } : { ...process.env, TEST_LEG: "", DATABASE_DRIVER: leg };
+  if (remote && !legArgs.some((a) => a.startsWith("--timeout"))) legArgs.push("--timeout=30000");
+  console.log(`\n== bun test, ${remote ? `TEST_LEG=${leg}${process.env.LIBSQL_TEST_URL ? ` on ${process.env.LIBSQL_TEST_URL}` : ""}` : `DATABASE_DRIVER=${leg}`}`);
+  const run = Bun.spawnSync([process.execPath, "test", ...legArgs, ...files], { cwd: ROOT, env, stdio: ["inherit", "inherit", "inherit"] });
   if (run.exitCode !== 0) failed = true;
   if (report) reports.push(report);
 }

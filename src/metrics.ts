@@ -33,6 +33,8 @@ export interface Metrics {
   registry: Registry;
   httpRequests: Timer<"method" | "route" | "status">;
   usersCreated: Counter;
+  /** Outbox passes that met a busy database and backed off. */
+  outboxContention: Counter;
   usersOperationDuration: Timer<"operation">;
   usersActive: Gauge;
   /** Notifications a channel gave up on after its retries (they stay in the outbox, status failed). */
@@ -167,6 +169,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
       0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
     ]),
     usersCreated: new Counter({ name: "users_created_total", help: "Users created (API and registration)", registers: [registry] }),
+    outboxContention: new Counter({ name: "outbox_contention_total", help: "Outbox passes that met a busy database and backed off", registers: [registry] }),
     usersOperationDuration: createTimer(registry, "users_operation_duration", "Duration of user service operations", ["operation"], [
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
     ]),

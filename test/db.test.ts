@@ -13,11 +13,11 @@ import { classifyDatabaseError, DatabaseBusyError } from "../src/db/errors";
 import { migrate } from "../src/db/migrate";
 import { departments, orders, products, roles } from "../src/db/schema";
 import { holdWriteLock } from "./helpers";
-import { leg } from "./legs";
+import { driver, leg } from "./legs";
 
 const dir = mkdtempSync(join(tmpdir(), "usersvc-db-"));
 const path = join(dir, "t.db");
-const open = (busyTimeoutMs = 5000) => openDatabase({ url: `file:${path}`, driver: leg, busyTimeoutMs });
+const open = (busyTimeoutMs = 5000) => openDatabase({ url: `file:${path}`, driver, busyTimeoutMs });
 const database = await open();
 await migrate(database);
 afterAll(() => {

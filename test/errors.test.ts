@@ -10,7 +10,7 @@ import { orders, products, roles, users } from "../src/db/schema";
 import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
-import { holdWriteLock, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { holdDatabaseLock, ISO_Z, makeTestApp, type TestApp } from "./helpers";
 
 const ZH = { "accept-language": "zh-TW" };
 const ENVELOPE_KEYS = new Set(["success", "message", "errorCode", "errors", "timestamp"]);
@@ -337,7 +337,7 @@ describe("X-Request-Id", () => {
 
 describe("unexpected failures", () => {
   test("SQLITE_BUSY (another process holds the write lock): 503, not 500", async () => {
-    const other = await holdWriteLock(t.config.databaseUrl.slice("file:".length));
+    const other = await holdDatabaseLock(t.config);
     try {
       const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Blocked", email: "blocked@x.io" } });
       expect(res.status).toBe(503);

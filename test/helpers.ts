@@ -12,7 +12,8 @@ import { eq } from "drizzle-orm";
 import { createApp } from "../src/app";
 import { loadConfig, type Env } from "../src/config";
 import { openDatabase } from "../src/db/client";
-import { leg } from "./legs";
+import { driver, remote as onRemoteLeg } from "./legs";
+import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { createTokens } from "../src/features/auth/tokens";
@@ -94,8 +95,11 @@ export interface RequestOptions {
 /** `logs` receives every log line (JSON), for tests about logging. */
 export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void }; paymentGateway?: PaymentGateway } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-test-"));
-  const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", DATABASE_DRIVER: leg, ...env });
-  const database = await openDatabase({ url: config.databaseUrl, driver: config.databaseDriver, busyTimeoutMs: config.databaseBusyTimeoutMs });
+  // On a remote leg the database is a server of the leg's (unless the suite names its own).
+  const remote = onRemoteLeg && env.DATABASE_URL === undefined ? await openRemoteTestDatabase() : undefined;
+  const legEnv: Env = remote ? { DATABASE_URL: remote.url, ...(remote.authToken ? { DATABASE_AUTH_TOKEN: remote.authToken } : {}) } : {};
+  const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", DATABASE_DRIVER: driver, ...legEnv, ...env });
+  const database = await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, driver: config.databaseDriver, busyTimeoutMs: config.databaseBusyTimeoutMs });
   await migrate(database);
   const now = options.now ?? Date.now;
   const tokens = createTokens(config.jwtSecret!, now);
@@ -190,8 +194,11 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     handle,
     createUser,
     admin: () => createUser({ roles: ["USER", "ADMIN"] }),
+    /** The leg's Hrana test server (its round-trip counter), on the remote legs. */
+    hrana: remote?.hrana,
     async close() {
       database.close();
+      await remote?.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -221,3 +228,15 @@ export async function holdWriteLock(path: string) {
   };
 }
 
+/** Another connection's write lock on the app's database: a process on the file, or another stream of a remote server. */
+export function holdDatabaseLock(config: { databaseUrl: string; databaseAuthToken?: string }) {
+  return config.databaseUrl.startsWith("file:") ? holdWriteLock(config.databaseUrl.slice("file:".length)) : holdRemoteWriteLock(config.databaseUrl, config.databaseAuthToken);
+}
+
+/** The envelope every error carries. */
+export function expectEnvelope(body: any) {
+  return {
+    success: body?.success,
+    hasTimestamp: typeof body?.timestamp === "string" && !Number.isNaN(Date.parse(body.timestamp)),
+  };
+}

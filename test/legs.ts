@@ -1,14 +1,24 @@
 /**
  * The database legs. `npm test` (scripts/test.ts) runs every test file that takes its test
- * functions from here once per driver, with DATABASE_DRIVER set for the run (and inherited by
- * the servers a test starts); each test's name ends with its leg, so CI's JUnit report counts
+ * functions from here once per leg, with DATABASE_DRIVER (file legs) or TEST_LEG (remote legs)
+ * set for the run (and inherited by the servers a test starts); each test's name ends with its leg, so CI's JUnit report counts
  * both legs and neither overwrites the other. Everything else is bun:test's own.
  */
 import * as bun from "bun:test";
 
-export const LEGS = ["native", "libsql"] as const;
+export const LEGS = ["native", "libsql", "remote-http", "remote-ws"] as const;
 export type Leg = (typeof LEGS)[number];
-export const leg: Leg = LEGS.find((l) => l === process.env.DATABASE_DRIVER) ?? "native";
+/**
+ * The remote legs (TEST_LEG=remote-http / remote-ws) give every makeTestApp a fresh Hrana test
+ * server of its own (test/support/hrana-server.ts), over http:// or ws://. LIBSQL_TEST_URL
+ * points them at a real server instead (sqld, Turso, the reference server): see
+ * test/support/remote-db.ts.
+ */
+export const leg: Leg = LEGS.find((l) => l === process.env.TEST_LEG) ?? LEGS.find((l) => l === process.env.DATABASE_DRIVER) ?? "native";
+/** The database is reached over the network: suites about the local file do not apply. */
+export const remote = leg === "remote-http" || leg === "remote-ws";
+/** The file driver of a file leg; remote URLs always use @libsql/client. */
+export const driver = leg === "native" ? "native" : "libsql";
 
 /** A test function whose test names get the leg; `test.each(…)`, `test.if(…)` and the like hand back one too. */
 function named<F extends (...args: any[]) => any>(fn: F): F {

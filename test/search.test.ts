@@ -227,9 +227,10 @@ async function queryPlan(criteria: UserSearchCriteria, page: Page) {
   const { statement, values } = searchStatement(t.database, criteria, page);
   const query = statement.getQuery();
   const params = fillPlaceholders(query.params, values);
-  if (leg === "libsql") {
-    // The driver's own library (two SQLite libraries in one process do not see each other's locks).
-    const client = createClient({ url: t.config.databaseUrl });
+  if (leg !== "native") {
+    // The driver's own library (two SQLite libraries in one process do not see each other's
+    // locks), or on a remote leg the server, through a client of its own.
+    const client = createClient({ url: t.config.databaseUrl, authToken: t.config.databaseAuthToken });
     try {
       return (await client.execute({ sql: `EXPLAIN QUERY PLAN ${query.sql}`, args: params as never })).rows.map((r) => String(r.detail));
     } finally {

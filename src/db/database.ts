@@ -50,6 +50,11 @@ export interface Database extends Reader {
   write<T>(work: (tx: Db) => Promise<T>): Promise<T>;
   /** A unit of work as a list of independent statements, run in order; answers each statement's result. */
   writeAll<T extends readonly [Statement, ...Statement[]]>(build: (tx: Db) => T): Promise<BatchResponse<T>>;
+  /**
+   * Independent reads as one unit, outside any unit of work: one round trip to a remote primary
+   * (a read batch, one consistent snapshot), plain reads on the reader connection otherwise.
+   */
+  readAll<T extends readonly [Statement, ...Statement[]]>(build: (db: Reader) => T): Promise<BatchResponse<T>>;
   /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
   migrate(statements: string[]): Promise<void>;
   /**

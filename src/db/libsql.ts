@@ -3,7 +3,7 @@
  * replicas (DATABASE_SYNC_URL), and file: with DATABASE_DRIVER=libsql. A closure unit is an
  * interactive transaction (BEGIN IMMEDIATE on a file), a list unit one batch in write mode.
  */
-import { createClient } from "@libsql/client";
+import { createClient, type Client, type InArgs, type ResultSet, type TransactionMode } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import type { Database, DatabaseOptions, Db } from "./database";
 import { tuneEmbeddedConnections } from "./embedded-tuning";
@@ -14,10 +14,35 @@ import { createTurns, retryWhileBusy } from "./units";
 /** SQLite's own wait for a lock on a file: it blocks the event loop, so it stays short (see units.ts). */
 const SQLITE_BUSY_TIMEOUT_MS = 20;
 
+/**
+ * Statements built by drizzle, run as one client.batch in `mode` and answered as drizzle would:
+ * what drizzle's own LibSQLSession.batch does, with the mode it does not pass.
+ */
+async function batch(client: Client, statements: readonly unknown[], mode: TransactionMode) {
+  const prepared = statements.map((statement) => (statement as { _prepare(): LibsqlPrepared })._prepare());
+  const results = await client.batch(
+    prepared.map((p) => {
+      const { sql, params } = p.getQuery();
+      return { sql, args: params as InArgs };
+    }),
+    mode,
+  );
+  return results.map((result, i) => prepared[i].mapResult(result, true));
+}
+
+interface LibsqlPrepared {
+  getQuery(): { sql: string; params: unknown[] };
+  mapResult(result: ResultSet, isFromBatch: boolean): unknown;
+}
+
 export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
   const local = url.startsWith("file:");
   if (local) tuneEmbeddedConnections();
-  const client = createClient({ url, authToken, syncUrl, ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : {}) } as Parameters<typeof createClient>[0]);
+  // An embedded replica (syncUrl) reads its local file and sends writes to the primary;
+  // readYourWrites (the client's documented option, stated here so it never silently changes)
+  // makes a write return only once the replica can read it back.
+  const replica = syncUrl ? { syncUrl, readYourWrites: true } : {};
+  const client = createClient({ url, authToken, ...replica, ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : {}) } as Parameters<typeof createClient>[0]);
   // WAL lets readers run beside the writer and several worker processes share the file.
   if (local && !syncUrl) await client.execute("PRAGMA journal_mode = WAL");
   if (syncUrl) await client.sync();
@@ -38,8 +63,10 @@ export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, b
     driver: "libsql",
     unguarded: handle,
     write: (work) => unit(() => db.transaction((tx) => work(tx as unknown as Db))),
-    // drizzle types batch() per tuple of its own builders; ours are the same statements, typed for either driver.
-    writeAll: (build) => unit(() => db.batch(build(handle) as never) as never),
+    // drizzle's db.batch() passes no mode (a deferred transaction that takes the lock only at its
+    // first write); a list unit is a write: one Hrana batch that begins with BEGIN IMMEDIATE.
+    writeAll: (build) => unit(() => batch(client, build(handle), "write") as never),
+    readAll: (build) => batch(client, build(handle), "read") as never,
     migrate: (statements) =>
       unit(async () => {
         // The client's migrate() runs the batch atomically with foreign keys off, as drizzle-kit's migrator does.

@@ -95,6 +95,12 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
         // The statements ran one by one, in order: their results are the batch response drizzle types per tuple.
         return results as never;
       }),
+    // Reads on the reader connection, one after another: each is a synchronous call anyway.
+    readAll: async (build) => {
+      const results = [];
+      for (const statement of build(reader)) results.push(await statement);
+      return results as never;
+    },
     migrate: (statements) =>
       inTurn(async () => {
         // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.

@@ -5,6 +5,8 @@
  * transaction: once per unit). Shapes must come from a bounded set (sort orders, which
  * criteria are present), never from values.
  */
+import { fillPlaceholders } from "drizzle-orm";
+import type { Statement } from "./database";
 export function prepared<H extends object, P>(build: (db: H, shape: string) => P): (db: H, shape?: string) => P {
   const byHandle = new WeakMap<H, Map<string, P>>();
   return (db, shape = "") => {
@@ -20,4 +22,31 @@ export function prepared<H extends object, P>(build: (db: H, shape: string) => P
     }
     return statement;
   };
+}
+
+/** What `bound` needs of a drizzle prepared query (either driver's). */
+interface PreparedQuery {
+  execute(values?: Record<string, unknown>): unknown;
+  getQuery(): { sql: string; params: unknown[] };
+  mapResult(result: unknown, isFromBatch?: boolean): unknown;
+}
+
+/**
+ * A prepared statement with its values, as one statement of a list unit (db.writeAll /
+ * db.readAll), so one code path serves both drivers: the native driver awaits it, which runs
+ * the prepared statement (no SQL built per call); libsql's batch takes its SQL and the filled-in
+ * values through `_prepare()`, as it does from a query builder, into the unit's one round trip.
+ */
+export function bound(statement: PreparedQuery, values: Record<string, unknown>): Statement {
+  return {
+    // biome-ignore lint/suspicious/noThenProperty: a Statement is awaited like drizzle's own query builders, which are thenables too
+    then: (resolve: (value: unknown) => unknown, reject: (reason: unknown) => unknown) => Promise.resolve(statement.execute(values)).then(resolve, reject),
+    _prepare: () => ({
+      getQuery: () => {
+        const { sql, params } = statement.getQuery();
+        return { sql, params: fillPlaceholders(params, values) };
+      },
+      mapResult: (result: unknown, isFromBatch?: boolean) => statement.mapResult(result, isFromBatch),
+    }),
+  } as unknown as Statement;
 }

@@ -441,7 +441,7 @@ beforeAll(async () => {
   productId = product.body.id;
   orderProductId = orderable.body.id;
   await newPendingOrder();
-});
+}, 30_000); // a remote leg's server does the fixtures' writes over HTTP
 afterAll(() => t.close());
 
 describe("fuzzing every JSON endpoint", () => {

@@ -7,7 +7,7 @@
  * PASSWORD_RESET row that the sender resolves; an unknown address is dropped there. So the
  * answer, its status and its cost tell nothing about which addresses have accounts.
  */
-import { eq, lte, sql } from "drizzle-orm";
+import { eq, lte, sql, type SQL } from "drizzle-orm";
 import type { Config } from "../../config";
 import type { Database, Db } from "../../db/client";
 import { accountTokens, resetThrottle, users } from "../../db/schema";
@@ -16,9 +16,9 @@ import type { User } from "../users/model";
 import { findUser, normalizeEmail } from "../users/service";
 import type { Caller } from "../auth/guard";
 import { hashPassword } from "../auth/passwords";
-import { enqueueNotification } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
-import { consumeToken, issueToken, revokeTokens, tokenIsLive } from "./tokens";
+import { consumeToken, revokeTokens, tokenIsLive, tokenStatement } from "./tokens";
 
 export interface AccountDeps {
   db: Database;
@@ -29,10 +29,18 @@ export interface AccountDeps {
 
 export const RESET_THROTTLE_WINDOW_MS = 60 * 60 * 1000;
 
-/** Enqueues VERIFY_EMAIL with a fresh token (registration and the request route). */
+/**
+ * The statements that enqueue VERIFY_EMAIL with a fresh token (registration and the request
+ * route); `userId` may be SQL, the id a statement before in the same list unit inserted.
+ */
+export function verificationRows(tx: Pick<Db, "insert">, userId: number | SQL, email: string, now: number) {
+  const { raw, statement } = tokenStatement(tx, userId, "VERIFY_EMAIL", now);
+  const payload = typeof userId === "number" ? { userId } : sql`json_object('userId', ${userId})`;
+  return [statement, notificationStatement(tx, "VERIFY_EMAIL", email, payload, new Date(now), { token: raw })] as const;
+}
+
 export async function enqueueVerification(tx: Db, userId: number, email: string, now: number) {
-  const token = await issueToken(tx, userId, "VERIFY_EMAIL", now);
-  await enqueueNotification(tx, "VERIFY_EMAIL", email, { userId }, new Date(now), { token });
+  for (const statement of verificationRows(tx, userId, email, now)) await statement;
 }
 
 /** False when the caller's address is verified already (nothing is sent). */

@@ -3,7 +3,7 @@
  * the mail; the database keeps a SHA-256. One live token per user and purpose (a new one
  * replaces the old), single use (consuming deletes it), and an expiry per purpose.
  */
-import { and, eq, gt } from "drizzle-orm";
+import { and, eq, gt, type SQL } from "drizzle-orm";
 import type { Db, Reader } from "../../db/client";
 import { accountTokens } from "../../db/schema";
 import { TOKEN_KINDS } from "../notifications/templates";
@@ -15,10 +15,16 @@ const sha256 = (token: string) => new Bun.CryptoHasher("sha256").update(token).d
 
 /** A fresh raw token for the user and purpose; any earlier one of that purpose stops working. */
 export async function issueToken(tx: Writer, userId: number, purpose: TokenPurpose, now: number): Promise<string> {
-  const raw = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
-  const values = { tokenHash: sha256(raw), userId, purpose, expiresAt: new Date(now + TOKEN_KINDS[purpose]) };
-  await tx.insert(accountTokens).values(values).onConflictDoUpdate({ target: [accountTokens.userId, accountTokens.purpose], set: values });
+  const { raw, statement } = tokenStatement(tx, userId, purpose, now);
+  await statement;
   return raw;
+}
+
+/** The same as a statement of a list unit, where the user's id may be SQL (the row a statement before inserted). */
+export function tokenStatement(tx: Pick<Db, "insert">, userId: number | SQL, purpose: TokenPurpose, now: number) {
+  const raw = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
+  const values = { tokenHash: sha256(raw), userId: userId as number, purpose, expiresAt: new Date(now + TOKEN_KINDS[purpose]) };
+  return { raw, statement: tx.insert(accountTokens).values(values).onConflictDoUpdate({ target: [accountTokens.userId, accountTokens.purpose], set: values }) };
 }
 
 /** Whether a token of this purpose is live, without using it up (a cheap check before expensive work). */

@@ -3,18 +3,17 @@
  * salary, the welcome and verification mails and the audit record, all in one transaction. The
  * unique index on users.email decides races between two registrations of one address.
  */
-import { sql } from "drizzle-orm";
-import type { Database, Db, Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
+import { eq } from "drizzle-orm";
+import type { Database, Reader } from "../../db/client";
+import type { Statement } from "../../db/database";
 import { userProfiles, userSkills, users } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import { enqueueNotification, writeAudit } from "../notifications/outbox";
 import type { User } from "../users/model";
-import { emailTaken, findUser, grantRoles, normalizeEmail } from "../users/service";
+import { emailTaken, idOfEmail, newUserRows, normalizeEmail, selectUsers, toUser } from "../users/service";
 import type { Lang } from "../../i18n";
-import { enqueueVerification } from "../account/service";
+import { verificationRows } from "../account/service";
 import type { Address, RegistrationBody } from "./model";
 import { hashPassword } from "./passwords";
 
@@ -41,18 +40,6 @@ export function distinctSkills(names: string[]) {
 
 export const salaryCents = (salary: number | undefined) => (salary === undefined ? null : Math.round(salary * 100));
 
-const placeholders = <K extends string>(...names: K[]) => Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, ReturnType<typeof sql.placeholder>>;
-
-const insertRegistered = prepared((tx: Db) =>
-  tx
-    .insert(users)
-    .values({ ...placeholders("name", "email", "phone", "age", "salaryCents", "passwordHash", "language"), active: true, createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
-    .returning({ id: users.id })
-    .prepare(),
-);
-const insertProfile = prepared((tx: Db) => tx.insert(userProfiles).values(placeholders("userId", "birthDate", "address")).prepare());
-const insertSkill = prepared((tx: Db) => tx.insert(userSkills).values(placeholders("userId", "name", "nameKey")).prepare());
-
 /** `language` (from Accept-Language) picks the language of the user's e-mails. */
 export async function register(deps: RegisterDeps, input: RegistrationBody, language: Lang = "en"): Promise<User> {
   return timed(deps.metrics, "register", async () => {
@@ -62,23 +49,25 @@ export async function register(deps: RegisterDeps, input: RegistrationBody, lang
     const passwordHash = await hashPassword(input.password);
     const now = new Date(deps.now());
     const name = input.name.trim();
-    let id: number;
+    const skills = distinctSkills(input.skills);
     try {
-      id = await deps.db.write(async (tx) => {
-        const [{ id }] = await insertRegistered(tx).all({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, language, now });
-        await grantRoles(tx, id, ["USER"]);
-        await insertProfile(tx).run({ userId: id, birthDate: input.birthDate ?? null, address: addressLine(input.address) });
-        for (const skill of distinctSkills(input.skills)) await insertSkill(tx).run({ userId: id, ...skill });
-        await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
-        await enqueueVerification(tx, id, email, now.getTime());
-        await writeAudit(tx, { action: "USER_CREATED", actor: email, subjectType: "User", subjectId: id, details: { email, via: "registration" } }, now);
-        return id;
-      });
+      // One list unit, as POST /api/users: the account, its role, profile, skills, welcome,
+      // verification token and mail, audit row, and the answer read back. The unique index on
+      // e-mail settles a race.
+      const results = await deps.db.writeAll((tx) => [
+        tx.insert(users).values({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, language, active: true, createdAt: now, updatedAt: now }),
+        ...newUserRows(tx, email, name, { actor: email, details: { email, via: "registration" } }, now),
+        tx.insert(userProfiles).values({ userId: idOfEmail(email), birthDate: input.birthDate ?? null, address: addressLine(input.address) }),
+        ...(skills.length > 0 ? [tx.insert(userSkills).values(skills.map((skill) => ({ userId: idOfEmail(email), ...skill })))] : []),
+        ...verificationRows(tx, idOfEmail(email), email, now.getTime()),
+        selectUsers(tx, eq(users.email, email)),
+      ] as unknown as [Statement, ...Statement[]]);
+      deps.metrics.usersCreated.inc();
+      const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
+      return toUser(row);
     } catch (error) {
       throw integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
     }
-    deps.metrics.usersCreated.inc();
-    return findUser(deps.db, id);
   });
 }
 

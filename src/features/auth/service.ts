@@ -7,15 +7,16 @@
  * is checked against a dummy argon2id hash, and both answer 401 INVALID_CREDENTIALS.
  */
 import { and, eq, sql } from "drizzle-orm";
-import type { Database, Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
-import { users } from "../../db/schema";
+import type { Database, Db, Reader } from "../../db/client";
+import type { Statement } from "../../db/database";
+import { bound, prepared } from "../../db/prepared";
+import { type loginThrottle, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import { findUser, normalizeEmail } from "../users/service";
+import { findById, findUser, normalizeEmail, toUser } from "../users/service";
 import type { Caller } from "./guard";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
-import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, type ThrottleDeps } from "./throttle";
+import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, throttleRows, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
 
 export interface SessionDeps extends ThrottleDeps {
@@ -24,6 +25,12 @@ export interface SessionDeps extends ThrottleDeps {
   config: ThrottleDeps["config"] & { requireEmailVerification: boolean };
 }
 
+/** Hashed once per process, on first need, with the same parameters as real hashes. */
+let dummyHash: Promise<string> | undefined;
+const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
+
+type Account = { id: number; passwordHash: string; active: boolean; tokenVersion: number; emailVerified: boolean };
+
 const accountByEmail = prepared((db: Reader) =>
   db
     .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion, emailVerified: users.emailVerified })
@@ -31,29 +38,27 @@ const accountByEmail = prepared((db: Reader) =>
     .where(eq(users.email, sql.placeholder("email")))
     .prepare(),
 );
-
-/** Hashed once per process, on first need, with the same parameters as real hashes. */
-let dummyHash: Promise<string> | undefined;
-const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
+const setLastLogin = prepared((tx: Db) => tx.update(users).set({ lastLogin: sql.placeholder("lastLogin") as unknown as Date }).where(eq(users.id, sql.placeholder("id"))).prepare());
 
 /**
- * The account if `password` is its password (the e-mail's failures are then cleared);
- * undefined otherwise (a failure, counted). Refused with 429 while the e-mail or the address
- * is throttled. Attempts for one e-mail are serialized so parallel guesses see each other's
- * failures.
+ * Runs `matched` with the account if `password` is its password, handing it the statement
+ * that clears the e-mail's failures when it has any (for the unit it writes anyway); answers undefined otherwise
+ * (a failure, counted). Refused with 429 while the e-mail or the address is throttled. The
+ * throttle rows and the account are one read unit (one round trip to a remote primary).
+ * Attempts for one e-mail, `matched` included, are serialized so parallel guesses see each
+ * other's failures.
  */
-function checkPassword(deps: SessionDeps, email: string, password: string, address: string) {
+function checkPassword<R>(deps: SessionDeps, email: string, password: string, address: string, matched: (account: Account, clear: ((tx: Db) => Statement) | undefined) => Promise<R>): Promise<R | undefined> {
   return oneAtATime(email, async () => {
-    const { emailHasFailures } = await assertNotThrottled(deps, email, address);
-    const [account] = await accountByEmail(deps.db).all({ email });
+    const [throttle, [account]] = (await deps.db.readAll((db) => [throttleRows(deps, db, email, address), bound(accountByEmail(db), { email })])) as [(typeof loginThrottle.$inferSelect)[], (Account | undefined)[]];
+    const { emailHasFailures } = assertNotThrottled(deps, email, throttle);
     const stored = account?.passwordHash;
     const matches = await verifyPassword(stored ?? (await dummy()), password);
     if (!account || !stored || !matches) {
       await recordFailure(deps, email, address);
       return undefined;
     }
-    if (emailHasFailures) await clearFailures(deps, email);
-    return { ...account, passwordHash: stored };
+    return matched({ ...account, passwordHash: stored }, emailHasFailures ? (tx) => clearFailures(tx, email) : undefined);
   });
 }
 
@@ -64,19 +69,28 @@ async function tokenFor(deps: SessionDeps, id: number, email: string, tokenVersi
 
 export async function login(deps: SessionDeps, input: LoginBody, address: string): Promise<TokenResponse> {
   const email = normalizeEmail(input.email);
-  const account = await checkPassword(deps, email, input.password, address);
-  if (!account) throw new AppError("INVALID_CREDENTIALS");
-  // The password was right, so not a failure; but no token either.
-  if (!account.active) throw new AppError("ACCOUNT_DISABLED");
-  if (deps.config.requireEmailVerification && !account.emailVerified) throw new AppError("EMAIL_NOT_VERIFIED");
-  const lastLogin = new Date(deps.now());
-  const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
-  await deps.db.writeAll((tx) => [
-    tx.update(users).set({ lastLogin }).where(eq(users.id, account.id)),
-    // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
-    ...(rehash ? [tx.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
-  ]);
-  return tokenFor(deps, account.id, email, account.tokenVersion);
+  const response = await checkPassword(deps, email, input.password, address, async (account, clear) => {
+    // The password was right, so not a failure (its failures are cleared); but no token either.
+    const refused = !account.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !account.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
+    if (refused) {
+      if (clear) await deps.db.writeAll((tx) => [clear(tx)]);
+      throw new AppError(refused);
+    }
+    const lastLogin = new Date(deps.now());
+    const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
+    // One list unit: failures cleared, last login, a rehash, and the answer's user read back.
+    const results = await deps.db.writeAll((tx) => [
+      ...(clear ? [clear(tx)] : []),
+      bound(setLastLogin(tx), { lastLogin, id: account.id }),
+      // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
+      ...(rehash ? [tx.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
+      bound(findById(tx), { id: account.id }),
+    ] as unknown as [Statement, ...Statement[]]);
+    const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
+    return { token: await deps.tokens.issue(email, account.tokenVersion), tokenType: "Bearer" as const, expiresIn: TOKEN_TTL_SECONDS, user: toUser(row) };
+  });
+  if (!response) throw new AppError("INVALID_CREDENTIALS");
+  return response;
 }
 
 /** A fresh token for the version the caller's token carries (so a refresh racing a logout cannot outlive it). */
@@ -94,15 +108,18 @@ export async function logout(deps: SessionDeps, caller: Caller) {
  * password oracle), stores the new one and revokes every earlier token; answers with a new token.
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
-  const account = await checkPassword(deps, caller.email, input.currentPassword, address);
-  if (!account) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);
-  const passwordHash = await hashPassword(input.newPassword);
-  const [[updated]] = await deps.db.writeAll((tx) => [
-    tx
-      .update(users)
-      .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
-      .where(eq(users.id, account.id))
-      .returning({ tokenVersion: users.tokenVersion }),
-  ]);
-  return tokenFor(deps, account.id, caller.email, updated.tokenVersion);
+  const updated = await checkPassword(deps, caller.email, input.currentPassword, address, async (account, clear) => {
+    const passwordHash = await hashPassword(input.newPassword);
+    const results = await deps.db.writeAll((tx) => [
+      ...(clear ? [clear(tx)] : []),
+      tx
+        .update(users)
+        .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
+        .where(eq(users.id, account.id))
+        .returning({ tokenVersion: users.tokenVersion }),
+    ] as unknown as [Statement, ...Statement[]]);
+    return (results[results.length - 1] as { tokenVersion: number }[])[0];
+  });
+  if (!updated) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" as never }]);
+  return tokenFor(deps, caller.id, caller.email, updated.tokenVersion);
 }

@@ -14,7 +14,8 @@
  * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
 import { and, eq, gt, inArray, sql } from "drizzle-orm";
-import type { Database, Db } from "../../db/client";
+import type { Database, Db, Reader } from "../../db/client";
+import { bound, prepared } from "../../db/prepared";
 import { loginThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
 
@@ -45,16 +46,26 @@ export async function oneAtATime<T>(email: string, attempt: () => Promise<T>): P
   }
 }
 
+const currentThrottleRows = prepared((db: Reader) =>
+  db
+    .select()
+    .from(loginThrottle)
+    .where(and(inArray(loginThrottle.key, [sql.placeholder("emailKey"), sql.placeholder("addressKey")]), gt(loginThrottle.windowStartedAt, sql.placeholder("since"))))
+    .prepare(),
+);
+
+/** The e-mail's and the address's throttle rows in their current windows: a (prepared) read for a read unit. */
+export function throttleRows(deps: ThrottleDeps, db: Reader, email: string, address: string) {
+  // `since` in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
+  return bound(currentThrottleRows(db), { emailKey: emailKey(email), addressKey: addressKey(address), since: deps.now() - THROTTLE_WINDOW_MS });
+}
+
 /**
  * Throws 429 with Retry-After when the e-mail or the address has used up its failures;
  * otherwise tells whether the e-mail has failures in its current window (to clear on success).
  */
-export async function assertNotThrottled(deps: ThrottleDeps, email: string, address: string): Promise<{ emailHasFailures: boolean }> {
+export function assertNotThrottled(deps: ThrottleDeps, email: string, rows: (typeof loginThrottle.$inferSelect)[]): { emailHasFailures: boolean } {
   const now = deps.now();
-  const rows = await deps.db
-    .select()
-    .from(loginThrottle)
-    .where(and(inArray(loginThrottle.key, [emailKey(email), addressKey(address)]), gt(loginThrottle.windowStartedAt, new Date(now - THROTTLE_WINDOW_MS))));
   const limitOf = (key: string) => (key.startsWith("email:") ? deps.config.loginMaxFailures : deps.config.loginMaxFailuresPerIp);
   const blockedUntil = Math.max(0, ...rows.filter((row) => row.failures >= limitOf(row.key)).map((row) => row.windowStartedAt.getTime() + THROTTLE_WINDOW_MS));
   if (blockedUntil > now) {
@@ -85,7 +96,5 @@ export async function recordFailure(deps: ThrottleDeps, email: string, address: 
   await deps.db.writeAll((tx) => [countFailure(deps, tx, emailKey(email)), countFailure(deps, tx, addressKey(address))]);
 }
 
-/** A successful login clears the e-mail's count (the address keeps its own). */
-export async function clearFailures(deps: ThrottleDeps, email: string) {
-  await deps.db.writeAll((tx) => [tx.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email)))]);
-}
+/** A successful login clears the e-mail's count (the address keeps its own): a statement for its unit. */
+export const clearFailures = (tx: Pick<Db, "delete">, email: string) => tx.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email)));

@@ -3,7 +3,7 @@
  * notification or audit row commits (or rolls back) with the change it describes; a
  * background sender (sender.ts) delivers the outbox later, on each channel independently.
  */
-import { sql } from "drizzle-orm";
+import { getTableColumns, is, Placeholder, sql, SQL } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
@@ -49,7 +49,48 @@ export interface EnqueueOptions {
 }
 
 export async function enqueueNotification(tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now = new Date(), options: EnqueueOptions = {}) {
-  await insertNotification(tx).run({ kind, recipient, payload, token: options.token ?? null, status: options.resolve ? "resolving" : "pending", at: now });
+  await insertNotification(tx).run(notificationValues(kind, recipient, payload, now, options));
+}
+
+/** One outbox row's values: every channel starts pending (or resolving) and due at once. */
+const notificationValues = <P>(kind: NotificationKind, recipient: string | null, payload: P, at: Date, options: EnqueueOptions) => ({
+  kind,
+  recipient,
+  payload,
+  token: options.token ?? null,
+  status: options.resolve ? "resolving" : "pending",
+  at,
+});
+
+/** The outbox row's columns with their values when a notification is enqueued (id, sent and error columns NULL). */
+function newRow(kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now: Date, options: EnqueueOptions) {
+  const { status, at, ...row } = notificationValues(kind, recipient, payload, now, options);
+  return { ...row, createdAt: at, webhookStatus: status, webhookAttempts: 0, webhookNextAttemptAt: at, mailStatus: status, mailAttempts: 0, mailNextAttemptAt: at };
+}
+
+/**
+ * The same row as a statement of a list unit, where the payload may be SQL (e.g. a json_object
+ * of the id a statement before has just inserted): one round trip to a remote primary.
+ */
+export function notificationStatement(tx: Pick<Db, "insert">, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now = new Date(), options: EnqueueOptions = {}) {
+  const row = newRow(kind, recipient, payload, now, options);
+  return tx.insert(outbox).values({ ...row, payload: row.payload as never });
+}
+
+/**
+ * The same row as a selection for INSERT … SELECT, so a list unit can enqueue it only where a
+ * condition holds (e.g. the statement before settled the order): every column of the table, in
+ * its order, as drizzle's insert-select wants.
+ */
+export function notificationSelection(kind: NotificationKind, recipient: string | null, payload: SQL, now = new Date()) {
+  const row: Record<string, unknown> = newRow(kind, recipient, payload, now, {});
+  const fields = Object.entries(getTableColumns(outbox)).map(([key, column]) => {
+    const value = row[key];
+    // A placeholder's value is given in the column's stored form (a prepared statement's caller's part).
+    const expression = value === undefined || value === null ? sql`null` : is(value, SQL) || is(value, Placeholder) ? sql`${value}` : sql`${column.mapToDriverValue(value)}`;
+    return [key, expression.as(column.name)];
+  });
+  return Object.fromEntries(fields) as Record<keyof typeof outbox.$inferSelect, SQL.Aliased>;
 }
 
 export async function writeAudit(

@@ -17,6 +17,7 @@
 import { and, asc, eq, inArray, isNotNull, lte, or, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Database, Db } from "../../db/client";
+import { isBusy } from "../../db/errors";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { outbox, users } from "../../db/schema";
 import type { Metrics } from "../../metrics";
@@ -29,7 +30,8 @@ export interface OutboxSenderOptions {
   db: Database;
   logger: Logger;
   channels: Channel[];
-  metrics?: Pick<Metrics, "notificationsFailed">;
+  /** notificationsFailed counts give-ups; outboxContention counts passes that met a busy database and backed off. */
+  metrics?: Pick<Metrics, "notificationsFailed" | "outboxContention">;
   /** Pause between passes when nothing is due. */
   pollIntervalMs?: number;
   batchSize?: number;
@@ -186,24 +188,34 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   let stopped = false;
   const wakers = new Set<() => void>();
   const repeat = async (pass: () => Promise<number>) => {
+    let backoffMs = 0;
     while (!stopped) {
       let attempted = 0;
       try {
         attempted = await pass();
+        backoffMs = 0;
       } catch (error) {
-        // The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses).
-        const reason = (error as { cause?: unknown })?.cause ?? error;
-        logger.error({ error: String((reason as Error)?.message ?? reason) }, "outbox pass failed");
+        if (isBusy(error)) {
+          // Another writer kept the lock: normal under load, and the rows wait in the table.
+          // Back off (doubling, up to maxDelayMs) instead of competing with the requests.
+          backoffMs = Math.min(backoffMs ? backoffMs * 2 : pollIntervalMs * 2, maxDelayMs);
+          metrics?.outboxContention.inc();
+          logger.debug({ retryInMs: backoffMs }, "outbox pass met a busy database; backing off");
+        } else {
+          // The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses).
+          const reason = (error as { cause?: unknown })?.cause ?? error;
+          logger.error({ error: String((reason as Error)?.message ?? reason) }, "outbox pass failed");
+        }
       }
-      // A full batch means more may be due: go again at once.
-      if (attempted < batchSize && !stopped) {
+      // A full batch means more may be due: go again at once (unless the database was busy).
+      if ((attempted < batchSize || backoffMs > 0) && !stopped) {
         await new Promise<void>((resolve) => {
           const wake = () => {
             clearTimeout(timer);
             wakers.delete(wake);
             resolve();
           };
-          const timer = setTimeout(wake, pollIntervalMs);
+          const timer = setTimeout(wake, backoffMs || pollIntervalMs);
           wakers.add(wake);
         });
       }

@@ -16,15 +16,16 @@
  * Stock is reserved at creation with `stock = stock - q WHERE stock >= q`, so concurrent
  * orders never oversell.
  */
-import { and, asc, count, eq, inArray, lt, sql, type Placeholder, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Database, Db, Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
-import { orderItems, orders, products, users } from "../../db/schema";
-import { AppError, Violations } from "../../errors";
+import type { Statement } from "../../db/database";
+import { bound, prepared } from "../../db/prepared";
+import { orderItems, orders, outbox, products, users } from "../../db/schema";
+import { AppError, integrityKind, Violations } from "../../errors";
 import { pageIfAsked, withPage, type Page } from "../../paging";
 import { isAdmin, type Caller } from "../auth/guard";
-import { enqueueNotification } from "../notifications/outbox";
+import { notificationSelection, notificationStatement } from "../notifications/outbox";
 import { fromCents } from "../products/money";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
 import { luhnValid, type PaymentGateway } from "./payment-gateway";
@@ -50,53 +51,43 @@ const TRANSITIONS = {
   unclaim: { from: "PROCESSING", to: "PENDING" },
 } as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
 
-/** A move's values, or placeholders for them in a prepared move. */
-interface MoveValues {
-  id: number | Placeholder;
-  at: Date | Placeholder;
-  ownerId?: number;
-  payment?: { paymentId: string | Placeholder; paidAt: Date | Placeholder };
-}
+type Moved = { userId: number; totalCents: number };
+
+/** A move's statement, prepared per transition and whether it is limited to an owner. */
+const moveStatement = prepared((tx: Db, shape: string) => {
+  const [transition, owned] = shape.split("|") as [keyof typeof TRANSITIONS, string];
+  const { from, to } = TRANSITIONS[transition];
+  const payment = transition === "succeed" ? { paymentId: sql.placeholder("paymentId") as unknown as string, paidAt: sql.placeholder("at") as unknown as Date } : {};
+  return tx
+    .update(orders)
+    .set({ status: to, updatedAt: sql.placeholder("at") as unknown as Date, ...payment })
+    .where(
+      and(
+        eq(orders.id, sql.placeholder("id")),
+        eq(orders.status, from),
+        owned ? eq(orders.userId, sql.placeholder("ownerId")) : undefined,
+        // In the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
+        transition === "reclaim" ? lt(orders.updatedAt, sql.placeholder("staleBefore")) : undefined,
+      ),
+    )
+    .returning({ userId: orders.userId, totalCents: orders.totalCents })
+    .prepare();
+});
 
 /**
  * The one way an order's status changes; no row when the order was not in the "from" status
  * (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
  */
-function move(tx: Db, transition: keyof typeof TRANSITIONS, { id, at, ownerId, payment }: MoveValues) {
-  const { from, to } = TRANSITIONS[transition];
-  return tx
-    .update(orders)
-    .set({ status: to, updatedAt: at as Date, ...(payment as { paymentId: string; paidAt: Date } | undefined) })
-    .where(
-      and(
-        eq(orders.id, id as number),
-        eq(orders.status, from),
-        ownerId === undefined ? undefined : eq(orders.userId, ownerId),
-        transition === "reclaim" ? lt(orders.updatedAt, new Date((at as Date).getTime() - STALE_CLAIM_MS)) : undefined,
-      ),
-    )
-    .returning({ userId: orders.userId, totalCents: orders.totalCents });
+function move(tx: Db, id: number, transition: keyof typeof TRANSITIONS, at: Date, options: { paymentId?: string; ownerId?: number } = {}) {
+  const values = { id, at, paymentId: options.paymentId, ownerId: options.ownerId, staleBefore: at.getTime() - STALE_CLAIM_MS };
+  return bound(moveStatement(tx, `${transition}|${options.ownerId === undefined ? "" : "owned"}`), values) as unknown as Promise<Moved[]>;
 }
 
 /** A move as a unit of its own: the row moved, or undefined. */
-async function moveNow(db: Database, transition: keyof typeof TRANSITIONS, values: MoveValues & { id: number; at: Date }) {
-  const [[row]] = await db.writeAll((tx) => [move(tx, transition, values)]);
+async function moveNow(db: Database, ...args: Parameters<typeof move> extends [Db, ...infer Rest] ? Rest : never) {
+  const [[row]] = (await db.writeAll((tx) => [move(tx, ...args) as unknown as Statement])) as [Moved[]];
   return row;
 }
-
-/** Settling a claim, prepared: the success records the payment. */
-const settleStatement = prepared((tx: Db, transition: string) =>
-  move(tx, transition as "succeed" | "decline", {
-    id: sql.placeholder("id"),
-    at: sql.placeholder("at"),
-    payment: transition === "succeed" ? { paymentId: sql.placeholder("paymentId"), paidAt: sql.placeholder("at") } : undefined,
-  }).prepare(),
-);
-const statusOf = prepared((tx: Db) => tx.select({ status: orders.status }).from(orders).where(eq(orders.id, sql.placeholder("id"))).prepare());
-const itemsOf = prepared((tx: Db) => tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, sql.placeholder("id"))).prepare());
-const restock = prepared((tx: Db) =>
-  tx.update(products).set({ stock: sql`${products.stock} + ${sql.placeholder("quantity")}` }).where(eq(products.id, sql.placeholder("productId"))).prepare(),
-);
 
 const shownStatus = (status: string): OrderStatus => (status === "PROCESSING" ? "PENDING" : (status as OrderStatus));
 
@@ -159,36 +150,62 @@ export async function listOrders(db: Reader, caller: Caller, query: OrderListQue
 }
 
 /**
- * Reserves one line: the UPDATE is both the check (ACTIVE, enough stock left) and the write,
- * and hands back what the line records. Undefined when it cannot: refusal() says why.
+ * The order's lines priced from `found` (the products as read), or the refusal, in the
+ * interface's order: any product missing, then not ACTIVE, then stock (what earlier lines of
+ * this order leave).
  */
-const reserveStatement = prepared((tx: Db) =>
+function priceLines(items: CreateOrderRequest["items"], found: (typeof products.$inferSelect)[]) {
+  const byId = new Map(found.map((p) => [p.id, p]));
+  for (const productId of new Set(items.map((item) => item.productId))) {
+    const product = byId.get(productId);
+    if (!product) throw new AppError("PRODUCT_NOT_FOUND", { id: productId });
+    if (product.status !== "ACTIVE") throw new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
+  }
+  const left = new Map(found.map((p) => [p.id, p.stock]));
+  return items.map((item) => {
+    const product = byId.get(item.productId)!;
+    const available = left.get(item.productId)!;
+    if (available < item.quantity) throw new AppError("INSUFFICIENT_INVENTORY", { id: item.productId, requested: item.quantity, available });
+    left.set(item.productId, available - item.quantity);
+    return { ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity };
+  });
+}
+
+/**
+ * Reserves one line as priced: a product no longer ACTIVE at that price, or without the stock,
+ * gets stock -1, which the products_stock_non_negative CHECK refuses, and the unit with it.
+ */
+const reserve = prepared((tx: Db) =>
   tx
     .update(products)
-    .set({ stock: sql`${products.stock} - ${sql.placeholder("quantity")}` })
-    .where(and(eq(products.id, sql.placeholder("productId")), eq(products.status, "ACTIVE"), sql`${products.stock} >= ${sql.placeholder("quantity")}`))
-    .returning({ name: products.name, priceCents: products.priceCents })
+    .set({ stock: sql`case when ${products.status} = 'ACTIVE' and ${products.priceCents} = ${sql.placeholder("unitPriceCents")} then ${products.stock} - ${sql.placeholder("quantity")} else -1 end` })
+    .where(eq(products.id, sql.placeholder("productId")))
     .prepare(),
 );
 
-async function reserve(tx: Db, productId: number, quantity: number) {
-  const [taken] = await reserveStatement(tx).all({ productId, quantity });
-  return taken;
-}
+/** The order a unit just inserted: units hold the write lock, so it is the newest. */
+const newestOrderId = sql<number>`(select max(${orders.id}) from ${orders})`;
 
+/** An order's statements, prepared once per handle (the products' read once per number of products). */
+const productsByIds = prepared((db: Reader, count: string) =>
+  db
+    .select()
+    .from(products)
+    .where(inArray(products.id, Array.from({ length: Number(count) }, (_, i) => sql.placeholder(`id${i}`))))
+    .prepare(),
+);
 const emailOfUser = prepared((db: Reader) => db.select({ email: users.email }).from(users).where(eq(users.id, sql.placeholder("id"))).prepare());
 const insertOrder = prepared((tx: Db) =>
   tx
     .insert(orders)
     .values({ userId: sql.placeholder("userId"), status: "PENDING", totalCents: sql.placeholder("totalCents"), createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
-    .returning({ id: orders.id })
     .prepare(),
 );
 const insertItem = prepared((tx: Db) =>
   tx
     .insert(orderItems)
     .values({
-      orderId: sql.placeholder("orderId"),
+      orderId: newestOrderId,
       productId: sql.placeholder("productId"),
       productName: sql.placeholder("productName"),
       quantity: sql.placeholder("quantity"),
@@ -197,96 +214,153 @@ const insertItem = prepared((tx: Db) =>
     })
     .prepare(),
 );
+const orderCreated = prepared((tx: Db) =>
+  notificationStatement(
+    tx,
+    "ORDER_CREATED",
+    sql.placeholder("recipient") as unknown as string,
+    sql`json_object('orderId', ${newestOrderId}, 'userId', ${sql.placeholder("userId")}, 'totalAmount', ${sql.placeholder("totalAmount")})`,
+    sql.placeholder("now") as unknown as Date,
+  ).prepare(),
+);
+const newestOrder = prepared((tx: Db) => tx.select({ id: sql<number>`max(${orders.id})` }).from(orders).prepare());
 
-/** Why a line could not be reserved, in the interface's order: any product missing, then not ACTIVE, then stock. */
-async function refusal(tx: Db, items: CreateOrderRequest["items"], failed: { productId: number; quantity: number }) {
-  const wanted = [...new Set(items.map((item) => item.productId))];
-  const found = new Map((await tx.select().from(products).where(inArray(products.id, wanted))).map((p) => [p.id, p]));
-  for (const productId of wanted) {
-    const product = found.get(productId);
-    if (!product) return new AppError("PRODUCT_NOT_FOUND", { id: productId });
-    if (product.status !== "ACTIVE") return new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
-  }
-  // What earlier lines of this order left (they are rolled back with it).
-  const available = found.get(failed.productId)!.stock;
-  return new AppError("INSUFFICIENT_INVENTORY", { id: failed.productId, requested: failed.quantity, available });
-}
+/** Reads between the read and the write that moved stock, status or a price: each costs a new read. */
+const ORDER_ATTEMPTS = 5;
 
-/** All lines reserved, the order, its items and the ORDER_CREATED notification: one transaction, or nothing. */
+/**
+ * One read unit (the products, the owner) and one list unit (every line reserved, the order, its
+ * items and the ORDER_CREATED notification): with the guard, three round trips to a remote
+ * primary. The reservations' CHECK makes concurrent orders never oversell; a refused unit
+ * reads again, and then answers the refusal.
+ */
 export async function createOrder(deps: OrdersDeps, caller: Caller, input: CreateOrderRequest): Promise<Order> {
   const userId = input.userId ?? caller.id;
   if (userId !== caller.id && !isAdmin(caller)) throw new AppError("ACCESS_DENIED");
-  const now = new Date(deps.now());
-  return deps.db.write(async (tx) => {
-    let recipient = caller.email;
-    if (userId !== caller.id) {
-      const [owner] = await emailOfUser(tx).all({ id: userId });
-      if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
-      recipient = owner.email;
-    }
-    const lines = [];
-    for (const item of input.items) {
-      const product = await reserve(tx, item.productId, item.quantity);
-      if (!product) throw await refusal(tx, input.items, item);
-      lines.push({ ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity });
-    }
+  const wanted = [...new Set(input.items.map((item) => item.productId))];
+  for (let attempt = 1; ; attempt++) {
+    const now = new Date(deps.now());
+    const [found, [owner]] = (await deps.db.readAll((db) => [
+      bound(productsByIds(db, String(wanted.length)), Object.fromEntries(wanted.map((id, i) => [`id${i}`, id]))),
+      bound(emailOfUser(db), { id: userId }),
+    ])) as [(typeof products.$inferSelect)[], { email: string }[]];
+    if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
+    const lines = priceLines(input.items, found);
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" }]);
-    const [order] = await insertOrder(tx).all({ userId, totalCents, now });
-    for (const line of lines) await insertItem(tx).run({ ...line, orderId: order.id });
-    await enqueueNotification(tx, "ORDER_CREATED", recipient, { orderId: order.id, userId, totalAmount: fromCents(totalCents) }, now);
-    // Everything the answer shows is in hand: no second read.
-    return toOrder({ id: order.id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
-  });
+    try {
+      const results = await deps.db.writeAll((tx) => [
+        ...lines.map((line) => bound(reserve(tx), line)),
+        bound(insertOrder(tx), { userId, totalCents, now }),
+        ...lines.map((line) => bound(insertItem(tx), line)),
+        bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
+        bound(newestOrder(tx), {}),
+      ] as unknown as [Statement, ...Statement[]]);
+      const [{ id }] = results[results.length - 1] as { id: number }[];
+      // Everything the answer shows is in hand: no second read.
+      return toOrder({ id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
+    } catch (error) {
+      // A reservation's CHECK: stock, status or price moved since the read. Read again.
+      if (integrityKind(error) === "other" && attempt < ORDER_ATTEMPTS) continue;
+      throw error;
+    }
+  }
 }
+
+const statusOf = prepared((tx: Db, owned: string) =>
+  tx
+    .select({ status: orders.status })
+    .from(orders)
+    .where(and(eq(orders.id, sql.placeholder("id")), owned ? eq(orders.userId, sql.placeholder("ownerId")) : undefined))
+    .prepare(),
+);
+const ownerEmail = prepared((tx: Db) =>
+  tx.select({ email: users.email }).from(users).where(eq(users.id, sql`(select ${orders.userId} from ${orders} where ${orders.id} = ${sql.placeholder("id")})`)).prepare(),
+);
+/** PAYMENT_SUCCESS, only if the statement before (the settling UPDATE) changed a row. */
+const paymentSucceeded = prepared((tx: Db) =>
+  tx
+    .insert(outbox)
+    .select(
+      tx
+        .select(
+          notificationSelection(
+            "PAYMENT_SUCCESS",
+            sql.placeholder("recipient") as unknown as string,
+            sql`json_object('orderId', ${sql.placeholder("id")}, 'userId', ${sql.placeholder("userId")}, 'paymentId', ${sql.placeholder("paymentId")}, 'totalAmount', ${sql.placeholder("totalAmount")})`,
+            sql.placeholder("at") as unknown as Date,
+          ),
+        )
+        .from(orders)
+        // changes(): rows of the statement before, the settling UPDATE.
+        .where(and(eq(orders.id, sql.placeholder("id")), sql`changes() = 1`)),
+    )
+    .prepare(),
+);
+const orderRow = prepared((tx: Db) => tx.select().from(orders).where(eq(orders.id, sql.placeholder("id"))).prepare());
+const orderItemRows = prepared((tx: Db) => tx.select().from(orderItems).where(eq(orderItems.orderId, sql.placeholder("id"))).orderBy(asc(orderItems.id)).prepare());
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
   if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" }]);
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());
-  const claimed = (await moveNow(db, "claim", { id, at: claimedAt, ownerId })) ?? (await moveNow(db, "reclaim", { id, at: claimedAt, ownerId }));
+  // One list unit: claim the order, or take over a stale claim (a claim just made is never
+  // stale, so at most one of them moves it), and read what the rest of the payment needs.
+  const [[claimedNow], [reclaimed], [current], [owner]] = (await db.writeAll((tx) => [
+    move(tx, id, "claim", claimedAt, { ownerId }),
+    move(tx, id, "reclaim", claimedAt, { ownerId }),
+    bound(statusOf(tx, ownerId === undefined ? "" : "owned"), { id, ownerId }),
+    bound(ownerEmail(tx), { id }),
+  ] as unknown as [Statement, ...Statement[]])) as [Moved[], Moved[], { status: string }[], { email: string }[]];
+  const claimed = claimedNow ?? reclaimed;
   if (!claimed) {
-    const order = await findOrder(db, caller, id);
-    throw new AppError("INVALID_ORDER_STATUS", { id, status: order.status });
+    if (!current) throw new AppError("ORDER_NOT_FOUND", { id });
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
   }
 
   let result: Awaited<ReturnType<PaymentGateway["charge"]>>;
   try {
     result = await gateway.charge({ orderId: id, amountCents: claimed.totalCents, cardNumber: payment.cardNumber, idempotencyKey: `order-${id}` });
   } catch (error) {
-    await moveNow(db, "unclaim", { id, at: new Date(deps.now()) });
+    await moveNow(db, id, "unclaim", new Date(deps.now()));
     logger.warn({ err: error, orderId: id }, "payment gateway unreachable; order released");
     throw new AppError("PAYMENT_GATEWAY_UNAVAILABLE");
   }
 
   const at = new Date(deps.now());
   /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
-  const settle = async (tx: Db, transition: "succeed" | "decline", paymentId?: string) => {
-    if ((await settleStatement(tx, transition).all({ id, at, paymentId })).length > 0) return;
-    const [current] = await statusOf(tx).all({ id });
-    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
+  const settle = async (tx: Db, transition: "succeed" | "decline") => {
+    if ((await move(tx, id, transition, at)).length > 0) return;
+    const [now] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(now.status) });
   };
   if (result.approved) {
     const { paymentId } = result;
     try {
-      await db.write(async (tx) => {
-        await settle(tx, "succeed", paymentId);
-        const [owner] = await emailOfUser(tx).all({ id: claimed.userId });
-        await enqueueNotification(tx, "PAYMENT_SUCCESS", owner?.email ?? null, { orderId: id, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents) }, at);
-      });
+      // One list unit: settle, notify only if this payer settled it, and read the answer back.
+      const [settled, , [row], items] = (await db.writeAll((tx) => [
+        move(tx, id, "succeed", at, { paymentId }),
+        bound(paymentSucceeded(tx), { id, recipient: owner?.email ?? null, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents), at: at.getTime() }),
+        bound(orderRow(tx), { id }),
+        bound(orderItemRows(tx), { id }),
+      ] as unknown as [Statement, ...Statement[]])) as [Moved[], unknown, (typeof orders.$inferSelect)[], (typeof orderItems.$inferSelect)[]];
+      if (settled.length === 0) throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(row.status) });
+      return toOrder(row, items);
     } catch (error) {
       // Charged but not recorded: the order stays PROCESSING until its claim goes stale; the next
       // payment then gets this same result from the gateway (same idempotency key) and records it.
       if (!(error instanceof AppError)) logger.error({ err: error, orderId: id, paymentId }, "payment charged but not recorded");
       throw error;
     }
-    return findOrder(db, caller, id);
   }
 
   await db.write(async (tx) => {
     await settle(tx, "decline");
-    for (const line of await itemsOf(tx).all({ id })) await restock(tx).run(line);
+    const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
+    for (const line of lines) {
+      await tx.update(products).set({ stock: sql`${products.stock} + ${line.quantity}` }).where(eq(products.id, line.productId));
+    }
   });
   throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });
 }

@@ -5,13 +5,13 @@
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
-import { departments, roles, userRoles, users } from "../../db/schema";
+import { bound, prepared } from "../../db/prepared";
+import type { Statement } from "../../db/database";
+import { auditLog, departments, roles, userRoles, users } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import { limitOffset, pageIfAsked } from "../../paging";
-import { enqueueNotification, writeAudit } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
@@ -82,7 +82,7 @@ export function selectUsers(db: Reader, where?: SQL) {
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
 /** findUser's query, prepared once per handle (src/db/prepared.ts), as every hot path's. */
-const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare());
+export const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare());
 
 export async function findUser(db: Reader, id: number): Promise<User> {
   const [row] = await findById(db).all({ id });
@@ -108,41 +108,82 @@ export function orderBy(sort: string | undefined) {
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
-/** A list page per sort order (a bounded set: the sortable fields, two directions), or every user. */
-const listPage = prepared((db: Reader, shape: string) => {
+/** A list's statement per shape: the sort (one of SORT_COLUMNS, either direction) and whether it is paged. */
+const userPage = prepared((r: Reader, shape: string) => {
   const [sort, paged] = shape.split("|");
-  const base = selectUsers(db).orderBy(...orderBy(sort));
-  return (paged ? base.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : base).prepare();
+  const query = selectUsers(r).orderBy(...orderBy(sort));
+  return (paged ? query.limit(sql.placeholder("size")).offset(sql.placeholder("offset")) : query).prepare();
 });
-const countUsers = prepared((db: Reader) => db.select({ total: count() }).from(users).prepare());
+const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
-/** The sort a list asks for, as one of the bounded set of orders. */
-function sortShape(sort: string | undefined) {
-  const [field = "id", direction = "asc"] = (sort ?? "id").split(",");
-  const known = field in SORT_COLUMNS ? field : "id";
-  return `${known},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
-}
-
-export async function listUsers(db: Reader, query: { page?: number; size?: number; sort?: string }) {
-  const page = pageIfAsked(query);
-  const [rows, [{ total }]] = await Promise.all([
-    listPage(db, `${sortShape(query.sort)}|${page ? "paged" : ""}`).all(page ? limitOffset(page) : {}),
-    countUsers(db).all(),
-  ]);
+export async function listUsers(db: Pick<Database, "readAll">, query: { page?: number; size?: number; sort?: string }) {
+  const paged = query.page !== undefined || query.size !== undefined;
+  const size = query.size ?? 20;
+  const page = query.page ?? 0;
+  // The shape from a bounded set, never the raw parameter (unknown fields sort by id, as orderBy does).
+  const [field = "id", direction = "asc"] = (query.sort ?? "id").split(",");
+  const sort = `${Object.hasOwn(SORT_COLUMNS, field) ? field : "id"},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
+  // One read unit: one round trip to a remote primary, and the page and its total agree.
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, `${sort}|${paged ? "paged" : ""}`), { size, offset: page * size }), bound(userCount(r), {})])) as [UserRow[], { total: number }[]];
   return { users: rows.map(toUser), total };
 }
 
 /** The id of the named department, created on first use (a User carries its department by name). */
-const addDepartment = prepared((tx: Db) => tx.insert(departments).values({ name: sql.placeholder("name") }).onConflictDoNothing().prepare());
+// createdAt from here, not the column default: unixepoch('subsec') is NULL on a server with
+// SQLite before 3.42, where every new department failed NOT NULL (409 on such remote primaries).
+const addDepartment = prepared((tx: Db) =>
+  tx.insert(departments).values({ name: sql.placeholder("name"), createdAt: sql.placeholder("createdAt") }).onConflictDoNothing().prepare(),
+);
 const departmentByName = prepared((tx: Db) => tx.select({ id: departments.id }).from(departments).where(eq(departments.name, sql.placeholder("name"))).prepare());
 
 export async function departmentId(tx: Db, name: string | undefined): Promise<number | null> {
   const trimmed = name?.trim();
   if (!trimmed) return null;
-  await addDepartment(tx).run({ name: trimmed });
+  await addDepartment(tx).run({ name: trimmed, createdAt: new Date() });
   const [row] = await departmentByName(tx).all({ name: trimmed });
   return row.id;
 }
+
+/** The id of the user a list unit has just inserted, found by its unique e-mail (no answer comes back mid-unit). */
+export const idOfEmail = (email: string | SQL.Aliased | ReturnType<typeof sql.placeholder>) => sql<number>`(select ${users.id} from ${users} where ${users.email} = ${email})`;
+
+/** What follows a new user's row in its list unit, prepared once per handle: the USER role, the welcome and the audit row. */
+const newUserStatements = prepared((tx: Db) => {
+  const id = idOfEmail(sql.placeholder("email"));
+  const at = sql.placeholder("now") as unknown as Date;
+  return [
+    tx.insert(userRoles).select(tx.select({ userId: id.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))).prepare(),
+    notificationStatement(tx, "WELCOME", sql.placeholder("email") as unknown as string, sql`json_object('userId', ${id}, 'name', ${sql.placeholder("name")})`, at).prepare(),
+    tx.insert(auditLog).values({ action: "USER_CREATED", actor: sql.placeholder("actor"), subjectType: "User", subjectId: sql`cast(${id} as text)`, details: sql.placeholder("details"), createdAt: at }).prepare(),
+  ] as const;
+});
+
+/**
+ * What follows a new user's row in its list unit: the USER role, the welcome notification and
+ * the audit row. If either cannot be written, there is no user.
+ */
+export function newUserRows(tx: Db, email: string, name: string, audit: { actor: string; details: Record<string, unknown> }, now: Date) {
+  const values = { email, name, actor: audit.actor, details: audit.details, now };
+  return newUserStatements(tx).map((statement) => bound(statement, values));
+}
+
+/** A user's row as POST /api/users writes it, with or without a department (one shape each). */
+const insertNewUser = prepared((tx: Db, shape: string) =>
+  tx
+    .insert(users)
+    .values({
+      name: sql.placeholder("name"),
+      email: sql.placeholder("email"),
+      departmentId: shape === "department" ? sql`(select ${departments.id} from ${departments} where ${departments.name} = ${sql.placeholder("department")})` : null,
+      phone: sql.placeholder("phone"),
+      passwordHash: sql.placeholder("passwordHash"),
+      active: true,
+      createdAt: sql.placeholder("now"),
+      updatedAt: sql.placeholder("now"),
+    })
+    .prepare(),
+);
+const userByEmail = prepared((db: Reader) => selectUsers(db, eq(users.email, sql.placeholder("email"))).prepare());
 
 /** One INSERT … SELECT per set of role names (unknown names grant nothing): a statement fewer in every create. */
 const grantStatement = prepared((tx: Db, names: string) =>
@@ -169,46 +210,27 @@ export async function emailTaken(db: Reader, email: string) {
   return row !== undefined;
 }
 
-const insertUser = prepared((tx: Db) =>
-  tx
-    .insert(users)
-    .values({
-      name: sql.placeholder("name"),
-      email: sql.placeholder("email"),
-      departmentId: sql.placeholder("departmentId"),
-      phone: sql.placeholder("phone"),
-      passwordHash: sql.placeholder("passwordHash"),
-      active: true,
-      createdAt: sql.placeholder("now"),
-      updatedAt: sql.placeholder("now"),
-    })
-    .returning({ id: users.id })
-    .prepare(),
-);
-
 export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
   return timed(deps.metrics, "create", async () => {
     const email = normalizeEmail(input.email);
-    // Uniqueness first, as the interface orders it; the unique index settles races.
-    if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
-    const passwordHash = input.password ? await hashPassword(input.password) : null;
-    const now = new Date(deps.now());
     const name = input.name.trim();
-    const department = input.department?.trim() || null;
+    const department = input.department?.trim() || undefined;
+    const passwordHash = input.password ? await hashPassword(input.password) : null;
+    const now = new Date();
     try {
-      const id = await deps.db.write(async (tx) => {
-        const departmentIdValue = await departmentId(tx, department ?? undefined);
-        const [{ id }] = await insertUser(tx).all({ name, email, departmentId: departmentIdValue, phone: input.phone ?? null, passwordHash, now });
-        await grantRoles(tx, id, ["USER"]);
-        // Welcome and audit commit with the user: if either cannot be written, there is no user.
-        await enqueueNotification(tx, "WELCOME", email, { userId: id, name }, now);
-        await writeAudit(tx, { action: "USER_CREATED", actor, subjectType: "User", subjectId: id, details: { email } }, now);
-        return id;
-      });
+      // One list unit (one round trip to a remote primary): the user, its role, the welcome and
+      // the audit row commit together, and the last statement reads the answer back. The unique
+      // index on e-mail decides a duplicate, also between concurrent creates.
+      // Every statement is prepared: the native driver builds no SQL per create.
+      const results = await deps.db.writeAll((tx) => [
+        ...(department ? [bound(addDepartment(tx), { name: department, createdAt: now })] : []),
+        bound(insertNewUser(tx, department ? "department" : ""), { name, email, department, phone: input.phone ?? null, passwordHash, now }),
+        ...newUserRows(tx, email, name, { actor, details: { email } }, now),
+        bound(userByEmail(tx), { email }),
+      ] as unknown as [Statement, ...Statement[]]);
       deps.metrics.usersCreated.inc();
-      // Everything the answer shows is in hand: no second read.
-      const at = now.toISOString();
-      return { id, name, email, department, phone: input.phone ?? null, active: true, createdAt: at, updatedAt: at, lastLogin: null, version: 0, roles: ["USER"], emailVerified: false };
+      const [row] = results[results.length - 1] as UserRow[];
+      return toUser(row);
     } catch (error) {
       throw duplicateEmail(error, email);
     }

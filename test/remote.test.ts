@@ -1,0 +1,152 @@
+/**
+ * A remote primary (Hrana): round trips per request, counted at the server; the concurrency
+ * cases with really contending streams; the busy retry with the lock held by another stream.
+ * These run on the remote legs (test/legs.ts); round trips need our own test server's
+ * counter, so against LIBSQL_TEST_URL those report skipped. The error table runs on every leg.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { eq } from "drizzle-orm";
+import type { Database } from "../src/db/client";
+import { classifyDatabaseError, DatabaseBusyError } from "../src/db/errors";
+import { orders, products, roles, users } from "../src/db/schema";
+import { countingGateway, holdDatabaseLock, makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { leg, remote } from "./legs";
+
+const GOOD_CARD = "4242424242424242";
+/** Only our own test server counts round trips (over HTTP); a real server (LIBSQL_TEST_URL) does not. */
+const countsRoundTrips = leg === "remote-http" && !process.env.LIBSQL_TEST_URL;
+
+let t: TestApp;
+const gateway = countingGateway();
+beforeAll(async () => {
+  t = await makeTestApp({ DATABASE_BUSY_TIMEOUT_MS: "3000" }, { paymentGateway: gateway.gateway });
+});
+afterAll(() => t.close());
+
+const holdLock = () => holdDatabaseLock(t.config);
+
+describe("the error table, on this leg's driver", () => {
+  const now = new Date();
+  const failureOf = (unit: (db: Database) => Promise<unknown>) => unit(t.database).then(() => undefined, (error) => error);
+  test.each([
+    ["a unique index", "duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ name: "USER" })])],
+    ["a primary key", "duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ id: 1, name: "ANOTHER" })])],
+    ["a foreign key", "foreignKey", (db: Database) => db.writeAll((tx) => [tx.insert(orders).values({ userId: 987654, status: "PENDING", totalCents: 1, createdAt: now, updatedAt: now })])],
+    ["a CHECK", "other", (db: Database) => db.writeAll((tx) => [tx.insert(products).values({ name: "P", code: "NEGATIVE", priceCents: 100, stock: -1, status: "ACTIVE", createdAt: now, updatedAt: now })])],
+    ["NOT NULL", "other", (db: Database) => db.write(async (tx) => tx.insert(users).values({ name: "N", email: null as never, createdAt: now, updatedAt: now }))],
+  ] as const)("%s is %s", async (_, kind, unit) => {
+    expect(classifyDatabaseError(await failureOf(unit))).toBe(kind);
+  });
+
+  test("a lock held past DATABASE_BUSY_TIMEOUT_MS is busy (DatabaseBusyError, 503)", async () => {
+    const lock = await holdLock();
+    try {
+      const error = await failureOf((db) => db.writeAll((tx) => [tx.insert(roles).values({ name: "LOCKED" })]));
+      expect(error).toBeInstanceOf(DatabaseBusyError);
+      expect(classifyDatabaseError(error)).toBe("busy");
+    } finally {
+      await lock.release();
+    }
+  }, 20_000);
+});
+
+// On the file legs these report skipped: they run on the remote legs.
+describe.skipIf(!remote)("a remote primary", () => {
+  let admin: Awaited<ReturnType<TestApp["admin"]>>;
+  beforeAll(async () => {
+    admin = await t.admin();
+  });
+
+  const product = async (stock: number) =>
+    (await t.request("POST", "/api/products", { token: admin.token, body: { name: `P ${crypto.randomUUID().slice(0, 6)}`, code: `R-${crypto.randomUUID().slice(0, 8)}`, price: 10, stock } })).body;
+
+  describe("round trips per request, counted at the server", () => {
+    const roundTripsOf = async (request: () => Promise<{ status: number }>, expected: number) => {
+      await t.hrana!.reset();
+      const res = await request();
+      const trips = await t.hrana!.roundTrips();
+      return { status: res.status, trips, expected };
+    };
+    test.if(countsRoundTrips)("GET user ≤ 2, list ≤ 2, search ≤ 2, login ≤ 2, POST user ≤ 2, order ≤ 3, payment ≤ 3", async () => {
+      const user = await t.createUser({ password: "Passw0rd!", name: "Ann Remote" });
+      const p = await product(100);
+      const rows: Record<string, { status: number; trips: number; expected: number }> = {};
+      rows["GET /api/users/{id}"] = await roundTripsOf(() => t.request("GET", `/api/users/${user.id}`, { token: admin.token }), 2);
+      rows["GET /api/users (list)"] = await roundTripsOf(() => t.request("GET", "/api/users?page=0&size=10", { token: admin.token }), 2);
+      rows["GET /api/search/users?name=Ann"] = await roundTripsOf(() => t.request("GET", "/api/search/users?name=Ann", { token: admin.token }), 2);
+      rows["POST /api/auth/login"] = await roundTripsOf(() => t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Passw0rd!" } }), 2);
+      rows["POST /api/users"] = await roundTripsOf(() => t.request("POST", "/api/users", { token: admin.token, body: { name: "Rt User", email: `rt-${crypto.randomUUID().slice(0, 8)}@x.io`, department: "Sales" } }), 2);
+      let orderId = 0;
+      rows["POST /api/orders"] = await roundTripsOf(async () => {
+        const res = await t.request("POST", "/api/orders", { token: user.token, body: { items: [{ productId: p.id, quantity: 1 }] } });
+        orderId = res.body.id;
+        return res;
+      }, 3);
+      rows["POST /api/orders/{id}/pay"] = await roundTripsOf(() => t.request("POST", `/api/orders/${orderId}/pay`, { token: user.token, body: { method: "CARD", cardNumber: GOOD_CARD } }), 3);
+      console.log(`round trips:\n${Object.entries(rows).map(([k, v]) => `  ${k}: ${v.trips} (target ≤ ${v.expected}, status ${v.status})`).join("\n")}`);
+      for (const [name, row] of Object.entries(rows)) {
+        expect({ name, status: row.status }).toEqual({ name, status: name.includes("POST /api/users") || name === "POST /api/orders" ? 201 : 200 });
+        expect({ name, trips: row.trips <= row.expected }).toEqual({ name, trips: true });
+      }
+    });
+  });
+
+  describe("under contention, exactly as on the embedded database", () => {
+    test("50 concurrent registrations of one e-mail: one 201, forty-nine 409", async () => {
+      const body = validRegistration(`race-${crypto.randomUUID().slice(0, 8)}@x.io`);
+      const results = await Promise.all(Array.from({ length: 50 }, () => t.request("POST", "/api/auth/register", { body })));
+      const statuses = results.map((r) => r.status).sort();
+      expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+      expect(statuses.filter((s) => s === 409)).toHaveLength(49);
+      expect(await t.database.$count(users, eq(users.email, body.email))).toBe(1);
+    }, 30_000);
+
+    test("20 concurrent orders against stock 5: exactly five succeed, stock ends at 0", async () => {
+      const p = await product(5);
+      const buyers = await Promise.all(Array.from({ length: 20 }, () => t.createUser()));
+      const results = await Promise.all(buyers.map((b) => t.request("POST", "/api/orders", { token: b.token, body: { items: [{ productId: p.id, quantity: 1 }] } })));
+      expect(results.filter((r) => r.status === 201)).toHaveLength(5);
+      expect(results.filter((r) => r.status !== 201).map((r) => r.body.errorCode)).toEqual(Array(15).fill("INSUFFICIENT_INVENTORY"));
+      const [{ stock }] = await t.database.select({ stock: products.stock }).from(products).where(eq(products.id, p.id));
+      expect(stock).toBe(0);
+    }, 30_000);
+
+    test("10 concurrent payments of one order: one charge, one 200, nine 400 INVALID_ORDER_STATUS", async () => {
+      const buyer = await t.createUser();
+      const p = await product(3);
+      const placed = (await t.request("POST", "/api/orders", { token: buyer.token, body: { items: [{ productId: p.id, quantity: 1 }] } })).body;
+      const before = gateway.charges();
+      const results = await Promise.all(Array.from({ length: 10 }, () => t.request("POST", `/api/orders/${placed.id}/pay`, { token: buyer.token, body: { method: "CARD", cardNumber: GOOD_CARD } })));
+      expect(gateway.charges() - before).toBe(1);
+      expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+      expect(results.filter((r) => r.status !== 200).map((r) => r.body.errorCode)).toEqual(Array(9).fill("INVALID_ORDER_STATUS"));
+      const [order] = await t.database.select({ status: orders.status }).from(orders).where(eq(orders.id, placed.id));
+      expect(order.status).toBe("PAID");
+    }, 30_000);
+  });
+
+  describe("busy retry: the lock held by another stream", () => {
+    test("held for 1 s: the request waits it out and succeeds", async () => {
+      const lock = await holdLock();
+      const email = `wait-${crypto.randomUUID().slice(0, 8)}@x.io`;
+      setTimeout(() => void lock.release(), 1000);
+      const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Patient", email } });
+      expect(res.status).toBe(201);
+      expect(await t.database.$count(users, eq(users.email, email))).toBe(1);
+    }, 20_000);
+
+    test("held past DATABASE_BUSY_TIMEOUT_MS: 503 envelope with Retry-After, nothing half-written", async () => {
+      const lock = await holdLock();
+      const email = `late-${crypto.randomUUID().slice(0, 8)}@x.io`;
+      try {
+        const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Too Late", email } });
+        expect(res.status).toBe(503);
+        expect(res.headers.get("retry-after")).toEqual(expect.stringMatching(/^\d+$/));
+        expect(res.body).toMatchObject({ success: false, errorCode: "SERVICE_UNAVAILABLE" });
+      } finally {
+        await lock.release();
+      }
+      expect(await t.database.$count(users, eq(users.email, email))).toBe(0);
+    }, 20_000);
+  });
+});
