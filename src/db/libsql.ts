@@ -65,6 +65,7 @@ export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, b
     write: (work) => unit(() => db.transaction((tx) => work(tx as unknown as Db))),
     // drizzle's db.batch() passes no mode (a deferred transaction that takes the lock only at its
     // first write); a list unit is a write: one Hrana batch that begins with BEGIN IMMEDIATE.
+    // Cast (both): drizzle types batch results per tuple of its own builders; ours are the same statements, typed for either driver.
     writeAll: (build) => unit(() => batch(client, build(handle), "write") as never),
     readAll: (build) => batch(client, build(handle), "read") as never,
     migrate: (statements) =>

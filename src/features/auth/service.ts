@@ -120,6 +120,6 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
     ] as unknown as [Statement, ...Statement[]]);
     return (results[results.length - 1] as { tokenVersion: number }[])[0];
   });
-  if (!updated) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" as never }]);
+  if (!updated) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);
   return tokenFor(deps, caller.id, caller.email, updated.tokenVersion);
 }

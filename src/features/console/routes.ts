@@ -38,7 +38,7 @@ const shell = (basePath: string, assets: ConsoleAssets) => {
 const accepts = (request: Request, encoding: string) => (request.headers.get("accept-encoding") ?? "").toLowerCase().includes(encoding);
 
 export const consoleRoutes = (basePath: string) =>
-  new Elysia({ tags: ["Console"] } as never)
+  new Elysia({ tags: ["Console"] })
     .get(
       "/admin",
       async () =>

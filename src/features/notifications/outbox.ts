@@ -74,6 +74,7 @@ function newRow(kind: NotificationKind, recipient: string | null, payload: Recor
  */
 export function notificationStatement(tx: Pick<Db, "insert">, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now = new Date(), options: EnqueueOptions = {}) {
   const row = newRow(kind, recipient, payload, now, options);
+  // Cast: the payload column is typed per notification kind; this row carries any of them.
   return tx.insert(outbox).values({ ...row, payload: row.payload as never });
 }
 

@@ -13,6 +13,7 @@ export interface Console {
   announce(message: string): void;
 }
 
+// Cast: the provider always wraps the app, so no screen reads the context without a value.
 export const ConsoleContext = createContext<Console>(undefined as never);
 export const useConsole = () => useContext(ConsoleContext);
 
