@@ -42,7 +42,15 @@ if (!existsSync(BINARY)) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "usersvc-backup-bench-"));
-const env = { ...process.env, DATA_DIR: dir, JWT_SECRET: "backup-bench-secret-".padEnd(80, "b"), LOG_LEVEL: "warn", HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password };
+const env = {
+  ...process.env,
+  DATA_DIR: dir,
+  JWT_SECRET: "backup-bench-secret-".padEnd(80, "b"),
+  LOG_LEVEL: "warn",
+  HOST: "127.0.0.1",
+  ADMIN_EMAIL: ADMIN.email,
+  ADMIN_PASSWORD: ADMIN.password,
+};
 let server: Bun.Subprocess | undefined;
 // npm run bench stops a sub-bench at the end of its budget with SIGTERM: leave no server or folder behind.
 process.on("SIGTERM", () => {
@@ -72,7 +80,14 @@ try {
   const port = freePort();
   const url = `http://127.0.0.1:${port}`;
   server = Bun.spawn([BINARY, "serve"], { cwd: dir, env: { ...env, PORT: String(port) }, stdout: "ignore", stderr: "inherit" });
-  for (let i = 0; !(await fetch(`${url}/actuator/health/readiness`).then((r) => r.ok, () => false)); i++) {
+  for (
+    let i = 0;
+    !(await fetch(`${url}/actuator/health/readiness`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  ) {
     if (i > 600) throw new Error("usersvc did not start");
     await Bun.sleep(50);
   }
@@ -133,7 +148,7 @@ try {
     target: { p99Ratio: TARGET_RATIO, met: ratio <= TARGET_RATIO },
   };
   mkdirSync(join(ROOT, "bench/results"), { recursive: true });
-  writeFileSync(join(ROOT, "bench/results/backup.json"), JSON.stringify(results, null, 2) + "\n");
+  writeFileSync(join(ROOT, "bench/results/backup.json"), `${JSON.stringify(results, null, 2)}\n`);
   console.log(
     [
       "",

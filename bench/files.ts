@@ -81,4 +81,7 @@ if ("reason" in s3) {
 console.log(`\nfiles (${command ? "binary" : "source"}; 10 MiB file, median of ${REPEATS}; RSS of the server process)`);
 console.table(results);
 mkdirSync(join(import.meta.dir, "results"), { recursive: true });
-writeFileSync(join(import.meta.dir, "results/files.json"), JSON.stringify({ at: new Date().toISOString(), runner: command ? "binary" : "source", repeats: REPEATS, results }, null, 2) + "\n");
+writeFileSync(
+  join(import.meta.dir, "results/files.json"),
+  `${JSON.stringify({ at: new Date().toISOString(), runner: command ? "binary" : "source", repeats: REPEATS, results }, null, 2)}\n`,
+);

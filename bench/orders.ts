@@ -49,7 +49,10 @@ async function seed(dir: string) {
   const tokens = createTokens(SECRET);
   const make = async (email: string, roleNames: string[]) => {
     const now = new Date();
-    const [{ id }] = await database.unguarded.insert(users).values({ name: email.split("@")[0], email, createdAt: now, updatedAt: now }).returning({ id: users.id });
+    const [{ id }] = await database.unguarded
+      .insert(users)
+      .values({ name: email.split("@")[0], email, createdAt: now, updatedAt: now })
+      .returning({ id: users.id });
     for (const name of roleNames) {
       const [role] = await database.unguarded.select().from(roles).where(eq(roles.name, name));
       await database.unguarded.insert(userRoles).values({ userId: id, roleId: role.id });
@@ -81,19 +84,38 @@ async function main() {
   const command = binary && existsSync(binary) ? [binary, "serve"] : [process.execPath, join(ROOT, "src/main.ts"), "serve"];
   const server = Bun.spawn(command, {
     cwd: dir,
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dir, JWT_SECRET: SECRET, LOG_LEVEL: "warn", WORKERS: "1", NOTIFY_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/hook` },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATA_DIR: dir,
+      JWT_SECRET: SECRET,
+      LOG_LEVEL: "warn",
+      WORKERS: "1",
+      NOTIFY_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/hook`,
+    },
     stdout: "ignore",
     stderr: "inherit",
   });
   const base = `http://127.0.0.1:${port}`;
   const call = async (method: string, path: string, token: string, body?: unknown) => {
-    const response = await fetch(base + path, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const response = await fetch(base + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return { status: response.status, body: (await response.json()) as any };
   };
   try {
     for (let until = Date.now() + 30_000; ; await Bun.sleep(100)) {
       if (Date.now() > until) throw new Error("the service did not start");
-      if (await fetch(`${base}/actuator/health/liveness`).then((r) => r.ok, () => false)) break;
+      if (
+        await fetch(`${base}/actuator/health/liveness`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        break;
     }
 
     // The workflow, end to end.
@@ -106,7 +128,10 @@ async function main() {
     const doomed = await call("POST", "/api/orders", buyer.token, { items: [{ productId: widget.id, quantity: 3 }] });
     const declined = await call("POST", `/api/orders/${doomed.body.id}/pay`, buyer.token, { method: "CARD", cardNumber: DECLINED_CARD });
     const after = (await call("GET", `/api/products/${widget.id}`, buyer.token)).body;
-    prove("decline → 400 ORDER_PAYMENT_FAILED, stock released", declined.status === 400 && declined.body.errorCode === "ORDER_PAYMENT_FAILED" && after.stock === 93, { message: declined.body.message, stock: after.stock });
+    prove("decline → 400 ORDER_PAYMENT_FAILED, stock released", declined.status === 400 && declined.body.errorCode === "ORDER_PAYMENT_FAILED" && after.stock === 93, {
+      message: declined.body.message,
+      stock: after.stock,
+    });
     for (let until = Date.now() + 10_000; Date.now() < until && hooks.length < 3; ) await Bun.sleep(50);
     const kinds = hooks.map((h) => h.kind).sort();
     prove("notifications reached the webhook", JSON.stringify(kinds) === JSON.stringify(["ORDER_CREATED", "ORDER_CREATED", "PAYMENT_SUCCESS"]), kinds);
@@ -116,7 +141,11 @@ async function main() {
     const payments = await Promise.all(Array.from({ length: 10 }, () => call("POST", `/api/orders/${single.body.id}/pay`, buyer.token, { method: "CARD", cardNumber: GOOD_CARD })));
     const okPayments = payments.filter((p) => p.status === 200);
     const rest = payments.filter((p) => p.status !== 200).map((p) => `${p.status} ${p.body.errorCode}`);
-    prove("10 simultaneous payments → exactly one 200, nine 400 INVALID_ORDER_STATUS", okPayments.length === 1 && rest.length === 9 && rest.every((r) => r === "400 INVALID_ORDER_STATUS"), { ok: okPayments.length, rest: [...new Set(rest)] });
+    prove(
+      "10 simultaneous payments → exactly one 200, nine 400 INVALID_ORDER_STATUS",
+      okPayments.length === 1 && rest.length === 9 && rest.every((r) => r === "400 INVALID_ORDER_STATUS"),
+      { ok: okPayments.length, rest: [...new Set(rest)] },
+    );
 
     // Twenty simultaneous orders for five units.
     const scarce = await product("SCARCE", 2.5, 5);
@@ -128,7 +157,13 @@ async function main() {
 
     // Throughput: every client orders one unit of a product that cannot run out.
     const bulk = await product("BULK", 0.1, 1_000_000_000);
-    type Result = { requests: { average: number; total: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number; statusCodeStats?: Record<string, { count: number }> };
+    type Result = {
+      requests: { average: number; total: number };
+      latency: { p50: number; p99: number };
+      non2xx: number;
+      errors: number;
+      statusCodeStats?: Record<string, { count: number }>;
+    };
     const { default: autocannon } = (await import("autocannon" as string)) as { default: (options: object) => Promise<Result> };
     const options = {
       url: `${base}/api/orders`,
@@ -144,7 +179,9 @@ async function main() {
     // A read through the same auth and app path, measured right after: the machine is shared, so the ratio says more than either figure.
     const read = await autocannon({ url: `${base}/api/products/${bulk.id}`, connections: CONNECTIONS, duration: DURATION_S, headers: { authorization: `Bearer ${buyer.token}` } });
     const readRps = Math.round(read.requests.average);
-    log(`POST /api/orders, ${CONNECTIONS} clients, ${DURATION_S} s: ${rps} orders/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}`);
+    log(
+      `POST /api/orders, ${CONNECTIONS} clients, ${DURATION_S} s: ${rps} orders/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}`,
+    );
     const stockLeft = (await call("GET", `/api/products/${bulk.id}`, admin.token)).body.stock;
     prove("no errors under load", result.non2xx === 0 && result.errors === 0, { non2xx: result.non2xx, errors: result.errors });
 
@@ -162,10 +199,12 @@ async function main() {
       proofs,
     };
     console.log(`\nPOST /api/orders (autocannon, ${CONNECTIONS} connections, ${DURATION_S} s): ${rps} orders/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms`);
-    console.log(`GET /api/products/{id} in the same run: ${readRps} req/s, p50 ${read.latency.p50} ms, p99 ${read.latency.p99} ms (orders = ${((rps / readRps) * 100).toFixed(0)}% of reads)`);
+    console.log(
+      `GET /api/products/{id} in the same run: ${readRps} req/s, p50 ${read.latency.p50} ms, p99 ${read.latency.p99} ms (orders = ${((rps / readRps) * 100).toFixed(0)}% of reads)`,
+    );
     for (const [name, ok] of Object.entries(proofs)) console.log(`${ok ? "PROVEN" : "FAILED"}  ${name}`);
     mkdirSync(join(import.meta.dir, "results"), { recursive: true });
-    writeFileSync(join(import.meta.dir, "results", "orders.json"), JSON.stringify(summary, null, 2) + "\n");
+    writeFileSync(join(import.meta.dir, "results", "orders.json"), `${JSON.stringify(summary, null, 2)}\n`);
   } finally {
     server.kill("SIGTERM");
     await server.exited;

@@ -24,13 +24,25 @@ try {
   const registered = await fetch(`${server.url}/api/auth/register`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ name: "Bench Reset", email: known, password: "Passw0rd!", confirmPassword: "Passw0rd!", age: 30, address: { city: "a", district: "b", detail: "c" }, skills: ["x"] }),
+    body: JSON.stringify({
+      name: "Bench Reset",
+      email: known,
+      password: "Passw0rd!",
+      confirmPassword: "Passw0rd!",
+      age: 30,
+      address: { city: "a", district: "b", detail: "c" },
+      skills: ["x"],
+    }),
   });
   if (registered.status !== 201) throw new Error(`registration answered ${registered.status}`);
 
   const request = async (email: string) => {
     const started = performance.now();
-    const response = await fetch(`${server.url}/api/auth/password-reset/request`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email }) });
+    const response = await fetch(`${server.url}/api/auth/password-reset/request`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email }),
+    });
     await response.arrayBuffer();
     if (response.status !== 200) throw new Error(`reset request answered ${response.status}`);
     return performance.now() - started;
@@ -52,7 +64,7 @@ try {
   };
   log(`known ${JSON.stringify(result.known)}, unknown ${JSON.stringify(result.unknown)}, median unknown/known ${result.medianRatio}`);
   mkdirSync(join(import.meta.dir, "results"), { recursive: true });
-  writeFileSync(join(import.meta.dir, "results/password-reset.json"), JSON.stringify(result, null, 2) + "\n");
+  writeFileSync(join(import.meta.dir, "results/password-reset.json"), `${JSON.stringify(result, null, 2)}\n`);
 } finally {
   await server.stop();
 }

@@ -44,7 +44,13 @@ async function scenarios(server: ServerProcess) {
   const created = await fetch(`${server.url}/api/users`, { method: "POST", headers, body: JSON.stringify({ name: "Bench Target", email: "target@remote.bench" }) });
   const { id } = (await created.json()) as { id: number };
   const getUser = await load({ url: `${server.url}/api/users/${id}`, headers });
-  const postUser = await load({ url: `${server.url}/api/users`, method: "POST", headers, body: JSON.stringify({ name: "Bench Create", email: "c-[<id>]@remote.bench" }), idReplacement: true });
+  const postUser = await load({
+    url: `${server.url}/api/users`,
+    method: "POST",
+    headers,
+    body: JSON.stringify({ name: "Bench Create", email: "c-[<id>]@remote.bench" }),
+    idReplacement: true,
+  });
   return { id, getUser, postUser };
 }
 
@@ -80,7 +86,9 @@ try {
   };
   const trips = {
     getUser: await tripsOf(() => fetch(`${remote.url}/api/users/${target}`, { headers })),
-    postUser: await tripsOf(() => fetch(`${remote.url}/api/users`, { method: "POST", headers, body: JSON.stringify({ name: "Counted", email: `counted-${crypto.randomUUID()}@remote.bench` }) })),
+    postUser: await tripsOf(() =>
+      fetch(`${remote.url}/api/users`, { method: "POST", headers, body: JSON.stringify({ name: "Counted", email: `counted-${crypto.randomUUID()}@remote.bench` }) }),
+    ),
   };
   await hrana.setDelay(RTT_MS);
   const { id: _, ...figures } = await scenarios(remote);

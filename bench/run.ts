@@ -173,13 +173,24 @@ async function wrk(url: string, load: Load, seconds: number): Promise<Measured> 
     ...(load.token ? { BENCH_TOKEN: load.token } : {}),
     ...(load.body ? { BENCH_BODY: load.body } : {}),
   };
-  const proc = Bun.spawn(["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--timeout", "10s", "-s", join(import.meta.dir, "wrk.lua"), url], { env, stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--timeout", "10s", "-s", join(import.meta.dir, "wrk.lua"), url], {
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const out = await new Response(proc.stdout).text();
   await proc.exited;
   const line = out.split("\n").find((l) => l.startsWith("BENCH_JSON "));
   if (!line) throw new Error(`wrk gave no result:\n${out}${await new Response(proc.stderr).text()}`);
   const r = JSON.parse(line.slice("BENCH_JSON ".length));
-  return { rps: Math.round(r.requests / (r.durationUs / 1e6)), p50Ms: r.p50Us / 1000, p99Ms: r.p99Us / 1000, requests: r.requests, errors: r.errors, statuses: load.countStatuses ? r.statuses : undefined };
+  return {
+    rps: Math.round(r.requests / (r.durationUs / 1e6)),
+    p50Ms: r.p50Us / 1000,
+    p99Ms: r.p99Us / 1000,
+    requests: r.requests,
+    errors: r.errors,
+    statuses: load.countStatuses ? r.statuses : undefined,
+  };
 }
 
 async function autocannon(url: string, load: Load, seconds: number): Promise<Measured> {
@@ -207,7 +218,14 @@ async function autocannon(url: string, load: Load, seconds: number): Promise<Mea
       },
     ],
   });
-  return { rps: Math.round(result.requests.total / seconds), p50Ms: result.latency.p50, p99Ms: result.latency.p99, requests: result.requests.total, errors: result.errors, statuses: load.countStatuses ? statuses : undefined };
+  return {
+    rps: Math.round(result.requests.total / seconds),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    requests: result.requests.total,
+    errors: result.errors,
+    statuses: load.countStatuses ? statuses : undefined,
+  };
 }
 
 const generate = HAVE_WRK ? wrk : autocannon;
@@ -317,12 +335,15 @@ async function concurrentCreates(server: Server, token: string, dbFile: string) 
   const queue = [...unique];
   const sameEmail = `${tag}-same@bench.example.com`;
   const same: Promise<number>[] = Array.from({ length: 50 }, () => create(sameEmail));
-  await Promise.all([...same, ...Array.from({ length: 64 }, async () => {
-    for (let email = queue.pop(); email; email = queue.pop()) await create(email);
-  })]);
+  await Promise.all([
+    ...same,
+    ...Array.from({ length: 64 }, async () => {
+      for (let email = queue.pop(); email; email = queue.pop()) await create(email);
+    }),
+  ]);
   const sameStatuses = await Promise.all(same);
   const db = new Database(dbFile, { readonly: true });
-  const rows = (db.query("select count(*) as n, count(distinct email) as d from users where email like ?").get(`${tag}-%`) as { n: number; d: number });
+  const rows = db.query("select count(*) as n, count(distinct email) as d from users where email like ?").get(`${tag}-%`) as { n: number; d: number };
   db.close();
   const created = statuses["201"] ?? 0;
   const sameCreated = sameStatuses.filter((s) => s === 201).length;
@@ -368,17 +389,21 @@ async function startLeanFloor(dbFile: string): Promise<{ server: Server; token: 
   const bun = [process.execPath, "--no-install", script];
   // It has no health route: an anonymous user read (401) says it is up.
   const server = await start((port) => [...bun, String(port), dbFile], {}, ROOT, "/api/users/1", 401);
-  const token = Bun.spawnSync([...bun, "token"], { cwd: ROOT, stdout: "pipe" }).stdout.toString().trim();
+  const token = Bun.spawnSync([...bun, "token"], { cwd: ROOT, stdout: "pipe" })
+    .stdout.toString()
+    .trim();
   return { server, token, versions: `elysia ${installed("elysia")}, prom-client ${installed("prom-client")}` };
 }
 
 async function main() {
   await ensureBinary();
-  log(`load generator: ${HAVE_WRK ? "wrk (1 thread)" : "autocannon"}, ${CONNECTIONS} connections, ${WARMUP_S}+${DURATION_S} s per scenario, ${ROUNDS}×${ROUND_S} s alternating rounds`);
+  log(
+    `load generator: ${HAVE_WRK ? "wrk (1 thread)" : "autocannon"}, ${CONNECTIONS} connections, ${WARMUP_S}+${DURATION_S} s per scenario, ${ROUNDS}×${ROUND_S} s alternating rounds`,
+  );
   const rows: Row[] = [];
   const add = (name: string, m: Measured | null, note?: string) => {
     rows.push(m ? { name, rps: m.rps, p50Ms: m.p50Ms, p99Ms: m.p99Ms, note, statuses: m.statuses } : { name, rps: null, note: note ?? "n/a" });
-    log(`${name}: ${m ? `${m.rps}/s p50 ${m.p50Ms} ms p99 ${m.p99Ms} ms` : note ?? "n/a"}${note ? ` (${note})` : ""}`);
+    log(`${name}: ${m ? `${m.rps}/s p50 ${m.p50Ms} ms p99 ${m.p99Ms} ms` : (note ?? "n/a")}${note ? ` (${note})` : ""}`);
   };
   const results: Record<string, any> = { binaryMiB: Math.round(statSync(BINARY).size / 1024 / 102.4) / 10 };
 
@@ -419,7 +444,10 @@ async function main() {
   const searchPath = "/api/search/users?name=Ann&size=10";
   let searchRatio: number | null = null;
   if (await routeAnswers(quiet, searchPath, { headers: { authorization: `Bearer ${token}` } })) {
-    const [, search] = await alternate([[quiet, userLoad], [quiet, { path: searchPath, token }]]);
+    const [, search] = await alternate([
+      [quiet, userLoad],
+      [quiet, { path: searchPath, token }],
+    ]);
     searchRatio = search.ratio;
     add("usersvc GET /api/search/users?name=Ann", search, `${search.ratio.toFixed(2)}× GET user`);
   } else add("usersvc GET /api/search/users?name=Ann", null, "n/a (route not there yet)");
@@ -440,7 +468,11 @@ async function main() {
   const pair = await usersvc(home, { LOG_LEVEL: "warn" }, ["--workers", "2"]);
   await Bun.sleep(500);
   const pairIdle = rssMiB(pair.proc.pid);
-  const [, logged, two] = await alternate([[quiet, userLoad], [single, userLoad], [pair, userLoad]]);
+  const [, logged, two] = await alternate([
+    [quiet, userLoad],
+    [single, userLoad],
+    [pair, userLoad],
+  ]);
   add("usersvc GET /api/users/{id}, LOG_LEVEL=info", logged, `${logged.ratio.toFixed(2)}× LOG_LEVEL=warn`);
   add("usersvc --workers 2 GET /api/users/{id}", two, `${two.ratio.toFixed(2)}× workers=1`);
   results.serverExit = await quiet.stop();
@@ -479,7 +511,15 @@ async function main() {
     commit,
     binary: BINARY,
     machine: { cores: navigator.hardwareConcurrency, loadAverage: readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).map(Number), bun: Bun.version },
-    settings: { generator: HAVE_WRK ? "wrk -t1" : "autocannon", connections: CONNECTIONS, warmupS: WARMUP_S, durationS: DURATION_S, rounds: ROUNDS, roundS: ROUND_S, seededUsers: SEEDED_USERS },
+    settings: {
+      generator: HAVE_WRK ? "wrk -t1" : "autocannon",
+      connections: CONNECTIONS,
+      warmupS: WARMUP_S,
+      durationS: DURATION_S,
+      rounds: ROUNDS,
+      roundS: ROUND_S,
+      seededUsers: SEEDED_USERS,
+    },
     scenarios: rows,
     ...results,
     targets,
@@ -487,7 +527,7 @@ async function main() {
     elapsedS: Math.round((Date.now() - startedAt) / 1000),
   };
   mkdirSync(join(import.meta.dir, "results"), { recursive: true });
-  writeFileSync(join(import.meta.dir, "results/latest.json"), JSON.stringify(report, null, 2) + "\n");
+  writeFileSync(join(import.meta.dir, "results/latest.json"), `${JSON.stringify(report, null, 2)}\n`);
   log(`wrote bench/results/latest.json (${report.elapsedS} s)`);
 }
 
@@ -499,7 +539,7 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
     void proc.exited.then(() => started.delete(proc));
     const url = `http://127.0.0.1:${port}`;
     try {
-      await waitFor200(url + "/", 10_000);
+      await waitFor200(`${url}/`, 10_000);
       const stop = async () => {
         proc.kill("SIGTERM");
         return await proc.exited;
@@ -525,7 +565,12 @@ async function runExtras() {
     }
     log(`running bench/${file} (at most ${Math.round(left / 1000)} s)`);
     const t0 = Date.now();
-    const proc = Bun.spawn([process.execPath, path], { cwd: ROOT, env: { ...process.env, USERSVC_BINARY: BINARY, BENCH_BUDGET_MS: String(left) }, stdout: "inherit", stderr: "inherit" });
+    const proc = Bun.spawn([process.execPath, path], {
+      cwd: ROOT,
+      env: { ...process.env, USERSVC_BINARY: BINARY, BENCH_BUDGET_MS: String(left) },
+      stdout: "inherit",
+      stderr: "inherit",
+    });
     const timer = setTimeout(() => proc.kill("SIGTERM"), left);
     const exitCode = await proc.exited;
     clearTimeout(timer);
@@ -540,12 +585,20 @@ function printTable(rows: Row[], results: Record<string, any>, targets: Record<s
   const num = (n: number | undefined, digits = 2) => (n === undefined ? "" : n.toFixed(digits));
   out.push(`${pad("scenario", 52)} ${"req/s".padStart(8)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)}  note`);
   for (const r of rows) {
-    const status = r.statuses ? Object.entries(r.statuses).map(([k, v]) => `${k}×${v}`).join(" ") : "";
+    const status = r.statuses
+      ? Object.entries(r.statuses)
+          .map(([k, v]) => `${k}×${v}`)
+          .join(" ")
+      : "";
     out.push(`${pad(r.name, 52)} ${String(r.rps ?? "—").padStart(8)} ${num(r.p50Ms).padStart(8)} ${num(r.p99Ms).padStart(8)}  ${[r.note, status].filter(Boolean).join("; ")}`);
   }
   out.push("");
-  out.push(`idle RSS ${results.idleRssMiB} MiB, under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`);
-  out.push(`binary ${results.binaryMiB} MiB; cold start to first 200: restart median ${results.coldStartMs.median} ms (${results.coldStartMs.all.join(", ")}), first start in an empty folder median ${results.coldStartMs.firstStartMedian} ms (${results.coldStartMs.firstStartAll.join(", ")})`);
+  out.push(
+    `idle RSS ${results.idleRssMiB} MiB, under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`,
+  );
+  out.push(
+    `binary ${results.binaryMiB} MiB; cold start to first 200: restart median ${results.coldStartMs.median} ms (${results.coldStartMs.all.join(", ")}), first start in an empty folder median ${results.coldStartMs.firstStartMedian} ms (${results.coldStartMs.firstStartAll.join(", ")})`,
+  );
   out.push(`concurrent creates across 2 workers: ${JSON.stringify(results.workers2.concurrentCreates)}`);
   out.push("");
   out.push(`${pad("target (issue 13)", 46)} ${pad("measured", 28)} ${pad("goal", 12)} verdict`);

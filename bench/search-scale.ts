@@ -182,7 +182,7 @@ console.log(lines.join("\n"));
 mkdirSync(join(import.meta.dir, "results"), { recursive: true });
 writeFileSync(
   join(import.meta.dir, "results", "search-scale.json"),
-  JSON.stringify(
+  `${JSON.stringify(
     {
       at: new Date().toISOString(),
       query: `/api/search/users?name=${TERM}`,
@@ -197,6 +197,6 @@ writeFileSync(
     },
     null,
     2,
-  ) + "\n",
+  )}\n`,
 );
 process.exit(Object.values(targets).every(Boolean) ? 0 : 1);

@@ -47,7 +47,11 @@ async function run(driver: DatabaseDriver) {
       // On a shared machine wall time mostly measures the neighbours: per CPU-second of this process too.
       createsPerCpuSecond: Math.round(CREATES / ((user + system) / 1e6)),
       walFramesPerCreate: Math.round((Object.values(frames).reduce((a, b) => a + b, 0) / COUNTED) * 10) / 10,
-      byTree: Object.fromEntries(Object.entries(frames).sort(([, a], [, b]) => b - a).map(([name, n]) => [name, Math.round((n / COUNTED) * 10) / 10])),
+      byTree: Object.fromEntries(
+        Object.entries(frames)
+          .sort(([, a], [, b]) => b - a)
+          .map(([name, n]) => [name, Math.round((n / COUNTED) * 10) / 10]),
+      ),
       pageSize,
     };
   } finally {
@@ -57,7 +61,12 @@ async function run(driver: DatabaseDriver) {
 
 /** Frames in the WAL per b-tree (table or index), from the frame headers' page numbers and dbstat. */
 function framesByTree(connection: Connection, walPath: string, pageSize: number) {
-  const owner = new Map(connection.query<{ name: string; pageno: number }, []>("SELECT name, pageno FROM dbstat").all().map((r) => [r.pageno, r.name]));
+  const owner = new Map(
+    connection
+      .query<{ name: string; pageno: number }, []>("SELECT name, pageno FROM dbstat")
+      .all()
+      .map((r) => [r.pageno, r.name]),
+  );
   const wal = readFileSync(walPath);
   const counts: Record<string, number> = {};
   for (let at = 32; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {

@@ -72,7 +72,15 @@ async function recordStartOrder(): Promise<{ dir: string; file: string } | null>
   const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
   const port = probe.port!;
   probe.stop(true);
-  const env = { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn", DATA_DIR: join(dir, "data"), DATABASE_URL: `file:${join(dir, "data/usersvc.db")}`, BUN_BYTECODE_ORDER_OUT: order };
+  const env = {
+    ...process.env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "warn",
+    DATA_DIR: join(dir, "data"),
+    DATABASE_URL: `file:${join(dir, "data/usersvc.db")}`,
+    BUN_BYTECODE_ORDER_OUT: order,
+  };
   try {
     const proc = Bun.spawn(["dist/usersvc", "serve"], { env, stdout: "ignore", stderr: "ignore" });
     const base = `http://127.0.0.1:${port}`;

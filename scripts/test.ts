@@ -30,7 +30,9 @@ const NOT_REMOTE: Record<string, string> = {
     "static pages that read no database; the Chromium flow runs the real program on its own data folder, and the verify/reset API behind it runs on every leg in account-email.test.ts",
 };
 /** remote-http by default (REMOTE_TEST_SUITES=all: every suite). */
-const REMOTE_HTTP_DEFAULT = ["users", "auth-register", "auth-login", "auth-tokens", "orders", "search", "people", "products", "outbox", "account-email", "errors", "remote"].map((n) => `./test/${n}.test.ts`);
+const REMOTE_HTTP_DEFAULT = ["users", "auth-register", "auth-login", "auth-tokens", "orders", "search", "people", "products", "outbox", "account-email", "errors", "remote"].map(
+  (n) => `./test/${n}.test.ts`,
+);
 /** The smaller WebSocket leg: contended writes, reads through the guard, and the e-mail flows' units. */
 const REMOTE_WS = ["users", "auth-register", "orders", "account-email", "remote"].map((n) => `./test/${n}.test.ts`);
 

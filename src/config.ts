@@ -76,14 +76,46 @@ export class ConfigError extends Error {
 
 /** Every variable the service reads; the CLI accepts each as a --kebab-case flag too. */
 export const CONFIG_VARIABLES = [
-  "PORT", "HOST", "BASE_PATH", "DATABASE_URL", "DATABASE_AUTH_TOKEN", "DATABASE_SYNC_URL",
-  "DATABASE_DRIVER", "DATABASE_BUSY_TIMEOUT_MS", "JWT_SECRET", "DATA_DIR", "FILE_STORAGE", "MAX_UPLOAD_BYTES", "MAX_BODY_BYTES",
-  "S3_ENDPOINT", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY", "S3_SESSION_TOKEN",
-  "ADMIN_EMAIL", "ADMIN_PASSWORD", "LOG_LEVEL", "LOG_FORMAT", "NOTIFY_WEBHOOK_URL", "NOTIFY_WEBHOOK_SECRET",
-  "SMTP_URL", "MAIL_FROM", "PUBLIC_URL", "REQUIRE_EMAIL_VERIFICATION", "RESET_MAX_REQUESTS", "RESET_MAX_REQUESTS_PER_IP",
-  "LOGIN_MAX_FAILURES", "LOGIN_MAX_FAILURES_PER_IP", "TRUST_PROXY", "METRICS_TOKEN", "WORKERS",
-  "HSTS_MAX_AGE", "CORS_ORIGINS",
-  "BACKUP_DIR", "BACKUP_SCHEDULE", "BACKUP_KEEP",
+  "PORT",
+  "HOST",
+  "BASE_PATH",
+  "DATABASE_URL",
+  "DATABASE_AUTH_TOKEN",
+  "DATABASE_SYNC_URL",
+  "DATABASE_DRIVER",
+  "DATABASE_BUSY_TIMEOUT_MS",
+  "JWT_SECRET",
+  "DATA_DIR",
+  "FILE_STORAGE",
+  "MAX_UPLOAD_BYTES",
+  "MAX_BODY_BYTES",
+  "S3_ENDPOINT",
+  "S3_REGION",
+  "S3_ACCESS_KEY_ID",
+  "S3_SECRET_ACCESS_KEY",
+  "S3_SESSION_TOKEN",
+  "ADMIN_EMAIL",
+  "ADMIN_PASSWORD",
+  "LOG_LEVEL",
+  "LOG_FORMAT",
+  "NOTIFY_WEBHOOK_URL",
+  "NOTIFY_WEBHOOK_SECRET",
+  "SMTP_URL",
+  "MAIL_FROM",
+  "PUBLIC_URL",
+  "REQUIRE_EMAIL_VERIFICATION",
+  "RESET_MAX_REQUESTS",
+  "RESET_MAX_REQUESTS_PER_IP",
+  "LOGIN_MAX_FAILURES",
+  "LOGIN_MAX_FAILURES_PER_IP",
+  "TRUST_PROXY",
+  "METRICS_TOKEN",
+  "WORKERS",
+  "HSTS_MAX_AGE",
+  "CORS_ORIGINS",
+  "BACKUP_DIR",
+  "BACKUP_SCHEDULE",
+  "BACKUP_KEEP",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -179,7 +211,10 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     secretAccessKey: read("S3_SECRET_ACCESS_KEY") ?? read("AWS_SECRET_ACCESS_KEY"),
     sessionToken: read("S3_SESSION_TOKEN") ?? read("AWS_SESSION_TOKEN"),
   };
-  for (const [key, value] of [["FILE_STORAGE", fileStorage], ["BACKUP_DIR", backupDir]]) {
+  for (const [key, value] of [
+    ["FILE_STORAGE", fileStorage],
+    ["BACKUP_DIR", backupDir],
+  ]) {
     if (value.startsWith("s3:") && (!s3.accessKeyId || !s3.secretAccessKey)) {
       problems.push(`${key}=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`);
     }
@@ -206,7 +241,10 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
 
   const hstsMaxAge = read("HSTS_MAX_AGE") === undefined ? undefined : integer("HSTS_MAX_AGE", 0, 0, 2 ** 31 - 1);
   // An Origin header is scheme://host[:port], nothing more: anything else could never match one.
-  const corsOrigins = (read("CORS_ORIGINS") ?? "").split(",").map((o) => o.trim()).filter((o) => o !== "");
+  const corsOrigins = (read("CORS_ORIGINS") ?? "")
+    .split(",")
+    .map((o) => o.trim())
+    .filter((o) => o !== "");
   for (const origin of corsOrigins) {
     let canonical = "";
     try {

@@ -34,7 +34,7 @@ export function failure(message: string, errorCode?: string, errors?: string[]):
  * OpenAPI document `<name>Envelope` (name: the data schema's title unless given).
  */
 export const EnvelopeOf = <T extends TSchema>(data: T, name: string | undefined = data.title) => {
-  if (!name) throw new Error("EnvelopeOf needs a name for untitled data (e.g. EnvelopeOf(t.Boolean(), \"Boolean\"))");
+  if (!name) throw new Error('EnvelopeOf needs a name for untitled data (e.g. EnvelopeOf(t.Boolean(), "Boolean"))');
   return t.Object(
     {
       success: t.Literal(true),
@@ -58,5 +58,4 @@ export const ErrorEnvelope = t.Object(
 );
 
 /** The `response` entries of the error statuses a route can answer, all the envelope. */
-export const errorResponses = <S extends number>(...statuses: S[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorEnvelope])) as Record<S, typeof ErrorEnvelope>;
+export const errorResponses = <S extends number>(...statuses: S[]) => Object.fromEntries(statuses.map((status) => [status, ErrorEnvelope])) as Record<S, typeof ErrorEnvelope>;

@@ -159,7 +159,10 @@ async function serve(config: Config) {
   const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
   if (!child) void sweep();
   if (!child) {
-    logger.info({ port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version }, "usersvc listening");
+    logger.info(
+      { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version },
+      "usersvc listening",
+    );
   }
 
   let stopping = false;
@@ -236,14 +239,17 @@ async function main(argv: string[]): Promise<number> {
       if (typeof values.email !== "string") throw new UsageError("token needs --email");
       const config = configFrom(values);
       const database = await openMigrated(config);
-      const [user] = await database.select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active }).from(users).where(eq(users.email, values.email.trim().toLowerCase()));
+      const [user] = await database
+        .select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active })
+        .from(users)
+        .where(eq(users.email, values.email.trim().toLowerCase()));
       database.close();
       if (!user?.active) {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
         return 1;
       }
       const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write((await createTokens(secret).issue(user.email, user.tokenVersion)) + "\n");
+      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion)}\n`);
       return 0;
     }
     case "backup": {
@@ -251,7 +257,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       try {
-        process.stdout.write((await backupCommand(config, database, commandLogger(config), values.output as string | undefined)) + "\n");
+        process.stdout.write(`${await backupCommand(config, database, commandLogger(config), values.output as string | undefined)}\n`);
       } finally {
         database.close();
       }
@@ -261,7 +267,7 @@ async function main(argv: string[]): Promise<number> {
       expectNoMore(1);
       if (!rest[0]) throw new UsageError("restore needs the archive: usersvc restore ARCHIVE");
       const config = configFrom(values);
-      process.stdout.write((await restoreCommand(config, rest[0], commandLogger(config))) + "\n");
+      process.stdout.write(`${await restoreCommand(config, rest[0], commandLogger(config))}\n`);
       return 0;
     }
     case SNAPSHOT_COMMAND:

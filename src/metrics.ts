@@ -128,9 +128,13 @@ export function addDefaultMetrics(registry: Registry) {
   collectDefaultMetrics({ register: registry });
   const dropped = [
     // Gauges named *_total fail `promtool check metrics`; their per-type siblings carry the same counts.
-    "nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total",
+    "nodejs_active_handles_total",
+    "nodejs_active_requests_total",
+    "nodejs_active_resources_total",
     // V8 heap spaces: zeros on JavaScriptCore except "old", and the costliest part of a scrape (~2 ms).
-    "nodejs_heap_space_size_total_bytes", "nodejs_heap_space_size_used_bytes", "nodejs_heap_space_size_available_bytes",
+    "nodejs_heap_space_size_total_bytes",
+    "nodejs_heap_space_size_used_bytes",
+    "nodejs_heap_space_size_available_bytes",
   ];
   for (const name of dropped) registry.removeSingleMetric(name);
 }
@@ -141,15 +145,39 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
 
   const systemCpuShare = cpuShare(systemCpu);
   const processCpuShare = cpuShare(processCpu);
-  new Gauge({ name: "system_cpu_usage", help: "Recent CPU usage of the whole machine (0..1)", registers: [registry], aggregator: "max", collect() { this.set(systemCpuShare()); } });
-  new Gauge({ name: "process_cpu_usage", help: "Recent CPU usage of this process (0..1 of all cores)", registers: [registry], collect() { this.set(processCpuShare()); } });
+  new Gauge({
+    name: "system_cpu_usage",
+    help: "Recent CPU usage of the whole machine (0..1)",
+    registers: [registry],
+    aggregator: "max",
+    collect() {
+      this.set(systemCpuShare());
+    },
+  });
+  new Gauge({
+    name: "process_cpu_usage",
+    help: "Recent CPU usage of this process (0..1 of all cores)",
+    registers: [registry],
+    collect() {
+      this.set(processCpuShare());
+    },
+  });
   new Gauge({
     name: "jvm_memory_used_bytes",
     help: "Runtime heap in use (JavaScriptCore), under the JVM name its clients know",
     registers: [registry],
-    collect() { this.set(process.memoryUsage().heapUsed); },
+    collect() {
+      this.set(process.memoryUsage().heapUsed);
+    },
   });
-  new Gauge({ name: "process_memory_rss_bytes", help: "Resident set size of this process", registers: [registry], collect() { this.set(process.memoryUsage.rss()); } });
+  new Gauge({
+    name: "process_memory_rss_bytes",
+    help: "Resident set size of this process",
+    registers: [registry],
+    collect() {
+      this.set(process.memoryUsage.rss());
+    },
+  });
 
   let countActive: (() => Promise<number>) | undefined;
   let memo: { at: number; value: Promise<number> } | undefined;
@@ -165,14 +193,22 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
 
   return {
     registry,
-    httpRequests: createTimer(registry, "http_server_requests", "HTTP requests by method, route template and status", ["method", "route", "status"], [
-      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-    ]),
+    httpRequests: createTimer(
+      registry,
+      "http_server_requests",
+      "HTTP requests by method, route template and status",
+      ["method", "route", "status"],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    ),
     usersCreated: new Counter({ name: "users_created_total", help: "Users created (API and registration)", registers: [registry] }),
     outboxContention: new Counter({ name: "outbox_contention_total", help: "Outbox passes that met a busy database and backed off", registers: [registry] }),
-    usersOperationDuration: createTimer(registry, "users_operation_duration", "Duration of user service operations", ["operation"], [
-      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-    ]),
+    usersOperationDuration: createTimer(
+      registry,
+      "users_operation_duration",
+      "Duration of user service operations",
+      ["operation"],
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    ),
     usersActive: new Gauge({
       name: "users_active",
       help: "Users whose account is active",
@@ -183,7 +219,12 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
         if (countActive) this.set(await activeUsers());
       },
     }),
-    notificationsFailed: new Counter({ name: "notifications_failed_total", help: "Notifications a channel (mail, webhook) gave up on after its retries", labelNames: ["channel"], registers: [registry] }),
+    notificationsFailed: new Counter({
+      name: "notifications_failed_total",
+      help: "Notifications a channel (mail, webhook) gave up on after its retries",
+      labelNames: ["channel"],
+      registers: [registry],
+    }),
     countActiveUsersWith(count) {
       countActive = count;
       memo = undefined;

@@ -19,8 +19,7 @@ export const pageOf = (query: { page?: number; size?: number }, defaultSize = DE
 });
 
 /** A page when page or size was given, else undefined: every row. */
-export const pageIfAsked = (query: { page?: number; size?: number }): Page | undefined =>
-  query.page === undefined && query.size === undefined ? undefined : pageOf(query);
+export const pageIfAsked = (query: { page?: number; size?: number }): Page | undefined => (query.page === undefined && query.size === undefined ? undefined : pageOf(query));
 
 /** LIMIT and OFFSET of a page: the values of a prepared statement's "limit" and "offset" placeholders. */
 export const limitOffset = (page: Page) => ({ limit: page.size, offset: page.page * page.size });

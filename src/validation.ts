@@ -12,9 +12,7 @@ import { Value } from "@sinclair/typebox/value";
 import { Kind } from "@sinclair/typebox";
 import type { MessageKey } from "./catalogue";
 
-export type RuleKind =
-  | "required" | "type" | "blank" | "pattern" | "format" | "minLength" | "maxLength"
-  | "minimum" | "maximum" | "minItems" | "maxItems" | "enum";
+export type RuleKind = "required" | "type" | "blank" | "pattern" | "format" | "minLength" | "maxLength" | "minimum" | "maximum" | "minItems" | "maxItems" | "enum";
 
 export type FieldMessages = Partial<Record<RuleKind, MessageKey>>;
 
@@ -43,7 +41,10 @@ declare module "@sinclair/typebox" {
  * answered like a schema failure, 400 with `errors` and no errorCode.
  */
 export class Violations extends Error {
-  constructor(readonly on: "body" | "params", readonly violations: Violation[]) {
+  constructor(
+    readonly on: "body" | "params",
+    readonly violations: Violation[],
+  ) {
     super("validation");
   }
 }
@@ -105,27 +106,43 @@ const KIND_OF: Partial<Record<ValueErrorType, RuleKind>> = {
 
 function generic(kind: RuleKind | undefined, error: ValueError): Violation["key"] {
   switch (kind) {
-    case "required": return "field.required";
-    case "minLength": return "field.minLength";
-    case "maxLength": return "field.maxLength";
-    case "minimum": return "field.minimum";
-    case "maximum": return "field.maximum";
-    case "minItems": return "field.minItems";
-    case "maxItems": return "field.maxItems";
-    case "pattern": case "format": return "field.invalid";
-    default: return error.schema.enum || error.schema.anyOf ? "field.enum" : "field.type";
+    case "required":
+      return "field.required";
+    case "minLength":
+      return "field.minLength";
+    case "maxLength":
+      return "field.maxLength";
+    case "minimum":
+      return "field.minimum";
+    case "maximum":
+      return "field.maximum";
+    case "minItems":
+      return "field.minItems";
+    case "maxItems":
+      return "field.maxItems";
+    case "pattern":
+    case "format":
+      return "field.invalid";
+    default:
+      return error.schema.enum || error.schema.anyOf ? "field.enum" : "field.type";
   }
 }
 
 function paramsOf(kind: RuleKind | undefined, error: ValueError): Record<string, string | number> {
   const s = error.schema;
   switch (kind) {
-    case "minLength": return { limit: s.minLength };
-    case "maxLength": return { limit: s.maxLength };
-    case "minimum": return { limit: s.minimum ?? s.exclusiveMinimum };
-    case "maximum": return { limit: s.maximum ?? s.exclusiveMaximum };
-    case "minItems": return { limit: s.minItems };
-    case "maxItems": return { limit: s.maxItems };
+    case "minLength":
+      return { limit: s.minLength };
+    case "maxLength":
+      return { limit: s.maxLength };
+    case "minimum":
+      return { limit: s.minimum ?? s.exclusiveMinimum };
+    case "maximum":
+      return { limit: s.maximum ?? s.exclusiveMaximum };
+    case "minItems":
+      return { limit: s.minItems };
+    case "maxItems":
+      return { limit: s.maxItems };
     default: {
       const options: unknown[] | undefined = s.enum ?? s.anyOf?.map((o: TSchema) => o.const);
       if (options) return { allowed: options.join(", ") };

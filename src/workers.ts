@@ -47,7 +47,9 @@ export function joinMetricsPeers(registry: Registry, socketsDir: string): Metric
   const server = Bun.serve({ unix: own, fetch: async () => Response.json(await registry.getMetricsAsJSON()) });
   return {
     async current() {
-      const sockets = readdirSync(socketsDir).filter((f) => f.endsWith(".sock")).map((f) => join(socketsDir, f));
+      const sockets = readdirSync(socketsDir)
+        .filter((f) => f.endsWith(".sock"))
+        .map((f) => join(socketsDir, f));
       const all = await Promise.all(
         sockets.map(async (socket) => {
           if (socket === own) return registry.getMetricsAsJSON();

@@ -60,7 +60,10 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
     t.request("POST", "/api/auth/register", { body: { ...validRegistration(email), ...fields }, headers: lang ? { "accept-language": lang } : {} });
   const login = (email: string, password: string) => t.request("POST", "/api/auth/login", { body: { email, password } });
   const mailOf = async (to: string, subject: string | RegExp) => {
-    const mails = await until(() => mailbox.waitFor(to), (found) => found.some((m) => (typeof subject === "string" ? m.subject === subject : subject.test(m.subject ?? ""))));
+    const mails = await until(
+      () => mailbox.waitFor(to),
+      (found) => found.some((m) => (typeof subject === "string" ? m.subject === subject : subject.test(m.subject ?? ""))),
+    );
     const mail = mails.find((m) => (typeof subject === "string" ? m.subject === subject : subject.test(m.subject ?? "")));
     if (!mail) throw new Error(`no mail "${subject}" for ${to}`);
     return mail;
@@ -68,10 +71,7 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
 
   beforeAll(async () => {
     mailbox = await startMailbox();
-    t = await makeTestApp(
-      { SMTP_URL: mailbox.url, MAIL_FROM: FROM, PUBLIC_URL, RESET_MAX_REQUESTS: "3", RESET_MAX_REQUESTS_PER_IP: "1000" },
-      { now: () => Date.now() + offset },
-    );
+    t = await makeTestApp({ SMTP_URL: mailbox.url, MAIL_FROM: FROM, PUBLIC_URL, RESET_MAX_REQUESTS: "3", RESET_MAX_REQUESTS_PER_IP: "1000" }, { now: () => Date.now() + offset });
     sender = startOutboxSender({ db: t.database, logger: quiet(), channels: channelsFor(t.config, t.db, quiet()), pollIntervalMs: 20, baseDelayMs: 100, maxDelayMs: 200 });
   });
   afterAll(async () => {
@@ -114,7 +114,10 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
     const asked = await t.request("POST", "/api/auth/verify-email/request", { token });
     expect([asked.status, asked.body.success]).toEqual([200, true]);
     // Registration mailed one link and the request another: only the newest works.
-    const mails = await until(() => mailbox.waitFor(email, 3), (found) => found.filter((m) => m.subject === "Confirm your e-mail address").length === 2);
+    const mails = await until(
+      () => mailbox.waitFor(email, 3),
+      (found) => found.filter((m) => m.subject === "Confirm your e-mail address").length === 2,
+    );
     const [first, second] = mails.filter((m) => m.subject === "Confirm your e-mail address").map(tokenOf);
     expect(first).not.toBe(second);
     const stale = await t.request("POST", "/api/auth/verify-email/confirm", { body: { token: first } });
@@ -125,7 +128,10 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
     const again = await t.request("POST", "/api/auth/verify-email/confirm", { body: { token: second } });
     expect([again.status, again.body.errorCode]).toEqual([400, "INVALID_TOKEN"]);
     // Once mailed, the raw tokens are gone from the outbox.
-    const rows = await until(() => rowsOf(t, email), (rows) => rows.every((r) => r.mailStatus === "sent" && r.token === null));
+    const rows = await until(
+      () => rowsOf(t, email),
+      (rows) => rows.every((r) => r.mailStatus === "sent" && r.token === null),
+    );
     expect(rows.map((r) => [r.kind, r.mailStatus, r.token])).toContainEqual(["VERIFY_EMAIL", "sent", null]);
     expect(rows.every((r) => r.token === null)).toBe(true);
     // A verified user asking again is told so, and nothing is sent.
@@ -206,7 +212,10 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
     expect(timeless(b.body)).toEqual(timeless(a.body));
     expect([...b.headers.keys()].filter((h) => h !== "x-request-id").sort()).toEqual([...a.headers.keys()].filter((h) => h !== "x-request-id").sort());
     await mailOf(known, "Reset your password");
-    const [row] = await until(() => rowsOf(t, unknown), (rows) => rows[0]?.mailStatus !== "resolving");
+    const [row] = await until(
+      () => rowsOf(t, unknown),
+      (rows) => rows[0]?.mailStatus !== "resolving",
+    );
     expect([row.kind, row.webhookStatus, row.mailStatus, row.token]).toEqual(["PASSWORD_RESET", "skipped", "skipped", null]);
     // Its row is settled (skipped on both channels), so no mail can follow.
     expect((await mailbox.messages()).filter((m) => JSON.stringify(m.to).includes(unknown))).toEqual([]);
@@ -252,7 +261,10 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
       expect((await own.request("POST", "/api/auth/register", { body: validRegistration(email) })).status).toBe(201);
       await mailOf(email, "Welcome to usersvc");
       expect(Date.now() - started).toBeLessThan(4000);
-      const rows = await until(() => rowsOf(own, email), (rows) => rows.every((r) => r.webhookAttempts === 1));
+      const rows = await until(
+        () => rowsOf(own, email),
+        (rows) => rows.every((r) => r.webhookAttempts === 1),
+      );
       expect(rows.map((r) => [r.mailStatus, r.mailAttempts, r.webhookStatus, r.webhookAttempts])).toEqual([
         ["sent", 1, "pending", 1],
         ["sent", 1, "pending", 1],
@@ -272,15 +284,24 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
       for (const email of emails) expect((await register(email)).status).toBe(201);
       // Every row has failed at least once on the mail channel, while its webhook channel (the log here) went on.
       for (const email of emails) {
-        const rows = await until(() => rowsOf(t, email), (rows) => rows.length === 2 && rows.every((r) => r.mailAttempts >= 1 && r.webhookStatus === "sent"));
-        expect(rows.map((r) => [r.mailStatus, r.webhookStatus])).toEqual([["pending", "sent"], ["pending", "sent"]]);
+        const rows = await until(
+          () => rowsOf(t, email),
+          (rows) => rows.length === 2 && rows.every((r) => r.mailAttempts >= 1 && r.webhookStatus === "sent"),
+        );
+        expect(rows.map((r) => [r.mailStatus, r.webhookStatus])).toEqual([
+          ["pending", "sent"],
+          ["pending", "sent"],
+        ]);
         expect(rows.every((r) => r.mailAttempts >= 1 && /ECONNREFUSED|connect/i.test(r.mailLastError ?? ""))).toBe(true);
       }
     } finally {
       await mailbox.start();
     }
     for (const email of emails) {
-      const rows = await until(() => rowsOf(t, email), (rows) => rows.every((r) => r.mailStatus === "sent"));
+      const rows = await until(
+        () => rowsOf(t, email),
+        (rows) => rows.every((r) => r.mailStatus === "sent"),
+      );
       expect(rows.map((r) => r.mailStatus)).toEqual(["sent", "sent"]);
       const mails = await mailbox.waitFor(email, 2);
       const ids = mails.map((m) => m.headers.get("x-usersvc-outbox-id"));
@@ -330,12 +351,24 @@ describe("without SMTP", () => {
 
   test("a mail channel that keeps failing gives up: failed in the outbox with its last error, for an ADMIN, and counted", async () => {
     const t = await makeTestApp({ SMTP_URL: `smtp://127.0.0.1:${freePort()}` });
-    const sender = startOutboxSender({ db: t.database, logger: quiet(), channels: channelsFor(t.config, t.db, quiet()), metrics: t.metrics, pollIntervalMs: 10, baseDelayMs: 10, maxDelayMs: 20, maxAttempts: 2 });
+    const sender = startOutboxSender({
+      db: t.database,
+      logger: quiet(),
+      channels: channelsFor(t.config, t.db, quiet()),
+      metrics: t.metrics,
+      pollIntervalMs: 10,
+      baseDelayMs: 10,
+      maxDelayMs: 20,
+      maxAttempts: 2,
+    });
     try {
       const admin = await t.admin();
       const email = uniqueEmail("bounce");
       expect((await t.request("POST", "/api/users", { token: admin.token, body: { name: "Never Mailed", email } })).status).toBe(201);
-      const [row] = await until(() => rowsOf(t, email), (rows) => rows[0]?.mailStatus === "failed");
+      const [row] = await until(
+        () => rowsOf(t, email),
+        (rows) => rows[0]?.mailStatus === "failed",
+      );
       expect(row).toMatchObject({ mailStatus: "failed", mailAttempts: 2, webhookStatus: "sent" });
       const listed = await t.request("GET", "/api/admin/outbox?status=failed", { token: admin.token });
       expect(listed.status).toBe(200);
@@ -377,7 +410,10 @@ describe("without SMTP", () => {
     try {
       const email = uniqueEmail("hook");
       expect((await t.request("POST", "/api/auth/register", { body: validRegistration(email) })).status).toBe(201);
-      const rows = await until(() => rowsOf(t, email), (rows) => rows.length === 2 && rows.every((r) => r.webhookStatus === "sent"));
+      const rows = await until(
+        () => rowsOf(t, email),
+        (rows) => rows.length === 2 && rows.every((r) => r.webhookStatus === "sent"),
+      );
       expect(rows.map((r) => r.webhookStatus)).toEqual(["sent", "sent"]);
       const verifier = new Webhook(secret);
       const byId = new Map<string, unknown[]>();
@@ -440,7 +476,10 @@ describe("without SMTP", () => {
     try {
       // The schema as it was before account e-mail: every migration before the one adding email_verified.
       const all = readMigrationFiles({ migrationsFolder: join(import.meta.dir, "../drizzle") });
-      const before = all.slice(0, all.findIndex((m) => m.sql.some((s) => s.includes("`email_verified`"))));
+      const before = all.slice(
+        0,
+        all.findIndex((m) => m.sql.some((s) => s.includes("`email_verified`"))),
+      );
       await database.migrate([
         'CREATE TABLE "__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)',
         ...before.flatMap((m) => [...m.sql.filter((s) => s.trim() !== ""), `INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('${m.hash}', ${m.folderMillis})`]),

@@ -77,7 +77,11 @@ describe.skipIf(Boolean(unavailable))("in Chromium, from real mails", () => {
   });
 
   const api = (path: string, body: unknown, token?: string) =>
-    fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) });
+    fetch(`${server.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    });
   const mailWith = async (to: string, subject: string) => {
     for (let i = 0; i < 10; i++) {
       const mail = (await mailbox.waitFor(to, i + 1)).find((m) => m.subject === subject);

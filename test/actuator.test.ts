@@ -92,7 +92,15 @@ describe("health", () => {
 });
 
 describe("access", () => {
-  const adminOnly = ["/actuator/metrics", "/actuator/metrics/users.created", "/actuator/prometheus", "/actuator/loggers", "/actuator/loggers/ROOT", "/actuator/threaddump", "/actuator/heapdump"];
+  const adminOnly = [
+    "/actuator/metrics",
+    "/actuator/metrics/users.created",
+    "/actuator/prometheus",
+    "/actuator/loggers",
+    "/actuator/loggers/ROOT",
+    "/actuator/threaddump",
+    "/actuator/heapdump",
+  ];
   test.each(adminOnly)("GET %s: anonymous 401, USER 403", async (path) => {
     const anonymous = await t.request("GET", path);
     expect(anonymous.status).toBe(401);
@@ -189,7 +197,18 @@ describe("prometheus", () => {
     const res = await t.request("GET", "/actuator/prometheus", { token: admin.token });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
-    for (const family of ["http_server_requests_seconds", "http_server_requests_seconds_max", "users_created_total", "users_operation_duration_seconds", "users_operation_duration_seconds_max", "users_active", "system_cpu_usage", "process_cpu_usage", "jvm_memory_used_bytes", "process_memory_rss_bytes"]) {
+    for (const family of [
+      "http_server_requests_seconds",
+      "http_server_requests_seconds_max",
+      "users_created_total",
+      "users_operation_duration_seconds",
+      "users_operation_duration_seconds_max",
+      "users_active",
+      "system_cpu_usage",
+      "process_cpu_usage",
+      "jvm_memory_used_bytes",
+      "process_memory_rss_bytes",
+    ]) {
       expect(res.text).toContain(`# TYPE ${family} `);
     }
   });
@@ -219,7 +238,7 @@ describe("prometheus", () => {
     const app = await makeTestApp({ METRICS_TOKEN: token });
     try {
       expect((await app.request("GET", "/actuator/prometheus", { token })).status).toBe(200);
-      expect((await app.request("GET", "/actuator/prometheus", { token: token + "x" })).status).toBe(401);
+      expect((await app.request("GET", "/actuator/prometheus", { token: `${token}x` })).status).toBe(401);
       expect((await app.request("GET", "/actuator/prometheus", { token: token.slice(0, -1) })).status).toBe(401);
       expect((await app.request("GET", "/actuator/metrics", { token })).status).toBe(401);
       const appAdmin = await app.admin();

@@ -34,7 +34,14 @@ test("creates the ADMIN on the first start and changes nothing on the second", a
   expect(after.passwordHash).toBe(before.passwordHash);
   expect(after.tokenVersion).toBe(before.tokenVersion);
   expect((await t.db.select().from(users).where(eq(users.email, "root@example.com"))).length).toBe(1);
-  expect((await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(first.id)))).length).toBe(1);
+  expect(
+    (
+      await t.db
+        .select()
+        .from(auditLog)
+        .where(eq(auditLog.subjectId, String(first.id)))
+    ).length,
+  ).toBe(1);
 
   const res = await login("root@example.com", "Adm1n!pass");
   expect(res.status).toBe(200);

@@ -89,7 +89,12 @@ describe("login", () => {
   });
 
   scenarios([
-    { name: "no body fields", send: () => t.request("POST", "/api/auth/login", { body: {} }), status: 400, failure: invalidBody(["email: must not be blank", "password: must not be blank"]) },
+    {
+      name: "no body fields",
+      send: () => t.request("POST", "/api/auth/login", { body: {} }),
+      status: 400,
+      failure: invalidBody(["email: must not be blank", "password: must not be blank"]),
+    },
     {
       name: "empty strings",
       send: () => t.request("POST", "/api/auth/login", { body: { email: "", password: "" } }),
@@ -114,7 +119,11 @@ describe("legacy hashes (BCrypt, older argon2 parameters)", () => {
     // PHP's own documentation example of password_verify, written by a different implementation.
     ["literal $2y$", async () => "$2y$07$BCryptRequires22Chrcte/VlQH0piJtjXl.0t1XkA8pw9dMXTpOq", "rasmuslerdorf"],
     // Spring's encoder read only the first 72 bytes of a longer password.
-    ["$2a$ of a 100-byte password, truncated as Spring did", async () => (await Bun.password.hash("Lp1!".repeat(18), { algorithm: "bcrypt", cost: 4 })).replace(/^\$2b\$/, "$2a$"), "Lp1!".repeat(25)],
+    [
+      "$2a$ of a 100-byte password, truncated as Spring did",
+      async () => (await Bun.password.hash("Lp1!".repeat(18), { algorithm: "bcrypt", cost: 4 })).replace(/^\$2b\$/, "$2a$"),
+      "Lp1!".repeat(25),
+    ],
     ["argon2id with weaker parameters", async () => argon2(PASSWORD, { algorithm: Algorithm.Argon2id, memoryCost: 4096, timeCost: 1, parallelism: 1 }), PASSWORD],
   ])("%s verifies, then is rehashed to today's argon2id", async (_, makeHash, password) => {
     const hash = await makeHash();
@@ -214,16 +223,13 @@ describe("client address behind reverse proxies (TRUST_PROXY)", () => {
   test("the hop count picks the address the Nth proxy saw; 0 believes only the socket", () => {
     const request = new Request("http://x/", { headers: { "x-forwarded-for": "203.0.113.9, 198.51.100.7, 10.0.0.2" } });
     const server = { requestIP: () => ({ address: "10.0.0.1" }) };
-    expect([0, 1, 2, 3, 4, 10].map((hops) => clientAddress(server, request, hops))).toEqual([
-      "10.0.0.1", "10.0.0.2", "198.51.100.7", "203.0.113.9", "203.0.113.9", "203.0.113.9",
-    ]);
+    expect([0, 1, 2, 3, 4, 10].map((hops) => clientAddress(server, request, hops))).toEqual(["10.0.0.1", "10.0.0.2", "198.51.100.7", "203.0.113.9", "203.0.113.9", "203.0.113.9"]);
     expect(clientAddress(server, new Request("http://x/"), 1)).toBe("10.0.0.1");
   });
 
   /** Three failed logins from these forwarded addresses; the status of the third. */
   const thirdFailure = async (app: TestApp, email: string, from: string[]) => {
-    const attempt = (address: string) =>
-      app.request("POST", "/api/auth/login", { body: { email, password: "Wrong@123" }, headers: { "x-forwarded-for": address } });
+    const attempt = (address: string) => app.request("POST", "/api/auth/login", { body: { email, password: "Wrong@123" }, headers: { "x-forwarded-for": address } });
     for (const address of from.slice(0, 2)) expect((await attempt(address)).status).toBe(401);
     return (await attempt(from[2])).status;
   };
@@ -310,7 +316,11 @@ describe("refresh, logout and password change", () => {
   });
 
   test.each([
-    ["a wrong current password", { currentPassword: "Wrong0rd!", newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" }, ["currentPassword: is not the current password"]],
+    [
+      "a wrong current password",
+      { currentPassword: "Wrong0rd!", newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" },
+      ["currentPassword: is not the current password"],
+    ],
     ["a mismatched confirmation", { currentPassword: PASSWORD, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd?" }, ["confirmNewPassword: must match password"]],
     [
       "a weak new password",

@@ -20,8 +20,7 @@ const day = (offsetDays: number) => new Date(Date.now() + offsetDays * 86_400_00
 
 const valid = () => validRegistration(uniqueEmail("reg"));
 
-const register = (body: unknown, lang?: string) =>
-  t.request("POST", "/api/auth/register", { body, headers: lang ? { "accept-language": lang } : undefined });
+const register = (body: unknown, lang?: string) => t.request("POST", "/api/auth/register", { body, headers: lang ? { "accept-language": lang } : undefined });
 
 /** Applies `change` to a valid body; `undefined` values remove the field. */
 function variant(change: (body: Record<string, any>) => void) {
@@ -40,7 +39,12 @@ const rejected: Row[] = [
   ["malformed e-mail", (b) => (b.email = "not-an-email"), ["email: must be a valid e-mail address"], ["email: Email 格式不正確"]],
   ["missing e-mail", (b) => delete b.email, ["email: must not be blank"], ["email: Email 不能為空"]],
   ["password of 7 characters", (b) => (b.password = b.confirmPassword = "Abcde1!"), ["password: must be between 8 and 20 characters"], ["password: 密碼長度必須在 8-20 字元之間"]],
-  ["password of 21 characters", (b) => (b.password = b.confirmPassword = "Abcdefghij1!abcdefghi"), ["password: must be between 8 and 20 characters"], ["password: 密碼長度必須在 8-20 字元之間"]],
+  [
+    "password of 21 characters",
+    (b) => (b.password = b.confirmPassword = "Abcdefghij1!abcdefghi"),
+    ["password: must be between 8 and 20 characters"],
+    ["password: 密碼長度必須在 8-20 字元之間"],
+  ],
   [
     "password without an uppercase letter",
     (b) => (b.password = b.confirmPassword = "abcdefg1!"),
@@ -69,11 +73,21 @@ const rejected: Row[] = [
   ["birthDate today", (b) => (b.birthDate = day(0)), ["birthDate: must be a date in the past"], ["birthDate: 生日必須是過去的日期"]],
   ["birthDate tomorrow", (b) => (b.birthDate = day(1)), ["birthDate: must be a date in the past"], ["birthDate: 生日必須是過去的日期"]],
   ["birthDate that is no calendar date", (b) => (b.birthDate = "2001-02-30"), ["birthDate: must be a date (yyyy-MM-dd)"], ["birthDate: 生日格式不正確"]],
-  ["phone of 21 characters", (b) => (b.phone = "+886 (2) 1234-5678 90"), ["phone: must contain only digits, spaces, +, -, ( and ), at most 20 characters"], ["phone: 電話號碼格式不正確"]],
+  [
+    "phone of 21 characters",
+    (b) => (b.phone = "+886 (2) 1234-5678 90"),
+    ["phone: must contain only digits, spaces, +, -, ( and ), at most 20 characters"],
+    ["phone: 電話號碼格式不正確"],
+  ],
   ["phone with letters", (b) => (b.phone = "0912-ABC"), ["phone: must contain only digits, spaces, +, -, ( and ), at most 20 characters"], ["phone: 電話號碼格式不正確"]],
   ["salary 0", (b) => (b.salary = 0), ["salary: must be greater than 0"], ["salary: 薪資必須大於 0"]],
   ["negative salary", (b) => (b.salary = -1), ["salary: must be greater than 0"], ["salary: 薪資必須大於 0"]],
-  ["salary 1000000.00", (b) => (b.salary = 1_000_000), ["salary: must be at most 999999.99", "salary: must have at most 6 integer and 2 fraction digits"], ["salary: 薪資不能超過 999,999.99", "salary: 薪資格式不正確"]],
+  [
+    "salary 1000000.00",
+    (b) => (b.salary = 1_000_000),
+    ["salary: must be at most 999999.99", "salary: must have at most 6 integer and 2 fraction digits"],
+    ["salary: 薪資不能超過 999,999.99", "salary: 薪資格式不正確"],
+  ],
   ["salary with 3 fraction digits", (b) => (b.salary = 12.345), ["salary: must have at most 6 integer and 2 fraction digits"], ["salary: 薪資格式不正確"]],
   ["missing address", (b) => delete b.address, ["address: must not be null"], ["address: 地址資訊不能為空"]],
   ["blank city", (b) => (b.address.city = ""), ["address.city: must not be blank"], ["address.city: 城市不能為空"]],
@@ -141,35 +155,46 @@ test("every violation is reported at once, with dot paths", async () => {
     },
     "zh-TW",
   );
-  expectFailure(res, 400, invalidBody([
-    "name: 姓名長度必須在 2-50 字元之間",
-    "email: Email 格式不正確",
-    "password: 密碼長度必須在 8-20 字元之間",
-    "password: 密碼必須包含大小寫字母、數字和特殊字元",
-    "age: 年齡不能小於 18 歲",
-    "phone: 電話號碼格式不正確",
-    "address.city: 城市不能為空",
-    "address.district: 區域不能為空",
-    "address.detail: 詳細地址不能超過 200 字元",
-    "address.zipCode: 郵遞區號必須是 5 位數字",
-    "skills: 最多只能選擇 3 個技能",
-    "skills[1]: 技能名稱不能為空",
-    "confirmPassword: 密碼與確認密碼不一致",
-    "birthDate: 生日必須是過去的日期",
-    "salary: 薪資格式不正確",
-  ], "資料驗證失敗"));
+  expectFailure(
+    res,
+    400,
+    invalidBody(
+      [
+        "name: 姓名長度必須在 2-50 字元之間",
+        "email: Email 格式不正確",
+        "password: 密碼長度必須在 8-20 字元之間",
+        "password: 密碼必須包含大小寫字母、數字和特殊字元",
+        "age: 年齡不能小於 18 歲",
+        "phone: 電話號碼格式不正確",
+        "address.city: 城市不能為空",
+        "address.district: 區域不能為空",
+        "address.detail: 詳細地址不能超過 200 字元",
+        "address.zipCode: 郵遞區號必須是 5 位數字",
+        "skills: 最多只能選擇 3 個技能",
+        "skills[1]: 技能名稱不能為空",
+        "confirmPassword: 密碼與確認密碼不一致",
+        "birthDate: 生日必須是過去的日期",
+        "salary: 薪資格式不正確",
+      ],
+      "資料驗證失敗",
+    ),
+  );
 });
 
 test("an empty body names every required field", async () => {
-  expectFailure(await register({}), 400, invalidBody([
-    "name: must not be blank",
-    "email: must not be blank",
-    "password: must not be blank",
-    "confirmPassword: must not be blank",
-    "age: must not be null",
-    "address: must not be null",
-    "skills: must have at least 1 entry",
-  ]));
+  expectFailure(
+    await register({}),
+    400,
+    invalidBody([
+      "name: must not be blank",
+      "email: must not be blank",
+      "password: must not be blank",
+      "confirmPassword: must not be blank",
+      "age: must not be null",
+      "address: must not be null",
+      "skills: must have at least 1 entry",
+    ]),
+  );
 });
 
 describe("a successful registration", () => {
@@ -200,7 +225,10 @@ describe("a successful registration", () => {
     ]);
     const mails = await t.db.select().from(outbox).where(eq(outbox.recipient, "mixed.case@example.com"));
     expect(mails.map((n) => n.kind)).toEqual(["WELCOME", "VERIFY_EMAIL"]);
-    const audit = await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(id)));
+    const audit = await t.db
+      .select()
+      .from(auditLog)
+      .where(eq(auditLog.subjectId, String(id)));
     expect(audit.map((a) => [a.action, a.subjectType])).toEqual([["USER_CREATED", "User"]]);
     expect((await t.metrics.usersCreated.get()).values[0].value).toBe(before + 1);
   });

@@ -27,8 +27,20 @@ export function cli(args: string[], env: Record<string, string>, binary?: string
 
 /** Tables that are the data (not the bookkeeping of leases). */
 export const DATA_TABLES = [
-  "users", "user_roles", "user_profiles", "user_skills", "departments", "roles", "products", "orders", "order_items",
-  "files", "outbox", "audit_log", "login_throttle", "__drizzle_migrations",
+  "users",
+  "user_roles",
+  "user_profiles",
+  "user_skills",
+  "departments",
+  "roles",
+  "products",
+  "orders",
+  "order_items",
+  "files",
+  "outbox",
+  "audit_log",
+  "login_throttle",
+  "__drizzle_migrations",
 ];
 
 /** One digest per table, rows in rowid order; audit entries about backups are left out (they are written after a snapshot). */
@@ -51,7 +63,10 @@ export function integrity(file: string) {
   const db = new Database(file, { readonly: true });
   try {
     return {
-      integrity: db.query<{ integrity_check: string }, []>("PRAGMA integrity_check").all().map((r) => r.integrity_check),
+      integrity: db
+        .query<{ integrity_check: string }, []>("PRAGMA integrity_check")
+        .all()
+        .map((r) => r.integrity_check),
       foreignKeys: db.query("PRAGMA foreign_key_check").all(),
     };
   } finally {
@@ -91,9 +106,7 @@ export async function repack(archive: string, change: (folder: string, manifest:
 export function descendants(pid: number): number[] {
   let children: number[] = [];
   try {
-    children = readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-      readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number),
-    );
+    children = readdirSync(`/proc/${pid}/task`).flatMap((task) => readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number));
   } catch {
     return [];
   }

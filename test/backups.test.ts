@@ -67,14 +67,25 @@ describe("the ADMIN API", () => {
 
     expect((await t.request("DELETE", `/api/admin/backups/${name}`, { token: admin.token })).status).toBe(204);
     expect(existsSync(file)).toBe(false);
-    for (const [method, path] of [["GET", name], ["DELETE", name], ["GET", "usersvc-20260101T000000Z.tar.gz"], ["GET", "..%2Fusersvc.db"], ["DELETE", "jwt.secret"]]) {
+    for (const [method, path] of [
+      ["GET", name],
+      ["DELETE", name],
+      ["GET", "usersvc-20260101T000000Z.tar.gz"],
+      ["GET", "..%2Fusersvc.db"],
+      ["DELETE", "jwt.secret"],
+    ]) {
       const gone = await t.request(method, `/api/admin/backups/${path}`, { token: admin.token });
       expect({ path, status: gone.status, code: gone.body?.errorCode }).toEqual({ path, status: 404, code: "BACKUP_NOT_FOUND" });
     }
   }, 30_000);
 
   test("a USER gets 403 and an anonymous caller 401, on every route", async () => {
-    for (const [method, path] of [["GET", ""], ["POST", ""], ["GET", "/usersvc-20260101T000000Z.tar.gz"], ["DELETE", "/usersvc-20260101T000000Z.tar.gz"]]) {
+    for (const [method, path] of [
+      ["GET", ""],
+      ["POST", ""],
+      ["GET", "/usersvc-20260101T000000Z.tar.gz"],
+      ["DELETE", "/usersvc-20260101T000000Z.tar.gz"],
+    ]) {
       expect((await t.request(method, `/api/admin/backups${path}`, { token: user.token })).body.errorCode).toBe("ACCESS_DENIED");
       expect((await t.request(method, `/api/admin/backups${path}`)).status).toBe(401);
     }
@@ -90,7 +101,15 @@ describe("the ADMIN API", () => {
 
   test("a remote database (or a replica) is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
     for (const remote of [{ databaseUrl: "libsql://db.example.com" }, { databaseSyncUrl: "libsql://db.example.com" }]) {
-      const app = createApp({ config: { ...t.config, ...remote }, db: t.database, metrics: createMetrics({ defaultMetrics: false }), logging: t.logging, tokens: t.tokens, lifecycle: t.lifecycle, files: t.files });
+      const app = createApp({
+        config: { ...t.config, ...remote },
+        db: t.database,
+        metrics: createMetrics({ defaultMetrics: false }),
+        logging: t.logging,
+        tokens: t.tokens,
+        lifecycle: t.lifecycle,
+        files: t.files,
+      });
       const res = await app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
       expect(res.status).toBe(400);
       expect(((await res.json()) as any).errorCode).toBe("BACKUP_UNSUPPORTED");
@@ -110,7 +129,15 @@ describe("the ADMIN API", () => {
 
   test("a failed backup turns the component DOWN, with its error", async () => {
     writeFileSync(join(t.dir, "not-a-folder"), "");
-    const broken = createApp({ config: { ...t.config, backupDir: join(t.dir, "not-a-folder", "backups") }, db: t.database, metrics: createMetrics({ defaultMetrics: false }), logging: t.logging, tokens: t.tokens, lifecycle: t.lifecycle, files: t.files });
+    const broken = createApp({
+      config: { ...t.config, backupDir: join(t.dir, "not-a-folder", "backups") },
+      db: t.database,
+      metrics: createMetrics({ defaultMetrics: false }),
+      logging: t.logging,
+      tokens: t.tokens,
+      lifecycle: t.lifecycle,
+      files: t.files,
+    });
     const res = await broken.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
     expect(res.status).toBe(500);
     const health = await t.request("GET", "/actuator/health", { token: admin.token });
@@ -152,7 +179,11 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
   test("every table's rows, every file byte, old passwords and tokens survive", async () => {
     source = await startServer({ JWT_SECRET: "" });
     const api = (base: string, token: string) => async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
     };
     const admin = api(source.url, source.token);
@@ -160,13 +191,21 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     const people = ["mei@round.example.com", "li@round.example.com"];
     const ids: number[] = [];
     for (const email of people) {
-      const registered = await fetch(`${source.url}/api/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(validRegistration(email)) });
+      const registered = await fetch(`${source.url}/api/auth/register`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(validRegistration(email)),
+      });
       expect(registered.status).toBe(201);
       const body = (await registered.json()) as any;
       ids.push(body.data?.id ?? body.id);
     }
     expect((await admin("POST", "/api/users", { name: "Dept Member", email: "member@round.example.com", department: "Research" })).status).toBe(201);
-    const login = await fetch(`${source.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: people[0], password: "Passw0rd!" }) });
+    const login = await fetch(`${source.url}/api/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: people[0], password: "Passw0rd!" }),
+    });
     const mei = (await login.json()) as any;
     const meiApi = api(source.url, mei.data.token);
     expect((await meiApi("PUT", `/api/users/${ids[0]}/profile`, { bio: "Backups matter" })).status).toBe(200);
@@ -216,7 +255,11 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     restored = await startServer({ JWT_SECRET: "", DATA_DIR: target });
     // The admin's token from the old server, and a user's old password.
     expect((await api(restored.url, source.token)("GET", "/api/users?size=50")).body).toHaveLength(4);
-    const again = await fetch(`${restored.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: people[1], password: "Passw0rd!" }) });
+    const again = await fetch(`${restored.url}/api/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: people[1], password: "Passw0rd!" }),
+    });
     expect(again.status).toBe(200);
     for (const upload of uploads) expect(await streamDownload(restored, upload.body.fileName)).toMatchObject({ status: 200, sha256: upload.sha256 });
   }, 120_000);
@@ -312,7 +355,9 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     const db = () => new Database(join(server.dataDir, "usersvc.db"), { readonly: true });
     for (let i = 0; ; i++) {
       const handle = db();
-      const made = handle.query<{ n: number }, []>("SELECT count(*) AS n FROM audit_log WHERE action = 'BACKUP_CREATED' AND json_extract(details, '$.trigger') = 'scheduled'").get()!.n;
+      const made = handle
+        .query<{ n: number }, []>("SELECT count(*) AS n FROM audit_log WHERE action = 'BACKUP_CREATED' AND json_extract(details, '$.trigger') = 'scheduled'")
+        .get()!.n;
       handle.close();
       if (made >= 3) break;
       if (i > 450) throw new Error(`only ${made} scheduled backups after 45 s`);
@@ -348,9 +393,13 @@ test("after a restore the orphan sweep keeps the objects stored after the backup
     const restored = cli(["restore", join(t.dir, "backups", made.name)], { DATA_DIR: target, FILE_STORAGE: storage, JWT_SECRET: "x".repeat(64) });
     expect(restored.code).toBe(0);
     const orphan = `${crypto.randomUUID()}.bin`;
-    await t.files.put(orphan, (async function* () {
-      yield new TextEncoder().encode("a crash's leftover, after the restore");
-    })(), 1000);
+    await t.files.put(
+      orphan,
+      (async function* () {
+        yield new TextEncoder().encode("a crash's leftover, after the restore");
+      })(),
+      1000,
+    );
 
     const database = await openDatabase({ url: `file:${join(target, "usersvc.db")}` });
     try {
@@ -386,7 +435,10 @@ test("the README's recovery drill works verbatim", async () => {
   try {
     let answered = false;
     for (let i = 0; i < 300 && !answered && shell.exitCode === null; i++) {
-      answered = await fetch(`http://127.0.0.1:${port}/actuator/health`).then((r) => r.ok, () => false);
+      answered = await fetch(`http://127.0.0.1:${port}/actuator/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (!answered) await Bun.sleep(100);
     }
     if (!answered) throw new Error(`the drill's server did not answer: ${await new Response(shell.stderr).text()}`);
@@ -416,7 +468,12 @@ if ("reason" in s3) {
     const bucket = `backups-${crypto.randomUUID().slice(0, 8)}`;
     let t: TestApp;
     let admin: Awaited<ReturnType<TestApp["admin"]>>;
-    const settings = { S3_ENDPOINT: server.endpoint, S3_ACCESS_KEY_ID: S3_TEST_KEYS.accessKeyId, S3_SECRET_ACCESS_KEY: S3_TEST_KEYS.secretAccessKey, S3_REGION: S3_TEST_KEYS.region };
+    const settings = {
+      S3_ENDPOINT: server.endpoint,
+      S3_ACCESS_KEY_ID: S3_TEST_KEYS.accessKeyId,
+      S3_SECRET_ACCESS_KEY: S3_TEST_KEYS.secretAccessKey,
+      S3_REGION: S3_TEST_KEYS.region,
+    };
     beforeAll(async () => {
       await createBucket(server.endpoint, bucket);
       t = await makeTestApp({ ...settings, BACKUP_DIR: `s3://${bucket}/nightly` });

@@ -147,7 +147,9 @@ describe("dist/usersvc alone in an empty folder", () => {
         close: () => answered.resolve(),
       },
     });
-    socket.write(`POST /api/users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${bearer}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+    socket.write(
+      `POST /api/users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${bearer}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+    );
     await Bun.sleep(200);
     server.kill("SIGTERM");
     await Bun.sleep(300);

@@ -156,8 +156,23 @@ describe("loadConfig", () => {
 
   test("e-mail settings: SMTP_URL, MAIL_FROM with a name, PUBLIC_URL without its trailing slash, a whsec_ secret", () => {
     const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
-    const config = loadConfig({ SMTP_URL: "smtps://u:p@smtp.example.com:465", MAIL_FROM: "Accounts <accounts@id.example.com>", PUBLIC_URL: "https://id.example.com/", NOTIFY_WEBHOOK_SECRET: secret, REQUIRE_EMAIL_VERIFICATION: "TRUE" }, 4);
-    expect(config).toMatchObject({ smtpUrl: "smtps://u:p@smtp.example.com:465", mailFrom: "Accounts <accounts@id.example.com>", publicUrl: "https://id.example.com", notifyWebhookSecret: secret, requireEmailVerification: true });
+    const config = loadConfig(
+      {
+        SMTP_URL: "smtps://u:p@smtp.example.com:465",
+        MAIL_FROM: "Accounts <accounts@id.example.com>",
+        PUBLIC_URL: "https://id.example.com/",
+        NOTIFY_WEBHOOK_SECRET: secret,
+        REQUIRE_EMAIL_VERIFICATION: "TRUE",
+      },
+      4,
+    );
+    expect(config).toMatchObject({
+      smtpUrl: "smtps://u:p@smtp.example.com:465",
+      mailFrom: "Accounts <accounts@id.example.com>",
+      publicUrl: "https://id.example.com",
+      notifyWebhookSecret: secret,
+      requireEmailVerification: true,
+    });
     expect(loadConfig({}, 4)).toMatchObject({ mailFrom: "usersvc <no-reply@localhost>", requireEmailVerification: false, resetMaxRequests: 5, resetMaxRequestsPerIp: 20 });
   });
 
@@ -175,12 +190,24 @@ describe("loadConfig", () => {
   test("S3 settings: S3_* first, else AWS_*; an s3:// FILE_STORAGE needs keys", () => {
     const s3 = (env: Env) => loadConfig({ FILE_STORAGE: "s3://bucket/files", ...env }, 4).s3;
     expect(s3({ S3_ENDPOINT: "http://127.0.0.1:9000", S3_REGION: "eu-west-1", S3_ACCESS_KEY_ID: "k", S3_SECRET_ACCESS_KEY: "s", AWS_ACCESS_KEY_ID: "other" })).toEqual({
-      endpoint: "http://127.0.0.1:9000", region: "eu-west-1", accessKeyId: "k", secretAccessKey: "s", sessionToken: undefined,
+      endpoint: "http://127.0.0.1:9000",
+      region: "eu-west-1",
+      accessKeyId: "k",
+      secretAccessKey: "s",
+      sessionToken: undefined,
     });
-    expect(s3({ AWS_ENDPOINT_URL: "https://s3.example.com", AWS_DEFAULT_REGION: "us-west-2", AWS_ACCESS_KEY_ID: "ak", AWS_SECRET_ACCESS_KEY: "as", AWS_SESSION_TOKEN: "t" })).toEqual({
-      endpoint: "https://s3.example.com", region: "us-west-2", accessKeyId: "ak", secretAccessKey: "as", sessionToken: "t",
+    expect(
+      s3({ AWS_ENDPOINT_URL: "https://s3.example.com", AWS_DEFAULT_REGION: "us-west-2", AWS_ACCESS_KEY_ID: "ak", AWS_SECRET_ACCESS_KEY: "as", AWS_SESSION_TOKEN: "t" }),
+    ).toEqual({
+      endpoint: "https://s3.example.com",
+      region: "us-west-2",
+      accessKeyId: "ak",
+      secretAccessKey: "as",
+      sessionToken: "t",
     });
-    expect(problemsOf({ FILE_STORAGE: "s3://bucket/files" })).toEqual(["FILE_STORAGE=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"]);
+    expect(problemsOf({ FILE_STORAGE: "s3://bucket/files" })).toEqual([
+      "FILE_STORAGE=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+    ]);
     expect(problemsOf({ S3_ENDPOINT: "ftp://x" })).toEqual(['S3_ENDPOINT must be a http: / https: URL (got "ftp://x")']);
   });
 
@@ -206,7 +233,9 @@ describe("loadConfig", () => {
     expect(loadConfig({}, 1).corsOrigins).toEqual([]);
     expect(loadConfig({ CORS_ORIGINS: " https://app.example.com , http://localhost:5173" }, 1).corsOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
     for (const bad of ["app.example.com", "https://app.example.com/", "https://app.example.com/path", "*"]) {
-      expect(problemsOf({ CORS_ORIGINS: bad }), bad).toEqual([expect.stringContaining(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${bad}")`)]);
+      expect(problemsOf({ CORS_ORIGINS: bad }), bad).toEqual([
+        expect.stringContaining(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${bad}")`),
+      ]);
     }
     expect(loadConfig({}, 1).hstsMaxAge).toBeUndefined();
     expect(loadConfig({ HSTS_MAX_AGE: "63072000" }, 1).hstsMaxAge).toBe(63072000);

@@ -27,8 +27,6 @@ afterAll(() => {
 
 const named = (db: Reader, name: string) => db.select().from(departments).where(eq(departments.name, name));
 
-
-
 describe("a unit of work", () => {
   test("a throw after an await inside the unit leaves nothing committed", async () => {
     const failure = new Error("after an await");
@@ -68,7 +66,10 @@ describe("a unit of work", () => {
         database.write(async (tx) => {
           const [row] = await tx.select().from(departments).where(eq(departments.id, id));
           await Bun.sleep(1);
-          await tx.update(departments).set({ description: String(Number(row.description) + 1) }).where(eq(departments.id, id));
+          await tx
+            .update(departments)
+            .set({ description: String(Number(row.description) + 1) })
+            .where(eq(departments.id, id));
         }),
       ),
     );
@@ -120,7 +121,11 @@ describe("the error table", () => {
   test.each([
     ["duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ name: "USER" })])],
     ["foreignKey", (db: Database) => db.writeAll((tx) => [tx.insert(orders).values({ userId: 987654, status: "PENDING", totalCents: 1, createdAt: now, updatedAt: now })])],
-    ["other", (db: Database) => db.writeAll((tx) => [tx.insert(products).values({ name: "P", code: "NEGATIVE", priceCents: 100, stock: -1, status: "ACTIVE", createdAt: now, updatedAt: now })])],
+    [
+      "other",
+      (db: Database) =>
+        db.writeAll((tx) => [tx.insert(products).values({ name: "P", code: "NEGATIVE", priceCents: 100, stock: -1, status: "ACTIVE", createdAt: now, updatedAt: now })]),
+    ],
   ] as const)("%s", async (kind, run) => {
     const error = await run(database).catch((e) => e);
     expect(classifyDatabaseError(error)).toBe(kind);

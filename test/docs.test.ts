@@ -24,8 +24,7 @@ afterAll(() => t.close());
 
 /** Elysia's `/api/users/:id` is OpenAPI's `/api/users/{id}`. */
 const openApiPath = (path: string) => path.replace(/:([^/]+)/g, "{$1}");
-const documentedRoutes = (app: TestApp["app"]) =>
-  app.routes.filter((r) => !r.path.includes(".") && !["HEAD", "OPTIONS"].includes(r.method) && !(r.hooks as any)?.detail?.hide);
+const documentedRoutes = (app: TestApp["app"]) => app.routes.filter((r) => !r.path.includes(".") && !["HEAD", "OPTIONS"].includes(r.method) && !(r.hooks as any)?.detail?.hide);
 
 describe("the OpenAPI document", () => {
   test("every route in app.routes is there, with a summary and responses", () => {
@@ -66,7 +65,10 @@ describe("the OpenAPI document", () => {
     }
     expect(spec.paths["/actuator/health"].get.responses["503"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Health" });
     expect(spec.components.schemas.Health.properties).toHaveProperty("components");
-    expect(spec.paths["/actuator/loggers/{name}"].post.responses["204"]).toEqual({ description: "Level changed", headers: { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } } });
+    expect(spec.paths["/actuator/loggers/{name}"].post.responses["204"]).toEqual({
+      description: "Level changed",
+      headers: { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } },
+    });
     // Our validation keywords never reach the document.
     expect(JSON.stringify(spec)).not.toMatch(/"(messages|refine|nullable)":/);
   });
@@ -81,7 +83,10 @@ describe("the OpenAPI document", () => {
       try {
         writeFileSync(join(dir, "openapi.json"), JSON.stringify(spec));
         // No redocly.yaml: its built-in recommended ruleset, every rule at its default severity.
-        const lint = Bun.spawnSync([node!, redocly, "lint", "openapi.json", "--format=stylish"], { cwd: dir, env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" } });
+        const lint = Bun.spawnSync([node!, redocly, "lint", "openapi.json", "--format=stylish"], {
+          cwd: dir,
+          env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
+        });
         // Redocly's framed notice about the Node.js version is not about the document.
         const output = (lint.stdout.toString() + lint.stderr.toString()).replace(/^\s*[╔║╚].*\n/gm, "");
         expect(output).toContain("using built in recommended configuration");

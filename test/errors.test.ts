@@ -202,7 +202,10 @@ describe("conflicts", () => {
       ["/other", "Data operation failed", "資料操作失敗"],
     ];
     for (const [path, en, zh] of cases) {
-      for (const [lang, message] of [[undefined, en], ["zh-TW", zh]] as const) {
+      for (const [lang, message] of [
+        [undefined, en],
+        ["zh-TW", zh],
+      ] as const) {
         const res = await call(path, lang);
         expect(res.status).toBe(409);
         expect(res.body).toEqual({ success: false, message, errorCode: "DATA_INTEGRITY_VIOLATION", timestamp: expect.stringMatching(ISO_Z) });
@@ -289,7 +292,7 @@ describe("over a real socket (Bun.serve's own limits never answer first)", () =>
         error: () => done.resolve(),
       },
     });
-    socket.write(head.replaceAll("\n", "\r\n") + "\r\n" + body);
+    socket.write(`${head.replaceAll("\n", "\r\n")}\r\n${body}`);
     await Promise.race([done.promise, Bun.sleep(10_000)]);
     socket.end();
     const [headers, rest = ""] = received.split("\r\n\r\n");
@@ -304,7 +307,11 @@ describe("over a real socket (Bun.serve's own limits never answer first)", () =>
       expect(res.status).toBe(413);
       expect(res.headers).toMatch(/x-request-id: \S+/i);
       expect(res.body).toEqual({ success: false, message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE", timestamp: expect.stringMatching(ISO_Z) });
-      const multipart = await raw(port, `POST /api/users HTTP/1.1\nHost: x\nAuthorization: Bearer ${admin.token}\nContent-Type: multipart/form-data; boundary=b\nContent-Length: 50000000\n`, "--b");
+      const multipart = await raw(
+        port,
+        `POST /api/users HTTP/1.1\nHost: x\nAuthorization: Bearer ${admin.token}\nContent-Type: multipart/form-data; boundary=b\nContent-Length: 50000000\n`,
+        "--b",
+      );
       expect(multipart.status).toBe(415);
       expect(multipart.body.errorCode).toBe("UNSUPPORTED_MEDIA_TYPE");
     } finally {
@@ -315,7 +322,12 @@ describe("over a real socket (Bun.serve's own limits never answer first)", () =>
 
 describe("X-Request-Id", () => {
   test("echoes a sane client id, on success and on errors", async () => {
-    for (const [method, path, token] of [["GET", "/api/users", admin.token], ["GET", "/api/users", undefined], ["GET", "/nope", plain.token], ["GET", "/api/users/0", admin.token]] as const) {
+    for (const [method, path, token] of [
+      ["GET", "/api/users", admin.token],
+      ["GET", "/api/users", undefined],
+      ["GET", "/nope", plain.token],
+      ["GET", "/api/users/0", admin.token],
+    ] as const) {
       const res = await t.request(method, path, { token, headers: { "x-request-id": "client-42.a:b_c" } });
       expect(res.headers.get("x-request-id")).toBe("client-42.a:b_c");
     }
@@ -354,8 +366,15 @@ describe("unexpected failures", () => {
     const { token } = await broken.admin();
     broken.database.close();
     try {
-      for (const [method, path, withToken] of [["GET", "/api/users", true], ["GET", "/api/users/1", true], ["GET", "/api/unknown", true]] as const) {
-        for (const [headers, message] of [[{}, "Internal server error, please try again later"], [ZH, "系統內部錯誤，請稍後再試"]] as const) {
+      for (const [method, path, withToken] of [
+        ["GET", "/api/users", true],
+        ["GET", "/api/users/1", true],
+        ["GET", "/api/unknown", true],
+      ] as const) {
+        for (const [headers, message] of [
+          [{}, "Internal server error, please try again later"],
+          [ZH, "系統內部錯誤，請稍後再試"],
+        ] as const) {
           const res = await broken.request(method, path, { token: withToken ? token : undefined, headers });
           expectEnvelope(res, 500, { message, errorCode: "INTERNAL_ERROR" });
           expect(res.text).not.toMatch(/stack|at |SQL|select|CLIENT_CLOSED|closed|\/tmp|\.ts|node_modules/i);

@@ -14,7 +14,11 @@ beforeAll(async () => {
   t = await makeTestApp();
   admin = await t.admin();
   user = await t.createUser();
-  for (const [name, by] of [["first.txt", user], ["second.pdf", admin], ["third.txt", user]] as const) {
+  for (const [name, by] of [
+    ["first.txt", user],
+    ["second.pdf", admin],
+    ["third.txt", user],
+  ] as const) {
     const form = new FormData();
     form.append("file", new File([`bytes of ${name}`], name, { type: "text/plain" }));
     const res = await t.request("POST", "/api/files/upload", { token: by.token, raw: form });

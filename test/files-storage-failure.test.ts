@@ -18,7 +18,9 @@ beforeAll(async () => {
     hostname: "127.0.0.1",
     fetch: (request) =>
       request.method === "GET"
-        ? new Response('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><IsTruncated>false</IsTruncated></ListBucketResult>', { headers: { "content-type": "application/xml" } })
+        ? new Response('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>b</Name><IsTruncated>false</IsTruncated></ListBucketResult>', {
+            headers: { "content-type": "application/xml" },
+          })
         : new Response("<Error><Code>InternalError</Code><Message>disk on fire</Message></Error>", { status: 500, headers: { "content-type": "application/xml" } }),
   });
   t = await makeTestApp({

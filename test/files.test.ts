@@ -20,7 +20,6 @@ import { peakRss, startServer, streamDownload, streamUpload } from "./server-pro
 // Real disk and a real S3 server on a shared 2-core machine: I/O can stall for seconds under others' load.
 setDefaultTimeout(30_000);
 
-
 interface Part {
   name: string;
   /** Written as given inside filename="…" (so a test can send escapes). */
@@ -66,12 +65,17 @@ const localBackend: Backend = {
 function s3Backend(server: () => S3Server): Backend {
   const bucket = `usersvc-test-${crypto.randomUUID().slice(0, 8)}`;
   let created = false;
-  const settings = () => ({ S3_ENDPOINT: server().endpoint, S3_ACCESS_KEY_ID: S3_TEST_KEYS.accessKeyId, S3_SECRET_ACCESS_KEY: S3_TEST_KEYS.secretAccessKey, S3_REGION: S3_TEST_KEYS.region });
+  const settings = () => ({
+    S3_ENDPOINT: server().endpoint,
+    S3_ACCESS_KEY_ID: S3_TEST_KEYS.accessKeyId,
+    S3_SECRET_ACCESS_KEY: S3_TEST_KEYS.secretAccessKey,
+    S3_REGION: S3_TEST_KEYS.region,
+  });
   return {
     env: () => ({ FILE_STORAGE: `s3://${bucket}/uploads/${crypto.randomUUID().slice(0, 8)}`, ...settings() }),
     async listStored(t) {
       const client = new S3Client({ bucket, endpoint: server().endpoint, ...S3_TEST_KEYS });
-      const prefix = new URL(t.config.fileStorage).pathname.slice(1) + "/";
+      const prefix = `${new URL(t.config.fileStorage).pathname.slice(1)}/`;
       const listed = await client.list({ prefix });
       return (listed.contents ?? []).map((object) => object.key.slice(prefix.length));
     },
@@ -193,7 +197,12 @@ function fileSuite(backend: Backend) {
       const res = await ranged(range);
       expect(res.status).toBe(416);
       expect(res.headers.get("content-range")).toBe("bytes */100");
-      expect(await res.json()).toEqual({ success: false, message: "The requested range is outside the file", errorCode: "RANGE_NOT_SATISFIABLE", timestamp: expect.stringMatching(ISO_Z) });
+      expect(await res.json()).toEqual({
+        success: false,
+        message: "The requested range is outside the file",
+        errorCode: "RANGE_NOT_SATISFIABLE",
+        timestamp: expect.stringMatching(ISO_Z),
+      });
     });
     test.each(["items=0-5", "bytes=5-2", "bytes=0-1,5-6", "bytes=abc"])("%s is ignored → 200, the whole file", async (range) => {
       const res = await ranged(range);
@@ -205,7 +214,11 @@ function fileSuite(backend: Backend) {
   test("original names with unicode, quotes and path parts: kept as data, never as the stored name", async () => {
     const cases: [Omit<Part, "name" | "data">, string, string][] = [
       // part header as sent → originalName → Content-Disposition
-      [{ filenameStar: "%E5%A0%B1%E5%91%8A%20%22final%22%20%27v2%27.pdf" }, `報告 "final" 'v2'.pdf`, `attachment; filename="__ _final_ 'v2'.pdf"; filename*=UTF-8''%E5%A0%B1%E5%91%8A%20%22final%22%20%27v2%27.pdf`],
+      [
+        { filenameStar: "%E5%A0%B1%E5%91%8A%20%22final%22%20%27v2%27.pdf" },
+        `報告 "final" 'v2'.pdf`,
+        `attachment; filename="__ _final_ 'v2'.pdf"; filename*=UTF-8''%E5%A0%B1%E5%91%8A%20%22final%22%20%27v2%27.pdf`,
+      ],
       [{ filename: "naïve résumé 😀.txt" }, "naïve résumé 😀.txt", `attachment; filename="na_ve r_sum_ _.txt"; filename*=UTF-8''na%C3%AFve%20r%C3%A9sum%C3%A9%20%F0%9F%98%80.txt`],
       [{ filename: String.raw`say \"hi\"; x=1.txt` }, `say "hi"; x=1.txt`, `attachment; filename="say _hi_; x=1.txt"; filename*=UTF-8''say%20%22hi%22%3B%20x%3D1.txt`],
       [{ filename: "100%.csv" }, "100%.csv", `attachment; filename="100_.csv"; filename*=UTF-8''100%25.csv`],
@@ -286,7 +299,6 @@ function fileSuite(backend: Backend) {
     }
   });
 
-
   test("an unknown generated name → 404 FILE_NOT_FOUND", async () => {
     const name = `${crypto.randomUUID()}.txt`;
     for (const kind of ["download", "info"]) {
@@ -327,14 +339,32 @@ function fileSuite(backend: Backend) {
       ["a text/plain body", () => post("text/plain", "x"), 400, violation("must be sent as multipart/form-data")],
       ["no body", () => post(undefined, undefined), 400, violation("must be sent as multipart/form-data")],
       ["multipart without a boundary", () => post("multipart/form-data", "x"), 400, violation("must be sent as multipart/form-data")],
-      ["a body cut off inside the file", async () => {
-        const { body, contentType } = multipart([{ name: "file", filename: "a.bin", data: everyByte(64) }]);
-        return post(contentType, (await body.arrayBuffer()).slice(0, 2000));
-      }, 400, violation("is not a well-formed multipart body")],
-      ["over MAX_UPLOAD_BYTES", () => upload([{ name: "file", filename: "big.bin", data: everyByte(4) }], small), 413, {
-        success: false, message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE", timestamp: expect.stringMatching(ISO_Z),
-      }],
-      ["over MAX_UPLOAD_BYTES by one byte", () => upload([{ name: "file", filename: "big.bin", data: new Uint8Array(1001) }], small), 413, expect.objectContaining({ errorCode: "PAYLOAD_TOO_LARGE" })],
+      [
+        "a body cut off inside the file",
+        async () => {
+          const { body, contentType } = multipart([{ name: "file", filename: "a.bin", data: everyByte(64) }]);
+          return post(contentType, (await body.arrayBuffer()).slice(0, 2000));
+        },
+        400,
+        violation("is not a well-formed multipart body"),
+      ],
+      [
+        "over MAX_UPLOAD_BYTES",
+        () => upload([{ name: "file", filename: "big.bin", data: everyByte(4) }], small),
+        413,
+        {
+          success: false,
+          message: "Request body is too large",
+          errorCode: "PAYLOAD_TOO_LARGE",
+          timestamp: expect.stringMatching(ISO_Z),
+        },
+      ],
+      [
+        "over MAX_UPLOAD_BYTES by one byte",
+        () => upload([{ name: "file", filename: "big.bin", data: new Uint8Array(1001) }], small),
+        413,
+        expect.objectContaining({ errorCode: "PAYLOAD_TOO_LARGE" }),
+      ],
     ];
     test.each(refused)("%s", async (_, send, status, body) => {
       const storedBefore = (await backend.listStored(t)).length + (await backend.listStored(small)).length;
@@ -383,9 +413,13 @@ function fileSuite(backend: Backend) {
   test("bytes whose row never committed (a crash after storing) are swept once old enough; recorded files stay", async () => {
     const kept = await uploadFile("recorded", "kept.txt", "text/plain");
     const orphan = `${crypto.randomUUID()}.bin`;
-    await t.files.put(orphan, (async function* () {
-      yield new TextEncoder().encode("no row");
-    })(), 1000);
+    await t.files.put(
+      orphan,
+      (async function* () {
+        yield new TextEncoder().encode("no row");
+      })(),
+      1000,
+    );
     const deps = { db: t.database, files: t.files };
     expect(await sweepOrphanedFiles(deps)).toEqual({ removed: 0, kept: 0 }); // young: it may be an upload still recording its row
     expect(await backend.listStored(t)).toContain(orphan);

@@ -213,7 +213,11 @@ export type TestApp = Awaited<ReturnType<typeof makeTestApp>>;
  */
 export async function holdWriteLock(path: string) {
   const holder = Bun.spawn(
-    [process.execPath, "-e", `const db = new (require("bun:sqlite").Database)(${JSON.stringify(path)}); db.run("PRAGMA busy_timeout = 5000"); db.run("BEGIN IMMEDIATE"); console.log("locked"); for await (const _ of console) break; db.run("ROLLBACK"); db.close();`],
+    [
+      process.execPath,
+      "-e",
+      `const db = new (require("bun:sqlite").Database)(${JSON.stringify(path)}); db.run("PRAGMA busy_timeout = 5000"); db.run("BEGIN IMMEDIATE"); console.log("locked"); for await (const _ of console) break; db.run("ROLLBACK"); db.close();`,
+    ],
     { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
   );
   const reader = holder.stdout.getReader();

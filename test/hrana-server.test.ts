@@ -27,7 +27,12 @@ describe("Hrana over HTTP", () => {
   test("execute binds every value type and answers them back exactly", async () => {
     const big = 9007199254740993n; // beyond a double's integers
     const { body } = await pipeline(null, [
-      exec("INSERT INTO t (id, name, score, data) VALUES (?, ?, ?, ?) RETURNING id, name, score, data", [int(big), text("臺北"), { type: "float", value: 2.5 }, { type: "blob", base64: "AQID" }]),
+      exec("INSERT INTO t (id, name, score, data) VALUES (?, ?, ?, ?) RETURNING id, name, score, data", [
+        int(big),
+        text("臺北"),
+        { type: "float", value: 2.5 },
+        { type: "blob", base64: "AQID" },
+      ]),
       exec("SELECT NULL AS n"),
       { type: "close" },
     ]);
@@ -48,7 +53,16 @@ describe("Hrana over HTTP", () => {
 
   test("named arguments bind with or without their prefix; a wrong count is ARGS_INVALID", async () => {
     const { body } = await pipeline(null, [
-      { type: "execute", stmt: { sql: "SELECT :a + @b AS s", named_args: [{ name: ":a", value: int(2) }, { name: "b", value: int(3) }] } },
+      {
+        type: "execute",
+        stmt: {
+          sql: "SELECT :a + @b AS s",
+          named_args: [
+            { name: ":a", value: int(2) },
+            { name: "b", value: int(3) },
+          ],
+        },
+      },
       exec("SELECT ? AS one", []),
       { type: "close" },
     ]);
@@ -75,8 +89,20 @@ describe("Hrana over HTTP", () => {
             step("SELECT 2", { type: "ok", step: 1 }), // 2 skipped
             step("SELECT 3", { type: "error", step: 1 }), // 3 runs
             step("SELECT 4", { type: "not", cond: { type: "ok", step: 0 } }), // 4 skipped
-            step("SELECT 5", { type: "and", conds: [{ type: "ok", step: 0 }, { type: "ok", step: 3 }] }), // 5 runs
-            step("SELECT 6", { type: "or", conds: [{ type: "ok", step: 2 }, { type: "error", step: 4 }] }), // 6 skipped
+            step("SELECT 5", {
+              type: "and",
+              conds: [
+                { type: "ok", step: 0 },
+                { type: "ok", step: 3 },
+              ],
+            }), // 5 runs
+            step("SELECT 6", {
+              type: "or",
+              conds: [
+                { type: "ok", step: 2 },
+                { type: "error", step: 4 },
+              ],
+            }), // 6 skipped
           ],
         },
       },
@@ -220,7 +246,11 @@ describe("Hrana over WebSocket (hrana2)", () => {
     request(1, { type: "open_stream", stream_id: 1 });
     request(2, { type: "store_sql", sql_id: 1, sql: "SELECT ? * 2" });
     request(3, { type: "execute", stream_id: 1, stmt: { sql_id: 1, args: [int(21)] } });
-    request(4, { type: "batch", stream_id: 1, batch: { steps: [{ stmt: { sql: "SELECT * FROM missing" } }, { condition: { type: "error", step: 0 }, stmt: { sql: "SELECT 'fallback'" } }] } });
+    request(4, {
+      type: "batch",
+      stream_id: 1,
+      batch: { steps: [{ stmt: { sql: "SELECT * FROM missing" } }, { condition: { type: "error", step: 0 }, stmt: { sql: "SELECT 'fallback'" } }] },
+    });
     request(5, { type: "execute", stream_id: 9, stmt: { sql: "SELECT 1" } });
     request(6, { type: "close_stream", stream_id: 1 });
     expect(await next()).toEqual({ type: "hello_ok" });

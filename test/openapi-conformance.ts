@@ -56,8 +56,7 @@ export function conformanceOf(app: AnyElysia): Conformance {
 }
 
 /** `#/components/schemas/X` → the one schema registered with ajv under COMPONENTS_ID. */
-const rewriteRefs = <T>(value: T): T =>
-  JSON.parse(JSON.stringify(value).replaceAll('"#/components/schemas/', `"${COMPONENTS_ID}#/$defs/`));
+const rewriteRefs = <T>(value: T): T => JSON.parse(JSON.stringify(value).replaceAll('"#/components/schemas/', `"${COMPONENTS_ID}#/$defs/`));
 
 export function createChecker(document: Json, hidden: ReadonlySet<string> = new Set()): Conformance {
   const ajv = new Ajv2020({ strict: true, allErrors: true, allowUnionTypes: true });
@@ -80,8 +79,17 @@ export function createChecker(document: Json, hidden: ReadonlySet<string> = new 
   for (const [path, item] of Object.entries<Json>(document.paths)) {
     for (const [method, operation] of Object.entries<Json>(item)) {
       // A trailing slash is optional, as in Elysia's router (BASE_PATH=/svc serves the index at /svc and /svc/).
-      const source = path.replace(/\/$/, "").replace(/[.+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+");
-      operations.push({ pattern: new RegExp(`^${source}/?$`), method: method.toUpperCase(), path, literalChars: path.replace(/\{[^}]+\}/g, "").length, responses: operation.responses });
+      const source = path
+        .replace(/\/$/, "")
+        .replace(/[.+?^$()|[\]\\]/g, "\\$&")
+        .replace(/\{[^}]+\}/g, "[^/]+");
+      operations.push({
+        pattern: new RegExp(`^${source}/?$`),
+        method: method.toUpperCase(),
+        path,
+        literalChars: path.replace(/\{[^}]+\}/g, "").length,
+        responses: operation.responses,
+      });
     }
   }
   // A literal segment wins over a parameter (/api/users/deactivate-inactive before /api/users/{id}).

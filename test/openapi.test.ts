@@ -29,7 +29,10 @@ const operations = () =>
 
 describe("the document", () => {
   test("integers are type integer: no string-or-integer unions, no 'integer' format", () => {
-    const coerced = [...nodes(spec)].filter(([, node]) => node.format === "integer" || node.format === "numeric" || (Array.isArray(node.anyOf) && node.anyOf.some((b: any) => b.format === "integer" || b.format === "numeric")));
+    const coerced = [...nodes(spec)].filter(
+      ([, node]) =>
+        node.format === "integer" || node.format === "numeric" || (Array.isArray(node.anyOf) && node.anyOf.some((b: any) => b.format === "integer" || b.format === "numeric")),
+    );
     expect(coerced.map(([path]) => path)).toEqual([]);
     expect(spec.components.schemas.User.properties.id).toEqual({ type: "integer" });
     const idParameter = spec.paths["/api/users/{id}"].get.parameters.find((p: any) => p.name === "id");
@@ -38,7 +41,20 @@ describe("the document", () => {
 
   test("shared shapes are named components, referenced by $ref and never inlined", () => {
     const names = Object.keys(spec.components.schemas);
-    for (const name of ["User", "UserEnvelope", "TokenResponseEnvelope", "ErrorEnvelope", "FileUploadResponse", "FileInfo", "Product", "Order", "OrderItem", "Health", "Loggers", "ServiceIndex"]) {
+    for (const name of [
+      "User",
+      "UserEnvelope",
+      "TokenResponseEnvelope",
+      "ErrorEnvelope",
+      "FileUploadResponse",
+      "FileInfo",
+      "Product",
+      "Order",
+      "OrderItem",
+      "Health",
+      "Loggers",
+      "ServiceIndex",
+    ]) {
       expect(names).toContain(name);
     }
     const inlined = [...nodes(spec.paths)].filter(([, node]) => typeof node.title === "string" && /^[A-Z]/.test(node.title));
@@ -99,7 +115,20 @@ describe("the conformance check on every answer", () => {
     body,
     text: JSON.stringify(body),
   });
-  const user = { id: 1, name: "A", email: "a@x.io", department: null, phone: null, active: true, createdAt: "2026-01-01T00:00:00.000Z", updatedAt: "2026-01-01T00:00:00.000Z", lastLogin: null, version: 0, roles: ["USER"], emailVerified: false };
+  const user = {
+    id: 1,
+    name: "A",
+    email: "a@x.io",
+    department: null,
+    phone: null,
+    active: true,
+    createdAt: "2026-01-01T00:00:00.000Z",
+    updatedAt: "2026-01-01T00:00:00.000Z",
+    lastLogin: null,
+    version: 0,
+    roles: ["USER"],
+    emailVerified: false,
+  };
   const url = "http://localhost/api/users/1";
 
   test("passes a real answer, and fails on an extra field, a wrong type, an unlisted status, an undeclared header or media type", () => {

@@ -32,7 +32,10 @@ const DECLINED_CARD = "4000000000000002";
 let serial = 0;
 
 async function product(price: number, stock: number, extra: Record<string, unknown> = {}) {
-  const res = await t.request("POST", "/api/products", { token: admin.token, body: { name: `Item ${++serial}`, code: `O-${serial}-${crypto.randomUUID().slice(0, 6)}`, price, stock, ...extra } });
+  const res = await t.request("POST", "/api/products", {
+    token: admin.token,
+    body: { name: `Item ${++serial}`, code: `O-${serial}-${crypto.randomUUID().slice(0, 6)}`, price, stock, ...extra },
+  });
   expect(res.status).toBe(201);
   return res.body as { id: number; name: string; price: number; stock: number };
 }
@@ -41,7 +44,11 @@ const order = (items: { productId: number; quantity: number }[], who: Account = 
 const pay = (id: number, cardNumber = GOOD_CARD, who: Account = alice) => t.request("POST", `/api/orders/${id}/pay`, { token: who.token, body: { method: "CARD", cardNumber } });
 const stockOf = async (id: number) => (await t.db.select({ s: products.stock }).from(products).where(eq(products.id, id)))[0].s;
 const outboxOf = (kind: string, orderId: number) =>
-  t.db.select().from(outbox).where(eq(outbox.kind, kind)).then((rows) => rows.filter((r) => (r.payload as any).orderId === orderId));
+  t.db
+    .select()
+    .from(outbox)
+    .where(eq(outbox.kind, kind))
+    .then((rows) => rows.filter((r) => (r.payload as any).orderId === orderId));
 const failure = (errorCode: string, message?: string) => ({
   success: false,
   message: message ?? expect.any(String),
@@ -78,7 +85,12 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
     expect(row.totalCents).toBe(14023);
     const notes = await outboxOf("ORDER_CREATED", res.body.id);
     expect(notes).toHaveLength(1);
-    expect(notes[0]).toMatchObject({ recipient: alice.email, webhookStatus: "pending", mailStatus: "pending", payload: { orderId: res.body.id, userId: alice.id, totalAmount: 140.23 } });
+    expect(notes[0]).toMatchObject({
+      recipient: alice.email,
+      webhookStatus: "pending",
+      mailStatus: "pending",
+      payload: { orderId: res.body.id, userId: alice.id, totalAmount: 140.23 },
+    });
   });
 
   test("userId absent means the caller; an ADMIN may order for anyone", async () => {
@@ -91,9 +103,19 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
   });
 
   scenarios([
-    { name: "an unknown product", send: () => order([{ productId: 999999, quantity: 1 }]), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND", message: "Product not found, ID: 999999" } },
+    {
+      name: "an unknown product",
+      send: () => order([{ productId: 999999, quantity: 1 }]),
+      status: 404,
+      failure: { errorCode: "PRODUCT_NOT_FOUND", message: "Product not found, ID: 999999" },
+    },
     { name: "a USER ordering for someone else", send: () => order([{ productId: 1, quantity: 1 }], alice, bob.id), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
-    { name: "an ADMIN ordering for an unknown user", send: () => order([{ productId: 1, quantity: 1 }], admin, 999999), status: 404, failure: { errorCode: "USER_NOT_FOUND", message: "User not found, ID: 999999" } },
+    {
+      name: "an ADMIN ordering for an unknown user",
+      send: () => order([{ productId: 1, quantity: 1 }], admin, 999999),
+      status: 404,
+      failure: { errorCode: "USER_NOT_FOUND", message: "User not found, ID: 999999" },
+    },
     { name: "no items", send: () => order([]), status: 400, failure: invalidBody(["items: must have at least 1 entries"]) },
     { name: "a quantity of 0", send: () => order([{ productId: 1, quantity: 0 }]), status: 400, failure: invalidBody(["items[0].quantity: must be at least 1"]) },
     { name: "no token", send: () => t.request("POST", "/api/orders", { body: { items: [{ productId: 1, quantity: 1 }] } }), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
@@ -196,7 +218,12 @@ describe("payment transitions", () => {
   scenarios([
     { name: "a card number failing the Luhn check", send: () => pay(1, "4111111111111112"), status: 400, failure: invalidBody(["cardNumber: is not a valid card number"]) },
     { name: "a card number with letters", send: () => pay(1, "4111-1111-1111-1111"), status: 400, failure: invalidBody(["cardNumber: is not a valid card number"]) },
-    { name: "a method other than CARD", send: () => t.request("POST", "/api/orders/1/pay", { token: alice.token, body: { method: "CASH", cardNumber: GOOD_CARD } }), status: 400, failure: invalidBody(["method: must be one of CARD"]) },
+    {
+      name: "a method other than CARD",
+      send: () => t.request("POST", "/api/orders/1/pay", { token: alice.token, body: { method: "CASH", cardNumber: GOOD_CARD } }),
+      status: 400,
+      failure: invalidBody(["method: must be one of CARD"]),
+    },
     { name: "an unknown order", send: () => pay(999999), status: 404, failure: { errorCode: "ORDER_NOT_FOUND", message: "Order not found, ID: 999999" } },
   ]);
 });
@@ -241,7 +268,11 @@ describe("the list's status filter", () => {
     expect((await pay(failed.id, DECLINED_CARD, bob)).status).toBe(400);
     const pending = (await order([{ productId: p.id, quantity: 1 }], bob)).body;
 
-    for (const [status, id] of [["PAID", paid.id], ["PAYMENT_FAILED", failed.id], ["PENDING", pending.id]] as const) {
+    for (const [status, id] of [
+      ["PAID", paid.id],
+      ["PAYMENT_FAILED", failed.id],
+      ["PENDING", pending.id],
+    ] as const) {
       const all = await t.request("GET", `/api/orders?status=${status}&size=100`, { token: admin.token });
       expect(all.body.every((o: any) => o.status === status)).toBe(true);
       expect(all.body.map((o: any) => o.id)).toContain(id);

@@ -43,7 +43,10 @@ async function refusingOutbox<T>(kind: string, body: () => Promise<T>): Promise<
 }
 
 async function product(stock: number) {
-  const res = await t.request("POST", "/api/products", { token: admin.token, body: { name: "Thing", code: `X-${++serial}-${crypto.randomUUID().slice(0, 6)}`, price: 12.5, stock } });
+  const res = await t.request("POST", "/api/products", {
+    token: admin.token,
+    body: { name: "Thing", code: `X-${++serial}-${crypto.randomUUID().slice(0, 6)}`, price: 12.5, stock },
+  });
   expect(res.status).toBe(201);
   return res.body as { id: number };
 }
@@ -56,7 +59,10 @@ describe("user creation: welcome and audit commit with the user", () => {
     const welcome = (await outboxRows("WELCOME")).filter((r) => r.recipient === email);
     expect(welcome).toHaveLength(1);
     expect(welcome[0]).toMatchObject({ payload: { userId: res.body.id }, webhookStatus: "pending", webhookAttempts: 0, mailStatus: "pending", token: null });
-    const audit = await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(res.body.id)));
+    const audit = await t.db
+      .select()
+      .from(auditLog)
+      .where(eq(auditLog.subjectId, String(res.body.id)));
     expect(audit).toEqual([
       { id: expect.any(Number), action: "USER_CREATED", actor: admin.email, subjectType: "User", subjectId: String(res.body.id), details: { email }, createdAt: expect.any(Date) },
     ]);
@@ -99,7 +105,9 @@ describe("orders: the outbox row and the change share one transaction", () => {
     const p = await product(5);
     const created = (await t.request("POST", "/api/orders", { token: alice.token, body: { items: [{ productId: p.id, quantity: 1 }] } })).body;
     const before = payments.charges();
-    const res = await refusingOutbox("PAYMENT_SUCCESS", () => t.request("POST", `/api/orders/${created.id}/pay`, { token: alice.token, body: { method: "CARD", cardNumber: "4111111111111111" } }));
+    const res = await refusingOutbox("PAYMENT_SUCCESS", () =>
+      t.request("POST", `/api/orders/${created.id}/pay`, { token: alice.token, body: { method: "CARD", cardNumber: "4111111111111111" } }),
+    );
     // The trigger's RAISE(ABORT) is a constraint failure to SQLite: the errors plugin's 409.
     expect([res.status, res.body.errorCode]).toEqual([409, "DATA_INTEGRITY_VIOLATION"]);
     const [row] = await t.db.select().from(orders).where(eq(orders.id, created.id));
@@ -276,7 +284,7 @@ describe("the sender", () => {
     }
   });
 
-  test("with no URL each notification is logged by the \"outbox\" logger by id and kind only, and marked sent", async () => {
+  test('with no URL each notification is logged by the "outbox" logger by id and kind only, and marked sent', async () => {
     const own = await makeTestApp();
     const lines: string[] = [];
     const logging = createLogging("info", "json", { write: (line: string) => void lines.push(line) });

@@ -50,7 +50,12 @@ describe("departments", () => {
     ["a taken name with spaces around", () => ({ token: admin.token, body: { name: " Research " } }), 409, failure("Department already exists: Research", "DUPLICATE_DEPARTMENT")],
     ["a blank name", () => ({ token: admin.token, body: { name: "   " } }), 400, failure("Data validation failed", undefined, ["name: is required"])],
     ["no name", () => ({ token: admin.token, body: {} }), 400, failure("Data validation failed", undefined, ["name: is required"])],
-    ["a name of 51 characters", () => ({ token: admin.token, body: { name: "d".repeat(51) } }), 400, failure("Data validation failed", undefined, ["name: must be at most 50 characters"])],
+    [
+      "a name of 51 characters",
+      () => ({ token: admin.token, body: { name: "d".repeat(51) } }),
+      400,
+      failure("Data validation failed", undefined, ["name: must be at most 50 characters"]),
+    ],
     ["a USER", () => ({ token: plain.token, body: { name: "Mine" } }), 403, DENIED],
     ["no token", () => ({ body: { name: "Mine" } }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
   ];
@@ -93,7 +98,12 @@ describe("roles", () => {
   const refused: [string, () => { token?: string; id: number; body: unknown }, number, Failure][] = [
     ["a USER", () => ({ token: plain.token, id: plain.id, body: { roles: ["ADMIN"] } }), 403, DENIED],
     ["no token", () => ({ id: plain.id, body: { roles: ["USER"] } }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
-    ["an unknown role", () => ({ token: admin.token, id: plain.id, body: { roles: ["USER", "KING"] } }), 400, failure("Data validation failed", undefined, ["roles[1]: must be one of USER, ADMIN"])],
+    [
+      "an unknown role",
+      () => ({ token: admin.token, id: plain.id, body: { roles: ["USER", "KING"] } }),
+      400,
+      failure("Data validation failed", undefined, ["roles[1]: must be one of USER, ADMIN"]),
+    ],
     ["no roles", () => ({ token: admin.token, id: plain.id, body: { roles: [] } }), 400, failure("Data validation failed", undefined, ["roles: must have at least 1 entries"])],
     ["no body field", () => ({ token: admin.token, id: plain.id, body: {} }), 400, failure("Data validation failed", undefined, ["roles: is required"])],
     ["an unknown user", () => ({ token: admin.token, id: 99_999, body: { roles: ["USER"] } }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
@@ -150,12 +160,27 @@ describe("profiles", () => {
     ["ADMIN reads an unknown id", "GET", () => ({ token: admin.token, id: 99_999 }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
     ["ADMIN writes an unknown id", "PUT", () => ({ token: admin.token, id: 99_999, body: { bio: "x" } }), 404, failure("User not found, ID: 99999", "USER_NOT_FOUND")],
     ["no token", "GET", () => ({ id: plain.id }), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
-    ["a bad date and a number for bio", "PUT", () => ({ token: plain.token, id: plain.id, body: { bio: 5, birthDate: "1990-02-30" } }), 400,
-      failure("Data validation failed", undefined, ["bio: must be a string", "birthDate: must be a date (yyyy-MM-dd)"])],
-    ["a birthDate that is not in the past", "PUT", () => ({ token: plain.token, id: plain.id, body: { birthDate: "2999-01-01" } }), 400,
-      failure("Data validation failed", undefined, ["birthDate: must be a date in the past"])],
-    ["an avatarUrl of 501 characters", "PUT", () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "a".repeat(501) } }), 400,
-      failure("Data validation failed", undefined, ["avatarUrl: must be at most 500 characters"])],
+    [
+      "a bad date and a number for bio",
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { bio: 5, birthDate: "1990-02-30" } }),
+      400,
+      failure("Data validation failed", undefined, ["bio: must be a string", "birthDate: must be a date (yyyy-MM-dd)"]),
+    ],
+    [
+      "a birthDate that is not in the past",
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { birthDate: "2999-01-01" } }),
+      400,
+      failure("Data validation failed", undefined, ["birthDate: must be a date in the past"]),
+    ],
+    [
+      "an avatarUrl of 501 characters",
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "a".repeat(501) } }),
+      400,
+      failure("Data validation failed", undefined, ["avatarUrl: must be at most 500 characters"]),
+    ],
   ];
   scenarios(
     refused.map(([name, method, request, status, failure]) => ({
@@ -194,11 +219,17 @@ describe("deactivate-inactive", () => {
     for (const [key, at] of Object.entries(lastLogins)) {
       people[key] = await d.createUser({ password: PASSWORD });
       // Raw write: a last login at a chosen past instant, which no request can produce.
-      await d.db.update(users).set({ lastLogin: at ? new Date(at) : null }).where(eq(users.id, people[key].id));
+      await d.db
+        .update(users)
+        .set({ lastLogin: at ? new Date(at) : null })
+        .where(eq(users.id, people[key].id));
     }
     people.alreadyInactive = await d.createUser();
     // Raw write: an account already inactive since a past instant, which no request can produce.
-    await d.db.update(users).set({ active: false, lastLogin: new Date("2020-01-01T00:00:00Z") }).where(eq(users.id, people.alreadyInactive.id));
+    await d.db
+      .update(users)
+      .set({ active: false, lastLogin: new Date("2020-01-01T00:00:00Z") })
+      .where(eq(users.id, people.alreadyInactive.id));
   });
   afterAll(() => d.close());
 
@@ -251,9 +282,19 @@ describe("deactivate-inactive", () => {
   const refused: [string, () => Promise<{ status: number; body: unknown; headers: Headers }>, number, Failure][] = [
     ["a USER", () => deactivate("2030-01-01", people.never.token), 403, DENIED],
     ["no token", () => d.request("POST", "/api/users/deactivate-inactive?before=2030-01-01"), 401, failure("Authentication is required to access this resource", "UNAUTHORIZED")],
-    ["no cutoff", () => d.request("POST", "/api/users/deactivate-inactive", { token: boss.token }), 400, failure("Parameter validation failed", undefined, ["before: is required"])],
+    [
+      "no cutoff",
+      () => d.request("POST", "/api/users/deactivate-inactive", { token: boss.token }),
+      400,
+      failure("Parameter validation failed", undefined, ["before: is required"]),
+    ],
     ["a word", () => deactivate("yesterday"), 400, failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"])],
-    ["a day that does not exist", () => deactivate("2025-02-30"), 400, failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"])],
+    [
+      "a day that does not exist",
+      () => deactivate("2025-02-30"),
+      400,
+      failure("Parameter validation failed", undefined, ["before: must be a date (yyyy-MM-dd) or an ISO 8601 date-time"]),
+    ],
   ];
   test.each(refused)("by/with %s → %i", async (_, call, status, failure) => {
     expectFailure(await call(), status, failure);

@@ -107,7 +107,12 @@ describe("create and read", () => {
 describe("errors", () => {
   scenarios([
     { name: "three fraction digits", send: () => post(body({ price: 19.999 })), status: 400, failure: invalidBody(["price: must have at most 8 integer and 2 fraction digits"]) },
-    { name: "three fraction digits on PUT", send: () => t.request("PUT", "/api/products/1", { token: admin.token, body: body({ price: 19.999 }) }), status: 400, failure: invalidBody(["price: must have at most 8 integer and 2 fraction digits"]) },
+    {
+      name: "three fraction digits on PUT",
+      send: () => t.request("PUT", "/api/products/1", { token: admin.token, body: body({ price: 19.999 }) }),
+      status: 400,
+      failure: invalidBody(["price: must have at most 8 integer and 2 fraction digits"]),
+    },
     { name: "a price above 99,999,999.99", send: () => post(body({ price: 100000000 })), status: 400, failure: invalidBody(["price: must be at most 99999999.99"]) },
     { name: "a negative price", send: () => post(body({ price: -0.01 })), status: 400, failure: invalidBody(["price: must be at least 0"]) },
     { name: "a negative stock", send: () => post(body({ stock: -1 })), status: 400, failure: invalidBody(["stock: must be at least 0"]) },
@@ -118,14 +123,24 @@ describe("errors", () => {
     { name: "a USER replacing", send: () => t.request("PUT", "/api/products/1", { token: plain.token, body: body() }), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
     { name: "no token", send: () => t.request("GET", "/api/products"), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
     { name: "an unknown id", send: () => t.request("GET", "/api/products/999999", { token: plain.token }), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND" } },
-    { name: "PUT on an unknown id", send: () => t.request("PUT", "/api/products/999999", { token: admin.token, body: body() }), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND" } },
+    {
+      name: "PUT on an unknown id",
+      send: () => t.request("PUT", "/api/products/999999", { token: admin.token, body: body() }),
+      status: 404,
+      failure: { errorCode: "PRODUCT_NOT_FOUND" },
+    },
   ]);
 
   test("a taken code → 409 DUPLICATE_PRODUCT_CODE, on create and on update", async () => {
     const first = (await post(body())).body;
     const dup = await post(body({ code: first.code }));
     expect(dup.status).toBe(409);
-    expect(dup.body).toEqual({ success: false, message: `Product code already exists: ${first.code}`, errorCode: "DUPLICATE_PRODUCT_CODE", timestamp: expect.stringMatching(ISO_Z) });
+    expect(dup.body).toEqual({
+      success: false,
+      message: `Product code already exists: ${first.code}`,
+      errorCode: "DUPLICATE_PRODUCT_CODE",
+      timestamp: expect.stringMatching(ISO_Z),
+    });
     const second = (await post(body())).body;
     const clash = await t.request("PUT", `/api/products/${second.id}`, { token: admin.token, body: body({ code: first.code }) });
     expect(clash.status).toBe(409);

@@ -36,7 +36,10 @@ test.skipIf(tools.length > 0)(
   async () => {
     const port = freePort();
     // A user's PATH: whatever node_modules/.bin npm test put in front is taken out again.
-    const path = (process.env.PATH ?? "").split(":").filter((dir) => !dir.includes("node_modules")).join(":");
+    const path = (process.env.PATH ?? "")
+      .split(":")
+      .filter((dir) => !dir.includes("node_modules"))
+      .join(":");
     expect(Bun.which("bun", { PATH: path })).toBeNull();
     // setsid: the script and all it starts form one process group, to be killed whole at the end.
     const script = Bun.spawn(["setsid", "bash", "-e", "-c", walkThrough()], {
@@ -56,7 +59,10 @@ test.skipIf(tools.length > 0)(
       // `kill %1` stopped the server: the port no longer answers.
       let stopped = false;
       for (let i = 0; i < 100 && !stopped; i++) {
-        stopped = await fetch(`http://127.0.0.1:${port}/actuator/health`).then(() => false, () => true);
+        stopped = await fetch(`http://127.0.0.1:${port}/actuator/health`).then(
+          () => false,
+          () => true,
+        );
         if (!stopped) await Bun.sleep(100);
       }
       expect(stopped).toBe(true);

@@ -27,12 +27,25 @@ const holdLock = () => holdDatabaseLock(t.config);
 
 describe("the error table, on this leg's driver", () => {
   const now = new Date();
-  const failureOf = (unit: (db: Database) => Promise<unknown>) => unit(t.database).then(() => undefined, (error) => error);
+  const failureOf = (unit: (db: Database) => Promise<unknown>) =>
+    unit(t.database).then(
+      () => undefined,
+      (error) => error,
+    );
   test.each([
     ["a unique index", "duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ name: "USER" })])],
     ["a primary key", "duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ id: 1, name: "ANOTHER" })])],
-    ["a foreign key", "foreignKey", (db: Database) => db.writeAll((tx) => [tx.insert(orders).values({ userId: 987654, status: "PENDING", totalCents: 1, createdAt: now, updatedAt: now })])],
-    ["a CHECK", "other", (db: Database) => db.writeAll((tx) => [tx.insert(products).values({ name: "P", code: "NEGATIVE", priceCents: 100, stock: -1, status: "ACTIVE", createdAt: now, updatedAt: now })])],
+    [
+      "a foreign key",
+      "foreignKey",
+      (db: Database) => db.writeAll((tx) => [tx.insert(orders).values({ userId: 987654, status: "PENDING", totalCents: 1, createdAt: now, updatedAt: now })]),
+    ],
+    [
+      "a CHECK",
+      "other",
+      (db: Database) =>
+        db.writeAll((tx) => [tx.insert(products).values({ name: "P", code: "NEGATIVE", priceCents: 100, stock: -1, status: "ACTIVE", createdAt: now, updatedAt: now })]),
+    ],
     ["NOT NULL", "other", (db: Database) => db.write(async (tx) => tx.insert(users).values({ name: "N", email: null as never, createdAt: now, updatedAt: now }))],
   ] as const)("%s is %s", async (_, kind, unit) => {
     expect(classifyDatabaseError(await failureOf(unit))).toBe(kind);
@@ -58,7 +71,12 @@ describe.skipIf(!remote)("a remote primary", () => {
   });
 
   const product = async (stock: number) =>
-    (await t.request("POST", "/api/products", { token: admin.token, body: { name: `P ${crypto.randomUUID().slice(0, 6)}`, code: `R-${crypto.randomUUID().slice(0, 8)}`, price: 10, stock } })).body;
+    (
+      await t.request("POST", "/api/products", {
+        token: admin.token,
+        body: { name: `P ${crypto.randomUUID().slice(0, 6)}`, code: `R-${crypto.randomUUID().slice(0, 8)}`, price: 10, stock },
+      })
+    ).body;
 
   describe("round trips per request, counted at the server", () => {
     const roundTripsOf = async (request: () => Promise<{ status: number }>, expected: number) => {
@@ -75,15 +93,25 @@ describe.skipIf(!remote)("a remote primary", () => {
       rows["GET /api/users (list)"] = await roundTripsOf(() => t.request("GET", "/api/users?page=0&size=10", { token: admin.token }), 2);
       rows["GET /api/search/users?name=Ann"] = await roundTripsOf(() => t.request("GET", "/api/search/users?name=Ann", { token: admin.token }), 2);
       rows["POST /api/auth/login"] = await roundTripsOf(() => t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Passw0rd!" } }), 2);
-      rows["POST /api/users"] = await roundTripsOf(() => t.request("POST", "/api/users", { token: admin.token, body: { name: "Rt User", email: `rt-${crypto.randomUUID().slice(0, 8)}@x.io`, department: "Sales" } }), 2);
+      rows["POST /api/users"] = await roundTripsOf(
+        () => t.request("POST", "/api/users", { token: admin.token, body: { name: "Rt User", email: `rt-${crypto.randomUUID().slice(0, 8)}@x.io`, department: "Sales" } }),
+        2,
+      );
       let orderId = 0;
       rows["POST /api/orders"] = await roundTripsOf(async () => {
         const res = await t.request("POST", "/api/orders", { token: user.token, body: { items: [{ productId: p.id, quantity: 1 }] } });
         orderId = res.body.id;
         return res;
       }, 3);
-      rows["POST /api/orders/{id}/pay"] = await roundTripsOf(() => t.request("POST", `/api/orders/${orderId}/pay`, { token: user.token, body: { method: "CARD", cardNumber: GOOD_CARD } }), 3);
-      console.log(`round trips:\n${Object.entries(rows).map(([k, v]) => `  ${k}: ${v.trips} (target ≤ ${v.expected}, status ${v.status})`).join("\n")}`);
+      rows["POST /api/orders/{id}/pay"] = await roundTripsOf(
+        () => t.request("POST", `/api/orders/${orderId}/pay`, { token: user.token, body: { method: "CARD", cardNumber: GOOD_CARD } }),
+        3,
+      );
+      console.log(
+        `round trips:\n${Object.entries(rows)
+          .map(([k, v]) => `  ${k}: ${v.trips} (target ≤ ${v.expected}, status ${v.status})`)
+          .join("\n")}`,
+      );
       for (const [name, row] of Object.entries(rows)) {
         expect({ name, status: row.status }).toEqual({ name, status: name.includes("POST /api/users") || name === "POST /api/orders" ? 201 : 200 });
         expect({ name, trips: row.trips <= row.expected }).toEqual({ name, trips: true });
@@ -116,7 +144,9 @@ describe.skipIf(!remote)("a remote primary", () => {
       const p = await product(3);
       const placed = (await t.request("POST", "/api/orders", { token: buyer.token, body: { items: [{ productId: p.id, quantity: 1 }] } })).body;
       const before = gateway.charges();
-      const results = await Promise.all(Array.from({ length: 10 }, () => t.request("POST", `/api/orders/${placed.id}/pay`, { token: buyer.token, body: { method: "CARD", cardNumber: GOOD_CARD } })));
+      const results = await Promise.all(
+        Array.from({ length: 10 }, () => t.request("POST", `/api/orders/${placed.id}/pay`, { token: buyer.token, body: { method: "CARD", cardNumber: GOOD_CARD } })),
+      );
       expect(gateway.charges() - before).toBe(1);
       expect(results.filter((r) => r.status === 200)).toHaveLength(1);
       expect(results.filter((r) => r.status !== 200).map((r) => r.body.errorCode)).toEqual(Array(9).fill("INVALID_ORDER_STATUS"));

@@ -19,7 +19,6 @@ let admin: { id: number; email: string; token: string };
 /** Everyone in the database, as the oracle sees them. */
 let people: SeededUser[];
 
-
 /** Names with every character a LIKE pattern or an SQL string could misread. */
 const AWKWARD_NAMES = ["100% Pure", "Under_Score", "Ann O'Hara", "Back\\Slash", 'Say "Hi"', "Percent%Sign", "Plain Name"];
 
@@ -27,7 +26,16 @@ beforeAll(async () => {
   t = await makeTestApp();
   people = await seedUsers(t.database, { count: 3000, seed: 7 });
   const asPerson = (id: number, name: string, roles: string[]): SeededUser => ({
-    id, name, email: "", age: null as never, active: true, department: null, createdAt: new Date(), lastLogin: null, roles, skills: [],
+    id,
+    name,
+    email: "",
+    age: null as never,
+    active: true,
+    department: null,
+    createdAt: new Date(),
+    lastLogin: null,
+    roles,
+    skills: [],
   });
   caller = await t.createUser({ name: "Search Caller" });
   admin = await t.admin();
@@ -41,7 +49,11 @@ const ids = (body: { id: number }[]) => body.map((u) => u.id);
 const byId = (a: SeededUser, b: SeededUser) => a.id - b.id;
 /** The oracle: page `page` of `size` of the matching users, by id. */
 const expected = (match: (u: SeededUser) => boolean, page = 0, size = 10) =>
-  people.filter(match).sort(byId).slice(page * size, page * size + size).map((u) => u.id);
+  people
+    .filter(match)
+    .sort(byId)
+    .slice(page * size, page * size + size)
+    .map((u) => u.id);
 const nameHas = (term: string) => (u: SeededUser) => u.name.toLowerCase().includes(term.toLowerCase());
 
 describe("defaults", () => {
@@ -149,8 +161,10 @@ describe("criteria combined", () => {
     ["?name=son&age=40", (u) => u.active && nameHas("son")(u) && u.age === 40],
     ["?name=li&active=false&department=Research", (u) => !u.active && nameHas("li")(u) && u.department === "Research"],
     ["?age=25&active=false", (u) => !u.active && u.age === 25],
-    ["?name=mar&createdAfter=2025-01-01T12:00:00Z&createdBefore=2025-01-02", (u) =>
-      u.active && nameHas("mar")(u) && u.createdAt >= new Date("2025-01-01T12:00:00Z") && u.createdAt < new Date("2025-01-02T00:00:00Z")],
+    [
+      "?name=mar&createdAfter=2025-01-01T12:00:00Z&createdBefore=2025-01-02",
+      (u) => u.active && nameHas("mar")(u) && u.createdAt >= new Date("2025-01-01T12:00:00Z") && u.createdAt < new Date("2025-01-02T00:00:00Z"),
+    ],
     ["?email=user1&department=engineering&age=33", (u) => u.active && u.email.includes("user1") && u.department === "Engineering" && u.age === 33],
   ];
   test.each(combos)("%s", async (query, match) => {
@@ -239,7 +253,10 @@ async function queryPlan(criteria: UserSearchCriteria, page: Page) {
   }
   const connection = new Connection(t.config.databaseUrl.slice("file:".length), { readonly: true });
   try {
-    return connection.prepare<{ detail: string }, any[]>(`EXPLAIN QUERY PLAN ${query.sql}`).all(...(params as any[])).map((r) => r.detail);
+    return connection
+      .prepare<{ detail: string }, any[]>(`EXPLAIN QUERY PLAN ${query.sql}`)
+      .all(...(params as any[]))
+      .map((r) => r.detail);
   } finally {
     connection.close();
   }
@@ -261,7 +278,13 @@ describe("the trigram index", () => {
   test("sorting by id descending is served by the index too", async () => {
     expect((await queryPlan({ name: "ali", sortDirection: "desc" }, { page: 0, size: 10 })).join("\n")).not.toContain("TEMP B-TREE");
     const res = await search("?name=ali&sortDirection=desc&size=100");
-    expect(ids(res.body)).toEqual(people.filter((u) => u.active && nameHas("ali")(u)).sort((a, b) => b.id - a.id).slice(0, 100).map((u) => u.id));
+    expect(ids(res.body)).toEqual(
+      people
+        .filter((u) => u.active && nameHas("ali")(u))
+        .sort((a, b) => b.id - a.id)
+        .slice(0, 100)
+        .map((u) => u.id),
+    );
   });
 
   test("a 2-letter name does not touch the trigram index (it cannot serve it)", async () => {
@@ -292,7 +315,12 @@ describe("department and role", () => {
     const res = await t.request("GET", `/api/search/users/department/${dept}/role/${role}`, { token: caller.token });
     expect(res.status).toBe(200);
     const match = inDeptWithRole(dept[0].toUpperCase() + dept.slice(1).toLowerCase(), role.toUpperCase());
-    expect(ids(res.body)).toEqual(people.filter(match).sort(byId).map((u) => u.id));
+    expect(ids(res.body)).toEqual(
+      people
+        .filter(match)
+        .sort(byId)
+        .map((u) => u.id),
+    );
     expect(res.body.length).toBeGreaterThan(0);
     for (const user of res.body) expect(user.roles).toContain(role.toUpperCase());
   });
@@ -305,7 +333,10 @@ describe("department and role", () => {
   });
 
   test("pages only when asked", async () => {
-    const all = people.filter(inDeptWithRole("Engineering", "USER")).sort(byId).map((u) => u.id);
+    const all = people
+      .filter(inDeptWithRole("Engineering", "USER"))
+      .sort(byId)
+      .map((u) => u.id);
     const page = async (query: string) => ids((await t.request("GET", `/api/search/users/department/Engineering/role/USER${query}`, { token: caller.token })).body);
     expect(await page("?page=1&size=5")).toEqual(all.slice(5, 10));
     expect(await page("?size=3")).toEqual(all.slice(0, 3));
@@ -314,10 +345,7 @@ describe("department and role", () => {
     expect([bad.status, bad.body.errors]).toEqual([400, ["size: must be at most 100"]]);
   });
 
-  test.each([
-    ["/api/search/users/department/Nowhere/role/USER"],
-    ["/api/search/users/department/Sales/role/KING"],
-  ])("%s → []", async (path) => {
+  test.each([["/api/search/users/department/Nowhere/role/USER"], ["/api/search/users/department/Sales/role/KING"]])("%s → []", async (path) => {
     const res = await t.request("GET", path, { token: caller.token });
     expect(res.status).toBe(200);
     expect(res.body).toEqual([]);
@@ -339,13 +367,19 @@ describe("by skills", () => {
   ])("%s: holders of any, each once, by id", async (query, wanted) => {
     const res = await bySkills(query);
     expect(res.status).toBe(200);
-    const want = people.filter(holdsAny(wanted)).sort(byId).map((u) => u.id);
+    const want = people
+      .filter(holdsAny(wanted))
+      .sort(byId)
+      .map((u) => u.id);
     expect(ids(res.body)).toEqual(want);
     expect(new Set(ids(res.body)).size).toBe(res.body.length);
   });
 
   test("pages only when asked", async () => {
-    const all = people.filter(holdsAny(["rust"])).sort(byId).map((u) => u.id);
+    const all = people
+      .filter(holdsAny(["rust"]))
+      .sort(byId)
+      .map((u) => u.id);
     expect(ids((await bySkills("?skills=rust&page=2&size=4")).body)).toEqual(all.slice(8, 12));
     expect(ids((await bySkills("?skills=rust")).body)).toEqual(all);
   });

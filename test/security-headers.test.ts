@@ -115,7 +115,10 @@ describe("CORS", () => {
   });
 
   test("answers to an allowed origin expose X-Total-Count, ETag, X-Request-Id and Retry-After", async () => {
-    for (const [token, status] of [[admin.token, 200], [undefined, 401]] as const) {
+    for (const [token, status] of [
+      [admin.token, 200],
+      [undefined, 401],
+    ] as const) {
       const res = await t.request("GET", "/api/users", { token, headers: { origin: "http://localhost:5173" } });
       expect(res.status).toBe(status);
       expect(res.headers.get("access-control-allow-origin")).toBe("http://localhost:5173");

@@ -33,7 +33,17 @@ export async function startServer(env: Env | ((origin: string) => Env), command?
   const argv = command ? [command] : [process.execPath, join(ROOT, "src/main.ts")];
   const port = freePort();
   const extra = typeof env === "function" ? env(`http://127.0.0.1:${port}`) : env;
-  const fullEnv = { ...process.env, DATA_DIR: dir, JWT_SECRET: SECRET, LOG_LEVEL: "warn", PORT: String(port), HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, ...extra };
+  const fullEnv = {
+    ...process.env,
+    DATA_DIR: dir,
+    JWT_SECRET: SECRET,
+    LOG_LEVEL: "warn",
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    ADMIN_EMAIL: ADMIN.email,
+    ADMIN_PASSWORD: ADMIN.password,
+    ...extra,
+  };
   // Logs go to stdout (not read: an unread pipe could fill and stall the server); stderr only on a failed start.
   const proc = Bun.spawn([...argv, "serve"], { cwd: dir, env: fullEnv, stdout: "ignore", stderr: "pipe" });
   const url = `http://127.0.0.1:${port}${extra.BASE_PATH ?? ""}`;
@@ -43,7 +53,13 @@ export async function startServer(env: Env | ((origin: string) => Env), command?
     rmSync(dir, { recursive: true, force: true });
   };
   for (let i = 0; ; i++) {
-    if (await fetch(`${url}/actuator/health`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${url}/actuator/health`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     if (i > 200 || proc.exitCode !== null) {
       const log = await new Response(proc.stderr).text().catch(() => "");
       await stop();
@@ -103,7 +119,9 @@ export async function streamUpload(server: ServerProcess, size: number, filename
   const body = new ReadableStream<Uint8Array>({
     pull(controller) {
       if (stage === "head") {
-        controller.enqueue(encoder.encode(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: application/octet-stream\r\n\r\n`));
+        controller.enqueue(
+          encoder.encode(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: application/octet-stream\r\n\r\n`),
+        );
         stage = "data";
       } else if (stage === "data") {
         const chunk = chunkAt(sent / CHUNK).subarray(0, Math.min(CHUNK, size - sent));

@@ -20,7 +20,6 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-
 /** A valid address of exactly `length` characters: a 64-character local part, then labels under 64. */
 function emailOfLength(length: number): string {
   const labels: string[] = [];
@@ -38,7 +37,6 @@ const create = async (extra: Record<string, unknown> = {}) => {
   expect(res.status).toBe(201);
   return res.body;
 };
-
 
 describe("User rules at their boundaries (POST)", () => {
   const ok = (extra: Record<string, unknown>) => ({ name: "Valid Name", email: uniqueEmail("u"), ...extra });
@@ -149,10 +147,14 @@ describe("POST /api/users", () => {
   });
 
   test("a weak password is a body violation", async () => {
-    expectFailure(await post({ name: "Weak Pass", email: uniqueEmail("u"), password: "short" }), 400, invalidBody([
-      "password: must be between 8 and 20 characters",
-      "password: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
-    ]));
+    expectFailure(
+      await post({ name: "Weak Pass", email: uniqueEmail("u"), password: "short" }),
+      400,
+      invalidBody([
+        "password: must be between 8 and 20 characters",
+        "password: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
+      ]),
+    );
   });
 
   test("a duplicate e-mail is 409 DUPLICATE_EMAIL, also in another case", async () => {
@@ -185,7 +187,12 @@ describe("GET /api/users", () => {
   beforeAll(async () => {
     l = await makeTestApp();
     token = (await l.admin()).token; // the admin is user 1
-    for (const [name, email] of [["Carol", "carol@x.io"], ["alice", "alice@x.io"], ["Bob", "bob@x.io"], ["Dave", "dave@x.io"]]) {
+    for (const [name, email] of [
+      ["Carol", "carol@x.io"],
+      ["alice", "alice@x.io"],
+      ["Bob", "bob@x.io"],
+      ["Dave", "dave@x.io"],
+    ]) {
       const res = await l.request("POST", "/api/users", { body: { name, email }, token });
       expect(res.status).toBe(201);
     }
@@ -203,7 +210,12 @@ describe("GET /api/users", () => {
 
   test("sort applies without paging too", async () => {
     const res = await list("?sort=email,desc");
-    expect(res.body.map((u: any) => u.email)).toEqual(res.body.map((u: any) => u.email).toSorted().reverse());
+    expect(res.body.map((u: any) => u.email)).toEqual(
+      res.body
+        .map((u: any) => u.email)
+        .toSorted()
+        .reverse(),
+    );
     expect(res.body.map((u: any) => u.name).filter((n: string) => n !== "Test User")).toEqual(["Dave", "Carol", "Bob", "alice"]);
     expect(res.headers.get("x-total-count")).toBe("5");
   });
@@ -376,9 +388,11 @@ describe("PUT /api/users/{id}", () => {
 
   test("is validated like POST", async () => {
     const user = await create();
-    expectFailure(await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "X", email: user.email } }), 400, invalidBody([
-      "name: must be between 2 and 100 characters",
-    ]));
+    expectFailure(
+      await t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "X", email: user.email } }),
+      400,
+      invalidBody(["name: must be between 2 and 100 characters"]),
+    );
   });
 
   test("another user's e-mail is 409 DUPLICATE_EMAIL; an unknown id 404", async () => {
@@ -410,12 +424,16 @@ describe("PATCH /api/users/{id}", () => {
 
   test("validates what is supplied", async () => {
     const user = await create();
-    expectFailure(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: "broken" } }), 400, invalidBody([
-      "email: must be a valid e-mail address",
-    ]));
-    expectFailure(await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "D".repeat(51) } }), 400, invalidBody([
-      "department: must be at most 50 characters",
-    ]));
+    expectFailure(
+      await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { email: "broken" } }),
+      400,
+      invalidBody(["email: must be a valid e-mail address"]),
+    );
+    expectFailure(
+      await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { department: "D".repeat(51) } }),
+      400,
+      invalidBody(["department: must be at most 50 characters"]),
+    );
   });
 
   test("the user themself may; another USER gets 403 ACCESS_DENIED; unknown id 404", async () => {
@@ -425,7 +443,12 @@ describe("PATCH /api/users/{id}", () => {
     const victim = await create();
     const denied = await t.request("PATCH", `/api/users/${victim.id}`, { token: plain.token, body: { name: "Hijacked" } });
     expect(denied.status).toBe(403);
-    expect(denied.body).toEqual({ success: false, message: "You do not have permission to perform this operation", errorCode: "ACCESS_DENIED", timestamp: expect.stringMatching(ISO_Z) });
+    expect(denied.body).toEqual({
+      success: false,
+      message: "You do not have permission to perform this operation",
+      errorCode: "ACCESS_DENIED",
+      timestamp: expect.stringMatching(ISO_Z),
+    });
     expect((await t.request("GET", `/api/users/${victim.id}`, { token: admin.token })).body.name).toBe(victim.name);
     const missing = await t.request("PATCH", "/api/users/8888888", { token: admin.token, body: { name: "Nobody" } });
     expect(missing.status).toBe(404);

@@ -47,7 +47,17 @@ test("two workers share the port and the database, and SIGTERM stops both", asyn
   const base = `http://127.0.0.1:${port}`;
   const primary = Bun.spawn([process.execPath, "src/main.ts", "serve", "--workers", "2"], {
     cwd: ROOT,
-    env: { ...process.env, DATA_DIR: dir, PORT: String(port), HOST: "127.0.0.1", JWT_SECRET: TEST_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: "warn", METRICS_TOKEN },
+    env: {
+      ...process.env,
+      DATA_DIR: dir,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      JWT_SECRET: TEST_SECRET,
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+      LOG_LEVEL: "warn",
+      METRICS_TOKEN,
+    },
     stdout: "ignore",
     stderr: "inherit",
   });
@@ -83,7 +93,9 @@ test("two workers share the port and the database, and SIGTERM stops both", asyn
     for (let i = 0; i < 8; i++) {
       const scrape = await (await fetch(`${base}/actuator/prometheus`, { keepalive: false, headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
       expect(scrape).toMatch(/^users_created_total 121$/m);
-      const view = (await (await fetch(`${base}/actuator/metrics/users.created`, { keepalive: false, headers: { authorization: `Bearer ${token}` } })).json()) as { measurements: unknown };
+      const view = (await (await fetch(`${base}/actuator/metrics/users.created`, { keepalive: false, headers: { authorization: `Bearer ${token}` } })).json()) as {
+        measurements: unknown;
+      };
       expect(view.measurements).toEqual([{ statistic: "COUNT", value: 121 }]);
     }
 

@@ -74,7 +74,10 @@ export const isBusy = (error: unknown) => classifyDatabaseError(error) === "busy
 
 /** A unit of work that could not get the write lock within DATABASE_BUSY_TIMEOUT_MS; nothing was written. */
 export class DatabaseBusyError extends Error {
-  constructor(readonly waitedMs: number, options?: { cause?: unknown }) {
+  constructor(
+    readonly waitedMs: number,
+    options?: { cause?: unknown },
+  ) {
     super(`database busy: the write lock stayed taken for ${waitedMs} ms`, options);
   }
 }

@@ -15,10 +15,7 @@ export async function migrate(database: Database): Promise<number> {
   if (pending.length === 0) return 0;
   // The hash is hex and the time a number: nothing to escape.
   await database.migrate(
-    pending.flatMap((m) => [
-      ...m.sql.filter((s) => s.trim() !== ""),
-      `INSERT INTO "__drizzle_migrations" ("hash", "created_at") VALUES ('${m.hash}', ${m.folderMillis})`,
-    ]),
+    pending.flatMap((m) => [...m.sql.filter((s) => s.trim() !== ""), `INSERT INTO "__drizzle_migrations" ("hash", "created_at") VALUES ('${m.hash}', ${m.folderMillis})`]),
   );
   return pending.length;
 }

@@ -63,15 +63,21 @@ export const roles = sqliteTable("roles", {
 export const userRoles = sqliteTable(
   "user_roles",
   {
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
-    roleId: integer("role_id").notNull().references(() => roles.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    roleId: integer("role_id")
+      .notNull()
+      .references(() => roles.id, { onDelete: "cascade" }),
   },
   (t) => [primaryKey({ columns: [t.userId, t.roleId] }), index("user_roles_role_idx").on(t.roleId)],
 );
 
 export const userProfiles = sqliteTable("user_profiles", {
   /** Shares the user's id (one-to-one). */
-  userId: integer("user_id").primaryKey().references(() => users.id, { onDelete: "cascade" }),
+  userId: integer("user_id")
+    .primaryKey()
+    .references(() => users.id, { onDelete: "cascade" }),
   avatarUrl: text("avatar_url"),
   bio: text("bio"),
   /** yyyy-MM-dd */
@@ -82,7 +88,9 @@ export const userProfiles = sqliteTable("user_profiles", {
 export const userSkills = sqliteTable(
   "user_skills",
   {
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
     /** As the user wrote it. */
     name: text("name").notNull(),
     /** Lower-cased, for case-insensitive matching and de-duplication. */
@@ -137,7 +145,9 @@ export const orders = sqliteTable(
   "orders",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    userId: integer("user_id").notNull().references(() => users.id),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id),
     /** OrderStatus: PENDING, PROCESSING (claimed for payment), PAID, PAYMENT_FAILED. */
     status: text("status").notNull(),
     totalCents: integer("total_cents").notNull(),
@@ -153,8 +163,12 @@ export const orderItems = sqliteTable(
   "order_items",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    orderId: integer("order_id").notNull().references(() => orders.id, { onDelete: "cascade" }),
-    productId: integer("product_id").notNull().references(() => products.id),
+    orderId: integer("order_id")
+      .notNull()
+      .references(() => orders.id, { onDelete: "cascade" }),
+    productId: integer("product_id")
+      .notNull()
+      .references(() => products.id),
     productName: text("product_name").notNull(),
     quantity: integer("quantity").notNull(),
     unitPriceCents: integer("unit_price_cents").notNull(),
@@ -202,7 +216,9 @@ export const accountTokens = sqliteTable(
   {
     /** Hex SHA-256 of the raw token (32 random bytes, base64url). */
     tokenHash: text("token_hash").primaryKey(),
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
     /** VERIFY_EMAIL or PASSWORD_RESET */
     purpose: text("purpose").notNull(),
     expiresAt: millis("expires_at").notNull(),

@@ -35,14 +35,11 @@ export function chooseEncoding(header: string | null): Encoding | undefined {
 }
 
 const compress = (body: Uint8Array, encoding: Encoding) =>
-  encoding === "br"
-    ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } })
-    : gzipAsync(body, { level: 6 });
+  encoding === "br" ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } }) : gzipAsync(body, { level: 6 });
 
 /** Sure to fit under the threshold without encoding it: UTF-8 takes at most 3 bytes per UTF-16 unit. */
 const surelySmall = (text: string) => text.length * 3 <= COMPRESSION_THRESHOLD_BYTES;
-const isPlainJson = (value: unknown): value is object =>
-  value !== null && typeof value === "object" && (Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype);
+const isPlainJson = (value: unknown): value is object => value !== null && typeof value === "object" && (Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype);
 
 /**
  * The hook is a plain function, not an async one: Elysia awaits an async mapResponse on every

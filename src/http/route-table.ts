@@ -18,11 +18,20 @@ export function routeTable(app: () => AnyElysia): RouteTable {
       method: r.method,
       path: r.path,
       hooks: r.hooks as Record<string, unknown>,
-      pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\/:[^/]+/g, "/[^/]+").replace(/\/\*$/, "/.*")}/?$`),
+      pattern: new RegExp(
+        `^${r.path
+          .replace(/[.+?^${}()|[\]\\]/g, "\\$&")
+          .replace(/\/:[^/]+/g, "/[^/]+")
+          .replace(/\/\*$/, "/.*")}/?$`,
+      ),
     })));
   return {
     methodsFor(pathname) {
-      const methods = new Set(table().filter((r) => r.pattern.test(pathname)).map((r) => r.method));
+      const methods = new Set(
+        table()
+          .filter((r) => r.pattern.test(pathname))
+          .map((r) => r.method),
+      );
       if (methods.has("GET")) methods.add("HEAD");
       return [...methods];
     },

@@ -67,5 +67,4 @@ export function securityHeaders(options: { hstsMaxAge?: number }): Record<string
 }
 
 /** Registered on the root app: Elysia's default headers apply to every route and every error. */
-export const securityHeadersPlugin = (options: { hstsMaxAge?: number }) =>
-  new Elysia({ name: "security-headers" }).headers(securityHeaders(options));
+export const securityHeadersPlugin = (options: { hstsMaxAge?: number }) => new Elysia({ name: "security-headers" }).headers(securityHeaders(options));

@@ -26,7 +26,7 @@ const encode = (text: string) => encodeURIComponent(text).replace(/[!'()*]/g, (c
 
 /** Sends one signed request; `key` empty means the bucket itself. */
 export async function s3Fetch(target: S3Target, method: string, key: string, query: Record<string, string> = {}, body?: Uint8Array | string) {
-  const path = `/${encode(target.bucket)}${key ? "/" + key.split("/").map(encode).join("/") : ""}`;
+  const path = `/${encode(target.bucket)}${key ? `/${key.split("/").map(encode).join("/")}` : ""}`;
   const url = new URL(path, target.endpoint);
   const canonicalQuery = Object.keys(query)
     .sort()
@@ -42,9 +42,11 @@ export async function s3Fetch(target: S3Target, method: string, key: string, que
   const scope = `${day}/${target.region}/s3/aws4_request`;
   let signingKey = hmac(`AWS4${target.secretAccessKey}`, day);
   for (const part of [target.region, "s3", "aws4_request"]) signingKey = hmac(signingKey, part);
-  const signature = createHmac("sha256", signingKey).update(["AWS4-HMAC-SHA256", amzDate, scope, sha256Hex(canonical)].join("\n")).digest("hex");
+  const signature = createHmac("sha256", signingKey)
+    .update(["AWS4-HMAC-SHA256", amzDate, scope, sha256Hex(canonical)].join("\n"))
+    .digest("hex");
   headers.authorization = `AWS4-HMAC-SHA256 Credential=${target.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
-  const response = await fetch(`${url.origin}${url.pathname}${canonicalQuery ? "?" + canonicalQuery : ""}`, { method, headers, body });
+  const response = await fetch(`${url.origin}${url.pathname}${canonicalQuery ? `?${canonicalQuery}` : ""}`, { method, headers, body });
   if (!response.ok) throw new Error(`S3 ${method} ${target.bucket}/${key}: ${response.status} ${(await response.text()).slice(0, 300)}`);
   return response;
 }

@@ -20,7 +20,12 @@ const CHROMIUM = "/usr/bin/chromium";
 export const ARTIFACTS = resolve(import.meta.dir, "../../test-artifacts/console");
 const PASSWORD = "Passw0rd!";
 
-const skipped = process.env.CONSOLE_BROWSER !== "1" ? "slow; runs under npm run test:browser (CONSOLE_BROWSER=1)" : !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM} (apt-get install chromium)` : undefined;
+const skipped =
+  process.env.CONSOLE_BROWSER !== "1"
+    ? "slow; runs under npm run test:browser (CONSOLE_BROWSER=1)"
+    : !existsSync(CHROMIUM)
+      ? `no Chromium at ${CHROMIUM} (apt-get install chromium)`
+      : undefined;
 
 /** JSON over the API, as the test's own ADMIN (or another token). */
 async function call(server: ServerProcess, method: string, path: string, body?: unknown, token = server.token) {
@@ -80,7 +85,11 @@ if (skipped) {
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    for (const [key, name, department] of [["mei", "Mei Lin", "Sales"], ["wei", "Lin Wei", "Ops"], ["plain", "Plain User", "Ops"]]) {
+    for (const [key, name, department] of [
+      ["mei", "Mei Lin", "Sales"],
+      ["wei", "Lin Wei", "Ops"],
+      ["plain", "Plain User", "Ops"],
+    ]) {
       const res = await call(server, "POST", "/api/users", { name, email: `${key}@console.example.com`, department, password: PASSWORD });
       expect(res.status).toBe(201);
       seeded[key] = res.body;
@@ -172,7 +181,12 @@ if (skipped) {
       await page.getByRole("button", { name: "Deactivate", exact: true }).click();
       await page.getByRole("button", { name: "Activate", exact: true }).waitFor();
       await screen("user-detail-deactivated");
-      expect(await page.locator(".panel", { has: page.getByRole("heading", { name: "Access" }) }).locator(".badge").innerText()).toBe("Disabled");
+      expect(
+        await page
+          .locator(".panel", { has: page.getByRole("heading", { name: "Access" }) })
+          .locator(".badge")
+          .innerText(),
+      ).toBe("Disabled");
       expect((await call(server, "GET", `/api/users/${seeded.mei.id}`, undefined, token)).status).toBe(401);
     });
 

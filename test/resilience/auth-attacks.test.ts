@@ -91,7 +91,7 @@ describe("forged and foreign tokens: 401, whatever the header says", () => {
     const claimsAdmin = await hs512({ sub: user.email, exp: now() + 3600, roles: ["ADMIN"], scope: "admin", ver: 0 }, SECRET);
     const res = await t.request("POST", "/api/users", { token: claimsAdmin, body: { name: "Escalated", email: "escalated@example.com" } });
     expect({ status: res.status, code: res.body.errorCode }).toEqual({ status: 403, code: "ACCESS_DENIED" });
-    await expect401(await hs512({ sub: admin.email.toUpperCase() + " ", exp: now() + 3600 }, SECRET));
+    await expect401(await hs512({ sub: `${admin.email.toUpperCase()} `, exp: now() + 3600 }, SECRET));
   });
 
   test("a token from before a password change, and from before logout", async () => {
@@ -161,8 +161,7 @@ describe("a USER cannot escalate through any write endpoint", () => {
     productId = res.body.id;
   });
 
-  const resolve = (path: string) =>
-    path.replace(":other", String(other.id)).replace(":self", String(user.id)).replace(":product", String(productId));
+  const resolve = (path: string) => path.replace(":other", String(other.id)).replace(":self", String(user.id)).replace(":product", String(productId));
 
   test.each(refused)("%s %s → %d, nothing changed", async (method, path, status, body) => {
     const before = await snapshot(t.database);
@@ -208,7 +207,8 @@ describe("a USER cannot escalate through any write endpoint", () => {
         body: { name: "Twin", email, password: PASSWORD, confirmPassword: PASSWORD, age: 30, address: { city: "C", district: "D", detail: "E" }, skills: ["x"] },
       });
       expect({ email, statuses: [created.status, patched.status, registered.status].map((s) => (s === 409 || s === 400 ? "refused" : s)) }).toEqual({
-        email, statuses: ["refused", "refused", "refused"],
+        email,
+        statuses: ["refused", "refused", "refused"],
       });
     }
   });
@@ -216,9 +216,18 @@ describe("a USER cannot escalate through any write endpoint", () => {
   test("registration with roles, active or id fields gives a plain, active USER", async () => {
     const res = await t.request("POST", "/api/auth/register", {
       body: {
-        name: "Sneaky", email: "sneaky@example.com", password: PASSWORD, confirmPassword: PASSWORD, age: 30,
-        address: { city: "C", district: "D", detail: "E" }, skills: ["x"],
-        roles: ["ADMIN"], active: false, id: 1, tokenVersion: 5, __proto__: { roles: ["ADMIN"] },
+        name: "Sneaky",
+        email: "sneaky@example.com",
+        password: PASSWORD,
+        confirmPassword: PASSWORD,
+        age: 30,
+        address: { city: "C", district: "D", detail: "E" },
+        skills: ["x"],
+        roles: ["ADMIN"],
+        active: false,
+        id: 1,
+        tokenVersion: 5,
+        __proto__: { roles: ["ADMIN"] },
       },
     });
     expect(res.status).toBe(201);

@@ -65,7 +65,12 @@ async function unpacked(archive: string) {
 const emailsIn = (file: string) => {
   const db = new Database(file, { readonly: true });
   try {
-    return new Set(db.query<{ email: string }, []>("SELECT email FROM users").all().map((r) => r.email));
+    return new Set(
+      db
+        .query<{ email: string }, []>("SELECT email FROM users")
+        .all()
+        .map((r) => r.email),
+    );
   } finally {
     db.close();
   }
@@ -170,7 +175,11 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
     const service = await startBinary(dir, freePort(), binaryEnv(dir));
     const token = await loginToken(service.url);
     const create = async (email: string) => {
-      const res = await fetch(`${service.url}/api/users`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ name: "Wal Test", email }) });
+      const res = await fetch(`${service.url}/api/users`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: "Wal Test", email }),
+      });
       expect(res.status).toBe(201);
     };
     for (let i = 0; i < 20; i++) await create(`before${i}@wal.example.com`);
@@ -211,7 +220,15 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
     const port = freePort();
     const proc = Bun.spawn([ensureBinary(), "serve"], {
       cwd: dir,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...binaryEnv(dir), PORT: String(port), HOST: "127.0.0.1", WORKERS: "2", BACKUP_SCHEDULE: "*/2 * * * * *", LOG_LEVEL: "info" },
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        ...binaryEnv(dir),
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        WORKERS: "2",
+        BACKUP_SCHEDULE: "*/2 * * * * *",
+        LOG_LEVEL: "info",
+      },
       stdout: "pipe",
       stderr: "inherit",
     });

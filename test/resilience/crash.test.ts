@@ -82,11 +82,19 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
       try {
         if (i % 3 === 0) {
           const email = `${tag}@crash.example.com`;
-          const res = await fetch(`${url}/api/users`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ name: `Crash ${tag}`, email, department: `Dept ${w}` }) });
+          const res = await fetch(`${url}/api/users`, {
+            method: "POST",
+            headers: { ...auth, "content-type": "application/json" },
+            body: JSON.stringify({ name: `Crash ${tag}`, email, department: `Dept ${w}` }),
+          });
           if (res.status === 201) acked.users.push({ id: ((await res.json()) as any).id, email });
         } else if (i % 3 === 1) {
           const quantity = 1 + (i % 4);
-          const res = await fetch(`${url}/api/orders`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ items: [{ productId, quantity }] }) });
+          const res = await fetch(`${url}/api/orders`, {
+            method: "POST",
+            headers: { ...auth, "content-type": "application/json" },
+            body: JSON.stringify({ items: [{ productId, quantity }] }),
+          });
           if (res.status !== 201) continue;
           const order = { id: ((await res.json()) as any).id as number, quantity, status: "PENDING" };
           acked.orders.push(order);
@@ -147,7 +155,11 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
       expect(Number((await one("SELECT count(*) FROM orders o WHERE NOT EXISTS (SELECT 1 FROM order_items i WHERE i.order_id = o.id)"))[0])).toBe(0);
       expect(Number((await one("SELECT count(*) FROM order_items i WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = i.order_id)"))[0])).toBe(0);
       const stock = Number((await one(`SELECT stock FROM products WHERE id = ${productId}`))[0]);
-      const reserved = Number((await one(`SELECT coalesce(sum(i.quantity), 0) FROM order_items i JOIN orders o ON o.id = i.order_id WHERE i.product_id = ${productId} AND o.status <> 'PAYMENT_FAILED'`))[0]);
+      const reserved = Number(
+        (
+          await one(`SELECT coalesce(sum(i.quantity), 0) FROM order_items i JOIN orders o ON o.id = i.order_id WHERE i.product_id = ${productId} AND o.status <> 'PAYMENT_FAILED'`)
+        )[0],
+      );
       expect({ stock, reserved, total: stock + reserved }).toEqual({ stock, reserved, total: INITIAL_STOCK });
       const totals = Number((await one("SELECT count(*) FROM orders o WHERE o.total_cents <> (SELECT sum(total_price_cents) FROM order_items i WHERE i.order_id = o.id)"))[0]);
       expect(totals).toBe(0);

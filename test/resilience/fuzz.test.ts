@@ -171,10 +171,45 @@ const TARGETS: Record<string, Target> = {
 /** Values no field expects, chosen for what they break: number edges, NaN-likes, odd strings, containers. */
 const hostile: fc.Arbitrary<Json> = fc.oneof(
   fc.constantFrom<Json>(
-    1e308, -1e308, -0, 2 ** 63, -(2 ** 63), 2 ** 53 + 1, Number.MAX_SAFE_INTEGER, 1e-320, 0.1, -1, 0,
-    "NaN", "Infinity", "-Infinity", "1e308", "-0", "0x10", "9223372036854775808", "", " ", "\u0000", "a\u0000b",
-    "\uFFFF", "\uD800", "𝟘𝟙", "null", "true", "__proto__", "constructor", "ADMIN", "../../etc/passwd",
-    [], {}, null, true, false, [null], { __proto__: null } as Json, ["USER", "ADMIN"],
+    1e308,
+    -1e308,
+    -0,
+    2 ** 63,
+    -(2 ** 63),
+    2 ** 53 + 1,
+    Number.MAX_SAFE_INTEGER,
+    1e-320,
+    0.1,
+    -1,
+    0,
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e308",
+    "-0",
+    "0x10",
+    "9223372036854775808",
+    "",
+    " ",
+    "\u0000",
+    "a\u0000b",
+    "\uFFFF",
+    "\uD800",
+    "𝟘𝟙",
+    "null",
+    "true",
+    "__proto__",
+    "constructor",
+    "ADMIN",
+    "../../etc/passwd",
+    [],
+    {},
+    null,
+    true,
+    false,
+    [null],
+    { __proto__: null } as Json,
+    ["USER", "ADMIN"],
   ),
   fc.string({ maxLength: 40 }),
   fc.string({ unit: "binary", maxLength: 20 }),
@@ -185,11 +220,7 @@ const hostile: fc.Arbitrary<Json> = fc.oneof(
 
 const EXTRA_KEYS = ["__proto__", "constructor", "prototype", "id", "roles", "active", "version", "tokenVersion", "isAdmin", "passwordHash", "userId", "createdAt"];
 
-type Structural =
-  | { kind: "drop"; path: number }
-  | { kind: "set"; path: number; value: Json }
-  | { kind: "extra"; key: string; value: Json }
-  | { kind: "whole"; value: Json };
+type Structural = { kind: "drop"; path: number } | { kind: "set"; path: number; value: Json } | { kind: "extra"; key: string; value: Json } | { kind: "whole"; value: Json };
 
 /** Changes to the JSON text itself, where a parser (not a schema) must cope. */
 type Raw =
@@ -229,7 +260,22 @@ const rawMutation: fc.Arbitrary<Raw> = fc.oneof(
   fc.record({
     kind: fc.constant("numberLiteral" as const),
     path: index,
-    literal: fc.constantFrom("1e999", "-1e999", "-0", "123456789012345678901234567890", "9223372036854775808", "NaN", "Infinity", "0x1F", "1_000", "01", ".5", "1e", "+1", "4.9e-325"),
+    literal: fc.constantFrom(
+      "1e999",
+      "-1e999",
+      "-0",
+      "123456789012345678901234567890",
+      "9223372036854775808",
+      "NaN",
+      "Infinity",
+      "0x1F",
+      "1_000",
+      "01",
+      ".5",
+      "1e",
+      "+1",
+      "4.9e-325",
+    ),
   }),
   fc.record({ kind: fc.constant("truncate" as const), at: index }),
   fc.record({
@@ -316,7 +362,7 @@ function applyRaw(body: Json, raw: Raw): string | Uint8Array {
     }
     case "deepNest": {
       const [open, close] = raw.object ? ['{"a":', "}"] : ["[", "]"];
-      const nested = open.repeat(raw.depth) + "1" + close.repeat(raw.depth);
+      const nested = `${open.repeat(raw.depth)}1${close.repeat(raw.depth)}`;
       return raw.inField ? withRawValue(body, path(raw.depth), nested) : nested;
     }
     case "longString":
@@ -328,7 +374,7 @@ function applyRaw(body: Json, raw: Raw): string | Uint8Array {
     }
     case "rawNul": {
       const at = text.length ? raw.at % text.length : 0;
-      return text.slice(0, at) + "\u0000" + text.slice(at);
+      return `${text.slice(0, at)}\u0000${text.slice(at)}`;
     }
     case "numberLiteral":
       return withRawValue(body, path(raw.path), raw.literal);
@@ -340,15 +386,48 @@ function applyRaw(body: Json, raw: Raw): string | Uint8Array {
 }
 
 /** Short, printable description of a case for a failure report. */
-const describeCase = (c: Case) =>
-  JSON.stringify(c, (_, v) => (typeof v === "string" && v.length > 60 ? `${v.slice(0, 60)}…(${v.length})` : v)).slice(0, 400);
+const describeCase = (c: Case) => JSON.stringify(c, (_, v) => (typeof v === "string" && v.length > 60 ? `${v.slice(0, 60)}…(${v.length})` : v)).slice(0, 400);
 
 /** Text for a query or path parameter: number edges, NaN-likes, metacharacters, odd Unicode, long. */
 const paramText: fc.Arbitrary<string> = fc.oneof(
   fc.constantFrom(
-    "", " ", "0", "-1", "-0", "1.5", "1e3", "0x1F", "NaN", "Infinity", "9223372036854775808", "1e308", "true", "false", "null",
-    "[]", "{}", "%", "%00", "\u0000", "a\u0000b", "../../etc/passwd", "..%2F..%2F", "x".repeat(10_000), "𝟘𝟙", "\uFFFF", "' OR 1=1 --",
-    "2024-02-30", "2024-13-01T25:61:00Z", "99999-01-01", "asc", "DESC", "name,asc", "id,sideways", "ACTIVE", "USER", "ADMIN",
+    "",
+    " ",
+    "0",
+    "-1",
+    "-0",
+    "1.5",
+    "1e3",
+    "0x1F",
+    "NaN",
+    "Infinity",
+    "9223372036854775808",
+    "1e308",
+    "true",
+    "false",
+    "null",
+    "[]",
+    "{}",
+    "%",
+    "%00",
+    "\u0000",
+    "a\u0000b",
+    "../../etc/passwd",
+    "..%2F..%2F",
+    "x".repeat(10_000),
+    "𝟘𝟙",
+    "\uFFFF",
+    "' OR 1=1 --",
+    "2024-02-30",
+    "2024-13-01T25:61:00Z",
+    "99999-01-01",
+    "asc",
+    "DESC",
+    "name,asc",
+    "id,sideways",
+    "ACTIVE",
+    "USER",
+    "ADMIN",
   ),
   fc.string({ maxLength: 30 }),
   fc.integer().map(String),
@@ -357,7 +436,7 @@ const paramText: fc.Arbitrary<string> = fc.oneof(
 
 const HEADER_VALUES: Record<string, string[]> = {
   "accept-language": ["zh-TW", "zh-TW;q=0.1, en;q=x", "*", ";;;", "x".repeat(5000)],
-  "if-match": ['"1"', "*", '"', "W/\"0\"", '"99999999999999999999"'],
+  "if-match": ['"1"', "*", '"', 'W/"0"', '"99999999999999999999"'],
   range: ["bytes=0-0", "bytes=-1", "bytes=5-2", "bytes=99999999999-", "bytes=0-1,2-3", "items=0-1", "bytes=-0"],
   "x-client-version": ["1.0", "", "../../x", "x".repeat(100), "1.0 beta"],
   "accept-encoding": ["gzip", "br;q=1, gzip;q=0", "identity;q=0", "*;q=0", "deflate"],
@@ -375,9 +454,9 @@ function paramCase(queryKeys: string[], paramKeys: string[]): fc.Arbitrary<Param
   return fc.record({
     query: fc.array(fc.tuple(key, paramText), { maxLength: 5 }),
     params: paramKeys.length ? fc.dictionary(fc.constantFrom(...paramKeys), paramText, { maxKeys: paramKeys.length }) : fc.constant({}),
-    headers: fc.dictionary(fc.constantFrom(...Object.keys(HEADER_VALUES)), fc.nat(), { maxKeys: 3 }).map((picked) =>
-      Object.fromEntries(Object.entries(picked).map(([name, i]) => [name, HEADER_VALUES[name][i % HEADER_VALUES[name].length]])),
-    ),
+    headers: fc
+      .dictionary(fc.constantFrom(...Object.keys(HEADER_VALUES)), fc.nat(), { maxKeys: 3 })
+      .map((picked) => Object.fromEntries(Object.entries(picked).map(([name, i]) => [name, HEADER_VALUES[name][i % HEADER_VALUES[name].length]]))),
   });
 }
 
@@ -468,7 +547,7 @@ describe("fuzzing every JSON endpoint", () => {
         const valid = target.valid(++counter);
         let body: Json = structuredClone(valid);
         for (const mutation of c.structural) body = applyStructural(body, mutation);
-        const payload = c.raw ? applyRaw(body, c.raw) : JSON.stringify(body) ?? "";
+        const payload = c.raw ? applyRaw(body, c.raw) : (JSON.stringify(body) ?? "");
         const sent = body !== null && typeof body === "object" && !Array.isArray(body) ? (body as Record<string, Json>) : undefined;
         await send(key, target, payload, c.contentType ?? "application/json", sent, describeCase(c));
       }
@@ -527,45 +606,63 @@ describe("fuzzing every JSON endpoint", () => {
 
   const zzuf = Bun.which("zzuf");
   if (!zzuf) console.warn("fuzz: zzuf not found (apt-get install zzuf); the zzuf-mutated bodies are skipped");
-  test.skipIf(!zzuf)(`zzuf -r 0.01 over every valid body, ${ZZUF_SEEDS_PER_ROUTE} seeds a route`, async () => {
-    const before = failures.length;
-    let ran = 0;
-    for (const [key, target] of Object.entries(TARGETS)) {
-      for (let seed = 1; seed <= ZZUF_SEEDS_PER_ROUTE; seed++) {
-        const valid = JSON.stringify(target.valid(++counter));
-        const mutated = spawnSync(zzuf!, ["-s", String(SEED + seed), "-r", "0.01", "-i", "cat"], { input: valid });
-        if (mutated.status !== 0) throw new Error(`zzuf failed: ${mutated.stderr}`);
-        await send(key, target, new Uint8Array(mutated.stdout), "application/json", undefined, `zzuf seed ${SEED + seed}`);
-        ran++;
+  test.skipIf(!zzuf)(
+    `zzuf -r 0.01 over every valid body, ${ZZUF_SEEDS_PER_ROUTE} seeds a route`,
+    async () => {
+      const before = failures.length;
+      let ran = 0;
+      for (const [key, target] of Object.entries(TARGETS)) {
+        for (let seed = 1; seed <= ZZUF_SEEDS_PER_ROUTE; seed++) {
+          const valid = JSON.stringify(target.valid(++counter));
+          const mutated = spawnSync(zzuf!, ["-s", String(SEED + seed), "-r", "0.01", "-i", "cat"], { input: valid });
+          if (mutated.status !== 0) throw new Error(`zzuf failed: ${mutated.stderr}`);
+          await send(key, target, new Uint8Array(mutated.stdout), "application/json", undefined, `zzuf seed ${SEED + seed}`);
+          ran++;
+        }
       }
-    }
-    console.log(`fuzz: ${ran} zzuf-mutated bodies`);
-    expect(failures.slice(before, before + 15)).toEqual([]);
-  }, 60_000);
+      console.log(`fuzz: ${ran} zzuf-mutated bodies`);
+      expect(failures.slice(before, before + 15)).toEqual([]);
+    },
+    60_000,
+  );
 
-  test.skipIf(!zzuf)("zzuf over multipart uploads: a 201 or a 4xx envelope, every row has its file and no file lacks a row", async () => {
-    const boundary = "----fuzzboundary";
-    const valid =
-      `--${boundary}\r\nContent-Disposition: form-data; name="note"\r\n\r\nhello\r\n` +
-      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="fuzz me.txt"\r\nContent-Type: text/plain\r\n\r\n` +
-      `${"payload ".repeat(150)}\r\n--${boundary}--\r\n`;
-    const before = failures.length;
-    const statuses: Record<number, number> = {};
-    for (const ratio of ["0.001", "0.01"]) {
-      for (let seed = 1; seed <= 60; seed++) {
-        const mutated = spawnSync(zzuf!, ["-s", String(SEED + seed), "-r", ratio, "-i", "cat"], { input: valid });
-        const res = await within(TIMEOUT_MS, `upload zzuf ${seed}`, t.request("POST", "/api/files/upload", {
-          token: admin.token, raw: new Uint8Array(mutated.stdout), headers: { "content-type": `multipart/form-data; boundary=${boundary}` },
-        }));
-        casesRun++;
-        statuses[res.status] = (statuses[res.status] ?? 0) + 1;
-        const problem = problemWith(res.status, res.text);
-        if (problem) failures.push(`POST /api/files/upload → ${problem}\n    case: zzuf -r ${ratio} -s ${SEED + seed}`);
+  test.skipIf(!zzuf)(
+    "zzuf over multipart uploads: a 201 or a 4xx envelope, every row has its file and no file lacks a row",
+    async () => {
+      const boundary = "----fuzzboundary";
+      const valid =
+        `--${boundary}\r\nContent-Disposition: form-data; name="note"\r\n\r\nhello\r\n` +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="fuzz me.txt"\r\nContent-Type: text/plain\r\n\r\n` +
+        `${"payload ".repeat(150)}\r\n--${boundary}--\r\n`;
+      const before = failures.length;
+      const statuses: Record<number, number> = {};
+      for (const ratio of ["0.001", "0.01"]) {
+        for (let seed = 1; seed <= 60; seed++) {
+          const mutated = spawnSync(zzuf!, ["-s", String(SEED + seed), "-r", ratio, "-i", "cat"], { input: valid });
+          const res = await within(
+            TIMEOUT_MS,
+            `upload zzuf ${seed}`,
+            t.request("POST", "/api/files/upload", {
+              token: admin.token,
+              raw: new Uint8Array(mutated.stdout),
+              headers: { "content-type": `multipart/form-data; boundary=${boundary}` },
+            }),
+          );
+          casesRun++;
+          statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+          const problem = problemWith(res.status, res.text);
+          if (problem) failures.push(`POST /api/files/upload → ${problem}\n    case: zzuf -r ${ratio} -s ${SEED + seed}`);
+        }
       }
-    }
-    console.log(`fuzz: 120 zzuf-mutated uploads: ${JSON.stringify(statuses)}`);
-    expect(failures.slice(before, before + 15)).toEqual([]);
-    const rows = (await t.database.select({ id: files.id }).from(files)).map((r) => r.id).sort();
-    expect(readdirSync(t.config.fileStorage).filter((f) => !f.startsWith(".")).sort()).toEqual(rows);
-  }, 60_000);
+      console.log(`fuzz: 120 zzuf-mutated uploads: ${JSON.stringify(statuses)}`);
+      expect(failures.slice(before, before + 15)).toEqual([]);
+      const rows = (await t.database.select({ id: files.id }).from(files)).map((r) => r.id).sort();
+      expect(
+        readdirSync(t.config.fileStorage)
+          .filter((f) => !f.startsWith("."))
+          .sort(),
+      ).toEqual(rows);
+    },
+    60_000,
+  );
 });

@@ -111,7 +111,10 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
   test("login, registration and deactivation with metacharacters: refused or harmless, nothing leaks", async () => {
     const before = await counts(t.database);
     for (const payload of SQL_PAYLOADS) {
-      const login = await t.request("POST", "/api/auth/login", { body: { email: `${admin.email}${payload}`, password: payload || "x" }, headers: { "x-forwarded-for": "10.0.0.1" } });
+      const login = await t.request("POST", "/api/auth/login", {
+        body: { email: `${admin.email}${payload}`, password: payload || "x" },
+        headers: { "x-forwarded-for": "10.0.0.1" },
+      });
       expect({ payload, status: login.status, problem: problemWith(login.status, login.text) }).toMatchObject({ payload, problem: undefined });
       expect([401, 429]).toContain(login.status);
       const deactivate = await t.request("POST", `/api/users/deactivate-inactive?before=${q(payload)}`, { token: admin.token });
@@ -134,7 +137,10 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
       const byDept = await t.request("GET", `/api/search/users/department/${q(`D ${payload}`.slice(0, 50))}/role/USER`, { token: admin.token });
       expect(byDept.status).toBe(200);
 
-      const product = await t.request("POST", "/api/products", { token: admin.token, body: { name: payload || "p", code: `C${i}${payload}`.slice(0, 64), price: 1, description: payload } });
+      const product = await t.request("POST", "/api/products", {
+        token: admin.token,
+        body: { name: payload || "p", code: `C${i}${payload}`.slice(0, 64), price: 1, description: payload },
+      });
       expect({ payload, status: product.status }).toEqual({ payload, status: 201 });
       expect((await t.request("GET", `/api/products/${product.body.id}`, { token: admin.token })).body.description).toBe(payload);
 
@@ -178,8 +184,27 @@ describe.skipIf(Boolean(skipReason))("sqlmap --level 2 --risk 1 on a loopback po
   /** sqlmap with the suite's options; its whole output. */
   async function runSqlmap(url: string, headers: string[] = []) {
     const proc = Bun.spawn(
-      [sqlmap!, "-u", url, "--batch", "--level", "2", "--risk", "1", "--dbms", "SQLite", "--threads", "4", "--time-sec", "2",
-        ...headers.flatMap((h) => ["-H", h]), "--output-dir", out, "--disable-coloring", "--flush-session"],
+      [
+        sqlmap!,
+        "-u",
+        url,
+        "--batch",
+        "--level",
+        "2",
+        "--risk",
+        "1",
+        "--dbms",
+        "SQLite",
+        "--threads",
+        "4",
+        "--time-sec",
+        "2",
+        ...headers.flatMap((h) => ["-H", h]),
+        "--output-dir",
+        out,
+        "--disable-coloring",
+        "--flush-session",
+      ],
       { stdout: "pipe", stderr: "pipe" },
     );
     const [stdout, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
@@ -220,11 +245,15 @@ describe.skipIf(Boolean(skipReason))("sqlmap --level 2 --risk 1 on a loopback po
     ["skills search", () => `${base}/api/search/by-skills?skills=go*`],
   ] as const;
 
-  test.each(targets)("%s: no injectable parameter", async (_, url) => {
-    const stdout = await runSqlmap(url(), [`Authorization: Bearer ${admin.token}`]);
-    // Authenticated probes (a 401 to every probe would prove nothing), and nothing injectable.
-    expect(stdout).not.toMatch(/HTTP error code \(401\)/);
-    expect(stdout).not.toMatch(/identified the following injection point|is vulnerable|appears to be '.*' injectable/i);
-    expect(stdout).toMatch(/all tested parameters do not appear to be injectable/i);
-  }, 600_000);
+  test.each(targets)(
+    "%s: no injectable parameter",
+    async (_, url) => {
+      const stdout = await runSqlmap(url(), [`Authorization: Bearer ${admin.token}`]);
+      // Authenticated probes (a 401 to every probe would prove nothing), and nothing injectable.
+      expect(stdout).not.toMatch(/HTTP error code \(401\)/);
+      expect(stdout).not.toMatch(/identified the following injection point|is vulnerable|appears to be '.*' injectable/i);
+      expect(stdout).toMatch(/all tested parameters do not appear to be injectable/i);
+    },
+    600_000,
+  );
 });

@@ -73,9 +73,11 @@ const jsonHead = (path: string, length: number | "chunked", token = admin.token)
 describe("bodies over the limit are refused before they are read", () => {
   test("a JSON body declaring 10 GB, sent slowly: 413 envelope at once, nothing created", async () => {
     const before = await counts(t.database);
-    const answer = await rawRequest(jsonHead("/api/users", 10_000_000_000) + '{"name":"', { trickle: "x", everyMs: 100, timeoutMs: 5000 });
+    const answer = await rawRequest(`${jsonHead("/api/users", 10_000_000_000)}{"name":"`, { trickle: "x", everyMs: 100, timeoutMs: 5000 });
     expect({ status: answer.status, problem: problemWith(answer.status, answer.text), code: JSON.parse(answer.text).errorCode }).toEqual({
-      status: 413, problem: undefined, code: "PAYLOAD_TOO_LARGE",
+      status: 413,
+      problem: undefined,
+      code: "PAYLOAD_TOO_LARGE",
     });
     // The body would take forever at this pace: any prompt answer was given without reading it.
     expect(answer.ms).toBeLessThan(3000);
@@ -85,7 +87,7 @@ describe("bodies over the limit are refused before they are read", () => {
   test("a chunked JSON body with no length, streamed past the limit: 413 as soon as it passes", async () => {
     const chunk = "x".repeat(8192);
     const chunked = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
-    const answer = await rawRequest(jsonHead("/api/users", "chunked") + `9\r\n{"name":"\r\n`, { trickle: chunked, everyMs: 20, timeoutMs: 5000 });
+    const answer = await rawRequest(`${jsonHead("/api/users", "chunked")}9\r\n{"name":"\r\n`, { trickle: chunked, everyMs: 20, timeoutMs: 5000 });
     expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
     // 64 KiB at 8 KiB every 20 ms is ~160 ms of sending: the answer does not wait for an end that never comes.
     expect(answer.ms).toBeLessThan(3000);
@@ -123,7 +125,11 @@ describe("protocol junk on the socket", () => {
   test.each([
     ["a 100 KB Authorization header", `GET /api/users/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(100_000)}\r\nConnection: close\r\n\r\n`, [431]],
     ["500 headers", `GET /api/version HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 500 }, (_, i) => `X-H${i}: v`).join("\r\n")}\r\nConnection: close\r\n\r\n`, [431]],
-    ["Content-Length with Transfer-Encoding (smuggling)", "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/users HTTP/1.1\r\nHost: x\r\n\r\n", [400]],
+    [
+      "Content-Length with Transfer-Encoding (smuggling)",
+      "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/users HTTP/1.1\r\nHost: x\r\n\r\n",
+      [400],
+    ],
     ["two Content-Lengths", "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}", [400]],
     ["a negative Content-Length", "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -5\r\n\r\n{}", [400]],
     ["no Host", "GET /api/version HTTP/1.1\r\nConnection: close\r\n\r\n", [400]],
@@ -213,7 +219,9 @@ describe("an upload folder that cannot be written", () => {
       const res = await upload("during.txt");
       const body = JSON.parse(res.text);
       expect({ status: res.status, code: body.errorCode, problem: problemWith(res.status, res.text, { allow5xx: [503] }) }).toEqual({
-        status: 503, code: "STORAGE_UNAVAILABLE", problem: undefined,
+        status: 503,
+        code: "STORAGE_UNAVAILABLE",
+        problem: undefined,
       });
       expect(res.text).not.toContain(uploads);
       expect(res.text).not.toMatch(/ENOTDIR|EACCES|errno/i);

@@ -91,36 +91,52 @@ describe.skipIf(Boolean(skipReason))(`wrk: ${CONNECTIONS} connections for ${SECO
   });
 
   async function run(tag: string, seconds: number) {
-    const proc = Bun.spawn([wrk!, "-t", "2", "-c", String(CONNECTIONS), "-d", `${seconds}s`, "--timeout", "5s", "-s", script, service!.url, "--", ...args, tag], { stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([wrk!, "-t", "2", "-c", String(CONNECTIONS), "-d", `${seconds}s`, "--timeout", "5s", "-s", script, service!.url, "--", ...args, tag], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
     const line = /RESULT (.*)/.exec(out)?.[1];
     if (code !== 0 || !line) throw new Error(`wrk failed (${code}): ${out}`);
     const figures: Record<"requests" | "connect" | "read" | "write" | "timeout" | "p50" | "p99" | "max", number> = Object.fromEntries(
-      line.split(" ").map((kv) => kv.split("=")).map(([k, v]) => [k, Number(v)]),
+      line
+        .split(" ")
+        .map((kv) => kv.split("="))
+        .map(([k, v]) => [k, Number(v)]),
     ) as never;
     const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
     return { ...figures, non2xx, rps: figures.requests / seconds };
   }
 
-  test("zero errors, no 5xx, RSS after ≤ 1.5 × RSS after warm-up; p99 reported", async () => {
-    const warm = await run("warm", WARMUP_SECONDS);
-    const rssWarm = service!.rss();
-    const main = await run("main", SECONDS);
-    await Bun.sleep(1000);
-    const rssAfter = service!.rss();
-    const mb = (n: number) => (n / 1024 / 1024).toFixed(1);
-    console.log(
-      `load: ${CONNECTIONS} connections, ${SECONDS} s: ${main.requests} requests (${main.rps.toFixed(0)}/s), ` +
-        `p50 ${(main.p50 / 1000).toFixed(1)} ms, p99 ${(main.p99 / 1000).toFixed(1)} ms, max ${(main.max / 1000).toFixed(0)} ms; ` +
-        `errors: non-2xx ${main.non2xx}, connect ${main.connect}, read ${main.read}, write ${main.write}, timeout ${main.timeout}; ` +
-        `RSS ${mb(rssWarm)} MiB after warm-up → ${mb(rssAfter)} MiB after (×${(rssAfter / rssWarm).toFixed(2)}); warm-up p99 ${(warm.p99 / 1000).toFixed(1)} ms`,
-    );
-    expect({ non2xx: main.non2xx, connect: main.connect, read: main.read, write: main.write, timeout: main.timeout }).toEqual({ non2xx: 0, connect: 0, read: 0, write: 0, timeout: 0 });
-    expect(warm.non2xx).toBe(0);
-    expect(rssAfter).toBeLessThanOrEqual(rssWarm * 1.5);
-    // Still healthy and serving after the storm.
-    expect((await fetch(`${service!.url}/actuator/health`)).status).toBe(200);
-  }, (WARMUP_SECONDS + SECONDS) * 1000 + 60_000);
+  test(
+    "zero errors, no 5xx, RSS after ≤ 1.5 × RSS after warm-up; p99 reported",
+    async () => {
+      const warm = await run("warm", WARMUP_SECONDS);
+      const rssWarm = service!.rss();
+      const main = await run("main", SECONDS);
+      await Bun.sleep(1000);
+      const rssAfter = service!.rss();
+      const mb = (n: number) => (n / 1024 / 1024).toFixed(1);
+      console.log(
+        `load: ${CONNECTIONS} connections, ${SECONDS} s: ${main.requests} requests (${main.rps.toFixed(0)}/s), ` +
+          `p50 ${(main.p50 / 1000).toFixed(1)} ms, p99 ${(main.p99 / 1000).toFixed(1)} ms, max ${(main.max / 1000).toFixed(0)} ms; ` +
+          `errors: non-2xx ${main.non2xx}, connect ${main.connect}, read ${main.read}, write ${main.write}, timeout ${main.timeout}; ` +
+          `RSS ${mb(rssWarm)} MiB after warm-up → ${mb(rssAfter)} MiB after (×${(rssAfter / rssWarm).toFixed(2)}); warm-up p99 ${(warm.p99 / 1000).toFixed(1)} ms`,
+      );
+      expect({ non2xx: main.non2xx, connect: main.connect, read: main.read, write: main.write, timeout: main.timeout }).toEqual({
+        non2xx: 0,
+        connect: 0,
+        read: 0,
+        write: 0,
+        timeout: 0,
+      });
+      expect(warm.non2xx).toBe(0);
+      expect(rssAfter).toBeLessThanOrEqual(rssWarm * 1.5);
+      // Still healthy and serving after the storm.
+      expect((await fetch(`${service!.url}/actuator/health`)).status).toBe(200);
+    },
+    (WARMUP_SECONDS + SECONDS) * 1000 + 60_000,
+  );
 });
 
 describe.skipIf(!HEAVY)("races across two worker processes (WORKERS=2): one winner, the rest 409, never a 5xx", () => {
@@ -138,20 +154,37 @@ describe.skipIf(!HEAVY)("races across two worker processes (WORKERS=2): one winn
   });
 
   const statuses = (requests: Promise<Response>[]) =>
-    Promise.all(requests).then((all) => all.map((r) => r.status).reduce<Record<number, number>>((m, s) => {
-      m[s] = (m[s] ?? 0) + 1;
-      return m;
-    }, {}));
+    Promise.all(requests).then((all) =>
+      all
+        .map((r) => r.status)
+        .reduce<Record<number, number>>((m, s) => {
+          m[s] = (m[s] ?? 0) + 1;
+          return m;
+        }, {}),
+    );
   const post = (path: string, body: unknown, auth = true) =>
     fetch(`${service!.url}${path}`, { method: "POST", headers: auth ? headers : { "content-type": "application/json" }, body: JSON.stringify(body) });
 
   test("40 creates naming one new department, 40 departments of one name, 20 registrations of one e-mail, 30 products of one code", async () => {
-    expect(await statuses(Array.from({ length: 40 }, (_, i) => post("/api/users", { name: "Racer", email: `racer-${i}@example.com`, department: "Race Dept" })))).toEqual({ 201: 40 });
+    expect(await statuses(Array.from({ length: 40 }, (_, i) => post("/api/users", { name: "Racer", email: `racer-${i}@example.com`, department: "Race Dept" })))).toEqual({
+      201: 40,
+    });
     expect(await statuses(Array.from({ length: 40 }, () => post("/api/departments", { name: "Only Once" })))).toEqual({ 201: 1, 409: 39 });
-    const registration = { name: "Same", email: "same@example.com", password: "Passw0rd!", confirmPassword: "Passw0rd!", age: 30, address: { city: "a", district: "b", detail: "c" }, skills: ["x"] };
+    const registration = {
+      name: "Same",
+      email: "same@example.com",
+      password: "Passw0rd!",
+      confirmPassword: "Passw0rd!",
+      age: 30,
+      address: { city: "a", district: "b", detail: "c" },
+      skills: ["x"],
+    };
     expect(await statuses(Array.from({ length: 20 }, () => post("/api/auth/register", registration, false)))).toEqual({ 201: 1, 409: 19 });
     expect(await statuses(Array.from({ length: 30 }, () => post("/api/products", { name: "P", code: "SAME", price: 1 })))).toEqual({ 201: 1, 409: 29 });
     const departments = (await (await fetch(`${service!.url}/api/departments`, { headers })).json()) as { name: string; userCount: number }[];
-    expect(departments.map((d) => [d.name, d.userCount])).toEqual([["Only Once", 0], ["Race Dept", 40]]);
+    expect(departments.map((d) => [d.name, d.userCount])).toEqual([
+      ["Only Once", 0],
+      ["Race Dept", 40],
+    ]);
   }, 60_000);
 });

@@ -161,7 +161,13 @@ export async function startBinary(dir: string, port: number, env: Record<string,
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    if (await fetch(`${url}/actuator/health/readiness`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${url}/actuator/health/readiness`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     if (i > 300 || proc.exitCode !== null) {
       proc.kill("SIGKILL");
       throw new Error(`usersvc did not start: ${(await new Response(proc.stderr as ReadableStream).text()).slice(-800)}`);

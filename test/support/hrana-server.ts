@@ -24,12 +24,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-type Value =
-  | { type: "null" }
-  | { type: "integer"; value: string }
-  | { type: "float"; value: number }
-  | { type: "text"; value: string }
-  | { type: "blob"; base64: string };
+type Value = { type: "null" } | { type: "integer"; value: string } | { type: "float"; value: number } | { type: "text"; value: string } | { type: "blob"; base64: string };
 type Stmt = { sql?: string | null; sql_id?: number | null; args?: Value[]; named_args?: { name: string; value: Value }[]; want_rows?: boolean };
 type BatchCond =
   | { type: "ok"; step: number }
@@ -44,7 +39,10 @@ type StmtResult = { cols: { name: string | null; decltype: string | null }[]; ro
 
 /** An error the client sees as a Hrana `Error` (statement failures, bad requests). */
 class ResponseError extends Error {
-  constructor(message: string, readonly code?: string) {
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
     super(message);
   }
   toJSON(): HranaError {
@@ -65,7 +63,11 @@ let delayMs = Number(process.env.HRANA_DELAY_MS ?? 0);
 /** HRANA_LOG_SQL=1: every pipeline's requests on stderr, to see what a round trip carried. */
 const logSql = process.env.HRANA_LOG_SQL === "1";
 const describeRequest = (r: any): string[] =>
-  r?.type === "execute" ? [r.stmt.sql ?? `sql#${r.stmt.sql_id}`] : r?.type === "batch" ? [`batch[${r.batch.steps.map((s: any) => s.stmt.sql ?? `sql#${s.stmt.sql_id}`).join("; ")}]`] : [String(r?.type)];
+  r?.type === "execute"
+    ? [r.stmt.sql ?? `sql#${r.stmt.sql_id}`]
+    : r?.type === "batch"
+      ? [`batch[${r.batch.steps.map((s: any) => s.stmt.sql ?? `sql#${s.stmt.sql_id}`).join("; ")}]`]
+      : [String(r?.type)];
 
 const ownDir = process.env.HRANA_DB ? undefined : mkdtempSync(join(tmpdir(), "hrana-test-"));
 const dbFile = process.env.HRANA_DB ?? join(ownDir!, "db.sqlite");
@@ -125,7 +127,10 @@ function releaseConn(conn: Conn) {
 class Stream {
   readonly sqls = new Map<number, string>();
   roundTrips = 0;
-  constructor(readonly id: string, readonly conn: Conn) {}
+  constructor(
+    readonly id: string,
+    readonly conn: Conn,
+  ) {}
 }
 
 const counters = { roundTrips: 0, wsRequests: 0, versionProbes: 0, streams: [] as { id: string; roundTrips: number }[] };
@@ -449,7 +454,13 @@ const server = Bun.serve<WsState>({
       return pipeline(body as never);
     }
     if (path === "/_test/stats") {
-      return Response.json({ roundTrips: counters.roundTrips, wsRequests: counters.wsRequests, versionProbes: counters.versionProbes, openStreams: httpStreams.size, streams: counters.streams.map(({ id, roundTrips }) => ({ id, roundTrips })) });
+      return Response.json({
+        roundTrips: counters.roundTrips,
+        wsRequests: counters.wsRequests,
+        versionProbes: counters.versionProbes,
+        openStreams: httpStreams.size,
+        streams: counters.streams.map(({ id, roundTrips }) => ({ id, roundTrips })),
+      });
     }
     if (req.method === "POST" && path === "/_test/reset") {
       counters.roundTrips = 0;
@@ -493,9 +504,10 @@ function shutdown() {
 process.on("SIGTERM", shutdown);
 process.on("SIGINT", shutdown);
 // Started by a test run: when that process goes away (its end of stdin closes), so does this server.
-if (process.env.HRANA_EXIT_WITH_STDIN) (async () => {
-  for await (const _ of Bun.stdin.stream());
-  shutdown();
-})();
+if (process.env.HRANA_EXIT_WITH_STDIN)
+  (async () => {
+    for await (const _ of Bun.stdin.stream());
+    shutdown();
+  })();
 
 console.log(`listening ${server.port}`);

@@ -4,7 +4,12 @@ import { NotBlankString } from "../../validation";
 import { matchingNewPassword } from "../auth/model";
 import { Email, Password } from "../users/model";
 
-const Token = t.String({ minLength: 1, maxLength: 200, description: "The token from the e-mail's link", messages: { required: "field.token.blank", minLength: "field.token.blank" } });
+const Token = t.String({
+  minLength: 1,
+  maxLength: 200,
+  description: "The token from the e-mail's link",
+  messages: { required: "field.token.blank", minLength: "field.token.blank" },
+});
 
 export const TokenBody = t.Object({ token: Token });
 export type TokenBody = Static<typeof TokenBody>;

@@ -30,13 +30,19 @@ const apiRoutes = (ctx: AppContext) =>
       {
         auth: "authenticated",
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(401, 503) },
-        detail: { summary: "Send the caller a verification e-mail", description: "The mail's link (or code, without PUBLIC_URL) works once, for 24 hours. Nothing is sent to an address that is verified already." },
+        detail: {
+          summary: "Send the caller a verification e-mail",
+          description: "The mail's link (or code, without PUBLIC_URL) works once, for 24 hours. Nothing is sent to an address that is verified already.",
+        },
       },
     )
     .post("/verify-email/confirm", async ({ body, request }) => ok(await confirmVerification(ctx, body.token), translate("account.verified", langOf(request))), {
       body: TokenBody,
       response: { 200: EnvelopeOf(User), ...errorResponses(400, 503) },
-      detail: { summary: "Confirm an e-mail address with the token from its mail", description: "data is the User, emailVerified true. 400 INVALID_TOKEN for an unknown, used or expired token." },
+      detail: {
+        summary: "Confirm an e-mail address with the token from its mail",
+        description: "data is the User, emailVerified true. 400 INVALID_TOKEN for an unknown, used or expired token.",
+      },
     })
     .post(
       "/password-reset/request",
@@ -65,7 +71,8 @@ const apiRoutes = (ctx: AppContext) =>
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 503) },
         detail: {
           summary: "Set a new password with the token from a reset mail",
-          description: "Registration's password rules. Revokes every earlier token of the user (bearer and e-mail), marks the address verified and mails PASSWORD_CHANGED. 400 INVALID_TOKEN for an unknown, used or expired token.",
+          description:
+            "Registration's password rules. Revokes every earlier token of the user (bearer and e-mail), marks the address verified and mails PASSWORD_CHANGED. 400 INVALID_TOKEN for an unknown, used or expired token.",
         },
       },
     );
@@ -75,7 +82,10 @@ const asset = (body: string, type: string) => () => new Response(body, { headers
 const hidden = { detail: { hide: true } };
 
 const pageRoutes = (basePath: string) => {
-  const page = (name: AccountPage) => ({ request }: { request: Request }) => new Response(renderAccountPage(name, langOf(request), basePath), { headers: PAGE_HEADERS });
+  const page =
+    (name: AccountPage) =>
+    ({ request }: { request: Request }) =>
+      new Response(renderAccountPage(name, langOf(request), basePath), { headers: PAGE_HEADERS });
   const shown = (summary: string) => ({ response: { 200: t.String({ description: "An HTML page", contentMediaType: "text/html" }) }, detail: { summary } });
   return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))

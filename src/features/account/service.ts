@@ -26,7 +26,6 @@ export interface AccountDeps {
   config: Pick<Config, "resetMaxRequests" | "resetMaxRequestsPerIp">;
 }
 
-
 export const RESET_THROTTLE_WINDOW_MS = 60 * 60 * 1000;
 
 /**

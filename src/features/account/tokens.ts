@@ -24,7 +24,13 @@ export async function issueToken(tx: Writer, userId: number, purpose: TokenPurpo
 export function tokenStatement(tx: Pick<Db, "insert">, userId: number | SQL, purpose: TokenPurpose, now: number) {
   const raw = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
   const values = { tokenHash: sha256(raw), userId: userId as number, purpose, expiresAt: new Date(now + TOKEN_KINDS[purpose]) };
-  return { raw, statement: tx.insert(accountTokens).values(values).onConflictDoUpdate({ target: [accountTokens.userId, accountTokens.purpose], set: values }) };
+  return {
+    raw,
+    statement: tx
+      .insert(accountTokens)
+      .values(values)
+      .onConflictDoUpdate({ target: [accountTokens.userId, accountTokens.purpose], set: values }),
+  };
 }
 
 /** Whether a token of this purpose is live, without using it up (a cheap check before expensive work). */

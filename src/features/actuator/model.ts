@@ -59,10 +59,7 @@ export const Level = t.UnionEnum(LEVELS);
 
 export const LoggerLevels = t.Object({ configuredLevel: t.Union([Level, t.Null()]), effectiveLevel: Level }, { title: "LoggerLevels" });
 
-export const Loggers = t.Object(
-  { levels: t.Array(Level), loggers: t.Record(t.String(), LoggerLevels) },
-  { title: "Loggers" },
-);
+export const Loggers = t.Object({ levels: t.Array(Level), loggers: t.Record(t.String(), LoggerLevels) }, { title: "Loggers" });
 
 export const LoggerNameParams = t.Object({ name: t.String({ pattern: "^[A-Za-z0-9._-]{1,100}$" }) });
 

@@ -71,7 +71,10 @@ export const actuatorRoutes = (ctx: AppContext) => {
       },
       {
         response: { 200: Health, 503: Health },
-        detail: { summary: "Overall health", description: "Components db, diskSpace, ping, and backup when BACKUP_SCHEDULE is set; their details for ADMIN callers only. 503 when DOWN." },
+        detail: {
+          summary: "Overall health",
+          description: "Components db, diskSpace, ping, and backup when BACKUP_SCHEDULE is set; their details for ADMIN callers only. 503 when DOWN.",
+        },
       },
     )
     .get("/health/liveness", () => ({ status: "UP" as const }), {

@@ -37,13 +37,13 @@ async function dbHealth({ db, logger }: Deps, details: boolean): Promise<Compone
   } catch (error) {
     logger.warn({ err: error }, "database health check failed");
     // The kind of failure only: no SQL, no path, no stack.
-    return { status: "DOWN", details: { database, error: "database query failed: " + errorName(error) } };
+    return { status: "DOWN", details: { database, error: `database query failed: ${errorName(error)}` } };
   }
 }
 
 function errorName(error: unknown): string {
   const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" && /^[A-Z_]+$/.test(code) ? code : (error as Error)?.name ?? "Error";
+  return typeof code === "string" && /^[A-Z_]+$/.test(code) ? code : ((error as Error)?.name ?? "Error");
 }
 
 /** The folder the data lives in: the database file's when it is local, else DATA_DIR. */

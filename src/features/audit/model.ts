@@ -6,7 +6,7 @@ export const AuditEntry = t.Object(
   {
     id: t.Integer(),
     action: t.String({ description: "e.g. USER_CREATED" }),
-    actor: t.String({ description: "E-mail of the caller, or \"system\"" }),
+    actor: t.String({ description: 'E-mail of the caller, or "system"' }),
     subjectType: t.String(),
     subjectId: t.String(),
     details: t.Nullable(t.Record(t.String(), t.Unknown())),

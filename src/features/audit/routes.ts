@@ -18,6 +18,10 @@ export const auditRoutes = (ctx: AppContext) =>
       auth: "ADMIN",
       query: AuditQuery,
       response: { 200: t.Array(AuditEntry), ...errorResponses(400, 401, 403) },
-      detail: { summary: "Read the audit log", description: "Newest first, paged (page from 0, size up to 100), optionally of one action. Total in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
+      detail: {
+        summary: "Read the audit log",
+        description: "Newest first, paged (page from 0, size up to 100), optionally of one action. Total in X-Total-Count.",
+        ...documentedHeaders({ 200: ["X-Total-Count"] }),
+      },
     },
   );

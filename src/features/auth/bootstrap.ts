@@ -22,9 +22,7 @@ export async function ensureAdmin(
   // Hashed only when it will be stored: a restart finds the admin's password already set, and
   // argon2id would cost ~45 ms and map its native addon (idle RSS) for nothing. The hash is made
   // before the unit, which awaits nothing but the database.
-  let passwordHash = passwordOf(await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.email, email)))
-    ? null
-    : await hashPassword(input.password);
+  let passwordHash = passwordOf(await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.email, email))) ? null : await hashPassword(input.password);
   for (;;) {
     const done = await db.write(async (tx) => {
       const at = new Date(now());

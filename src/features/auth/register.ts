@@ -25,7 +25,10 @@ export interface RegisterDeps {
 
 /** The profile keeps the address as one line: "zipCode city district detail", without a missing zip. */
 export const addressLine = (address: Address) =>
-  [address.zipCode, address.city, address.district, address.detail].map((part) => part?.trim()).filter(Boolean).join(" ");
+  [address.zipCode, address.city, address.district, address.detail]
+    .map((part) => part?.trim())
+    .filter(Boolean)
+    .join(" ");
 
 /** Skills by case-insensitive name, first spelling kept. */
 export function distinctSkills(names: string[]) {
@@ -54,14 +57,28 @@ export async function register(deps: RegisterDeps, input: RegistrationBody, lang
       // One list unit, as POST /api/users: the account, its role, profile, skills, welcome,
       // verification token and mail, audit row, and the answer read back. The unique index on
       // e-mail settles a race.
-      const results = await deps.db.writeAll((tx) => [
-        tx.insert(users).values({ name, email, phone: input.phone ?? null, age: input.age, salaryCents: salaryCents(input.salary), passwordHash, language, active: true, createdAt: now, updatedAt: now }),
-        ...newUserRows(tx, email, name, { actor: email, details: { email, via: "registration" } }, now),
-        tx.insert(userProfiles).values({ userId: idOfEmail(email), birthDate: input.birthDate ?? null, address: addressLine(input.address) }),
-        ...(skills.length > 0 ? [tx.insert(userSkills).values(skills.map((skill) => ({ userId: idOfEmail(email), ...skill })))] : []),
-        ...verificationRows(tx, idOfEmail(email), email, now.getTime()),
-        selectUsers(tx, eq(users.email, email)),
-      ] as unknown as [Statement, ...Statement[]]);
+      const results = await deps.db.writeAll(
+        (tx) =>
+          [
+            tx.insert(users).values({
+              name,
+              email,
+              phone: input.phone ?? null,
+              age: input.age,
+              salaryCents: salaryCents(input.salary),
+              passwordHash,
+              language,
+              active: true,
+              createdAt: now,
+              updatedAt: now,
+            }),
+            ...newUserRows(tx, email, name, { actor: email, details: { email, via: "registration" } }, now),
+            tx.insert(userProfiles).values({ userId: idOfEmail(email), birthDate: input.birthDate ?? null, address: addressLine(input.address) }),
+            ...(skills.length > 0 ? [tx.insert(userSkills).values(skills.map((skill) => ({ userId: idOfEmail(email), ...skill })))] : []),
+            ...verificationRows(tx, idOfEmail(email), email, now.getTime()),
+            selectUsers(tx, eq(users.email, email)),
+          ] as unknown as [Statement, ...Statement[]],
+      );
       deps.metrics.usersCreated.inc();
       const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
       return toUser(row);

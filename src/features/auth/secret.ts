@@ -23,7 +23,7 @@ export function resolveJwtSecret(configured: string | undefined, dataDir: string
   // Written whole under a private name, then linked into place: a process starting at the same
   // moment (serve and `usersvc token`, or workers) either wins the link or reads the winner's key.
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, secret + "\n", { mode: 0o600 });
+  writeFileSync(temp, `${secret}\n`, { mode: 0o600 });
   try {
     linkSync(temp, file);
   } catch (error) {

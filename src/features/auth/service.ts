@@ -38,7 +38,13 @@ const accountByEmail = prepared((db: Reader) =>
     .where(eq(users.email, sql.placeholder("email")))
     .prepare(),
 );
-const setLastLogin = prepared((tx: Db) => tx.update(users).set({ lastLogin: sql.placeholder("lastLogin") as unknown as Date }).where(eq(users.id, sql.placeholder("id"))).prepare());
+const setLastLogin = prepared((tx: Db) =>
+  tx
+    .update(users)
+    .set({ lastLogin: sql.placeholder("lastLogin") as unknown as Date })
+    .where(eq(users.id, sql.placeholder("id")))
+    .prepare(),
+);
 
 /**
  * Runs `matched` with the account if `password` is its password, handing it the statement
@@ -48,9 +54,18 @@ const setLastLogin = prepared((tx: Db) => tx.update(users).set({ lastLogin: sql.
  * Attempts for one e-mail, `matched` included, are serialized so parallel guesses see each
  * other's failures.
  */
-function checkPassword<R>(deps: SessionDeps, email: string, password: string, address: string, matched: (account: Account, clear: ((tx: Db) => Statement) | undefined) => Promise<R>): Promise<R | undefined> {
+function checkPassword<R>(
+  deps: SessionDeps,
+  email: string,
+  password: string,
+  address: string,
+  matched: (account: Account, clear: ((tx: Db) => Statement) | undefined) => Promise<R>,
+): Promise<R | undefined> {
   return oneAtATime(email, async () => {
-    const [throttle, [account]] = (await deps.db.readAll((db) => [throttleRows(deps, db, email, address), bound(accountByEmail(db), { email })])) as [(typeof loginThrottle.$inferSelect)[], (Account | undefined)[]];
+    const [throttle, [account]] = (await deps.db.readAll((db) => [throttleRows(deps, db, email, address), bound(accountByEmail(db), { email })])) as [
+      (typeof loginThrottle.$inferSelect)[],
+      (Account | undefined)[],
+    ];
     const { emailHasFailures } = assertNotThrottled(deps, email, throttle);
     const stored = account?.passwordHash;
     const matches = await verifyPassword(stored ?? (await dummy()), password);
@@ -79,13 +94,23 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
     const lastLogin = new Date(deps.now());
     const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
     // One list unit: failures cleared, last login, a rehash, and the answer's user read back.
-    const results = await deps.db.writeAll((tx) => [
-      ...(clear ? [clear(tx)] : []),
-      bound(setLastLogin(tx), { lastLogin, id: account.id }),
-      // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
-      ...(rehash ? [tx.update(users).set({ passwordHash: rehash }).where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash)))] : []),
-      bound(findById(tx), { id: account.id }),
-    ] as unknown as [Statement, ...Statement[]]);
+    const results = await deps.db.writeAll(
+      (tx) =>
+        [
+          ...(clear ? [clear(tx)] : []),
+          bound(setLastLogin(tx), { lastLogin, id: account.id }),
+          // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
+          ...(rehash
+            ? [
+                tx
+                  .update(users)
+                  .set({ passwordHash: rehash })
+                  .where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash))),
+              ]
+            : []),
+          bound(findById(tx), { id: account.id }),
+        ] as unknown as [Statement, ...Statement[]],
+    );
     const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
     return { token: await deps.tokens.issue(email, account.tokenVersion), tokenType: "Bearer" as const, expiresIn: TOKEN_TTL_SECONDS, user: toUser(row) };
   });
@@ -100,7 +125,12 @@ export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenRespons
 
 /** Revokes every token issued to the caller so far. */
 export async function logout(deps: SessionDeps, caller: Caller) {
-  await deps.db.writeAll((tx) => [tx.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, caller.id))]);
+  await deps.db.writeAll((tx) => [
+    tx
+      .update(users)
+      .set({ tokenVersion: sql`${users.tokenVersion} + 1` })
+      .where(eq(users.id, caller.id)),
+  ]);
 }
 
 /**
@@ -110,14 +140,17 @@ export async function logout(deps: SessionDeps, caller: Caller) {
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
   const updated = await checkPassword(deps, caller.email, input.currentPassword, address, async (account, clear) => {
     const passwordHash = await hashPassword(input.newPassword);
-    const results = await deps.db.writeAll((tx) => [
-      ...(clear ? [clear(tx)] : []),
-      tx
-        .update(users)
-        .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
-        .where(eq(users.id, account.id))
-        .returning({ tokenVersion: users.tokenVersion }),
-    ] as unknown as [Statement, ...Statement[]]);
+    const results = await deps.db.writeAll(
+      (tx) =>
+        [
+          ...(clear ? [clear(tx)] : []),
+          tx
+            .update(users)
+            .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
+            .where(eq(users.id, account.id))
+            .returning({ tokenVersion: users.tokenVersion }),
+        ] as unknown as [Statement, ...Statement[]],
+    );
     return (results[results.length - 1] as { tokenVersion: number }[])[0];
   });
   if (!updated) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);

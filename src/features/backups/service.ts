@@ -61,20 +61,26 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
       createdAt: new Date(Math.floor(Date.now() / 1000) * 1000).toISOString(),
     });
     const durationMs = Math.round(performance.now() - started);
-    await db.write((tx) => writeAudit(tx, {
-      action: "BACKUP_CREATED",
-      actor: options.actor,
-      subjectType: "backup",
-      subjectId: result.name,
-      details: { trigger: options.trigger, size: result.size, durationMs, location: result.location, migration: result.migration, tables: result.tables },
-    }));
+    await db.write((tx) =>
+      writeAudit(tx, {
+        action: "BACKUP_CREATED",
+        actor: options.actor,
+        subjectType: "backup",
+        subjectId: result.name,
+        details: { trigger: options.trigger, size: result.size, durationMs, location: result.location, migration: result.migration, tables: result.tables },
+      }),
+    );
     if (result.missingUploads > 0) logger.warn({ name: result.name, missing: result.missingUploads }, "uploads with a row but no bytes in the folder were left out of the backup");
     logger.info({ name: result.name, trigger: options.trigger, size: result.size, durationMs, location: result.location, users: result.tables.users }, "backup written");
     return { name: result.name, size: result.size, createdAt: createdAtOf(result.name).toISOString(), location: result.location };
   } catch (error) {
     const message = (error as Error).message;
     logger.error({ err: error, trigger: options.trigger, location }, "backup failed");
-    await db.write((tx) => writeAudit(tx, { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } })).catch(() => {});
+    await db
+      .write((tx) =>
+        writeAudit(tx, { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } }),
+      )
+      .catch(() => {});
     throw error;
   } finally {
     await lease.release().catch((error) => logger.warn({ err: error }, "could not release the backup lease"));

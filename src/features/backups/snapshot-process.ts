@@ -36,7 +36,7 @@ export async function runSnapshotChild(): Promise<number> {
   const parent = process.ppid;
   try {
     const result = await takeSnapshot(job, () => process.ppid === parent);
-    process.stdout.write(JSON.stringify(result) + "\n");
+    process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   } catch (error) {
     process.stderr.write(`${(error as Error)?.message ?? error}\n`);

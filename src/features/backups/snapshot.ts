@@ -81,7 +81,13 @@ function snapshotDatabase(source: string, target: string, withUploads: boolean) 
     const last = names.includes("__drizzle_migrations")
       ? copy.query<{ at: number }, []>("SELECT created_at AS at FROM __drizzle_migrations ORDER BY created_at DESC LIMIT 1").get()?.at
       : undefined;
-    const uploads = withUploads && names.includes("files") ? copy.query<{ id: string }, []>("SELECT id FROM files ORDER BY id").all().map((r) => r.id) : [];
+    const uploads =
+      withUploads && names.includes("files")
+        ? copy
+            .query<{ id: string }, []>("SELECT id FROM files ORDER BY id")
+            .all()
+            .map((r) => r.id)
+        : [];
     return { tables, migration: migrationTag(last === undefined ? undefined : Number(last)), uploads };
   } finally {
     copy.close();

@@ -39,15 +39,10 @@ const accepts = (request: Request, encoding: string) => (request.headers.get("ac
 
 export const consoleRoutes = (basePath: string) =>
   new Elysia({ tags: ["Console"] })
-    .get(
-      "/admin",
-      async () =>
-        new Response(shell(basePath, await consoleAssets()), { headers: SHELL_HEADERS }),
-      {
-        response: { 200: t.String({ description: "The console's page; sign in with an ADMIN's e-mail and password", contentMediaType: "text/html" }) },
-        detail: { summary: "The admin console", description: "A single-page web console for ADMINs over this API. Its script and styles are served beside it." },
-      },
-    )
+    .get("/admin", async () => new Response(shell(basePath, await consoleAssets()), { headers: SHELL_HEADERS }), {
+      response: { 200: t.String({ description: "The console's page; sign in with an ADMIN's e-mail and password", contentMediaType: "text/html" }) },
+      detail: { summary: "The admin console", description: "A single-page web console for ADMINs over this API. Its script and styles are served beside it." },
+    })
     .get(
       "/admin/assets/:name",
       async ({ params, request }) => {

@@ -208,7 +208,11 @@ export function buildSpec(app: AnyElysia): Json {
   const responses = Object.fromEntries(
     [...errorStatuses].sort().map((status) => [
       `Error${status}`,
-      { description: STATUS_TEXT[status] ?? "Error", content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } }, headers: headersOf(status, [], usedHeaders) },
+      {
+        description: STATUS_TEXT[status] ?? "Error",
+        content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+        headers: headersOf(status, [], usedHeaders),
+      },
     ]),
   );
   return {

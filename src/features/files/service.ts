@@ -23,7 +23,9 @@ const MAX_ORIGINAL_NAME = 255;
 export function cleanOriginalName(raw: string): string {
   const base = raw.split(/[/\\]/).pop() ?? "";
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what this removes.
-  const clean = Array.from(base.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").trim()).slice(0, MAX_ORIGINAL_NAME).join("");
+  const clean = Array.from(base.replace(/[\u0000-\u001f\u007f-\u009f]/g, "").trim())
+    .slice(0, MAX_ORIGINAL_NAME)
+    .join("");
   return clean === "" || clean === "." || clean === ".." ? "file" : clean;
 }
 

@@ -92,9 +92,21 @@ export function mailChannel({ db, smtpUrl, from, publicBase, timeoutMs }: MailOp
       const payload = row.payload as Record<string, unknown>;
       const userId = typeof payload.userId === "number" ? payload.userId : undefined;
       const [user] = userId === undefined ? [] : await db.select({ name: users.name, language: users.language }).from(users).where(eq(users.id, userId));
-      const mail = renderMail({ kind, lang: (user?.language ?? "en") as Lang, name: user?.name ?? (typeof payload.name === "string" ? payload.name : ""), payload, token: row.token ?? undefined, publicBase });
+      const mail = renderMail({
+        kind,
+        lang: (user?.language ?? "en") as Lang,
+        name: user?.name ?? (typeof payload.name === "string" ? payload.name : ""),
+        payload,
+        token: row.token ?? undefined,
+        publicBase,
+      });
       // The same Message-ID on every attempt lets a mailbox recognise a repeat.
-      await (await transportOf()).sendMail({ to: row.recipient, ...mail, messageId: `<outbox-${row.id}.${row.createdAt.getTime()}@${domain}>`, headers: { "x-usersvc-outbox-id": String(row.id) } });
+      await (await transportOf()).sendMail({
+        to: row.recipient,
+        ...mail,
+        messageId: `<outbox-${row.id}.${row.createdAt.getTime()}@${domain}>`,
+        headers: { "x-usersvc-outbox-id": String(row.id) },
+      });
       return "sent";
     },
     close: () => void transport?.then((created) => created.close()),

@@ -48,7 +48,14 @@ export interface EnqueueOptions {
   resolve?: boolean;
 }
 
-export async function enqueueNotification(tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now = new Date(), options: EnqueueOptions = {}) {
+export async function enqueueNotification(
+  tx: Db,
+  kind: NotificationKind,
+  recipient: string | null,
+  payload: Record<string, unknown>,
+  now = new Date(),
+  options: EnqueueOptions = {},
+) {
   await insertNotification(tx).run(notificationValues(kind, recipient, payload, now, options));
 }
 
@@ -72,7 +79,14 @@ function newRow(kind: NotificationKind, recipient: string | null, payload: Recor
  * The same row as a statement of a list unit, where the payload may be SQL (e.g. a json_object
  * of the id a statement before has just inserted): one round trip to a remote primary.
  */
-export function notificationStatement(tx: Pick<Db, "insert">, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now = new Date(), options: EnqueueOptions = {}) {
+export function notificationStatement(
+  tx: Pick<Db, "insert">,
+  kind: NotificationKind,
+  recipient: string | null,
+  payload: Record<string, unknown> | SQL,
+  now = new Date(),
+  options: EnqueueOptions = {},
+) {
   const row = newRow(kind, recipient, payload, now, options);
   // Cast: the payload column is typed per notification kind; this row carries any of them.
   return tx.insert(outbox).values({ ...row, payload: row.payload as never });

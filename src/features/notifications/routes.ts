@@ -70,7 +70,13 @@ export async function listOutbox(db: Reader, query: OutboxQuery) {
   const where = and(...filters);
   const size = query.size ?? 20;
   const [rows, [{ total }]] = await Promise.all([
-    db.select().from(outbox).where(where).orderBy(desc(outbox.id)).limit(size).offset((query.page ?? 0) * size),
+    db
+      .select()
+      .from(outbox)
+      .where(where)
+      .orderBy(desc(outbox.id))
+      .limit(size)
+      .offset((query.page ?? 0) * size),
     db.select({ total: count() }).from(outbox).where(where),
   ]);
   return { entries: rows.map(toEntry), total };
@@ -90,7 +96,8 @@ export const outboxRoutes = (ctx: AppContext) =>
       response: { 200: t.Array(OutboxEntry), ...errorResponses(400, 401, 403) },
       detail: {
         summary: "The notification outbox and each channel's delivery state",
-        description: "Newest first, paged; `status=failed` lists the notifications a channel gave up on, with the last error (also counted in notifications_failed_total). Total in X-Total-Count.",
+        description:
+          "Newest first, paged; `status=failed` lists the notifications a channel gave up on, with the last error (also counted in notifications_failed_total). Total in X-Total-Count.",
         ...documentedHeaders({ 200: ["X-Total-Count"] }),
       },
     },

@@ -138,7 +138,12 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   async function settle(channel: Channel, row: Row, outcome: PromiseSettledResult<Outcome>) {
     const columns = COLUMNS[channel.name];
     if (outcome.status === "fulfilled") {
-      const set = columns.set({ status: outcome.value, attempts: sql`${columns.attemptsColumn} + 1`, sentAt: outcome.value === "sent" ? new Date(now()) : undefined, lastError: null });
+      const set = columns.set({
+        status: outcome.value,
+        attempts: sql`${columns.attemptsColumn} + 1`,
+        sentAt: outcome.value === "sent" ? new Date(now()) : undefined,
+        lastError: null,
+      });
       await updateRow(row.id, defined(set));
       return;
     }
@@ -166,7 +171,13 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
         .where(and(eq(columns.status, "pending"), lte(columns.next, new Date(now()))))
         .orderBy(asc(outbox.id))
         .limit(batchSize);
-      return [tx.update(outbox).set(defined(columns.set({ next: new Date(now() + leaseMs) }))).where(inArray(outbox.id, due)).returning()];
+      return [
+        tx
+          .update(outbox)
+          .set(defined(columns.set({ next: new Date(now() + leaseMs) })))
+          .where(inArray(outbox.id, due))
+          .returning(),
+      ];
     });
     const outcomes = await Promise.allSettled(claimed.map((row) => channel.deliver(row)));
     for (const [i, outcome] of outcomes.entries()) await settle(channel, claimed[i], outcome);

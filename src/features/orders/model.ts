@@ -19,7 +19,11 @@ export const PaymentRequest = t.Object(
   {
     // An enum (not a literal), so a wrong method is reported as "must be one of CARD".
     method: t.UnionEnum(["CARD"]),
-    cardNumber: t.String({ pattern: "^[0-9]{12,19}$", description: "12 to 19 digits passing the Luhn check; 4000000000000002 is always declined", messages: { pattern: "field.cardNumber.luhn" } }),
+    cardNumber: t.String({
+      pattern: "^[0-9]{12,19}$",
+      description: "12 to 19 digits passing the Luhn check; 4000000000000002 is always declined",
+      messages: { pattern: "field.cardNumber.luhn" },
+    }),
   },
   { title: "PaymentRequest" },
 );

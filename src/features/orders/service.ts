@@ -37,7 +37,6 @@ export interface OrdersDeps {
   paymentGateway: PaymentGateway;
 }
 
-
 type StoredStatus = "PENDING" | "PROCESSING" | "PAID" | "PAYMENT_FAILED";
 
 /** How long a payer may hold an order before another payment may take it over. */
@@ -120,9 +119,19 @@ async function selectOrders(db: Reader, where: SQL | undefined, page?: Page): Pr
   const items = await db
     .select()
     .from(orderItems)
-    .where(inArray(orderItems.orderId, rows.map((r) => r.id)))
+    .where(
+      inArray(
+        orderItems.orderId,
+        rows.map((r) => r.id),
+      ),
+    )
     .orderBy(asc(orderItems.id));
-  return rows.map((row) => toOrder(row, items.filter((item) => item.orderId === row.id)));
+  return rows.map((row) =>
+    toOrder(
+      row,
+      items.filter((item) => item.orderId === row.id),
+    ),
+  );
 }
 
 /** What the caller may see: their own orders, or any for an ADMIN. */
@@ -142,10 +151,7 @@ export async function listOrders(db: Reader, caller: Caller, query: OrderListQue
     query.userId === undefined ? undefined : eq(orders.userId, query.userId),
     query.status === undefined ? undefined : eq(orders.status, query.status),
   );
-  const [list, [{ total }]] = await Promise.all([
-    selectOrders(db, where, pageIfAsked(query)),
-    db.select({ total: count() }).from(orders).where(where),
-  ]);
+  const [list, [{ total }]] = await Promise.all([selectOrders(db, where, pageIfAsked(query)), db.select({ total: count() }).from(orders).where(where)]);
   return { orders: list, total };
 }
 
@@ -178,7 +184,9 @@ function priceLines(items: CreateOrderRequest["items"], found: (typeof products.
 const reserve = prepared((tx: Db) =>
   tx
     .update(products)
-    .set({ stock: sql`case when ${products.status} = 'ACTIVE' and ${products.priceCents} = ${sql.placeholder("unitPriceCents")} then ${products.stock} - ${sql.placeholder("quantity")} else -1 end` })
+    .set({
+      stock: sql`case when ${products.status} = 'ACTIVE' and ${products.priceCents} = ${sql.placeholder("unitPriceCents")} then ${products.stock} - ${sql.placeholder("quantity")} else -1 end`,
+    })
     .where(eq(products.id, sql.placeholder("productId")))
     .prepare(),
 );
@@ -191,14 +199,31 @@ const productsByIds = prepared((db: Reader, count: string) =>
   db
     .select()
     .from(products)
-    .where(inArray(products.id, Array.from({ length: Number(count) }, (_, i) => sql.placeholder(`id${i}`))))
+    .where(
+      inArray(
+        products.id,
+        Array.from({ length: Number(count) }, (_, i) => sql.placeholder(`id${i}`)),
+      ),
+    )
     .prepare(),
 );
-const emailOfUser = prepared((db: Reader) => db.select({ email: users.email }).from(users).where(eq(users.id, sql.placeholder("id"))).prepare());
+const emailOfUser = prepared((db: Reader) =>
+  db
+    .select({ email: users.email })
+    .from(users)
+    .where(eq(users.id, sql.placeholder("id")))
+    .prepare(),
+);
 const insertOrder = prepared((tx: Db) =>
   tx
     .insert(orders)
-    .values({ userId: sql.placeholder("userId"), status: "PENDING", totalCents: sql.placeholder("totalCents"), createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now") })
+    .values({
+      userId: sql.placeholder("userId"),
+      status: "PENDING",
+      totalCents: sql.placeholder("totalCents"),
+      createdAt: sql.placeholder("now"),
+      updatedAt: sql.placeholder("now"),
+    })
     .prepare(),
 );
 const insertItem = prepared((tx: Db) =>
@@ -223,7 +248,12 @@ const orderCreated = prepared((tx: Db) =>
     sql.placeholder("now") as unknown as Date,
   ).prepare(),
 );
-const newestOrder = prepared((tx: Db) => tx.select({ id: sql<number>`max(${orders.id})` }).from(orders).prepare());
+const newestOrder = prepared((tx: Db) =>
+  tx
+    .select({ id: sql<number>`max(${orders.id})` })
+    .from(orders)
+    .prepare(),
+);
 
 /** Reads between the read and the write that moved stock, status or a price: each costs a new read. */
 const ORDER_ATTEMPTS = 5;
@@ -249,13 +279,16 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" }]);
     try {
-      const results = await deps.db.writeAll((tx) => [
-        ...lines.map((line) => bound(reserve(tx), line)),
-        bound(insertOrder(tx), { userId, totalCents, now }),
-        ...lines.map((line) => bound(insertItem(tx), line)),
-        bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
-        bound(newestOrder(tx), {}),
-      ] as unknown as [Statement, ...Statement[]]);
+      const results = await deps.db.writeAll(
+        (tx) =>
+          [
+            ...lines.map((line) => bound(reserve(tx), line)),
+            bound(insertOrder(tx), { userId, totalCents, now }),
+            ...lines.map((line) => bound(insertItem(tx), line)),
+            bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
+            bound(newestOrder(tx), {}),
+          ] as unknown as [Statement, ...Statement[]],
+      );
       const [{ id }] = results[results.length - 1] as { id: number }[];
       // Everything the answer shows is in hand: no second read.
       return toOrder({ id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
@@ -275,7 +308,11 @@ const statusOf = prepared((tx: Db, owned: string) =>
     .prepare(),
 );
 const ownerEmail = prepared((tx: Db) =>
-  tx.select({ email: users.email }).from(users).where(eq(users.id, sql`(select ${orders.userId} from ${orders} where ${orders.id} = ${sql.placeholder("id")})`)).prepare(),
+  tx
+    .select({ email: users.email })
+    .from(users)
+    .where(eq(users.id, sql`(select ${orders.userId} from ${orders} where ${orders.id} = ${sql.placeholder("id")})`))
+    .prepare(),
 );
 /** PAYMENT_SUCCESS, only if the statement before (the settling UPDATE) changed a row. */
 const paymentSucceeded = prepared((tx: Db) =>
@@ -297,8 +334,21 @@ const paymentSucceeded = prepared((tx: Db) =>
     )
     .prepare(),
 );
-const orderRow = prepared((tx: Db) => tx.select().from(orders).where(eq(orders.id, sql.placeholder("id"))).prepare());
-const orderItemRows = prepared((tx: Db) => tx.select().from(orderItems).where(eq(orderItems.orderId, sql.placeholder("id"))).orderBy(asc(orderItems.id)).prepare());
+const orderRow = prepared((tx: Db) =>
+  tx
+    .select()
+    .from(orders)
+    .where(eq(orders.id, sql.placeholder("id")))
+    .prepare(),
+);
+const orderItemRows = prepared((tx: Db) =>
+  tx
+    .select()
+    .from(orderItems)
+    .where(eq(orderItems.orderId, sql.placeholder("id")))
+    .orderBy(asc(orderItems.id))
+    .prepare(),
+);
 
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
   if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" }]);
@@ -307,12 +357,15 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const claimedAt = new Date(deps.now());
   // One list unit: claim the order, or take over a stale claim (a claim just made is never
   // stale, so at most one of them moves it), and read what the rest of the payment needs.
-  const [[claimedNow], [reclaimed], [current], [owner]] = (await db.writeAll((tx) => [
-    move(tx, id, "claim", claimedAt, { ownerId }),
-    move(tx, id, "reclaim", claimedAt, { ownerId }),
-    bound(statusOf(tx, ownerId === undefined ? "" : "owned"), { id, ownerId }),
-    bound(ownerEmail(tx), { id }),
-  ] as unknown as [Statement, ...Statement[]])) as [Moved[], Moved[], { status: string }[], { email: string }[]];
+  const [[claimedNow], [reclaimed], [current], [owner]] = (await db.writeAll(
+    (tx) =>
+      [
+        move(tx, id, "claim", claimedAt, { ownerId }),
+        move(tx, id, "reclaim", claimedAt, { ownerId }),
+        bound(statusOf(tx, ownerId === undefined ? "" : "owned"), { id, ownerId }),
+        bound(ownerEmail(tx), { id }),
+      ] as unknown as [Statement, ...Statement[]],
+  )) as [Moved[], Moved[], { status: string }[], { email: string }[]];
   const claimed = claimedNow ?? reclaimed;
   if (!claimed) {
     if (!current) throw new AppError("ORDER_NOT_FOUND", { id });
@@ -339,12 +392,15 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
     const { paymentId } = result;
     try {
       // One list unit: settle, notify only if this payer settled it, and read the answer back.
-      const [settled, , [row], items] = (await db.writeAll((tx) => [
-        move(tx, id, "succeed", at, { paymentId }),
-        bound(paymentSucceeded(tx), { id, recipient: owner?.email ?? null, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents), at: at.getTime() }),
-        bound(orderRow(tx), { id }),
-        bound(orderItemRows(tx), { id }),
-      ] as unknown as [Statement, ...Statement[]])) as [Moved[], unknown, (typeof orders.$inferSelect)[], (typeof orderItems.$inferSelect)[]];
+      const [settled, , [row], items] = (await db.writeAll(
+        (tx) =>
+          [
+            move(tx, id, "succeed", at, { paymentId }),
+            bound(paymentSucceeded(tx), { id, recipient: owner?.email ?? null, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents), at: at.getTime() }),
+            bound(orderRow(tx), { id }),
+            bound(orderItemRows(tx), { id }),
+          ] as unknown as [Statement, ...Statement[]],
+      )) as [Moved[], unknown, (typeof orders.$inferSelect)[], (typeof orderItems.$inferSelect)[]];
       if (settled.length === 0) throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(row.status) });
       return toOrder(row, items);
     } catch (error) {
@@ -359,7 +415,10 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
     await settle(tx, "decline");
     const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
     for (const line of lines) {
-      await tx.update(products).set({ stock: sql`${products.stock} + ${line.quantity}` }).where(eq(products.id, line.productId));
+      await tx
+        .update(products)
+        .set({ stock: sql`${products.stock} + ${line.quantity}` })
+        .where(eq(products.id, line.productId));
     }
   });
   throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });

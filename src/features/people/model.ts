@@ -32,10 +32,10 @@ export type RolesBody = Static<typeof RolesBody>;
 
 /** PUT replaces the whole profile: an absent or null field is cleared. A birthDate must be in the past (checked by the service, against its clock). */
 export const ProfileBody = t.Object({
-    avatarUrl: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
-    bio: t.Optional(t.Nullable(t.String({ maxLength: 5000 }))),
-    birthDate: t.Optional(t.Nullable(t.String({ format: "date", messages: { format: "field.type" }, description: "yyyy-MM-dd, in the past" }))),
-    address: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
+  avatarUrl: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
+  bio: t.Optional(t.Nullable(t.String({ maxLength: 5000 }))),
+  birthDate: t.Optional(t.Nullable(t.String({ format: "date", messages: { format: "field.type" }, description: "yyyy-MM-dd, in the past" }))),
+  address: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
 });
 export type ProfileBody = Static<typeof ProfileBody>;
 

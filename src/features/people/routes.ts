@@ -56,31 +56,23 @@ export const peopleRoutes = (ctx: AppContext) =>
         description: 'Replaces the whole set, e.g. {"roles":["USER","ADMIN"]}; an unknown role name is a 400 validation failure. Returns the User (version +1).',
       },
     })
-    .get(
-      "/users/:id/profile",
-      ({ params }) => getProfile(ctx.db, params.id),
-      {
-        auth: "SELF_OR_ADMIN",
-        params: UserIdParams,
-        response: { 200: UserProfile, ...errors },
-        detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
+    .get("/users/:id/profile", ({ params }) => getProfile(ctx.db, params.id), {
+      auth: "SELF_OR_ADMIN",
+      params: UserIdParams,
+      response: { 200: UserProfile, ...errors },
+      detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
+    })
+    .put("/users/:id/profile", ({ params, body }) => putProfile(ctx.db, params.id, body, new Date(ctx.now()).toISOString().slice(0, 10)), {
+      auth: "SELF_OR_ADMIN",
+      params: UserIdParams,
+      body: ProfileBody,
+      response: { 200: UserProfile, ...errors },
+      detail: {
+        summary: "Create or replace a user's profile",
+        tags: ["Profiles"],
+        description: "The user themself or an ADMIN. Replaces the whole profile: absent or null fields are cleared. birthDate is yyyy-MM-dd, in the past.",
       },
-    )
-    .put(
-      "/users/:id/profile",
-      ({ params, body }) => putProfile(ctx.db, params.id, body, new Date(ctx.now()).toISOString().slice(0, 10)),
-      {
-        auth: "SELF_OR_ADMIN",
-        params: UserIdParams,
-        body: ProfileBody,
-        response: { 200: UserProfile, ...errors },
-        detail: {
-          summary: "Create or replace a user's profile",
-          tags: ["Profiles"],
-          description: "The user themself or an ADMIN. Replaces the whole profile: absent or null fields are cleared. birthDate is yyyy-MM-dd, in the past.",
-        },
-      },
-    )
+    })
     .post("/users/deactivate-inactive", ({ query, caller }) => deactivateInactive(ctx.db, parseInstant(query.before, "before"), caller.email, new Date(ctx.now())), {
       auth: "ADMIN",
       query: DeactivateQuery,

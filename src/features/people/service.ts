@@ -29,7 +29,12 @@ export async function listDepartments(db: Reader): Promise<Department[]> {
 export async function createDepartment(db: Database, input: DepartmentBody, now: Date): Promise<Department> {
   const name = input.name.trim();
   try {
-    const [[row]] = await db.writeAll((tx) => [tx.insert(departments).values({ name, description: input.description ?? null, createdAt: now }).returning()]);
+    const [[row]] = await db.writeAll((tx) => [
+      tx
+        .insert(departments)
+        .values({ name, description: input.description ?? null, createdAt: now })
+        .returning(),
+    ]);
     return { id: row.id, name: row.name, description: row.description, createdAt: row.createdAt.toISOString(), userCount: 0 };
   } catch (error) {
     // The unique index on the name decides, so two concurrent creates give one department.
@@ -44,7 +49,11 @@ export function listRoles(db: Reader) {
 /** Replaces the user's roles with exactly these, as one change of the user (version +1). */
 export async function setRoles(db: Database, id: number, input: RolesBody, actor: string, now: Date): Promise<User> {
   await db.write(async (tx) => {
-    const updated = await tx.update(users).set({ version: sql`${users.version} + 1`, updatedAt: now }).where(eq(users.id, id)).returning({ id: users.id });
+    const updated = await tx
+      .update(users)
+      .set({ version: sql`${users.version} + 1`, updatedAt: now })
+      .where(eq(users.id, id))
+      .returning({ id: users.id });
     if (updated.length === 0) throw new AppError("USER_NOT_FOUND", { id });
     const names = [...new Set(input.roles)];
     if (!names.includes("ADMIN")) await keepAnAdmin(tx, id);
@@ -97,4 +106,3 @@ export async function deactivateInactive(db: Database, cutoff: Date, actor: stri
     return { count: deactivated };
   });
 }
-

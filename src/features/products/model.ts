@@ -14,9 +14,7 @@ export const MAX_PRICE = 99_999_999.99;
 
 /** A price the range allows but with a third fraction digit (or an exponent) is refused, never rounded. */
 const priceDigits = (body: { price?: unknown }): Violation[] =>
-  typeof body.price === "number" && body.price >= 0 && body.price <= MAX_PRICE && toCents(body.price) === undefined
-    ? [{ path: "price", key: "field.price.digits" }]
-    : [];
+  typeof body.price === "number" && body.price >= 0 && body.price <= MAX_PRICE && toCents(body.price) === undefined ? [{ path: "price", key: "field.price.digits" }] : [];
 
 /** POST and PUT body (PUT replaces every field). Audit fields and id are the service's. */
 export const ProductBody = t.Object(

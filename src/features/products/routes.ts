@@ -22,7 +22,11 @@ export const productsRoutes = (ctx: AppContext) =>
         auth: "authenticated",
         query: ProductListQuery,
         response: { 200: t.Array(Product), ...errors },
-        detail: { summary: "List products", description: "Every product (optionally of one status), or one page when page or size is given. The total is in X-Total-Count.", ...documentedHeaders({ 200: ["X-Total-Count"] }) },
+        detail: {
+          summary: "List products",
+          description: "Every product (optionally of one status), or one page when page or size is given. The total is in X-Total-Count.",
+          ...documentedHeaders({ 200: ["X-Total-Count"] }),
+        },
       },
     )
     .get("/:id", ({ params }) => findProduct(ctx.db, params.id), {

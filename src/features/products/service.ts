@@ -56,8 +56,7 @@ function columnsOf(input: ProductBody) {
   };
 }
 
-const duplicateCode = (error: unknown, code: string) =>
-  integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_PRODUCT_CODE", { code }) : error;
+const duplicateCode = (error: unknown, code: string) => (integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_PRODUCT_CODE", { code }) : error);
 
 export async function createProduct(db: Database, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
   const values = columnsOf(input);
@@ -78,7 +77,13 @@ export async function createProduct(db: Database, input: ProductBody, actor: str
 export async function replaceProduct(db: Database, id: number, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
   const values = columnsOf(input);
   try {
-    const [[row]] = await db.writeAll((tx) => [tx.update(products).set({ ...values, updatedAt: now, updatedBy: actor }).where(eq(products.id, id)).returning()]);
+    const [[row]] = await db.writeAll((tx) => [
+      tx
+        .update(products)
+        .set({ ...values, updatedAt: now, updatedBy: actor })
+        .where(eq(products.id, id))
+        .returning(),
+    ]);
     if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
     return toProduct(row);
   } catch (error) {

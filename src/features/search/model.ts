@@ -9,8 +9,7 @@ export const MAX_PAGE_SIZE = 100;
  * Free text matched with LIKE or FTS5, both of which read a NUL as the end of the text: `%\0%`
  * matched every user and an FTS phrase cut at a NUL was a syntax error (500). No name holds one.
  */
-const SearchText = (description: string) =>
-  t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
+const SearchText = (description: string) => t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
 
 /** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria. */
 export const UserSearchQuery = t.Object({

@@ -60,11 +60,17 @@ export const searchRoutes = (ctx: AppContext) =>
       params: DepartmentRoleParams,
       query: OptionalPage,
       response: { 200: t.Array(User), ...errors },
-      detail: { summary: "Users of a department holding a role", description: "Department name and role name, both case-insensitive; by id. Every match, or one page when page or size is given." },
+      detail: {
+        summary: "Users of a department holding a role",
+        description: "Department name and role name, both case-insensitive; by id. Every match, or one page when page or size is given.",
+      },
     })
     .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
       auth: "authenticated",
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },
-      detail: { summary: "Users holding any of the skills", description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id. Every match, or one page when page or size is given." },
+      detail: {
+        summary: "Users holding any of the skills",
+        description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id. Every match, or one page when page or size is given.",
+      },
     });

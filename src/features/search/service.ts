@@ -33,15 +33,13 @@ export interface UserSearchCriteria {
   sortDirection?: "asc" | "desc" | "ASC" | "DESC";
 }
 
-
 const hasText = (value: string | undefined): value is string => value !== undefined && value.trim() !== "";
 
 /** `%`, `_` and `\` match themselves in a `LIKE … ESCAPE '\'` pattern. */
 export const likeLiteral = (value: string) => value.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /** SQLite's LIKE ignores case for ASCII letters only; FTS5 trigram folds Unicode too. */
-const contains = (column: typeof users.name | typeof users.email, pattern: ReturnType<typeof sql.placeholder>) =>
-  sql`${column} like ${pattern} escape '\\'`;
+const contains = (column: typeof users.name | typeof users.email, pattern: ReturnType<typeof sql.placeholder>) => sql`${column} like ${pattern} escape '\\'`;
 
 /** An FTS5 phrase: inside double quotes everything is literal, a quote is doubled. */
 export const ftsPhrase = (value: string) => `"${value.replaceAll('"', '""')}"`;
@@ -143,18 +141,42 @@ function conditionsOf(db: Reader, shape: Shape) {
     shape.name === "fts" ? sql`${usersNameFts} match ${value("name")}` : shape.name === "like" ? contains(users.name, value("name")) : undefined,
     shape.email ? contains(users.email, value("email")) : undefined,
     shape.department
-      ? inArray(users.departmentId, db.select({ id: departments.id }).from(departments).where(sql`${departments.name} = ${value("department")} collate nocase`))
+      ? inArray(
+          users.departmentId,
+          db
+            .select({ id: departments.id })
+            .from(departments)
+            .where(sql`${departments.name} = ${value("department")} collate nocase`),
+        )
       : undefined,
     shape.active ? activeIs(shape.age === true) : undefined,
     shape.age ? sql`${users.age} = ${value("age")}` : undefined,
     shape.createdAfter ? sql`${users.createdAt} >= ${value("createdAfter")}` : undefined,
     shape.createdBefore ? sql`${users.createdAt} < ${value("createdBefore")}` : undefined,
     shape.role
-      ? inArray(users.id, db.select({ id: userRoles.userId }).from(userRoles).innerJoin(roles, eq(roles.id, userRoles.roleId)).where(sql`${roles.name} = ${value("role")} collate nocase`))
+      ? inArray(
+          users.id,
+          db
+            .select({ id: userRoles.userId })
+            .from(userRoles)
+            .innerJoin(roles, eq(roles.id, userRoles.roleId))
+            .where(sql`${roles.name} = ${value("role")} collate nocase`),
+        )
       : undefined,
     // IN over a subquery: a user holding several of the skills still comes once.
     shape.skills
-      ? inArray(users.id, db.select({ id: userSkills.userId }).from(userSkills).where(inArray(userSkills.nameKey, Array.from({ length: shape.skills }, (_, i) => value(`skill${i}`)))))
+      ? inArray(
+          users.id,
+          db
+            .select({ id: userSkills.userId })
+            .from(userSkills)
+            .where(
+              inArray(
+                userSkills.nameKey,
+                Array.from({ length: shape.skills }, (_, i) => value(`skill${i}`)),
+              ),
+            ),
+        )
       : undefined,
   );
 }
@@ -218,9 +240,6 @@ export async function filterUsers(db: Reader, query: UserListQuery): Promise<{ u
     sortDirection,
   };
   const paged = query.page !== undefined || query.size !== undefined;
-  const [found, total] = await Promise.all([
-    searchUsers(db, criteria, paged ? { page: query.page ?? 0, size: query.size ?? 20 } : undefined),
-    countUsers(db, criteria),
-  ]);
+  const [found, total] = await Promise.all([searchUsers(db, criteria, paged ? { page: query.page ?? 0, size: query.size ?? 20 } : undefined), countUsers(db, criteria)]);
   return { users: found, total };
 }

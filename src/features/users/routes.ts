@@ -57,18 +57,25 @@ export const usersRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get(
-      "/:id",
-      async ({ params, set }) => tagged(set, await findUser(ctx.db, params.id)),
-      { auth: "authenticated", params: UserIdParams, response: { 200: User, ...errors }, detail: { summary: "Get a user", description: "Sends ETag: \"<version>\" for If-Match.", ...documentedHeaders({ 200: ["ETag"] }) } },
-    )
+    .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, params.id)), {
+      auth: "authenticated",
+      params: UserIdParams,
+      response: { 200: User, ...errors },
+      detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
+    })
     .post(
       "",
       async ({ body, caller, set }) => {
         set.status = 201;
         return tagged(set, await createUser(ctx, body, caller.email));
       },
-      { auth: "ADMIN", body: UserBody, transform: normalizeBody, response: { 201: User, ...errors }, detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) } },
+      {
+        auth: "ADMIN",
+        body: UserBody,
+        transform: normalizeBody,
+        response: { 201: User, ...errors },
+        detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) },
+      },
     )
     .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, params.id, body, request.headers.get("if-match"))), {
       auth: "ADMIN",
@@ -78,18 +85,14 @@ export const usersRoutes = (ctx: AppContext) =>
       response: { 200: User, ...errors },
       detail: { summary: "Replace a user's name, email and department", ...documentedHeaders({ 200: ["ETag"] }) },
     })
-    .patch(
-      "/:id",
-      async ({ params, body, request, set }) => tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match"))),
-      {
-        auth: "SELF_OR_ADMIN",
-        params: UserIdParams,
-        body: UserPatch,
-        transform: normalizeBody,
-        response: { 200: User, ...errors },
-        detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN.", ...documentedHeaders({ 200: ["ETag"] }) },
-      },
-    )
+    .patch("/:id", async ({ params, body, request, set }) => tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match"))), {
+      auth: "SELF_OR_ADMIN",
+      params: UserIdParams,
+      body: UserPatch,
+      transform: normalizeBody,
+      response: { 200: User, ...errors },
+      detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN.", ...documentedHeaders({ 200: ["ETag"] }) },
+    })
     .delete(
       "/:id",
       async ({ params, set }) => {

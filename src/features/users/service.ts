@@ -124,7 +124,10 @@ export async function listUsers(db: Pick<Database, "readAll">, query: { page?: n
   const [field = "id", direction = "asc"] = (query.sort ?? "id").split(",");
   const sort = `${Object.hasOwn(SORT_COLUMNS, field) ? field : "id"},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
   // One read unit: one round trip to a remote primary, and the page and its total agree.
-  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, `${sort}|${paged ? "paged" : ""}`), { size, offset: page * size }), bound(userCount(r), {})])) as [UserRow[], { total: number }[]];
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [
+    bound(userPage(r, `${sort}|${paged ? "paged" : ""}`), { size, offset: page * size }),
+    bound(userCount(r), {}),
+  ])) as [UserRow[], { total: number }[]];
   return { users: rows.map(toUser), total };
 }
 
@@ -132,9 +135,19 @@ export async function listUsers(db: Pick<Database, "readAll">, query: { page?: n
 // createdAt from here, not the column default: unixepoch('subsec') is NULL on a server with
 // SQLite before 3.42, where every new department failed NOT NULL (409 on such remote primaries).
 const addDepartment = prepared((tx: Db) =>
-  tx.insert(departments).values({ name: sql.placeholder("name"), createdAt: sql.placeholder("createdAt") }).onConflictDoNothing().prepare(),
+  tx
+    .insert(departments)
+    .values({ name: sql.placeholder("name"), createdAt: sql.placeholder("createdAt") })
+    .onConflictDoNothing()
+    .prepare(),
 );
-const departmentByName = prepared((tx: Db) => tx.select({ id: departments.id }).from(departments).where(eq(departments.name, sql.placeholder("name"))).prepare());
+const departmentByName = prepared((tx: Db) =>
+  tx
+    .select({ id: departments.id })
+    .from(departments)
+    .where(eq(departments.name, sql.placeholder("name")))
+    .prepare(),
+);
 
 export async function departmentId(tx: Db, name: string | undefined): Promise<number | null> {
   const trimmed = name?.trim();
@@ -152,9 +165,27 @@ const newUserStatements = prepared((tx: Db) => {
   const id = idOfEmail(sql.placeholder("email"));
   const at = sql.placeholder("now") as unknown as Date;
   return [
-    tx.insert(userRoles).select(tx.select({ userId: id.as("user_id"), roleId: roles.id }).from(roles).where(eq(roles.name, "USER"))).prepare(),
+    tx
+      .insert(userRoles)
+      .select(
+        tx
+          .select({ userId: id.as("user_id"), roleId: roles.id })
+          .from(roles)
+          .where(eq(roles.name, "USER")),
+      )
+      .prepare(),
     notificationStatement(tx, "WELCOME", sql.placeholder("email") as unknown as string, sql`json_object('userId', ${id}, 'name', ${sql.placeholder("name")})`, at).prepare(),
-    tx.insert(auditLog).values({ action: "USER_CREATED", actor: sql.placeholder("actor"), subjectType: "User", subjectId: sql`cast(${id} as text)`, details: sql.placeholder("details"), createdAt: at }).prepare(),
+    tx
+      .insert(auditLog)
+      .values({
+        action: "USER_CREATED",
+        actor: sql.placeholder("actor"),
+        subjectType: "User",
+        subjectId: sql`cast(${id} as text)`,
+        details: sql.placeholder("details"),
+        createdAt: at,
+      })
+      .prepare(),
   ] as const;
 });
 
@@ -189,7 +220,12 @@ const userByEmail = prepared((db: Reader) => selectUsers(db, eq(users.email, sql
 const grantStatement = prepared((tx: Db, names: string) =>
   tx
     .insert(userRoles)
-    .select(tx.select({ userId: sql<number>`${sql.placeholder("userId")}`.as("user_id"), roleId: roles.id }).from(roles).where(inArray(roles.name, names.split(","))))
+    .select(
+      tx
+        .select({ userId: sql<number>`${sql.placeholder("userId")}`.as("user_id"), roleId: roles.id })
+        .from(roles)
+        .where(inArray(roles.name, names.split(","))),
+    )
     .onConflictDoNothing()
     .prepare(),
 );
@@ -203,7 +239,13 @@ function duplicateEmail(error: unknown, email: string) {
   return integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
 }
 
-const idByEmail = prepared((db: Reader) => db.select({ id: users.id }).from(users).where(eq(users.email, sql.placeholder("email"))).prepare());
+const idByEmail = prepared((db: Reader) =>
+  db
+    .select({ id: users.id })
+    .from(users)
+    .where(eq(users.email, sql.placeholder("email")))
+    .prepare(),
+);
 
 export async function emailTaken(db: Reader, email: string) {
   const [row] = await idByEmail(db).all({ email: normalizeEmail(email) });
@@ -222,12 +264,15 @@ export async function createUser(deps: UsersDeps, input: UserBody, actor: string
       // the audit row commit together, and the last statement reads the answer back. The unique
       // index on e-mail decides a duplicate, also between concurrent creates.
       // Every statement is prepared: the native driver builds no SQL per create.
-      const results = await deps.db.writeAll((tx) => [
-        ...(department ? [bound(addDepartment(tx), { name: department, createdAt: now })] : []),
-        bound(insertNewUser(tx, department ? "department" : ""), { name, email, department, phone: input.phone ?? null, passwordHash, now }),
-        ...newUserRows(tx, email, name, { actor, details: { email } }, now),
-        bound(userByEmail(tx), { email }),
-      ] as unknown as [Statement, ...Statement[]]);
+      const results = await deps.db.writeAll(
+        (tx) =>
+          [
+            ...(department ? [bound(addDepartment(tx), { name: department, createdAt: now })] : []),
+            bound(insertNewUser(tx, department ? "department" : ""), { name, email, department, phone: input.phone ?? null, passwordHash, now }),
+            ...newUserRows(tx, email, name, { actor, details: { email } }, now),
+            bound(userByEmail(tx), { email }),
+          ] as unknown as [Statement, ...Statement[]],
+      );
       deps.metrics.usersCreated.inc();
       const [row] = results[results.length - 1] as UserRow[];
       return toUser(row);
@@ -269,7 +314,11 @@ async function applyUpdate(
         }
         if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
         // The version in the WHERE makes the check and the write one step.
-        const updated = await tx.update(users).set(set).where(and(eq(users.id, id), eq(users.version, current.version))).returning({ id: users.id });
+        const updated = await tx
+          .update(users)
+          .set(set)
+          .where(and(eq(users.id, id), eq(users.version, current.version)))
+          .returning({ id: users.id });
         if (updated.length === 0) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
       });
     } catch (error) {
@@ -353,7 +402,11 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
 export async function revokeAccessTokens(deps: UsersDeps, id: number, actor: string) {
   const now = new Date();
   await deps.db.write(async (tx) => {
-    const revoked = await tx.update(users).set({ tokenVersion: sql`${users.tokenVersion} + 1` }).where(eq(users.id, id)).returning({ id: users.id });
+    const revoked = await tx
+      .update(users)
+      .set({ tokenVersion: sql`${users.tokenVersion} + 1` })
+      .where(eq(users.id, id))
+      .returning({ id: users.id });
     if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
     await writeAudit(tx, { action: "USER_TOKENS_REVOKED", actor, subjectType: "User", subjectId: id }, now);
   });

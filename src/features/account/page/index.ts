@@ -28,7 +28,13 @@ const COMMON: Record<Lang, Common> = {
 
 const PAGES: Record<AccountPage, Record<Lang, PageTexts>> = {
   "verify-email": {
-    en: { title: "Confirm your e-mail address", intro: "Confirm that this e-mail address is yours.", button: "Confirm my address", done: "Your e-mail address is confirmed. You can close this page.", fields: [] },
+    en: {
+      title: "Confirm your e-mail address",
+      intro: "Confirm that this e-mail address is yours.",
+      button: "Confirm my address",
+      done: "Your e-mail address is confirmed. You can close this page.",
+      fields: [],
+    },
     "zh-TW": { title: "確認您的 Email 地址", intro: "請確認這個 Email 地址屬於您。", button: "確認我的地址", done: "您的 Email 地址已確認，可以關閉此頁面。", fields: [] },
   },
   "reset-password": {

@@ -36,10 +36,14 @@ function App({ basePath }: { basePath: string }) {
   const [session, setSession] = useState<Session | undefined>();
   const [expired, setExpired] = useState(false);
   const [announcement, setAnnouncement] = useState("");
-  const api = useMemo(() => createApi(basePath, lang, () => {
-    setSession(undefined);
-    setExpired(true);
-  }), []);
+  const api = useMemo(
+    () =>
+      createApi(basePath, lang, () => {
+        setSession(undefined);
+        setExpired(true);
+      }),
+    [],
+  );
   const context = useMemo<Console>(() => ({ api, lang, t: translator(lang), fmt: formatters(lang), announce: setAnnouncement }), []);
   const current = session ?? api.session.get();
   document.documentElement.lang = lang;

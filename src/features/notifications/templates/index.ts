@@ -41,7 +41,11 @@ const TEMPLATES: Record<NotificationKind, Template> = {
   VERIFY_EMAIL: {
     en: (v) => ({
       subject: "Confirm your e-mail address",
-      paragraphs: [`Hello ${v.name},`, "Please confirm that this address belongs to you. The link works once and expires in 24 hours.", "If you did not create an account, ignore this message."],
+      paragraphs: [
+        `Hello ${v.name},`,
+        "Please confirm that this address belongs to you. The link works once and expires in 24 hours.",
+        "If you did not create an account, ignore this message.",
+      ],
       link: { label: "Confirm my address", path: "/account/verify-email" },
       codeLabel: "Your verification code",
     }),
@@ -55,7 +59,11 @@ const TEMPLATES: Record<NotificationKind, Template> = {
   PASSWORD_RESET: {
     en: (v) => ({
       subject: "Reset your password",
-      paragraphs: [`Hello ${v.name},`, "Someone asked to reset the password of your account. The link works once and expires in 30 minutes.", "If it was not you, ignore this message: your password stays as it is."],
+      paragraphs: [
+        `Hello ${v.name},`,
+        "Someone asked to reset the password of your account. The link works once and expires in 30 minutes.",
+        "If it was not you, ignore this message: your password stays as it is.",
+      ],
       link: { label: "Choose a new password", path: "/account/reset-password" },
       codeLabel: "Your reset code",
     }),
@@ -69,7 +77,11 @@ const TEMPLATES: Record<NotificationKind, Template> = {
   PASSWORD_CHANGED: {
     en: (v) => ({
       subject: "Your password was changed",
-      paragraphs: [`Hello ${v.name},`, "The password of your account was just changed, and every earlier sign-in has ended.", "If you did not do this, reset your password now and tell your administrator."],
+      paragraphs: [
+        `Hello ${v.name},`,
+        "The password of your account was just changed, and every earlier sign-in has ended.",
+        "If you did not do this, reset your password now and tell your administrator.",
+      ],
     }),
     "zh-TW": (v) => ({
       subject: "您的密碼已變更",
@@ -77,15 +89,24 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
   },
   USER_UPDATED: {
-    en: (v) => ({ subject: "Your account details were changed", paragraphs: [`Hello ${v.name},`, "The details of your account (name, e-mail address or department) were just changed."] }),
+    en: (v) => ({
+      subject: "Your account details were changed",
+      paragraphs: [`Hello ${v.name},`, "The details of your account (name, e-mail address or department) were just changed."],
+    }),
     "zh-TW": (v) => ({ subject: "您的帳號資料已變更", paragraphs: [`${v.name} 您好：`, "您帳號的資料（姓名、Email 或部門）剛剛已變更。"] }),
   },
   ORDER_CREATED: {
-    en: (v) => ({ subject: `Order ${v.orderId} received`, paragraphs: [`Hello ${v.name},`, `We received your order ${v.orderId} for a total of ${v.amount}. It waits for payment.`] }),
+    en: (v) => ({
+      subject: `Order ${v.orderId} received`,
+      paragraphs: [`Hello ${v.name},`, `We received your order ${v.orderId} for a total of ${v.amount}. It waits for payment.`],
+    }),
     "zh-TW": (v) => ({ subject: `已收到訂單 ${v.orderId}`, paragraphs: [`${v.name} 您好：`, `我們已收到您的訂單 ${v.orderId}，總金額 ${v.amount}，等待付款中。`] }),
   },
   PAYMENT_SUCCESS: {
-    en: (v) => ({ subject: `Order ${v.orderId} is paid`, paragraphs: [`Hello ${v.name},`, `Your payment of ${v.amount} for order ${v.orderId} succeeded. Payment reference: ${v.paymentId}.`] }),
+    en: (v) => ({
+      subject: `Order ${v.orderId} is paid`,
+      paragraphs: [`Hello ${v.name},`, `Your payment of ${v.amount} for order ${v.orderId} succeeded. Payment reference: ${v.paymentId}.`],
+    }),
     "zh-TW": (v) => ({ subject: `訂單 ${v.orderId} 已付款`, paragraphs: [`${v.name} 您好：`, `您的訂單 ${v.orderId} 已成功付款 ${v.amount}。付款編號：${v.paymentId}。`] }),
   },
 };

@@ -18,15 +18,20 @@ export function Audit() {
   return (
     <section>
       <ScreenTitle>{t("audit.title")}</ScreenTitle>
-      <form class="filters" onSubmit={(e) => {
+      <form
+        class="filters"
+        onSubmit={(e) => {
           e.preventDefault();
           navigate("/audit", { action: draft.trim().toUpperCase() });
-        }}>
+        }}
+      >
         <Field label={t("audit.action")} hint="USER_CREATED, USER_DEACTIVATED, USER_ROLES_SET …">
           {(id, hint) => <input id={id} aria-describedby={hint} value={draft} onInput={(e) => setDraft(inputValue(e))} />}
         </Field>
         <div class="buttons">
-          <button type="submit" class="primary">{t("common.search")}</button>
+          <button type="submit" class="primary">
+            {t("common.search")}
+          </button>
         </div>
       </form>
       <Loaded load={list} isEmpty={(data) => data.items.length === 0} empty={action ? t("state.noMatch") : t("state.empty")}>
@@ -34,23 +39,23 @@ export function Audit() {
           <>
             <Table caption={t("audit.title")} columns={[t("audit.time"), t("audit.action"), t("audit.actor"), t("audit.subject"), t("audit.details")]}>
               {data.items.map((entry) => (
-                  <tr key={entry.id}>
-                    <td>{fmt.dateTime(entry.createdAt)}</td>
-                    <td>
-                      <code>{entry.action}</code>
-                    </td>
-                    <td>{entry.actor}</td>
-                    <td>
-                      {entry.subjectType === "User" && /^\d+$/.test(entry.subjectId) ? (
-                        <a href={href(`/users/${entry.subjectId}`)}>
-                          {entry.subjectType} #{entry.subjectId}
-                        </a>
-                      ) : (
-                        `${entry.subjectType} ${entry.subjectId}`
-                      )}
-                    </td>
-                    <td>{entry.details ? <code>{JSON.stringify(entry.details)}</code> : t("common.none")}</td>
-                  </tr>
+                <tr key={entry.id}>
+                  <td>{fmt.dateTime(entry.createdAt)}</td>
+                  <td>
+                    <code>{entry.action}</code>
+                  </td>
+                  <td>{entry.actor}</td>
+                  <td>
+                    {entry.subjectType === "User" && /^\d+$/.test(entry.subjectId) ? (
+                      <a href={href(`/users/${entry.subjectId}`)}>
+                        {entry.subjectType} #{entry.subjectId}
+                      </a>
+                    ) : (
+                      `${entry.subjectType} ${entry.subjectId}`
+                    )}
+                  </td>
+                  <td>{entry.details ? <code>{JSON.stringify(entry.details)}</code> : t("common.none")}</td>
+                </tr>
               ))}
             </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/audit", { action, page: p })} label={t("audit.title")} />

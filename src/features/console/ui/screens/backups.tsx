@@ -18,10 +18,13 @@ export function Backups() {
   const remove = async () => {
     const name = deleting!;
     setDeleting(undefined);
-    if (await action.run(async () => {
-      await api.delete(`/api/admin/backups/${encodeURIComponent(name)}`);
-      return true;
-    })) list.reload();
+    if (
+      await action.run(async () => {
+        await api.delete(`/api/admin/backups/${encodeURIComponent(name)}`);
+        return true;
+      })
+    )
+      list.reload();
   };
   const missing = list.state === "error" && list.error.status === 404;
   return (
@@ -43,27 +46,27 @@ export function Backups() {
             {(data) => (
               <Table caption={t("backups.title")} columns={[t("backups.name"), numeric(t("backups.size")), t("common.createdAt"), t("common.actions")]}>
                 {data.map((b) => (
-                    <tr key={b.name}>
-                      <td>
-                        <code>{b.name}</code>
-                      </td>
-                      <td class="num">{fmt.bytes(b.size)}</td>
-                      <td>{fmt.dateTime(b.createdAt)}</td>
-                      <td>
-                        <div class="buttons">
-                          <button
-                            type="button"
-                            aria-label={t("backups.download", { name: b.name })}
-                            onClick={() => action.run(() => api.download(`/api/admin/backups/${encodeURIComponent(b.name)}`, b.name))}
-                          >
-                            {t("common.download")}
-                          </button>
-                          <button type="button" class="danger" aria-label={t("backups.delete", { name: b.name })} onClick={() => setDeleting(b.name)}>
-                            {t("common.delete")}
-                          </button>
-                        </div>
-                      </td>
-                    </tr>
+                  <tr key={b.name}>
+                    <td>
+                      <code>{b.name}</code>
+                    </td>
+                    <td class="num">{fmt.bytes(b.size)}</td>
+                    <td>{fmt.dateTime(b.createdAt)}</td>
+                    <td>
+                      <div class="buttons">
+                        <button
+                          type="button"
+                          aria-label={t("backups.download", { name: b.name })}
+                          onClick={() => action.run(() => api.download(`/api/admin/backups/${encodeURIComponent(b.name)}`, b.name))}
+                        >
+                          {t("common.download")}
+                        </button>
+                        <button type="button" class="danger" aria-label={t("backups.delete", { name: b.name })} onClick={() => setDeleting(b.name)}>
+                          {t("common.delete")}
+                        </button>
+                      </div>
+                    </td>
+                  </tr>
                 ))}
               </Table>
             )}

@@ -24,16 +24,16 @@ export function Departments() {
         {(data) => (
           <Table caption={t("departments.title")} columns={[t("common.name"), t("common.description"), t("departments.users"), t("common.createdAt")]}>
             {data.map((d) => (
-                <tr key={d.id}>
-                  <td>{d.name}</td>
-                  <td>{d.description ?? t("common.none")}</td>
-                  <td>
-                    <a href={href("/users", { department: d.name })} aria-label={t("departments.usersOf", { name: d.name, count: fmt.number(d.userCount) })}>
-                      {fmt.number(d.userCount)}
-                    </a>
-                  </td>
-                  <td>{fmt.dateTime(d.createdAt)}</td>
-                </tr>
+              <tr key={d.id}>
+                <td>{d.name}</td>
+                <td>{d.description ?? t("common.none")}</td>
+                <td>
+                  <a href={href("/users", { department: d.name })} aria-label={t("departments.usersOf", { name: d.name, count: fmt.number(d.userCount) })}>
+                    {fmt.number(d.userCount)}
+                  </a>
+                </td>
+                <td>{fmt.dateTime(d.createdAt)}</td>
+              </tr>
             ))}
           </Table>
         )}
@@ -41,7 +41,9 @@ export function Departments() {
       <form class="panel inline" onSubmit={create} aria-labelledby="new-department">
         <h2 id="new-department">{t("departments.new")}</h2>
         <Field label={t("common.name")}>{(id) => <input id={id} required maxLength={50} value={draft.name} onInput={(e) => setDraft({ ...draft, name: inputValue(e) })} />}</Field>
-        <Field label={t("common.description")}>{(id) => <input id={id} maxLength={255} value={draft.description} onInput={(e) => setDraft({ ...draft, description: inputValue(e) })} />}</Field>
+        <Field label={t("common.description")}>
+          {(id) => <input id={id} maxLength={255} value={draft.description} onInput={(e) => setDraft({ ...draft, description: inputValue(e) })} />}
+        </Field>
         <ErrorText error={action.error} />
         <button type="submit" class="primary" disabled={action.busy}>
           {t("common.create")}

@@ -22,23 +22,23 @@ export function Files() {
               columns={[t("files.originalName"), numeric(t("files.size")), t("files.type"), t("files.uploadedBy"), t("files.uploadTime"), t("common.actions")]}
             >
               {data.items.map((f) => (
-                  <tr key={f.id}>
-                    <td>{f.originalName}</td>
-                    <td class="num">{fmt.bytes(f.fileSize)}</td>
-                    <td>{f.contentType}</td>
-                    <td>{f.uploadedBy === null ? t("common.none") : <a href={href(`/users/${f.uploadedBy}`)}>#{f.uploadedBy}</a>}</td>
-                    <td>{fmt.dateTime(f.uploadTime)}</td>
-                    <td>
-                      <button
-                        type="button"
-                        aria-label={t("files.download", { name: f.originalName })}
-                        disabled={download.busy}
-                        onClick={() => download.run(() => api.download(`/api/files/download/${encodeURIComponent(f.fileName)}`, f.originalName))}
-                      >
-                        {t("common.download")}
-                      </button>
-                    </td>
-                  </tr>
+                <tr key={f.id}>
+                  <td>{f.originalName}</td>
+                  <td class="num">{fmt.bytes(f.fileSize)}</td>
+                  <td>{f.contentType}</td>
+                  <td>{f.uploadedBy === null ? t("common.none") : <a href={href(`/users/${f.uploadedBy}`)}>#{f.uploadedBy}</a>}</td>
+                  <td>{fmt.dateTime(f.uploadTime)}</td>
+                  <td>
+                    <button
+                      type="button"
+                      aria-label={t("files.download", { name: f.originalName })}
+                      disabled={download.busy}
+                      onClick={() => download.run(() => api.download(`/api/files/download/${encodeURIComponent(f.fileName)}`, f.originalName))}
+                    >
+                      {t("common.download")}
+                    </button>
+                  </td>
+                </tr>
               ))}
             </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/files", { page: p })} label={t("files.title")} />

@@ -36,26 +36,26 @@ export function Operations() {
                 </p>
                 <Table caption={t("ops.health")} columns={[t("ops.component"), t("common.status"), t("ops.details")]}>
                   {Object.entries(data.components ?? {}).map(([name, component]) => (
-                      <tr key={name}>
-                        <td>{name}</td>
-                        <td>
-                          <span class={component.status === "UP" ? "badge ok" : "badge off"}>{component.status}</span>
-                        </td>
-                        <td>
-                          {component.details ? (
-                            <dl class="details">
-                              {Object.entries(component.details).map(([key, value]) => (
-                                <div key={key}>
-                                  <dt>{key}</dt>
-                                  <dd>{typeof value === "object" ? JSON.stringify(value) : String(value)}</dd>
-                                </div>
-                              ))}
-                            </dl>
-                          ) : (
-                            t("common.none")
-                          )}
-                        </td>
-                      </tr>
+                    <tr key={name}>
+                      <td>{name}</td>
+                      <td>
+                        <span class={component.status === "UP" ? "badge ok" : "badge off"}>{component.status}</span>
+                      </td>
+                      <td>
+                        {component.details ? (
+                          <dl class="details">
+                            {Object.entries(component.details).map(([key, value]) => (
+                              <div key={key}>
+                                <dt>{key}</dt>
+                                <dd>{typeof value === "object" ? JSON.stringify(value) : String(value)}</dd>
+                              </div>
+                            ))}
+                          </dl>
+                        ) : (
+                          t("common.none")
+                        )}
+                      </td>
+                    </tr>
                   ))}
                 </Table>
               </>

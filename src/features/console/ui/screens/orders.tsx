@@ -20,21 +20,30 @@ export function Orders() {
   return (
     <section>
       <ScreenTitle>{t("orders.title")}</ScreenTitle>
-      <form class="filters" onSubmit={(e) => {
+      <form
+        class="filters"
+        onSubmit={(e) => {
           e.preventDefault();
           navigate("/orders", { status, userId: draftUser });
-        }}>
+        }}
+      >
         <Field label={t("common.status")}>
           {(id) => (
             <select id={id} value={status} onChange={(e) => navigate("/orders", { status: inputValue(e), userId })}>
               <option value="">{t("common.any")}</option>
-              {STATUSES.map((s) => <option key={s} value={s}>{t(`status.${s}`)}</option>)}
+              {STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {t(`status.${s}`)}
+                </option>
+              ))}
             </select>
           )}
         </Field>
         <Field label={t("orders.user")}>{(id) => <input id={id} type="number" min="1" inputMode="numeric" value={draftUser} onInput={(e) => setDraftUser(inputValue(e))} />}</Field>
         <div class="buttons">
-          <button type="submit" class="primary">{t("common.search")}</button>
+          <button type="submit" class="primary">
+            {t("common.search")}
+          </button>
         </div>
       </form>
       <Loaded load={list} isEmpty={(data) => data.items.length === 0} empty={status || userId ? t("state.noMatch") : t("state.empty")}>
@@ -45,19 +54,19 @@ export function Orders() {
               columns={[t("orders.id"), t("orders.user"), t("common.status"), t("orders.items"), numeric(t("orders.total")), t("common.createdAt"), t("orders.paidAt")]}
             >
               {data.items.map((o) => (
-                  <tr key={o.id}>
-                    <td>#{o.id}</td>
-                    <td>
-                      <a href={href(`/users/${o.userId}`)}>#{o.userId}</a>
-                    </td>
-                    <td>
-                      <span class={`badge status-${o.status.toLowerCase()}`}>{t(`status.${o.status}`)}</span>
-                    </td>
-                    <td>{o.orderItems.map((item) => `${item.productName} × ${item.quantity}`).join(", ")}</td>
-                    <td class="num">{o.totalAmount.toFixed(2)}</td>
-                    <td>{fmt.dateTime(o.createdAt)}</td>
-                    <td>{fmt.dateTime(o.paidAt)}</td>
-                  </tr>
+                <tr key={o.id}>
+                  <td>#{o.id}</td>
+                  <td>
+                    <a href={href(`/users/${o.userId}`)}>#{o.userId}</a>
+                  </td>
+                  <td>
+                    <span class={`badge status-${o.status.toLowerCase()}`}>{t(`status.${o.status}`)}</span>
+                  </td>
+                  <td>{o.orderItems.map((item) => `${item.productName} × ${item.quantity}`).join(", ")}</td>
+                  <td class="num">{o.totalAmount.toFixed(2)}</td>
+                  <td>{fmt.dateTime(o.createdAt)}</td>
+                  <td>{fmt.dateTime(o.paidAt)}</td>
+                </tr>
               ))}
             </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/orders", { status, userId, page: p })} label={t("orders.title")} />

@@ -46,7 +46,11 @@ export function Products() {
           {(id) => (
             <select id={id} value={status} onChange={(e) => navigate("/products", { status: inputValue(e) })}>
               <option value="">{t("common.any")}</option>
-              {STATUSES.map((s) => <option key={s} value={s}>{t(`status.${s}`)}</option>)}
+              {STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {t(`status.${s}`)}
+                </option>
+              ))}
             </select>
           )}
         </Field>
@@ -59,18 +63,18 @@ export function Products() {
               columns={[t("common.name"), t("products.code"), numeric(t("products.price")), numeric(t("products.stock")), t("common.status"), t("common.actions")]}
             >
               {data.items.map((p) => (
-                  <tr key={p.id}>
-                    <td>{p.name}</td>
-                    <td>{p.code}</td>
-                    <td class="num">{p.price.toFixed(2)}</td>
-                    <td class="num">{fmt.number(p.stock)}</td>
-                    <td>{t(`status.${p.status}`)}</td>
-                    <td>
-                      <button type="button" aria-label={t("products.edit", { name: p.name })} onClick={() => edit(p)}>
-                        {t("common.edit")}
-                      </button>
-                    </td>
-                  </tr>
+                <tr key={p.id}>
+                  <td>{p.name}</td>
+                  <td>{p.code}</td>
+                  <td class="num">{p.price.toFixed(2)}</td>
+                  <td class="num">{fmt.number(p.stock)}</td>
+                  <td>{t(`status.${p.status}`)}</td>
+                  <td>
+                    <button type="button" aria-label={t("products.edit", { name: p.name })} onClick={() => edit(p)}>
+                      {t("common.edit")}
+                    </button>
+                  </td>
+                </tr>
               ))}
             </Table>
             <Pager page={page} size={SIZE} total={data.total} onPage={(p) => navigate("/products", { status, page: p })} label={t("products.title")} />
@@ -89,7 +93,11 @@ export function Products() {
           <Field label={t("common.status")}>
             {(id) => (
               <select id={id} value={draft.status} onChange={set("status")}>
-                {STATUSES.map((s) => <option key={s} value={s}>{t(`status.${s}`)}</option>)}
+                {STATUSES.map((s) => (
+                  <option key={s} value={s}>
+                    {t(`status.${s}`)}
+                  </option>
+                ))}
               </select>
             )}
           </Field>

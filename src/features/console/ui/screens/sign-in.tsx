@@ -34,9 +34,7 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(s
           {(id) => <input id={id} name="email" type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(inputValue(e))} />}
         </Field>
         <Field label={t("signIn.password")}>
-          {(id) => (
-            <input id={id} name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(inputValue(e))} />
-          )}
+          {(id) => <input id={id} name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(inputValue(e))} />}
         </Field>
         {notAdmin && (
           <p class="form-error" role="alert">

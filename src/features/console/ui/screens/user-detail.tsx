@@ -79,10 +79,13 @@ function DetailsForm({ user, onSaved, onReload }: { user: User; onSaved(user: Us
       {conflict ? (
         <div class="form-error" role="alert">
           <p>{t("user.conflict")}</p>
-          <button type="button" onClick={() => {
-            action.clear();
-            onReload();
-          }}>
+          <button
+            type="button"
+            onClick={() => {
+              action.clear();
+              onReload();
+            }}
+          >
             {t("user.conflictReload")}
           </button>
         </div>

@@ -50,7 +50,12 @@ export function Users() {
           {(id) => (
             <select id={id} value={draft.department} onChange={(e) => setDraft({ ...draft, department: inputValue(e) })}>
               <option value="">{t("common.any")}</option>
-              {departments.state === "ready" && departments.data.map((d) => <option key={d.id} value={d.name}>{d.name}</option>)}
+              {departments.state === "ready" &&
+                departments.data.map((d) => (
+                  <option key={d.id} value={d.name}>
+                    {d.name}
+                  </option>
+                ))}
             </select>
           )}
         </Field>
@@ -66,16 +71,25 @@ export function Users() {
         <Field label={t("common.pageSize")}>
           {(id) => (
             <select id={id} value={String(size)} onChange={(e) => go({ size: Number(inputValue(e)) })}>
-              {SIZES.map((n) => <option key={n} value={String(n)}>{n}</option>)}
+              {SIZES.map((n) => (
+                <option key={n} value={String(n)}>
+                  {n}
+                </option>
+              ))}
             </select>
           )}
         </Field>
         <div class="buttons">
-          <button type="submit" class="primary">{t("common.search")}</button>
-          <button type="button" onClick={() => {
-            setDraft({ name: "", email: "", department: "", active: "any" });
-            navigate("/users");
-          }}>
+          <button type="submit" class="primary">
+            {t("common.search")}
+          </button>
+          <button
+            type="button"
+            onClick={() => {
+              setDraft({ name: "", email: "", department: "", active: "any" });
+              navigate("/users");
+            }}
+          >
             {t("common.clear")}
           </button>
         </div>
@@ -100,18 +114,18 @@ export function Users() {
               })}
             >
               {data.items.map((user) => (
-                  <tr key={user.id}>
-                    <td>
-                      <a href={href(`/users/${user.id}`)}>{user.name}</a>
-                    </td>
-                    <td>{user.email}</td>
-                    <td>{user.department ?? t("common.none")}</td>
-                    <td>{user.roles.join(", ")}</td>
-                    <td>
-                      <span class={user.active ? "badge ok" : "badge off"}>{user.active ? t("users.isActive") : t("users.isInactive")}</span>
-                    </td>
-                    <td>{fmt.dateTime(user.lastLogin)}</td>
-                  </tr>
+                <tr key={user.id}>
+                  <td>
+                    <a href={href(`/users/${user.id}`)}>{user.name}</a>
+                  </td>
+                  <td>{user.email}</td>
+                  <td>{user.department ?? t("common.none")}</td>
+                  <td>{user.roles.join(", ")}</td>
+                  <td>
+                    <span class={user.active ? "badge ok" : "badge off"}>{user.active ? t("users.isActive") : t("users.isInactive")}</span>
+                  </td>
+                  <td>{fmt.dateTime(user.lastLogin)}</td>
+                </tr>
               ))}
             </Table>
             <Pager page={page} size={size} total={data.total} onPage={(p) => go({ page: p })} label={t("users.title")} />
