@@ -12,6 +12,7 @@ import { drizzle } from "drizzle-orm/bun-sqlite";
 import type { Database, Db } from "./database";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
+import { isBusy } from "./errors";
 import { createTurns, retryWhileBusy } from "./units";
 
 /**
@@ -67,6 +68,9 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   const begin = writerConnection.prepare("BEGIN IMMEDIATE");
   const commit = writerConnection.prepare("COMMIT");
   const rollback = writerConnection.prepare("ROLLBACK");
+  const savepoint = writerConnection.prepare("SAVEPOINT unit");
+  const release = writerConnection.prepare("RELEASE unit");
+  const rollbackTo = writerConnection.prepare("ROLLBACK TO unit");
   const inTurn = createTurns();
 
   /** One attempt: all of `work` committed, or (whatever it throws) nothing. */
@@ -83,18 +87,72 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   }
   const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => attempt(work), busyTimeoutMs));
 
+  /**
+   * Group commit for list units: those that arrive in the same tick or while the writer is busy
+   * share one BEGIN IMMEDIATE … COMMIT, each under its own savepoint, so one unit's failure (a
+   * duplicate e-mail) rolls back only itself. The pages every create touches (indexes, FTS
+   * segments, outbox, audit) are then written to the WAL once per commit, not once per unit.
+   * Every caller is answered after the shared COMMIT: nothing is acknowledged before it is durable.
+   */
+  type Queued = { run: () => Promise<unknown>; resolve: (value: unknown) => void; reject: (reason: unknown) => void };
+  let queue: Queued[] = [];
+  type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+  async function runGroup(group: Queued[]): Promise<Outcome[]> {
+    return attempt(async () => {
+      if (group.length === 1) return [{ ok: true, value: await group[0].run() }];
+      const outcomes: Outcome[] = [];
+      for (const queued of group) {
+        savepoint.run();
+        try {
+          outcomes.push({ ok: true, value: await queued.run() });
+          release.run();
+        } catch (error) {
+          // Busy, or a failure SQLite answered by ending the transaction: the whole group again, or for no one.
+          if (isBusy(error) || !writerConnection.inTransaction) throw error;
+          rollbackTo.run();
+          release.run();
+          outcomes.push({ ok: false, error });
+        }
+      }
+      return outcomes;
+    });
+  }
+
+  async function flush() {
+    const group = queue;
+    queue = [];
+    try {
+      const outcomes = await retryWhileBusy(() => runGroup(group), busyTimeoutMs);
+      for (const [i, outcome] of outcomes.entries()) {
+        if (outcome.ok) group[i].resolve(outcome.value);
+        else group[i].reject(outcome.error);
+      }
+    } catch (error) {
+      for (const queued of group) queued.reject(error);
+    }
+  }
+
+  function grouped(run: () => Promise<unknown>) {
+    return new Promise((resolve, reject) => {
+      queue.push({ run, resolve, reject });
+      // The first of a group takes a turn after this tick, so the units that arrive meanwhile join it.
+      if (queue.length === 1) setImmediate(() => inTurn(flush));
+    });
+  }
+
   return {
     ...readSurface(reader),
     driver: "native",
     unguarded: writer,
     write: (work) => unit(() => work(writer)),
     writeAll: (build) =>
-      unit(async () => {
+      grouped(async () => {
         const results = [];
         for (const statement of build(writer)) results.push(await statement);
         // The statements ran one by one, in order: their results are the batch response drizzle types per tuple.
-        return results as never;
-      }),
+        return results;
+      }) as never,
     // Reads on the reader connection, one after another: each is a synchronous call anyway.
     readAll: async (build) => {
       const results = [];
