@@ -92,8 +92,8 @@ const defined = <T extends Record<string, unknown>>(values: T) => Object.fromEnt
 type ChannelName = keyof typeof COLUMNS;
 
 /**
- * One statement picks a channel's due rows and leases them, so no other sender takes them
- * meanwhile; prepared once per channel. `now` compares in the stored form (ms); `leaseUntil`,
+ * One statement picks a channel's due rows, longest due first, and leases them, so no other
+ * sender takes them meanwhile; prepared once per channel. `now` compares in the stored form (ms); `leaseUntil`,
  * a column's value, is a Date.
  */
 const claimDue = prepared((tx: Db, channel: string) => {
@@ -102,7 +102,9 @@ const claimDue = prepared((tx: Db, channel: string) => {
     .select({ id: outbox.id })
     .from(outbox)
     .where(and(eq(columns.status, "pending"), lte(columns.next, sql.placeholder("now"))))
-    .orderBy(asc(outbox.id))
+    // The due index's own order (status, due time, id): the first rows are read off it. By id
+    // alone, every pass sorted the whole backlog (1 ms a pass at 10,000 due, creates outrunning the sender).
+    .orderBy(asc(columns.next), asc(outbox.id))
     .limit(sql.placeholder("limit"));
   return tx
     .update(outbox)
