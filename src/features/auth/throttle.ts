@@ -91,9 +91,11 @@ export function windowCounter<T extends CounterTable>(table: T, count: CountColu
     // Both CASEs see the row as it was, so both test the old window. In SQL `now` and `since` are
     // in the stored form (ms); `at`, a column's value, is a Date its encoder stores.
     const expired = sql`${table.windowStartedAt} <= ${sql.placeholder("since")}`;
+    // Cast: the count column's name is a type parameter, and a computed key is no column to drizzle's types.
+    const values = { key: sql.placeholder("key"), [count]: 1, windowStartedAt: sql.placeholder("at") } as never;
     return tx
       .insert(table)
-      .values({ key: sql.placeholder("key"), [count]: 1, windowStartedAt: sql.placeholder("at") } as never)
+      .values(values)
       .onConflictDoUpdate({
         target: table.key,
         set: {
