@@ -1,9 +1,10 @@
 /**
- * The write path in-process, per driver: sequential POST /api/users-shaped creates through
- * the users service (no HTTP), with the WAL frames each create appends (every dirty page of
- * a commit is one frame) and which b-trees they land in.
+ * The write path in-process, per driver: POST /api/users-shaped creates through the users
+ * service (no HTTP), with the WAL frames each create appends (every dirty page of a commit is
+ * one frame) and which b-trees they land in. Once one after another, once with IN_FLIGHT
+ * creates at a time, as concurrent requests make them (the native driver commits those in groups).
  *
- *   bun bench/writes.ts [creates]
+ *   bun bench/writes.ts [creates] [in-flight]
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,32 +18,38 @@ import { createMetrics } from "../src/metrics";
 const CREATES = Number(process.argv[2] ?? 2000);
 /** Fewer than the autocheckpoint's 10,000 frames, so the WAL holds every frame written. */
 const COUNTED = 150;
+const IN_FLIGHT = Number(process.argv[3] ?? 32);
 const logger = { warn() {} };
 
-async function run(driver: DatabaseDriver) {
+async function run(driver: DatabaseDriver, inFlight: number) {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-writes-"));
   const path = join(dir, "w.db");
   try {
     const db = await openDatabase({ url: `file:${path}`, driver });
     await migrate(db);
     const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger, now: Date.now };
-    const create = (i: number) => createUser(deps, { name: `Bench User ${i}`, email: `bench${i}@example.com` }, "bench");
+    const createOne = (i: number) => createUser(deps, { name: `Bench User ${i}`, email: `bench${i}@example.com` }, "bench");
+    /** Creates `from` … `to` - 1, `inFlight` at a time. */
+    const creates = async (from: number, to: number) => {
+      for (let i = from; i < to; i += inFlight) await Promise.all(Array.from({ length: Math.min(inFlight, to - i) }, (_, k) => createOne(i + k)));
+    };
     // Frames per create: a fresh WAL (checkpointed and truncated), COUNTED creates, its size.
-    await create(-1);
+    await createOne(-1);
     const probe = new Connection(path);
     probe.run("PRAGMA wal_checkpoint(TRUNCATE)");
-    for (let i = 0; i < COUNTED; i++) await create(i);
+    await creates(0, COUNTED);
     const pageSize = Number(probe.query("PRAGMA page_size").values()[0][0]);
     const frames = framesByTree(probe, `${path}-wal`, pageSize);
     probe.close();
     const started = performance.now();
     const cpu = process.cpuUsage();
-    for (let i = COUNTED; i < COUNTED + CREATES; i++) await create(i);
+    await creates(COUNTED, COUNTED + CREATES);
     const { user, system } = process.cpuUsage(cpu);
     const perSecond = Math.round(CREATES / ((performance.now() - started) / 1000));
     db.close();
     return {
       driver,
+      inFlight,
       createsPerSecond: perSecond,
       // On a shared machine wall time mostly measures the neighbours: per CPU-second of this process too.
       createsPerCpuSecond: Math.round(CREATES / ((user + system) / 1e6)),
@@ -76,4 +83,4 @@ function framesByTree(connection: Connection, walPath: string, pageSize: number)
   return counts;
 }
 
-for (const driver of ["native", "libsql"] as const) console.log(JSON.stringify(await run(driver)));
+for (const driver of ["native", "libsql"] as const) for (const inFlight of [1, IN_FLIGHT]) console.log(JSON.stringify(await run(driver, inFlight)));

@@ -88,6 +88,25 @@ describe("a unit of work", () => {
     expect(counted).toEqual([{ n: 1 }]);
   });
 
+  test("concurrent list units: one failing midway or at once rolls back only itself, every other commits", async () => {
+    // Arriving together (and queued behind another process's lock), the native driver commits them as one group.
+    const other = await holdWriteLock(path);
+    setTimeout(() => other.release(), 50);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        database.writeAll((tx) => [
+          // Unit 5's first statement fails (unit 0 has that name); unit 3's second does.
+          tx.insert(departments).values({ name: `Group ${i === 5 ? 0 : i}` }),
+          ...(i === 3 ? [tx.insert(roles).values({ name: "USER" })] : []),
+        ]),
+      ),
+    );
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "rejected", "fulfilled", "rejected", "fulfilled", "fulfilled"]);
+    for (const i of [3, 5]) expect(classifyDatabaseError((outcomes[i] as PromiseRejectedResult).reason)).toBe("duplicate");
+    const names = await database.select({ name: departments.name }).from(departments).where(sql`${departments.name} like 'Group %'`);
+    expect(names.map((r) => r.name).sort()).toEqual(["Group 0", "Group 1", "Group 2", "Group 4", "Group 6", "Group 7"]);
+  });
+
   test("while another process holds the write lock, the unit waits, then commits", async () => {
     const other = await holdWriteLock(path);
     setTimeout(() => other.release(), 150);

@@ -9,9 +9,10 @@
  */
 import { Database as Connection } from "bun:sqlite";
 import { drizzle } from "drizzle-orm/bun-sqlite";
-import type { Database, Db } from "./database";
+import type { Database, Db, Statement } from "./database";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
+import { isBusy } from "./errors";
 import { createTurns, retryWhileBusy } from "./units";
 
 /**
@@ -83,18 +84,89 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   }
   const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => attempt(work), busyTimeoutMs));
 
+  /**
+   * Group commit for list units: those that arrive in the same tick or while the writer is busy
+   * share one BEGIN IMMEDIATE … COMMIT. The pages every create touches (indexes, FTS segments,
+   * outbox, audit) are then written to the WAL once per commit, not once per unit. Every caller
+   * is answered after the shared COMMIT: nothing is acknowledged before it is durable.
+   *
+   * One unit's failure must undo only that unit. A failing statement undoes itself, so a unit
+   * whose first statement fails (a duplicate e-mail) has written nothing and the group goes on.
+   * A unit that fails later has written part of itself: the whole transaction is rolled back and
+   * the group runs again without it (list units are plain statements, so they run the same twice).
+   * Not a SAVEPOINT per unit: FTS5 flushes its pending index to disk at every savepoint, which
+   * made each create write and merge its own FTS segment again.
+   */
+  type Queued = { statements: () => readonly Statement[]; resolve: (value: unknown) => void; reject: (reason: unknown) => void };
+  let queue: Queued[] = [];
+  /** A unit that failed after writing part of itself, to be left out of its group's next run. */
+  class PartlyWritten {
+    constructor(
+      readonly unit: Queued,
+      readonly error: unknown,
+    ) {}
+  }
+
+  /** Runs `group` in one transaction: each unit's results, or the error of a unit that wrote nothing. */
+  function runGroup(group: Queued[]) {
+    return attempt(async () => {
+      const outcomes: ({ ok: true; value: unknown[] } | { ok: false; error: unknown })[] = [];
+      for (const unit of group) {
+        const results: unknown[] = [];
+        try {
+          for (const statement of unit.statements()) results.push(await statement);
+          outcomes.push({ ok: true, value: results });
+        } catch (error) {
+          if (isBusy(error)) throw error;
+          if (results.length > 0 || !writerConnection.inTransaction) throw new PartlyWritten(unit, error);
+          outcomes.push({ ok: false, error });
+        }
+      }
+      return outcomes;
+    });
+  }
+
+  async function flush() {
+    let group = queue;
+    queue = [];
+    const partlyWritten: PartlyWritten[] = [];
+    try {
+      for (;;) {
+        try {
+          const outcomes = await retryWhileBusy(() => runGroup(group), busyTimeoutMs);
+          for (const [i, outcome] of outcomes.entries()) {
+            if (outcome.ok) group[i].resolve(outcome.value);
+            else group[i].reject(outcome.error);
+          }
+          break;
+        } catch (error) {
+          if (!(error instanceof PartlyWritten)) throw error;
+          partlyWritten.push(error);
+          group = group.filter((unit) => unit !== error.unit);
+          if (group.length === 0) break;
+        }
+      }
+    } catch (error) {
+      for (const unit of group) unit.reject(error);
+    }
+    for (const { unit, error } of partlyWritten) unit.reject(error);
+  }
+
+  function grouped(statements: () => readonly Statement[]) {
+    return new Promise((resolve, reject) => {
+      queue.push({ statements, resolve, reject });
+      // The first of a group takes a turn after this tick, so the units that arrive meanwhile join it.
+      if (queue.length === 1) setImmediate(() => inTurn(flush));
+    });
+  }
+
   return {
     ...readSurface(reader),
     driver: "native",
     unguarded: writer,
     write: (work) => unit(() => work(writer)),
-    writeAll: (build) =>
-      unit(async () => {
-        const results = [];
-        for (const statement of build(writer)) results.push(await statement);
-        // The statements ran one by one, in order: their results are the batch response drizzle types per tuple.
-        return results as never;
-      }),
+    // The statements run one by one, in order: their results are the batch response drizzle types per tuple.
+    writeAll: (build) => grouped(() => build(writer)) as never,
     // Reads on the reader connection, one after another: each is a synchronous call anyway.
     readAll: async (build) => {
       const results = [];

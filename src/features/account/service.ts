@@ -16,6 +16,7 @@ import type { User } from "../users/model";
 import { findUser, normalizeEmail } from "../users/service";
 import type { Caller } from "../auth/guard";
 import { hashPassword } from "../auth/passwords";
+import { windowCounter } from "../auth/throttle";
 import { enqueueNotification, notificationStatement } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
 import { consumeToken, revokeTokens, tokenIsLive, tokenStatement } from "./tokens";
@@ -69,20 +70,11 @@ export const forgetExpired = (tx: Db, now: number) =>
     tx.delete(resetThrottle).where(lte(resetThrottle.windowStartedAt, new Date(now - RESET_THROTTLE_WINDOW_MS))),
   ] as const;
 
+const countRequestOn = windowCounter(resetThrottle, "requests", RESET_THROTTLE_WINDOW_MS);
+
 /** One more request on `key` in its hourly window; the new count, and when that window ends. */
 async function countRequest(tx: Db, key: string, now: number) {
-  const expired = sql`${resetThrottle.windowStartedAt} <= ${now - RESET_THROTTLE_WINDOW_MS}`;
-  const [row] = await tx
-    .insert(resetThrottle)
-    .values({ key, requests: 1, windowStartedAt: new Date(now) })
-    .onConflictDoUpdate({
-      target: resetThrottle.key,
-      set: {
-        requests: sql`case when ${expired} then 1 else ${resetThrottle.requests} + 1 end`,
-        windowStartedAt: sql`case when ${expired} then ${now} else ${resetThrottle.windowStartedAt} end`,
-      },
-    })
-    .returning();
+  const [row] = await countRequestOn(tx, key, now);
   return { requests: row.requests, endsAt: row.windowStartedAt.getTime() + RESET_THROTTLE_WINDOW_MS };
 }
 

@@ -13,10 +13,11 @@
  * address are not serialized (a proxy's clients would queue behind each other), so a burst
  * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
-import { and, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, inArray, sql, type AnyColumn } from "drizzle-orm";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
-import { loginThrottle } from "../../db/schema";
+import type { Statement } from "../../db/database";
+import { loginThrottle, type resetThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
 
 export const THROTTLE_WINDOW_MS = 15 * 60 * 1000;
@@ -75,25 +76,45 @@ export function assertNotThrottled(deps: ThrottleDeps, email: string, rows: (typ
   return { emailHasFailures: rows.some((row) => row.key === emailKey(email)) };
 }
 
-function countFailure(deps: ThrottleDeps, tx: Db, key: string) {
-  const now = deps.now();
-  const expired = sql`${loginThrottle.windowStartedAt} <= ${now - THROTTLE_WINDOW_MS}`;
-  return tx
-    .insert(loginThrottle)
-    .values({ key, failures: 1, windowStartedAt: new Date(now) })
-    .onConflictDoUpdate({
-      target: loginThrottle.key,
-      // Every expression sees the row as it was, so both CASEs test the old window.
-      set: {
-        failures: sql`case when ${expired} then 1 else ${loginThrottle.failures} + 1 end`,
-        windowStartedAt: sql`case when ${expired} then ${now} else ${loginThrottle.windowStartedAt} end`,
-      },
-    });
+/** A fixed-window counter table: login's failures and password reset's requests. */
+type CounterTable = typeof loginThrottle | typeof resetThrottle;
+type CountColumn<T extends CounterTable> = Exclude<keyof T["$inferSelect"], "key" | "windowStartedAt">;
+
+/**
+ * One more on `key` in its fixed window (a new window when the last one has ended), as one
+ * prepared upsert answering the row: every throttle counts with it, so none builds SQL per call.
+ */
+export function windowCounter<T extends CounterTable>(table: T, count: CountColumn<T>, windowMs: number) {
+  const columns: Record<string, AnyColumn> = getTableColumns(table);
+  const counted = columns[count as string];
+  const statement = prepared((tx: Db) => {
+    // Both CASEs see the row as it was, so both test the old window. In SQL `now` and `since` are
+    // in the stored form (ms); `at`, a column's value, is a Date its encoder stores.
+    const expired = sql`${table.windowStartedAt} <= ${sql.placeholder("since")}`;
+    // Cast: the count column's name is a type parameter, and a computed key is no column to drizzle's types.
+    const values = { key: sql.placeholder("key"), [count]: 1, windowStartedAt: sql.placeholder("at") } as never;
+    return tx
+      .insert(table)
+      .values(values)
+      .onConflictDoUpdate({
+        target: table.key,
+        set: {
+          [count]: sql`case when ${expired} then 1 else ${counted} + 1 end`,
+          windowStartedAt: sql`case when ${expired} then ${sql.placeholder("now")} else ${table.windowStartedAt} end`,
+        },
+      })
+      .returning()
+      .prepare();
+  });
+  return (tx: Db, key: string, now: number) => bound(statement(tx), { key, at: new Date(now), now, since: now - windowMs }) as unknown as Promise<T["$inferSelect"][]>;
 }
+
+const countFailure = windowCounter(loginThrottle, "failures", THROTTLE_WINDOW_MS);
 
 /** One more failure for the e-mail and for the address, each in its own window. */
 export async function recordFailure(deps: ThrottleDeps, email: string, address: string) {
-  await deps.db.writeAll((tx) => [countFailure(deps, tx, emailKey(email)), countFailure(deps, tx, addressKey(address))]);
+  const now = deps.now();
+  await deps.db.writeAll((tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now)] as unknown as [Statement, Statement]);
 }
 
 /** A successful login clears the e-mail's count (the address keeps its own): a statement for its unit. */

@@ -17,6 +17,8 @@
 import { and, asc, eq, inArray, isNotNull, lte, or, sql, type SQL } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Database, Db } from "../../db/client";
+import type { Statement } from "../../db/database";
+import { bound, prepared } from "../../db/prepared";
 import { isBusy } from "../../db/errors";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { outbox, users } from "../../db/schema";
@@ -87,6 +89,51 @@ const COLUMNS = {
 /** Drops the undefined keys drizzle would otherwise write as NULL. */
 const defined = <T extends Record<string, unknown>>(values: T) => Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
 
+type ChannelName = keyof typeof COLUMNS;
+
+/**
+ * One statement picks a channel's due rows, longest due first, and leases them, so no other
+ * sender takes them meanwhile; prepared once per channel. `now` compares in the stored form (ms); `leaseUntil`,
+ * a column's value, is a Date.
+ */
+const claimDue = prepared((tx: Db, channel: string) => {
+  const columns = COLUMNS[channel as ChannelName];
+  const due = tx
+    .select({ id: outbox.id })
+    .from(outbox)
+    .where(and(eq(columns.status, "pending"), lte(columns.next, sql.placeholder("now"))))
+    // The due index's own order (status, due time, id): the first rows are read off it. By id
+    // alone, every pass sorted the whole backlog (1 ms a pass at 10,000 due, creates outrunning the sender).
+    .orderBy(asc(columns.next), asc(outbox.id))
+    .limit(sql.placeholder("limit"));
+  return tx
+    .update(outbox)
+    .set(defined(columns.set({ next: sql.placeholder("leaseUntil") as unknown as Date })))
+    .where(inArray(outbox.id, due))
+    .returning()
+    .prepare();
+});
+
+/**
+ * Marks a batch of delivered rows in one statement (their ids as a JSON array), prepared once
+ * per channel and outcome: the sender writes once per batch, not once per notification.
+ */
+const markDelivered = prepared((tx: Db, shape: string) => {
+  const [channel, outcome] = shape.split("|") as [ChannelName, Outcome];
+  const columns = COLUMNS[channel];
+  const set = columns.set({
+    status: outcome,
+    attempts: sql`${columns.attemptsColumn} + 1`,
+    sentAt: outcome === "sent" ? (sql.placeholder("at") as unknown as Date) : undefined,
+    lastError: null,
+  });
+  return tx
+    .update(outbox)
+    .set(defined(set))
+    .where(sql`${outbox.id} in (select value from json_each(${sql.placeholder("ids")}))`)
+    .prepare();
+});
+
 /** An error text for the row and the log, without the recipient's address (SMTP servers like to quote it). */
 function errorText(error: unknown, row: Row) {
   const message = String((error as Error)?.message ?? error).slice(0, 500);
@@ -135,18 +182,9 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
 
   const updateRow = (id: number, values: SQLiteUpdateSetSource<typeof outbox>) => db.writeAll((tx) => [tx.update(outbox).set(values).where(eq(outbox.id, id))]);
 
-  async function settle(channel: Channel, row: Row, outcome: PromiseSettledResult<Outcome>) {
+  /** A failed attempt: retried later with backoff, or given up after maxAttempts. */
+  async function settleFailure(channel: Channel, row: Row, outcome: PromiseRejectedResult) {
     const columns = COLUMNS[channel.name];
-    if (outcome.status === "fulfilled") {
-      const set = columns.set({
-        status: outcome.value,
-        attempts: sql`${columns.attemptsColumn} + 1`,
-        sentAt: outcome.value === "sent" ? new Date(now()) : undefined,
-        lastError: null,
-      });
-      await updateRow(row.id, defined(set));
-      return;
-    }
     const attempts = columns.attemptsOf(row) + 1;
     const lastError = errorText(outcome.reason, row);
     const log = { outboxId: row.id, kind: row.kind, channel: channel.name, attempts, error: lastError };
@@ -162,25 +200,22 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   }
 
   async function runChannel(channel: Channel) {
-    const columns = COLUMNS[channel.name];
-    // One statement picks the due rows and leases them, so no other sender takes them meanwhile.
-    const [claimed] = await db.writeAll((tx) => {
-      const due = tx
-        .select({ id: outbox.id })
-        .from(outbox)
-        .where(and(eq(columns.status, "pending"), lte(columns.next, new Date(now()))))
-        .orderBy(asc(outbox.id))
-        .limit(batchSize);
-      return [
-        tx
-          .update(outbox)
-          .set(defined(columns.set({ next: new Date(now() + leaseMs) })))
-          .where(inArray(outbox.id, due))
-          .returning(),
-      ];
-    });
+    const at = now();
+    const [claimed] = (await db.writeAll((tx) => [bound(claimDue(tx, channel.name), { now: at, limit: batchSize, leaseUntil: new Date(at + leaseMs) })])) as unknown as [Row[]];
     const outcomes = await Promise.allSettled(claimed.map((row) => channel.deliver(row)));
-    for (const [i, outcome] of outcomes.entries()) await settle(channel, claimed[i], outcome);
+    const delivered: Record<Outcome, number[]> = { sent: [], skipped: [] };
+    for (const [i, outcome] of outcomes.entries()) {
+      if (outcome.status === "fulfilled") delivered[outcome.value].push(claimed[i].id);
+      else await settleFailure(channel, claimed[i], outcome);
+    }
+    const marks = (Object.entries(delivered) as [Outcome, number[]][])
+      .filter(([, ids]) => ids.length > 0)
+      .map(
+        ([outcome, ids]) =>
+          (tx: Db) =>
+            bound(markDelivered(tx, `${channel.name}|${outcome}`), { ids: JSON.stringify(ids), at: new Date(now()) }),
+      );
+    if (marks.length > 0) await db.writeAll((tx) => marks.map((mark) => mark(tx)) as unknown as [Statement, ...Statement[]]);
     return claimed.length;
   }
 

@@ -3,8 +3,9 @@
  * e-mail. Code uniqueness is decided by the unique index, so two concurrent creates of one
  * code give one product and DUPLICATE_PRODUCT_CODE for the other.
  */
-import { asc, count, eq } from "drizzle-orm";
-import type { Database, Reader } from "../../db/client";
+import { asc, count, eq, sql } from "drizzle-orm";
+import type { Database, Db, Reader } from "../../db/client";
+import { bound, prepared } from "../../db/prepared";
 import { products } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
 import { pageIfAsked, withPage } from "../../paging";
@@ -38,8 +39,16 @@ export async function listProducts(db: Reader, query: ProductListQuery) {
   return { products: rows.map(toProduct), total };
 }
 
+const productById = prepared((db: Reader) =>
+  db
+    .select()
+    .from(products)
+    .where(eq(products.id, sql.placeholder("id")))
+    .prepare(),
+);
+
 export async function findProduct(db: Reader, id: number): Promise<Product> {
-  const [row] = await db.select().from(products).where(eq(products.id, id));
+  const [row] = await productById(db).all({ id });
   if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
   return toProduct(row);
 }
@@ -58,15 +67,37 @@ function columnsOf(input: ProductBody) {
 
 const duplicateCode = (error: unknown, code: string) => (integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_PRODUCT_CODE", { code }) : error);
 
+/** The body's columns as placeholders: one prepared statement serves every create and every replace. */
+const bodyPlaceholders = {
+  name: sql.placeholder("name"),
+  code: sql.placeholder("code"),
+  priceCents: sql.placeholder("priceCents"),
+  description: sql.placeholder("description"),
+  status: sql.placeholder("status"),
+  stock: sql.placeholder("stock"),
+} as unknown as ReturnType<typeof columnsOf>;
+
+const insertProduct = prepared((tx: Db) =>
+  tx
+    .insert(products)
+    .values({ ...bodyPlaceholders, createdAt: sql.placeholder("now"), updatedAt: sql.placeholder("now"), createdBy: sql.placeholder("actor"), updatedBy: sql.placeholder("actor") })
+    .returning()
+    .prepare(),
+);
+
+const updateProduct = prepared((tx: Db) =>
+  tx
+    .update(products)
+    .set({ ...bodyPlaceholders, updatedAt: sql.placeholder("now") as unknown as Date, updatedBy: sql.placeholder("actor") as unknown as string })
+    .where(eq(products.id, sql.placeholder("id")))
+    .returning()
+    .prepare(),
+);
+
 export async function createProduct(db: Database, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
   const values = columnsOf(input);
   try {
-    const [[row]] = await db.writeAll((tx) => [
-      tx
-        .insert(products)
-        .values({ ...values, createdAt: now, updatedAt: now, createdBy: actor, updatedBy: actor })
-        .returning(),
-    ]);
+    const [[row]] = (await db.writeAll((tx) => [bound(insertProduct(tx), { ...values, now, actor })])) as [Row[]];
     return toProduct(row);
   } catch (error) {
     throw duplicateCode(error, values.code);
@@ -77,13 +108,7 @@ export async function createProduct(db: Database, input: ProductBody, actor: str
 export async function replaceProduct(db: Database, id: number, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
   const values = columnsOf(input);
   try {
-    const [[row]] = await db.writeAll((tx) => [
-      tx
-        .update(products)
-        .set({ ...values, updatedAt: now, updatedBy: actor })
-        .where(eq(products.id, id))
-        .returning(),
-    ]);
+    const [[row]] = (await db.writeAll((tx) => [bound(updateProduct(tx), { ...values, now, actor, id })])) as [Row[]];
     if (!row) throw new AppError("PRODUCT_NOT_FOUND", { id });
     return toProduct(row);
   } catch (error) {
