@@ -10,7 +10,7 @@ import { prepared } from "../../db/prepared";
 import { limitOffset, type Page } from "../../paging";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS, UserListQuery } from "../users/model";
-import { orderBy, selectUsers, toUser } from "../users/service";
+import { orderBy, selectUsers, toUserFromValues } from "../users/service";
 
 export interface UserSearchCriteria {
   /** Case-insensitive substring. */
@@ -214,7 +214,7 @@ export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?:
 
 export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
   const { statement, values } = searchStatement(db, criteria, page);
-  return (await statement.all(values)).map(toUser);
+  return ((await statement.values(values)) as ArrayLike<unknown>[]).map(toUserFromValues);
 }
 
 /** How many users match the criteria (prepared once per shape; the sort does not matter). */
