@@ -20,6 +20,7 @@ import { startOutboxSender } from "./features/notifications/sender";
 import { channelsFor } from "./features/notifications/channels";
 import { createFileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
+import { startNameIndexUpkeep } from "./features/search/index-upkeep";
 import { VERSION } from "./version";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { startBackupDuties } from "./features/backups/schedule";
@@ -157,6 +158,8 @@ async function serve(config: Config) {
       (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
     );
   const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
+  // The primary also keeps the name-search index in one piece after bursts of writes.
+  const upkeep = child ? undefined : startNameIndexUpkeep(database, logging.get("search"));
   if (!child) void sweep();
   if (!child) {
     logger.info(
@@ -183,6 +186,7 @@ async function serve(config: Config) {
     await sender?.stop();
     for (const channel of channels) channel.close?.();
     clearInterval(sweeper);
+    await upkeep?.stop();
     await backups.stop();
     database.close();
     logger.info("stopped");

@@ -63,6 +63,18 @@ describe("responses", () => {
     expect(JSON.parse(gzip.plain)).toEqual(JSON.parse(identity.plain));
   });
 
+  test("uncompressed for a client that takes no encoding, its Vary added to one CORS set", async () => {
+    const headers = { authorization: `Bearer ${admin.token}`, origin: "https://elsewhere.example" };
+    const res = await t.handle(new Request("http://localhost/api/users", { headers }));
+    const body = await res.text();
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-encoding")).toBeNull();
+    expect(res.headers.get("vary")).toBe("Origin, Accept-Encoding");
+    expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(res.headers.get("x-total-count")).toBe("13");
+    expect(body).toBe((await fetchRaw("/api/users", "identity")).plain);
+  });
+
   test("brotli when the client ranks it first", async () => {
     const br = await fetchRaw("/api/users", "br;q=1, gzip;q=0.5");
     expect(br.encoding).toBe("br");

@@ -56,17 +56,27 @@ export const compression = () =>
     // Elysia the text so the value is serialized once.
     if (isPlainJson(responseValue)) {
       const json = JSON.stringify(responseValue);
-      if (surelySmall(json) || Buffer.byteLength(json) <= COMPRESSION_THRESHOLD_BYTES) {
-        set.headers["content-type"] ??= "application/json; charset=utf-8";
-        return json;
+      if (!surelySmall(json) && Buffer.byteLength(json) > COMPRESSION_THRESHOLD_BYTES) {
+        if (!plainlyEncodable(set) || chooseEncoding(request.headers.get("accept-encoding"))) return encode(request, responseValue, json, set);
+        // The client takes no encoding (wrk, curl, most service clients): the text as it is, with
+        // the Vary a cache needs. encode() would build the same answer through new Headers, the
+        // text encoded to bytes, a Response and an await: 15% of a 10-user search page in-process.
+        set.headers.vary = set.headers.vary ? `${set.headers.vary}, Accept-Encoding` : "Accept-Encoding";
       }
-      return encode(request, responseValue, json, set);
+      set.headers["content-type"] ??= "application/json; charset=utf-8";
+      return json;
     }
     if (typeof responseValue === "string" && surelySmall(responseValue)) return responseValue;
     return encode(request, responseValue, undefined, set);
   });
 
 type AnswerSet = { headers: Record<string, unknown>; status?: unknown };
+
+/** What encode() would compress given the bytes and an encoding: a JSON answer's status and type allow it. */
+function plainlyEncodable(set: AnswerSet) {
+  const status = typeof set.status === "number" ? set.status : 200;
+  return status !== 204 && status !== 206 && status !== 304 && COMPRESSIBLE.test(String(set.headers["content-type"] ?? "application/json"));
+}
 
 /** A larger or non-JSON answer: compressed when it is text, big enough and the client accepts it. */
 async function encode(request: Request, responseValue: unknown, json: string | undefined, set: AnswerSet): Promise<unknown> {

@@ -10,7 +10,7 @@ import { prepared } from "../../db/prepared";
 import { limitOffset, type Page } from "../../paging";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS, UserListQuery } from "../users/model";
-import { orderBy, selectUsers, toUser } from "../users/service";
+import { orderBy, selectUsers, toUserFromValues } from "../users/service";
 
 export interface UserSearchCriteria {
   /** Case-insensitive substring. */
@@ -66,8 +66,8 @@ const activeIs = (withAge: boolean) => (withAge ? sql`${users.active} = ${sql.pl
 
 /**
  * What a search's SQL depends on: which criteria are present (and how a name is matched), how
- * many skills, the order, whether paged. A bounded set, each prepared once (src/db/prepared.ts);
- * every value is a placeholder, bound per request.
+ * many skills, the order, the page size. A bounded set, each prepared once (src/db/prepared.ts);
+ * every other value is a placeholder, bound per request.
  */
 interface Shape {
   /** 3+ characters: the trigram index, joined in; 1–2: LIKE over the names (the index cannot serve them). */
@@ -82,7 +82,13 @@ interface Shape {
   skills?: number;
   sortBy: string;
   descending: boolean;
-  paged: boolean;
+  /**
+   * Rows per page (at most MAX_PAGE_SIZE), absent for every match. Written into the SQL as
+   * `LIMIT <size>`: with `LIMIT ?` the 10-user name search cost 185 µs of server CPU per request
+   * under wrk instead of 100 (in-process 118 µs instead of 54), as much as preparing the statement
+   * again on every run; the page offset stays bound.
+   */
+  size?: number;
 }
 
 /** More distinct skills than this are rare: such a search is built for the one request, not kept. */
@@ -90,7 +96,7 @@ const MAX_PREPARED_SKILLS = 8;
 
 function shapeOf(c: UserSearchCriteria, page?: Page) {
   const skillKeys = [...new Set((c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== ""))];
-  const shape: Shape = { sortBy: c.sortBy ?? "id", descending: c.sortDirection?.toLowerCase() === "desc", paged: page !== undefined };
+  const shape: Shape = { sortBy: c.sortBy ?? "id", descending: c.sortDirection?.toLowerCase() === "desc" };
   const values: Record<string, unknown> = {};
   if (hasText(c.name)) {
     shape.name = byTrigrams(c.name) ? "fts" : "like";
@@ -130,7 +136,13 @@ function shapeOf(c: UserSearchCriteria, page?: Page) {
       values[`skill${i}`] = key;
     });
   }
-  if (page) Object.assign(values, limitOffset(page));
+  if (page) {
+    const { limit, offset } = limitOffset(page);
+    // Part of the SQL text, so never anything but a page size.
+    if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`page size ${limit}`);
+    shape.size = limit;
+    values.offset = offset;
+  }
   return { shape, values };
 }
 
@@ -192,7 +204,12 @@ function buildSearch(db: Reader, shape: Shape) {
     if (shape.sortBy === "id") order = [shape.descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
   }
   const sorted = query.where(conditionsOf(db, shape)).orderBy(...order);
-  return (shape.paged ? sorted.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : sorted).prepare();
+  if (shape.size === undefined) return sorted.prepare();
+  // drizzle binds a number given to limit(); SQL text is what gets written in (see Shape.size).
+  return sorted
+    .limit(sql.raw(String(shape.size)) as unknown as number)
+    .offset(sql.placeholder("offset"))
+    .prepare();
 }
 
 /** How many users match a shape: the search's join and conditions, counted. */
@@ -214,7 +231,7 @@ export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?:
 
 export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
   const { statement, values } = searchStatement(db, criteria, page);
-  return (await statement.all(values)).map(toUser);
+  return ((await statement.values(values)) as ArrayLike<unknown>[]).map(toUserFromValues);
 }
 
 /** How many users match the criteria (prepared once per shape; the sort does not matter). */

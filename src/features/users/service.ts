@@ -56,7 +56,14 @@ export const userColumns = {
 /** A row of userColumns as drizzle reads it (the department, left-joined, may be null). */
 type UserRow = Awaited<ReturnType<ReturnType<typeof findById>["all"]>>[number];
 
-export function toUser(row: UserRow): User {
+/** An instant as drizzle maps it (Date) or as the driver stores it (epoch milliseconds). */
+type Instant = Date | number;
+const iso = (instant: Instant) => (typeof instant === "number" ? new Date(instant) : instant).toISOString();
+
+/** A row as drizzle maps it, or with its instants and flags as stored. */
+type Unmapped<T> = { [K in keyof T]: T[K] extends Date ? Instant : T[K] extends Date | null ? Instant | null : T[K] extends boolean ? boolean | number : T[K] };
+
+export function toUser(row: Unmapped<UserRow>): User {
   return {
     id: row.id,
     name: row.name,
@@ -64,14 +71,36 @@ export function toUser(row: UserRow): User {
     department: row.department ?? null,
     phone: row.phone ?? null,
     active: Boolean(row.active),
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
-    lastLogin: row.lastLogin ? row.lastLogin.toISOString() : null,
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
+    lastLogin: row.lastLogin ? iso(row.lastLogin) : null,
     version: row.version,
     roles: row.roles ? row.roles.split(",").sort() : [],
     emailVerified: Boolean(row.emailVerified),
   };
 }
+
+/**
+ * A row of userColumns read with `.values()`: the driver's values in userColumns' order
+ * (instants as epoch milliseconds, flags as 0/1), indexed rather than destructured because
+ * libsql's rows are array-like, not iterable. Skipping drizzle's generic per-field mapping
+ * took a sixth off a 10-user search page (in-process, app.handle, main-thread CPU).
+ */
+export const toUserFromValues = (v: ArrayLike<unknown>): User =>
+  toUser({
+    id: v[0] as number,
+    name: v[1] as string,
+    email: v[2] as string,
+    department: v[3] as string | null,
+    phone: v[4] as string | null,
+    active: v[5] as number,
+    createdAt: v[6] as number,
+    updatedAt: v[7] as number,
+    lastLogin: v[8] as number | null,
+    version: v[9] as number,
+    roles: v[10] as string | null,
+    emailVerified: v[11] as number,
+  });
 
 /** The users matching `where` (all when undefined), as API Users. */
 export function selectUsers(db: Reader, where?: SQL) {
