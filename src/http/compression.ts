@@ -11,6 +11,7 @@ export const COMPRESSION_THRESHOLD_BYTES = 1024;
 
 /** node:zlib from the first answer worth compressing on: most answers are small JSON, and an idle server sends none. */
 let zlib: Promise<typeof import("node:zlib")> | undefined;
+const loadZlib = () => (zlib ??= import("node:zlib"));
 
 /** Text-like types worth compressing; everything else (octet-stream, images, archives) is left alone. */
 const COMPRESSIBLE = /^(text\/|application\/(json|javascript|xml|problem\+json|[\w.+-]+\+json|[\w.+-]+\+xml)\b)/i;
@@ -34,7 +35,7 @@ export function chooseEncoding(header: string | null): Encoding | undefined {
 }
 
 async function compress(body: Uint8Array, encoding: Encoding): Promise<Buffer> {
-  const { brotliCompress, constants, gzip } = await (zlib ??= import("node:zlib"));
+  const { brotliCompress, constants, gzip } = await loadZlib();
   return encoding === "br"
     ? promisify(brotliCompress)(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } })
     : promisify(gzip)(body, { level: 6 });
