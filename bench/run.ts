@@ -12,9 +12,10 @@
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N]
  *     --quick       short rounds (about a minute and a half in all)
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, backup.ts, remote.ts)
+ *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
  * Writes bench/results/latest.json. The whole run stays under six minutes.
@@ -28,6 +29,10 @@ const ROOT = resolve(import.meta.dir, "..");
 const BINARY = process.env.USERSVC_BINARY ? resolve(process.env.USERSVC_BINARY) : join(ROOT, "dist/usersvc");
 const LEAN_FLOOR = process.env.LEAN_FLOOR ?? [resolve(ROOT, "../shared/bench/lean-floor.ts"), resolve(ROOT, "../../shared/bench/lean-floor.ts")].find(existsSync);
 const flags = new Set(process.argv.slice(2));
+const idleOnly = flags.has("--idle") ? Number(process.argv[process.argv.indexOf("--idle") + 1]) : null;
+if (idleOnly !== null && !(Number.isInteger(idleOnly) && idleOnly > 0)) throw new Error("--idle takes a sample count, e.g. --idle 9");
+/** Fresh servers whose idle RSS the full run takes the median of (RSS varies a few MiB from start to start). */
+const IDLE_SAMPLES = 3;
 const DURATION_S = flags.has("--quick") ? 3 : Number(process.env.BENCH_DURATION ?? 8);
 const WARMUP_S = flags.has("--quick") ? 1 : 2;
 /** Alternating rounds of the side-by-side comparisons (lean floor, search, log level, workers). */
@@ -315,6 +320,21 @@ async function coldStartMs(dir: string): Promise<number> {
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 /**
+ * Idle RSS: `samples` fresh servers on the seeded folder, each measured 1 s after it answered
+ * its readiness probe and nothing else. The last one is returned still running, for the loads.
+ */
+async function idleRss(home: string, samples: number): Promise<{ median: number; all: number[]; server: Server }> {
+  const all: number[] = [];
+  for (let i = 0; ; i++) {
+    const server = await usersvc(home, { LOG_LEVEL: "warn" });
+    await Bun.sleep(1000);
+    all.push(rssMiB(server.proc.pid));
+    if (i === samples - 1) return { median: median(all), all, server };
+    await server.stop();
+  }
+}
+
+/**
  * Concurrent creates across worker processes: unique addresses must each give one user,
  * and many creates of one address exactly one 201 and 409 for the rest; never a 500.
  */
@@ -416,15 +436,24 @@ async function main() {
   seed(dbFile);
   log(`seeded ${SEEDED_USERS} users into ${dbFile}`);
 
-  const jsonServer = await startCeiling(join(import.meta.dir, "ceiling.ts"), "json");
-  add("ceiling: Bun.serve fixed JSON", await measure(jsonServer, { path: "/" }));
-  await jsonServer.stop();
+  if (idleOnly === null) {
+    const jsonServer = await startCeiling(join(import.meta.dir, "ceiling.ts"), "json");
+    add("ceiling: Bun.serve fixed JSON", await measure(jsonServer, { path: "/" }));
+    await jsonServer.stop();
+  }
 
-  // Idle RSS: a fresh server that has answered nothing but its readiness probe.
-  const quiet = await usersvc(home, { LOG_LEVEL: "warn" });
-  await Bun.sleep(1000);
-  results.idleRssMiB = rssMiB(quiet.proc.pid);
-  log(`idle RSS ${results.idleRssMiB} MiB`);
+  // Idle RSS: fresh servers that have answered nothing but their readiness probe.
+  const idle = await idleRss(home, idleOnly ?? IDLE_SAMPLES);
+  const quiet = idle.server;
+  results.idleRssMiB = idle.median;
+  results.idleRssSamplesMiB = idle.all;
+  log(`idle RSS median ${idle.median} MiB of ${idle.all.length} (${idle.all.join(", ")}); binary ${results.binaryMiB} MiB`);
+  if (idleOnly !== null) {
+    await quiet.stop();
+    rmSync(home, { recursive: true, force: true });
+    console.log(JSON.stringify({ idleRssMiB: idle.median, samplesMiB: idle.all, binaryMiB: results.binaryMiB }));
+    return;
+  }
   const token = cli(["token", "--email", ADMIN.email], home);
   const userLoad: Load = { path: "/api/users/{id}", token, maxId: SEEDED_USERS };
 

@@ -14,7 +14,7 @@ const target = process.env.USERSVC_TARGET ?? "bun-linux-x64";
 const libsqlAddon = { "bun-linux-x64": "@libsql/linux-x64-gnu", "bun-linux-arm64": "@libsql/linux-arm64-gnu" }[target];
 if (!libsqlAddon) throw new Error(`no libSQL addon known for ${target}`);
 
-/** Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) once listening. */
+/** Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) (its first answer to anything but a health probe). */
 const STARTUP_JIT_POLICY = 100;
 
 const commit = (await $`git rev-parse --short HEAD`.nothrow().quiet().text()).trim() || "unknown";
@@ -31,7 +31,7 @@ const build = (bytecodeOrder: string | null) =>
       autoloadDotenv: false,
       autoloadBunfig: false,
       // Start-up code (migrations, route compilation) runs once: kept out of the JIT until main.ts
-      // is listening and sets the normal policy again, so an idle process holds no JIT code for it.
+      // serves real traffic and sets the normal policy again, so an idle process holds no JIT code for it.
       jitPolicy: STARTUP_JIT_POLICY,
       bytecodeOrder,
     },

@@ -63,7 +63,7 @@ export function createApp(deps: AppDeps) {
       }),
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
-    .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath))
+    .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle))
     .use(cors(config.corsOrigins))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))

@@ -14,6 +14,11 @@ import type { FileStore } from "./storage/files";
 /** Whether the process accepts traffic; readiness reports DOWN while starting or draining. */
 export interface Lifecycle {
   ready: boolean;
+  /**
+   * Called after the first answer of a route other than the health probes (checked once per
+   * route, never per request): main.ts gives the binary's JIT its normal policy then.
+   */
+  serving?: () => void;
 }
 
 export interface AppDeps {

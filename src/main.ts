@@ -8,6 +8,7 @@ import { eq } from "drizzle-orm";
 import type { Logger } from "pino";
 import { createApp } from "./app";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
+import type { Lifecycle } from "./context";
 import { openDatabase } from "./db/client";
 import { migrate } from "./db/migrate";
 import { users } from "./db/schema";
@@ -125,7 +126,17 @@ async function serve(config: Config) {
   const tokens = createTokens(secret);
   // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
   const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup") }, { primary: !child });
-  const lifecycle = { ready: false };
+  // The binary starts with a reluctant JIT (scripts/build.ts), kept while only start-up code and
+  // health probes have run: their call counts would otherwise tier up hundreds of functions right
+  // after listening, ~5 MiB of compiled code and compiler pages in a server nobody uses yet
+  // (npm run bench -- --idle 9). The first answer to anything else gives the normal policy.
+  const lifecycle: Lifecycle = {
+    ready: false,
+    serving: () => {
+      Bun.unsafe.setJITPolicy(1);
+      lifecycle.serving = undefined;
+    },
+  };
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
@@ -139,8 +150,6 @@ async function serve(config: Config) {
     throw new Error(`cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`);
   }
   lifecycle.ready = true;
-  // The binary starts with a reluctant JIT (scripts/build.ts): start-up code ran once; requests get the normal one.
-  Bun.unsafe.setJITPolicy(1);
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
   const channels = child ? [] : channelsFor(config, database, logging.get("outbox"));
   const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics });
@@ -160,7 +169,13 @@ async function serve(config: Config) {
   const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
   // The primary also keeps the name-search index in one piece after bursts of writes.
   const upkeep = child ? undefined : startNameIndexUpkeep(database, logging.get("search"));
-  if (!child) void sweep();
+  // Start-up is over once the first sweep has settled. A full collection, then Bun.shrink (JSC's
+  // shrinkFootprintWhenIdle: frees code and heap blocks it can rebuild; typed deprecated, no successor)
+  // hand back what migrations, route building and run-once code left: ~1.5 MiB of idle RSS.
+  void (child ? Promise.resolve() : sweep()).then(() => {
+    Bun.gc(true);
+    Bun.shrink();
+  });
   if (!child) {
     logger.info(
       { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version },

@@ -1,5 +1,5 @@
 /**
- * Types of the prom-client files src/metrics.ts and src/workers.ts import one by one (see there
+ * Types of the prom-client files src/metrics.ts, src/workers.ts and the backup metrics import one by one (see there
  * why): each file's module.exports is the same-named export of the package's own typings.
  */
 declare module "prom-client/lib/registry" {

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { createApp } from "../src/app";
 import { loadConfig, type Env } from "../src/config";
+import type { Lifecycle } from "../src/context";
 import { openDatabase } from "../src/db/client";
 import { driver, remote as onRemoteLeg } from "./legs";
 import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db";
@@ -105,7 +106,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const tokens = createTokens(config.jwtSecret!, now);
   const metrics = createMetrics({ defaultMetrics: false });
   const logging = createLogging(config.logLevel, "json", options.logs);
-  const lifecycle = { ready: true };
+  const lifecycle: Lifecycle = { ready: true };
   // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
   const files = await createFileStore(config.fileStorage, config.s3);
   const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway });

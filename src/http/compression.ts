@@ -5,13 +5,13 @@
  * already carry a Content-Encoding go out as they are.
  */
 import { promisify } from "node:util";
-import { brotliCompress, constants, gzip } from "node:zlib";
 import { Elysia } from "elysia";
 
 export const COMPRESSION_THRESHOLD_BYTES = 1024;
 
-const gzipAsync = promisify(gzip);
-const brotliAsync = promisify(brotliCompress);
+/** node:zlib from the first answer worth compressing on: most answers are small JSON, and an idle server sends none. */
+let zlib: Promise<typeof import("node:zlib")> | undefined;
+const loadZlib = () => (zlib ??= import("node:zlib"));
 
 /** Text-like types worth compressing; everything else (octet-stream, images, archives) is left alone. */
 const COMPRESSIBLE = /^(text\/|application\/(json|javascript|xml|problem\+json|[\w.+-]+\+json|[\w.+-]+\+xml)\b)/i;
@@ -34,8 +34,12 @@ export function chooseEncoding(header: string | null): Encoding | undefined {
   return br > 0 ? "br" : undefined;
 }
 
-const compress = (body: Uint8Array, encoding: Encoding) =>
-  encoding === "br" ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } }) : gzipAsync(body, { level: 6 });
+async function compress(body: Uint8Array, encoding: Encoding): Promise<Buffer> {
+  const { brotliCompress, constants, gzip } = await loadZlib();
+  return encoding === "br"
+    ? promisify(brotliCompress)(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } })
+    : promisify(gzip)(body, { level: 6 });
+}
 
 /** Sure to fit under the threshold without encoding it: UTF-8 takes at most 3 bytes per UTF-16 unit. */
 const surelySmall = (text: string) => text.length * 3 <= COMPRESSION_THRESHOLD_BYTES;

@@ -11,6 +11,7 @@
  */
 import { Elysia } from "elysia";
 import type { Logger } from "pino";
+import type { Lifecycle } from "../context";
 import type { Metrics } from "../metrics";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -27,7 +28,10 @@ interface Series {
   record: (seconds: number) => void;
 }
 
-export const requestContext = (logger: Logger, metrics: Metrics, basePath: string) => {
+/** What orchestrators and the bench poll while the server is otherwise idle. */
+const isHealthProbe = (template: string) => template === "/actuator/health" || template.startsWith("/actuator/health/");
+
+export const requestContext = (logger: Logger, metrics: Metrics, basePath: string, lifecycle: Lifecycle) => {
   /** route (as Elysia names it, "" when unmatched) → method → status → its series. */
   const known = new Map<string, { template: string; methods: Map<string, Map<number, Series>> }>();
   const seriesOf = (route: string, method: string, status: number): Series => {
@@ -35,6 +39,7 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
     if (!byRoute) {
       byRoute = { template: route ? route.slice(basePath.length) || "/" : "UNMATCHED", methods: new Map() };
       known.set(route, byRoute);
+      if (!isHealthProbe(byRoute.template)) lifecycle.serving?.();
     }
     let byMethod = byRoute.methods.get(method);
     if (!byMethod) {

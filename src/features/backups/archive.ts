@@ -5,7 +5,7 @@
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { create, Parser, type ReadEntry } from "tar";
+import type { ReadEntry } from "tar";
 import { isStoredName } from "../../storage/files";
 
 export const ARCHIVE_NAME = /^usersvc-(\d{8}T\d{6}Z)(?:-(\d{1,4}))?\.tar\.gz$/;
@@ -60,12 +60,17 @@ const isKnownMember = (path: string) =>
  */
 const GZIP_LEVEL = 1;
 
+/** node-tar (and the streams, zlib and assert it loads) only when an archive is made or read, not in every idle server. */
+let tar: Promise<typeof import("tar")> | undefined;
+const loadTar = () => (tar ??= import("tar"));
+
 /**
  * Streams the members found in `folder` (their paths relative to it; symbolic links are followed,
  * so uploads can stay where they are) as a gzipped tar into `out`, manifest first.
  */
-export function packArchive(folder: string, members: string[]): AsyncIterable<Uint8Array> {
-  return create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true }, [MANIFEST, ...members]) as unknown as AsyncIterable<Uint8Array>;
+export async function* packArchive(folder: string, members: string[]): AsyncIterable<Uint8Array> {
+  const { create } = await loadTar();
+  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true }, [MANIFEST, ...members]) as unknown as AsyncIterable<Uint8Array>;
 }
 
 /** The archive cannot be used: corrupted, altered, or not ours. Nothing was changed. */
@@ -78,6 +83,7 @@ export class ArchiveRejected extends Error {}
 async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: ReadEntry) => "stop" | undefined): Promise<void> {
   let failure: Error | undefined;
   let stopped = false;
+  const { Parser } = await loadTar();
   const parser = new Parser({
     strict: true,
     onReadEntry: (entry) => {

@@ -3,7 +3,9 @@
  * metrics. Both read the newest BACKUP_CREATED / BACKUP_FAILED audit entries, so every worker
  * process reports the same, whichever of them (or the CLI) took the backup.
  */
-import { Gauge, type Registry } from "prom-client";
+// prom-client's part, not its index (which loads the Pushgateway and node:http): see src/metrics.ts.
+import Gauge from "prom-client/lib/gauge";
+import type { Registry } from "prom-client";
 import type { Config } from "../../config";
 import type { Database } from "../../db/client";
 import { lastRecord, type BackupRecord } from "./service";

@@ -1,4 +1,4 @@
-/** The Swagger UI files (and our starter script), imported `with { type: "text" }`: their contents as strings. */
+/** The Swagger UI files (and our starter script), imported `with { type: "file" }`: their paths (embedded in the binary). */
 declare module "swagger-ui-dist/swagger-ui-bundle.js" {
   const text: string;
   export default text;

@@ -1,12 +1,13 @@
 /**
  * Interactive API documentation: /swagger (Swagger UI) and /swagger/json (OpenAPI 3.1).
- * The UI's script and stylesheet are imported as text, so `bun build --compile` embeds
- * them: the page needs no CDN and works offline.
+ * The UI's script and stylesheet are imported as files, so `bun build --compile` embeds
+ * them: the page needs no CDN and works offline. A file import is a path, read when asked
+ * for: as text imports, the 1.9 MB of Swagger UI were strings in every idle process.
  */
 import { Elysia, t, type AnyElysia } from "elysia";
-import uiScript from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "text" };
-import uiStyles from "swagger-ui-dist/swagger-ui.css" with { type: "text" };
-import initScript from "./swagger-init.js" with { type: "text" };
+import uiScript from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "file" };
+import uiStyles from "swagger-ui-dist/swagger-ui.css" with { type: "file" };
+import initScript from "./swagger-init.js" with { type: "file" };
 import { pageHeaders, pagePolicy } from "../../http/security-headers";
 import { VERSION } from "../../version";
 import type { buildSpec } from "./spec";
@@ -35,6 +36,7 @@ const page = (basePath: string) => `<!DOCTYPE html>
 </html>`;
 
 const served = (body: string, headers: Readonly<Record<string, string>>) => () => new Response(body, { headers });
+const servedFile = (path: string, headers: Readonly<Record<string, string>>) => () => new Response(Bun.file(path), { headers });
 const asset = (type: string) => Object.freeze({ "content-type": type, "cache-control": "public, max-age=86400" });
 
 /** What a newcomer opening http://localhost:8080/ meets: where everything else is. */
@@ -76,7 +78,7 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
       response: { 200: t.Record(t.String(), t.Unknown(), { description: "This OpenAPI 3.1 document" }) },
       detail: { summary: "OpenAPI document" },
     })
-    .get("/swagger/assets/swagger-ui-bundle.js", served(uiScript, asset("text/javascript; charset=utf-8")), hidden)
-    .get("/swagger/assets/swagger-init.js", served(initScript, asset("text/javascript; charset=utf-8")), hidden)
-    .get("/swagger/assets/swagger-ui.css", served(uiStyles, asset("text/css; charset=utf-8")), hidden);
+    .get("/swagger/assets/swagger-ui-bundle.js", servedFile(uiScript, asset("text/javascript; charset=utf-8")), hidden)
+    .get("/swagger/assets/swagger-init.js", servedFile(initScript, asset("text/javascript; charset=utf-8")), hidden)
+    .get("/swagger/assets/swagger-ui.css", servedFile(uiStyles, asset("text/css; charset=utf-8")), hidden);
 };

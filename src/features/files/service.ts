@@ -8,7 +8,10 @@ import { auditLog, files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
 import type { FileInfo, FileListQuery, FileUploadResponse } from "./model";
-import { withFilePart } from "./multipart";
+
+/** busboy and node:stream once something is uploaded, not in every idle server. */
+let multipart: Promise<typeof import("./multipart")> | undefined;
+const loadMultipart = () => (multipart ??= import("./multipart"));
 
 export interface FilesDeps {
   db: Database;
@@ -60,6 +63,7 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
   // A declared length that cannot fit is refused before a byte of the body is read.
   if (Number(request.headers.get("content-length")) > maxBytes + MULTIPART_SLACK) throw new AppError("PAYLOAD_TOO_LARGE");
   let name: string | undefined;
+  const { withFilePart } = await loadMultipart();
   try {
     const upload = await withFilePart(request, "file", async (part) => {
       const originalName = cleanOriginalName(part.fileName);

@@ -1,0 +1,41 @@
+/**
+ * lifecycle.serving: the signal main.ts gives the binary's JIT its normal policy on. Health probes
+ * (what an orchestrator sends an idle server) never give it; the first answer of any other route
+ * does, checked once per route and never per request.
+ */
+import { afterAll, beforeAll, expect, test } from "./legs";
+import { makeTestApp, type TestApp } from "./helpers";
+
+let t: TestApp;
+let calls = 0;
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  t.lifecycle.serving = () => calls++;
+});
+afterAll(() => t.close());
+
+/** The status of a GET, once its onAfterResponse hooks (queued with setImmediate after the answer) have run. */
+async function answered(path: string): Promise<number> {
+  const { status } = await t.request("GET", path);
+  await new Promise((resolve) => setImmediate(resolve));
+  return status;
+}
+
+test("health probes never signal serving; the first answer of another route does, once per route", async () => {
+  for (const path of ["/actuator/health", "/actuator/health/liveness", "/actuator/health/readiness", "/actuator/health"]) {
+    expect(await answered(path)).toBe(200);
+  }
+  expect(calls).toBe(0);
+
+  // Refused (401) is still an answer of the route: traffic has begun.
+  expect(await answered("/api/users/1")).toBe(401);
+  expect(calls).toBe(1);
+  expect(await answered("/api/users/2")).toBe(401);
+  expect(calls).toBe(1);
+
+  expect(await answered("/api/version")).toBe(200);
+  expect(calls).toBe(2);
+  expect(await answered("/api/version")).toBe(200);
+  expect(calls).toBe(2);
+});
