@@ -15,9 +15,11 @@ export interface Failure {
   headers?: Record<string, string>;
 }
 
-/** The whole error envelope, exactly: `{ success: false, message, errorCode?, errors?, timestamp }`. */
+/** The whole error envelope, exactly: `{ success: false, message, errorCode?, errors?, timestamp }`, as JSON with an X-Request-Id. */
 export function expectFailure(res: Pick<TestResponse, "status" | "body" | "headers">, status: number, failure: Failure = {}) {
   expect(res.status).toBe(status);
+  expect(res.headers.get("content-type")).toStartWith("application/json");
+  expect(res.headers.get("x-request-id")).toBeTruthy();
   const envelope: Record<string, unknown> = { success: false, message: failure.message ?? expect.any(String), timestamp: expect.stringMatching(ISO_Z) };
   if (failure.errorCode !== undefined) envelope.errorCode = failure.errorCode;
   if (failure.errors !== undefined) envelope.errors = failure.errors;
@@ -38,7 +40,7 @@ export interface Scenario {
   status: number;
   /** The error envelope expected (see Failure)… */
   failure?: Failure;
-  /** …or the whole body. */
+  /** …or the whole body (a row that names `body: undefined` expects none, as a 204 has). */
   body?: unknown;
   /** Text the raw answer must not contain (a hash, a stack trace, another user's e-mail). */
   absent?: string[];
@@ -49,7 +51,7 @@ export function scenarios(rows: Scenario[]) {
   for (const row of rows) {
     test(`${row.name} → ${row.status}${row.failure?.errorCode ? ` ${row.failure.errorCode}` : ""}`, async () => {
       const res = await row.send();
-      if (row.failure || row.body === undefined) expectFailure(res, row.status, row.failure);
+      if (row.failure || !("body" in row)) expectFailure(res, row.status, row.failure);
       else {
         expect(res.status).toBe(row.status);
         expect(res.body).toEqual(row.body);
