@@ -27,6 +27,12 @@ export function expectFailure(res: Pick<TestResponse, "status" | "body" | "heade
   for (const [name, value] of Object.entries(failure.headers ?? {})) expect(res.headers.get(name)).toBe(value);
 }
 
+/** The guard's refusal of a request without a valid token. */
+export const UNAUTHORIZED: Failure = { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } };
+
+/** The guard's refusal of a caller without the role (or not the user themself). */
+export const DENIED: Failure = { message: "You do not have permission to perform this operation", errorCode: "ACCESS_DENIED" };
+
 /** A body that failed validation: 400, no errorCode, exactly these `errors`. */
 export const invalidBody = (errors: string[], message = "Data validation failed"): Failure => ({ message, errors });
 
