@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect } from "./legs";
 import { makeTestApp, uniqueEmail, type TestApp, type TestResponse } from "./helpers";
-import { type Failure, invalidBody, type Scenario, scenarios } from "./scenario";
+import { DENIED, type Failure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
 
 type Who = "anonymous" | "noRole" | "user" | "admin";
 type Session = { id: number; email: string; token: string };
@@ -145,8 +145,8 @@ const rows: Row[] = [
 
 /** The guard's answers. */
 const GUARD: Record<number, Failure> = {
-  401: { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } },
-  403: { message: "You do not have permission to perform this operation", errorCode: "ACCESS_DENIED" },
+  401: UNAUTHORIZED,
+  403: DENIED,
   404: { message: "No resource at this path", errorCode: "NOT_FOUND" },
 };
 

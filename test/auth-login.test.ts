@@ -9,7 +9,7 @@ import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
 import { clientAddress } from "../src/http/client-address";
 import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { expectFailure, invalidBody, scenarios } from "./scenario";
+import { expectFailure, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
 
@@ -256,8 +256,6 @@ describe("refresh, logout and password change", () => {
     return { ...user, token: res.body.data.token as string };
   }
   const profile = (token: string) => t.request("GET", "/api/search/profile", { token });
-
-  const UNAUTHORIZED = { errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } };
 
   test("refresh answers a working token in the login shape", async () => {
     const s = await session();

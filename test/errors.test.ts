@@ -11,7 +11,7 @@ import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
 import { holdDatabaseLock, ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { expectFailure, type Failure, invalidBody, scenarios } from "./scenario";
+import { DENIED, expectFailure, type Failure, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
 const ZH = { "accept-language": "zh-TW" };
 let t: TestApp;
@@ -92,8 +92,6 @@ describe("authentication and access", () => {
 
   // Elysia parses before the guard runs: a body the parser refuses is only answered once access is granted.
   const json = { "content-type": "application/json" };
-  const UNAUTHORIZED: Failure = { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } };
-  const DENIED: Failure = { message: "You do not have permission to perform this operation", errorCode: "ACCESS_DENIED" };
   const MALFORMED: Failure = { message: "Malformed JSON request" };
   // Each body: 401 anonymous, then refused only for a caller the guard admits.
   const refusals: { what: string; route: string; raw: RequestInit["body"]; headers: Record<string, string>; status: number; failure: Failure }[] = [

@@ -10,7 +10,7 @@ import { createSimulatedGateway, type PaymentGateway } from "../src/features/ord
 import type { Order } from "../src/features/orders/model";
 import { STALE_CLAIM_MS } from "../src/features/orders/service";
 import { countingGateway, ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { expectFailure, invalidBody, invalidParams, scenarios } from "./scenario";
+import { DENIED, expectFailure, invalidBody, invalidParams, scenarios, UNAUTHORIZED } from "./scenario";
 
 const payments = countingGateway(20);
 
@@ -104,7 +104,7 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
       status: 404,
       failure: { errorCode: "PRODUCT_NOT_FOUND", message: "Product not found, ID: 999999" },
     },
-    { name: "a USER ordering for someone else", send: () => order([{ productId: 1, quantity: 1 }], alice, bob.id), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
+    { name: "a USER ordering for someone else", send: () => order([{ productId: 1, quantity: 1 }], alice, bob.id), status: 403, failure: DENIED },
     {
       name: "an ADMIN ordering for an unknown user",
       send: () => order([{ productId: 1, quantity: 1 }], admin, 999999),
@@ -113,7 +113,7 @@ describe("create: (none) → PENDING, total computed, stock reserved, order-crea
     },
     { name: "no items", send: () => order([]), status: 400, failure: invalidBody(["items: must have at least 1 entries"]) },
     { name: "a quantity of 0", send: () => order([{ productId: 1, quantity: 0 }]), status: 400, failure: invalidBody(["items[0].quantity: must be at least 1"]) },
-    { name: "no token", send: () => t.request("POST", "/api/orders", { body: { items: [{ productId: 1, quantity: 1 }] } }), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
+    { name: "no token", send: () => t.request("POST", "/api/orders", { body: { items: [{ productId: 1, quantity: 1 }] } }), status: 401, failure: UNAUTHORIZED },
   ]);
 
   test("a product that is not ACTIVE cannot be ordered", async () => {

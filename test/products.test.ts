@@ -7,7 +7,7 @@ import { eq } from "drizzle-orm";
 import { products } from "../src/db/schema";
 import { fromCents, toCents } from "../src/features/products/money";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { invalidBody, scenarios } from "./scenario";
+import { DENIED, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -119,9 +119,9 @@ describe("errors", () => {
     { name: "a fractional stock", send: () => post(body({ stock: 1.5 })), status: 400, failure: invalidBody(["stock: must be an integer"]) },
     { name: "an unknown status", send: () => post(body({ status: "SOLD_OUT" })), status: 400, failure: invalidBody(["status: must be one of ACTIVE, INACTIVE, DISCONTINUED"]) },
     { name: "a blank name", send: () => post(body({ name: " " })), status: 400, failure: invalidBody(["name: is invalid"]) },
-    { name: "a USER creating", send: () => post(body(), plain.token), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
-    { name: "a USER replacing", send: () => t.request("PUT", "/api/products/1", { token: plain.token, body: body() }), status: 403, failure: { errorCode: "ACCESS_DENIED" } },
-    { name: "no token", send: () => t.request("GET", "/api/products"), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
+    { name: "a USER creating", send: () => post(body(), plain.token), status: 403, failure: DENIED },
+    { name: "a USER replacing", send: () => t.request("PUT", "/api/products/1", { token: plain.token, body: body() }), status: 403, failure: DENIED },
+    { name: "no token", send: () => t.request("GET", "/api/products"), status: 401, failure: UNAUTHORIZED },
     { name: "an unknown id", send: () => t.request("GET", "/api/products/999999", { token: plain.token }), status: 404, failure: { errorCode: "PRODUCT_NOT_FOUND" } },
     {
       name: "PUT on an unknown id",

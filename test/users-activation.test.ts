@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import type { AuditEntry } from "../src/features/audit/model";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { expectFailure, invalidParams, scenarios } from "./scenario";
+import { DENIED, expectFailure, invalidParams, scenarios, UNAUTHORIZED } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
 let t: TestApp;
@@ -119,9 +119,9 @@ describe("who may", () => {
           name: "a USER",
           send: () => call(`/api/users/${target.id}/${action}`, plain.token),
           status: 403,
-          failure: { message: "You do not have permission to perform this operation", errorCode: "ACCESS_DENIED" },
+          failure: DENIED,
         },
-        { name: "no token", send: () => call(`/api/users/${target.id}/${action}`), status: 401, failure: { errorCode: "UNAUTHORIZED" } },
+        { name: "no token", send: () => call(`/api/users/${target.id}/${action}`), status: 401, failure: UNAUTHORIZED },
         {
           name: "an unknown id",
           send: () => call(`/api/users/99999/${action}`, admin.token),
