@@ -8,7 +8,7 @@ import { Algorithm, hash as argon2 } from "@node-rs/argon2";
 import { eq } from "drizzle-orm";
 import { loginThrottle, users } from "../src/db/schema";
 import { clientAddress } from "../src/http/client-address";
-import { freshUser, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { freshUser, ISO_Z, makeTestApp, type TestApp, timeless } from "./helpers";
 import { expectFailure, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
@@ -23,7 +23,6 @@ const login = (app: TestApp, email: string, password: string, lang?: string) =>
   app.request("POST", "/api/auth/login", { body: { email, password }, headers: lang ? { "accept-language": lang } : undefined });
 
 /** The body without its timestamp, for comparing two answers. */
-const timeless = ({ timestamp: _timestamp, ...rest }: Record<string, unknown>) => rest;
 
 describe("login", () => {
   test("answers the token envelope, sets lastLogin, and the token opens protected routes", async () => {

@@ -29,6 +29,9 @@ let emails = 0;
 /** An e-mail no other test has used (`prefix` says which file made it, when reading a log). */
 export const uniqueEmail = (prefix = "user") => `${prefix}${++emails}-${crypto.randomUUID().slice(0, 8)}@example.com`;
 
+/** An answer without its timestamp, for comparing two answers (an unknown e-mail answers as a known one). */
+export const timeless = ({ timestamp: _timestamp, ...rest }: Record<string, unknown>) => rest;
+
 /** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
 export const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
