@@ -93,6 +93,12 @@ export type Answer = any;
 /** The JSON of a Response made outside request() (a real port, a raw app.handle), as the type the test names. */
 export const jsonOf = <T>(response: Response): Promise<T> => response.json() as Promise<T>;
 
+/** A Response made outside request() as request() answers it, for expectFailure and scenario rows. */
+export async function answerOf<T = Answer>(response: Response): Promise<TestResponse<T>> {
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: (text ? JSON.parse(text) : undefined) as T, text };
+}
+
 export interface TestResponse<T = Answer> {
   status: number;
   headers: Headers;

@@ -1,7 +1,7 @@
 /**
  * Error cases as table rows, after PocketBase's ApiScenario (tests/api.go): each row is the
- * request, the status, the error envelope (or the whole body) expected, and text that must not
- * appear anywhere in the answer. `scenarios(rows)` runs each row as its own test.
+ * request, the status, the error envelope (or the whole body) expected, text that must not
+ * appear anywhere in the answer, and state the request must leave as it was. `scenarios(rows)` runs each row as its own test.
  */
 import { expect, test } from "./legs";
 import { ISO_Z, type TestResponse } from "./helpers";
@@ -50,12 +50,15 @@ export interface Scenario {
   body?: unknown;
   /** Text the raw answer must not contain (a hash, a stack trace, another user's e-mail). */
   absent?: string[];
+  /** State read before and after the request, which must be the same (a refusal leaves nothing behind). */
+  unchanged?: () => Promise<unknown>;
 }
 
 /** Each row as a test named `<name> → <status> [<errorCode>]`. */
 export function scenarios(rows: Scenario[]) {
   for (const row of rows) {
     test(`${row.name} → ${row.status}${row.failure?.errorCode ? ` ${row.failure.errorCode}` : ""}`, async () => {
+      const before = await row.unchanged?.();
       const res = await row.send();
       if (row.failure || !("body" in row)) expectFailure(res, row.status, row.failure);
       else {
@@ -63,6 +66,7 @@ export function scenarios(rows: Scenario[]) {
         expect(res.body).toEqual(row.body);
       }
       for (const text of row.absent ?? []) expect(res.text).not.toContain(text);
+      if (row.unchanged) expect(await row.unchanged()).toEqual(before);
     });
   }
 }
