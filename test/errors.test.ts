@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { Elysia, type AnyElysia } from "elysia";
 import { eq } from "drizzle-orm";
 import { orders, products, roles, users } from "../src/db/schema";
+import type { Envelope } from "../src/envelope";
 import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
@@ -281,7 +282,7 @@ describe("Accept-Language", () => {
 
 describe("over a real socket (Bun.serve's own limits never answer first)", () => {
   /** Sends raw request bytes and reads the answer until the server closes or the envelope is complete. */
-  async function raw(port: number, head: string, body = ""): Promise<{ status: number; headers: string; body: any }> {
+  async function raw(port: number, head: string, body = ""): Promise<{ status: number; headers: string; body?: Envelope }> {
     let received = "";
     const done = Promise.withResolvers<void>();
     const socket = await Bun.connect({
@@ -319,7 +320,7 @@ describe("over a real socket (Bun.serve's own limits never answer first)", () =>
         "--b",
       );
       expect(multipart.status).toBe(415);
-      expect(multipart.body.errorCode).toBe("UNSUPPORTED_MEDIA_TYPE");
+      expect(multipart.body?.errorCode).toBe("UNSUPPORTED_MEDIA_TYPE");
     } finally {
       await server.stop(true);
     }

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { products } from "../src/db/schema";
 import { fromCents, toCents } from "../src/features/products/money";
+import type { Product } from "../src/features/products/model";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 import { DENIED, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
@@ -82,9 +83,9 @@ describe("create and read", () => {
     const one = await t.request("GET", `/api/products/${created.id}`, { token: plain.token });
     expect(one.status).toBe(200);
     expect(one.body).toEqual(created);
-    const all = await t.request("GET", "/api/products", { token: plain.token });
+    const all = await t.request<Product[]>("GET", "/api/products", { token: plain.token });
     expect(all.status).toBe(200);
-    expect(all.body.map((p: any) => p.id)).toContain(created.id);
+    expect(all.body.map((p) => p.id)).toContain(created.id);
     expect(all.headers.get("x-total-count")).toBe(String(all.body.length));
     const page = await t.request("GET", "/api/products?page=0&size=1", { token: plain.token });
     expect(page.body).toHaveLength(1);

@@ -4,7 +4,7 @@
  * every criterion, alone and combined, is checked against an independent oracle.
  */
 import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
-import { Database as Connection } from "bun:sqlite";
+import { Database as Connection, type SQLQueryBindings } from "bun:sqlite";
 import { createClient } from "@libsql/client";
 import { fillPlaceholders } from "drizzle-orm";
 import type { Page } from "../src/paging";
@@ -254,8 +254,8 @@ async function queryPlan(criteria: UserSearchCriteria, page: Page) {
   const connection = new Connection(t.config.databaseUrl.slice("file:".length), { readonly: true });
   try {
     return connection
-      .prepare<{ detail: string }, any[]>(`EXPLAIN QUERY PLAN ${query.sql}`)
-      .all(...(params as any[]))
+      .prepare<{ detail: string }, SQLQueryBindings[]>(`EXPLAIN QUERY PLAN ${query.sql}`)
+      .all(...(params as SQLQueryBindings[]))
       .map((r) => r.detail);
   } finally {
     connection.close();
