@@ -14,13 +14,17 @@ import { S3Client } from "bun";
 import { createApp } from "../src/app";
 import { readManifest, type Manifest } from "../src/features/backups/archive";
 import { localDestination } from "../src/features/backups/destination";
+import type { CreatedBackup } from "../src/features/backups/service";
+import type { TokenResponse } from "../src/features/auth/model";
+import type { User } from "../src/features/users/model";
+import type { Envelope } from "../src/envelope";
 import { LATEST_MIGRATION } from "../src/features/backups/snapshot";
 import { openDatabase } from "../src/db/client";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { createMetrics } from "../src/metrics";
 import { cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
 import { freePort } from "./resilience/support";
-import { makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { answerOf, jsonOf, makeTestApp, validRegistration, type TestApp } from "./helpers";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
 
@@ -112,7 +116,7 @@ describe("the ADMIN API", () => {
       });
       const res = await app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
       expect(res.status).toBe(400);
-      expect(((await res.json()) as any).errorCode).toBe("BACKUP_UNSUPPORTED");
+      expect((await jsonOf<Envelope>(res)).errorCode).toBe("BACKUP_UNSUPPORTED");
     }
   });
 
@@ -184,7 +188,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
-      return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+      return answerOf(res);
     };
     const admin = api(source.url, source.token);
     expect((await admin("POST", "/api/departments", { name: "Research", description: "R&D" })).status).toBe(201);
@@ -197,8 +201,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
         body: JSON.stringify(validRegistration(email)),
       });
       expect(registered.status).toBe(201);
-      const body = (await registered.json()) as any;
-      ids.push(body.data?.id ?? body.id);
+      ids.push((await jsonOf<{ data: User }>(registered)).data.id);
     }
     expect((await admin("POST", "/api/users", { name: "Dept Member", email: "member@round.example.com", department: "Research" })).status).toBe(201);
     const login = await fetch(`${source.url}/api/auth/login`, {
@@ -206,7 +209,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ email: people[0], password: "Passw0rd!" }),
     });
-    const mei = (await login.json()) as any;
+    const mei = await jsonOf<{ data: TokenResponse }>(login);
     const meiApi = api(source.url, mei.data.token);
     expect((await meiApi("PUT", `/api/users/${ids[0]}/profile`, { bio: "Backups matter" })).status).toBe(200);
     const product = (await admin("POST", "/api/products", { name: "Round", code: "RT-1", price: 12.5, stock: 10 })).body;
@@ -273,7 +276,7 @@ describe("restore refuses, and nothing changes", () => {
   beforeAll(async () => {
     server = await startServer({});
     const made = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });
-    archive = join(server.dataDir, "backups", ((await made.json()) as any).name);
+    archive = join(server.dataDir, "backups", (await jsonOf<CreatedBackup>(made)).name);
     // A data folder with a database of its own, which every refused restore must leave as it is.
     expect(cli(["migrate"], { DATA_DIR: target }).code).toBe(0);
   }, 60_000);
@@ -344,7 +347,7 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     let manualName = "";
     for (let i = 0; !manualName && i < 50; i++) {
       const manual = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });
-      if (manual.status === 201) manualName = ((await manual.json()) as any).name;
+      if (manual.status === 201) manualName = (await jsonOf<CreatedBackup>(manual)).name;
       else expect(manual.status).toBe(409);
     }
     const folder = join(server.dataDir, "backups");
@@ -366,8 +369,8 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     await Bun.sleep(500); // the last run's pruning
     expect((await scheduled()).length).toBeLessThanOrEqual(2);
     expect(existsSync(join(folder, manualName))).toBe(true);
-    const health = await (await fetch(`${server.url}/actuator/health`, { headers: { authorization: `Bearer ${server.token}` } })).json();
-    expect((health as any).components.backup).toMatchObject({ status: "UP", details: { schedule: "* * * * * *" } });
+    const health = await jsonOf<{ components: Record<string, unknown> }>(await fetch(`${server.url}/actuator/health`, { headers: { authorization: `Bearer ${server.token}` } }));
+    expect(health.components.backup).toMatchObject({ status: "UP", details: { schedule: "* * * * * *" } });
   } finally {
     await server.stop();
   }

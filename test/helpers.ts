@@ -24,6 +24,9 @@ import { createMetrics } from "../src/metrics";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
 import { conformanceOf, type Conformance } from "./openapi-conformance";
+import type { Answer, TestResponse } from "./answers";
+
+export { answerOf, jsonOf, type Answer, type TestResponse } from "./answers";
 
 let emails = 0;
 /** An e-mail no other test has used (`prefix` says which file made it, when reading a log). */
@@ -80,31 +83,6 @@ export function countingGateway(pauseMs = 0) {
 }
 
 export const TEST_SECRET = "test-secret-".padEnd(80, "x");
-
-/**
- * A parsed JSON answer a test reads without naming its type. The one `any` left in test/: a
- * test reads the answers of ~60 routes, ~400 times, field by field, and every answer is
- * already checked against the OpenAPI document at run time (conform, below). Where a test
- * wants the compiler's help it names the type: `request<User[]>(…)`.
- */
-// biome-ignore lint/suspicious/noExplicitAny: see above
-export type Answer = any;
-
-/** The JSON of a Response made outside request() (a real port, a raw app.handle), as the type the test names. */
-export const jsonOf = <T>(response: Response): Promise<T> => response.json() as Promise<T>;
-
-/** A Response made outside request() as request() answers it, for expectFailure and scenario rows. */
-export async function answerOf<T = Answer>(response: Response): Promise<TestResponse<T>> {
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: (text ? JSON.parse(text) : undefined) as T, text };
-}
-
-export interface TestResponse<T = Answer> {
-  status: number;
-  headers: Headers;
-  body: T;
-  text: string;
-}
 
 export interface RequestOptions {
   body?: unknown;

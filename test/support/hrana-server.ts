@@ -441,7 +441,7 @@ function wsRequest(state: WsState, request: Sent): Record<string, unknown> {
     case "close_sql":
       return handleStreamRequest(undefined as never, state.sqls, request);
     default: {
-      const stream = state.streams.get(request?.stream_id!);
+      const stream = state.streams.get(request?.stream_id ?? Number.NaN);
       if (!stream) throw new ResponseError(`Stream ${request?.stream_id} is not open`, "STREAM_NOT_FOUND");
       return handleStreamRequest(stream.conn, state.sqls, request);
     }
