@@ -68,6 +68,17 @@ export const validRegistration = (email: string) => ({
   skills: ["TypeScript", "SQL"],
 });
 
+/** What an empty registration body is refused with: every required field, in order. */
+export const EMPTY_REGISTRATION_ERRORS = [
+  "name: must not be blank",
+  "email: must not be blank",
+  "password: must not be blank",
+  "confirmPassword: must not be blank",
+  "age: must not be null",
+  "address: must not be null",
+  "skills: must have at least 1 entry",
+];
+
 /** The built-in payment simulator, counting its charges; `pauseMs` widens the window a double charge would need. */
 export function countingGateway(pauseMs = 0) {
   const simulator = createSimulatedGateway();
