@@ -103,18 +103,23 @@ describe("the ADMIN API", () => {
     expect((await t.request("POST", "/api/admin/backups", { token: admin.token })).status).toBe(201);
   }, 30_000);
 
+  /** POST /api/admin/backups on an app like t's, with these settings changed. */
+  const backUpWith = (config: Partial<TestApp["config"]>) => {
+    const app = createApp({
+      config: { ...t.config, ...config },
+      db: t.database,
+      metrics: createMetrics({ defaultMetrics: false }),
+      logging: t.logging,
+      tokens: t.tokens,
+      lifecycle: t.lifecycle,
+      files: t.files,
+    });
+    return app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
+  };
+
   test("a remote database (or a replica) is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
     for (const remote of [{ databaseUrl: "libsql://db.example.com" }, { databaseSyncUrl: "libsql://db.example.com" }]) {
-      const app = createApp({
-        config: { ...t.config, ...remote },
-        db: t.database,
-        metrics: createMetrics({ defaultMetrics: false }),
-        logging: t.logging,
-        tokens: t.tokens,
-        lifecycle: t.lifecycle,
-        files: t.files,
-      });
-      const res = await app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
+      const res = await backUpWith(remote);
       expect(res.status).toBe(400);
       expect((await jsonOf<Envelope>(res)).errorCode).toBe("BACKUP_UNSUPPORTED");
     }
@@ -133,16 +138,7 @@ describe("the ADMIN API", () => {
 
   test("a failed backup turns the component DOWN, with its error", async () => {
     writeFileSync(join(t.dir, "not-a-folder"), "");
-    const broken = createApp({
-      config: { ...t.config, backupDir: join(t.dir, "not-a-folder", "backups") },
-      db: t.database,
-      metrics: createMetrics({ defaultMetrics: false }),
-      logging: t.logging,
-      tokens: t.tokens,
-      lifecycle: t.lifecycle,
-      files: t.files,
-    });
-    const res = await broken.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
+    const res = await backUpWith({ backupDir: join(t.dir, "not-a-folder", "backups") });
     expect(res.status).toBe(500);
     const health = await t.request("GET", "/actuator/health", { token: admin.token });
     expect(health.status).toBe(503);
