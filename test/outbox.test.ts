@@ -14,6 +14,7 @@ import { webhookChannel } from "../src/features/notifications/channels";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
 import { countingGateway, holdDatabaseLock, makeTestApp, type TestApp, uniqueEmail } from "./helpers";
+import { DENIED, expectFailure } from "./scenario";
 
 const payments = countingGateway();
 
@@ -145,7 +146,7 @@ describe("the admin's audit log", () => {
     expect((await t.request("GET", "/api/audit?action=NO_SUCH", { token: admin.token })).body).toEqual([]);
     expect((await t.request("GET", "/api/audit?size=101", { token: admin.token })).status).toBe(400);
     const denied = await t.request("GET", "/api/audit", { token: alice.token });
-    expect([denied.status, denied.body.errorCode]).toEqual([403, "ACCESS_DENIED"]);
+    expectFailure(denied, 403, DENIED);
   });
 });
 
