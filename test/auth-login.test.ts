@@ -54,8 +54,7 @@ describe("login", () => {
     const unknown = await login(t, "nobody-here@example.com", PASSWORD);
     const passwordless = await login(t, noPassword.email, PASSWORD);
     for (const res of [wrong, unknown, passwordless]) {
-      expect(res.status).toBe(401);
-      expect(res.body).toEqual({ success: false, message: "Invalid e-mail or password", errorCode: "INVALID_CREDENTIALS", timestamp: expect.stringMatching(ISO_Z) });
+      expectFailure(res, 401, { message: "Invalid e-mail or password", errorCode: "INVALID_CREDENTIALS" });
       expect([...res.headers.keys()].sort()).toEqual([...wrong.headers.keys()].sort());
     }
     expect(timeless(unknown.body)).toEqual(timeless(wrong.body));
@@ -80,11 +79,10 @@ describe("login", () => {
 
   test("an inactive account with the right password is 403 ACCOUNT_DISABLED", async () => {
     const user = await t.createUser({ password: PASSWORD });
-    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
-    await t.db.update(users).set({ active: false }).where(eq(users.id, user.id));
+    const { token } = await t.admin();
+    expect((await t.request("POST", `/api/users/${user.id}/deactivate`, { token })).status).toBe(200);
     const res = await login(t, user.email, PASSWORD, "zh-TW");
-    expect(res.status).toBe(403);
-    expect(res.body).toEqual({ success: false, message: "帳號已停用", errorCode: "ACCOUNT_DISABLED", timestamp: expect.stringMatching(ISO_Z) });
+    expectFailure(res, 403, { message: "帳號已停用", errorCode: "ACCOUNT_DISABLED" });
   });
 
   scenarios([
@@ -154,9 +152,7 @@ describe("throttling (injected clock)", () => {
     for (let i = 0; i < 3; i++) expect((await login(th, user.email, "Wrong0rd!")).status).toBe(401);
     clock += minutes(5);
     const blocked = await login(th, user.email.toUpperCase(), PASSWORD, "zh-TW");
-    expect(blocked.status).toBe(429);
-    expect(blocked.headers.get("retry-after")).toBe(String(10 * 60));
-    expect(blocked.body).toEqual({ success: false, message: "請求過於頻繁，請稍後再試", errorCode: "TOO_MANY_REQUESTS", timestamp: expect.stringMatching(ISO_Z) });
+    expectFailure(blocked, 429, { message: "請求過於頻繁，請稍後再試", errorCode: "TOO_MANY_REQUESTS", headers: { "retry-after": String(10 * 60) } });
 
     clock += minutes(10) - 1000;
     const stillBlocked = await login(th, user.email, PASSWORD);

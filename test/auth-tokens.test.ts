@@ -120,7 +120,8 @@ describe("refused with 401", () => {
 
   test("an inactive subject", async () => {
     const dormant = await t.createUser();
-    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
+    // Raw write: inactive alone, which no route makes (POST /api/users/{id}/deactivate revokes the
+    // tokens too, a case of its own in users-activation.test.ts).
     await t.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
     expectFailure(await profile(dormant.token), 401, UNAUTHORIZED);
   });

@@ -8,7 +8,7 @@ import { products } from "../src/db/schema";
 import { fromCents, toCents } from "../src/features/products/money";
 import type { Product } from "../src/features/products/model";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
-import { DENIED, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
+import { DENIED, expectFailure, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
@@ -135,13 +135,7 @@ describe("errors", () => {
   test("a taken code → 409 DUPLICATE_PRODUCT_CODE, on create and on update", async () => {
     const first = (await post(body())).body;
     const dup = await post(body({ code: first.code }));
-    expect(dup.status).toBe(409);
-    expect(dup.body).toEqual({
-      success: false,
-      message: `Product code already exists: ${first.code}`,
-      errorCode: "DUPLICATE_PRODUCT_CODE",
-      timestamp: expect.stringMatching(ISO_Z),
-    });
+    expectFailure(dup, 409, { message: `Product code already exists: ${first.code}`, errorCode: "DUPLICATE_PRODUCT_CODE" });
     const second = (await post(body())).body;
     const clash = await t.request("PUT", `/api/products/${second.id}`, { token: admin.token, body: body({ code: first.code }) });
     expect(clash.status).toBe(409);
