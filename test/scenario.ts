@@ -1,7 +1,8 @@
 /**
  * Error cases as table rows, after PocketBase's ApiScenario (tests/api.go): each row is the
  * request, the status, the error envelope (or the whole body) expected, text that must not
- * appear anywhere in the answer, and state the request must leave as it was. `scenarios(rows)` runs each row as its own test.
+ * appear anywhere in the answer, and state the request must leave as it was.
+ * `scenarios(rows)` runs each row as its own test.
  */
 import { expect, test } from "./legs";
 import { ISO_Z, type TestResponse } from "./helpers";
