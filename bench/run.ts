@@ -621,6 +621,7 @@ async function runExtras() {
 interface Figures {
   binaryMiB: number;
   idleRssMiB: number;
+  idleRssSamplesMiB: number[];
   leanFloor: string;
   loadRssMiB: number;
   serverExit: number;
