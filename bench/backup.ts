@@ -14,6 +14,9 @@ import { Database } from "bun:sqlite";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { TokenResponse } from "../src/features/auth/model";
+import type { CreatedBackup } from "../src/features/backups/service";
+import { jsonOf } from "../test/answers";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BINARY = process.env.USERSVC_BINARY ?? join(ROOT, "dist/usersvc");
@@ -92,7 +95,7 @@ try {
     await Bun.sleep(50);
   }
   const login = await fetch(`${url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(ADMIN) });
-  const token = ((await login.json()) as any).data.token as string;
+  const token = (await jsonOf<{ data: TokenResponse }>(login)).data.token;
 
   /** WRITERS concurrent creates until `done()`; the latency of each, and any non-201. */
   let serial = 0;
@@ -128,7 +131,7 @@ try {
   const backupStarted = performance.now();
   const backup = fetch(`${url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${token}` } }).then(async (r) => {
     finished = true;
-    return { status: r.status, body: (await r.json()) as any, seconds: (performance.now() - backupStarted) / 1000 };
+    return { status: r.status, body: await jsonOf<CreatedBackup>(r), seconds: (performance.now() - backupStarted) / 1000 };
   });
   const during = await write(() => finished);
   const made = await backup;

@@ -19,6 +19,7 @@ import { openDatabase } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { createTokens } from "../src/features/auth/tokens";
+import { answerOf } from "../test/answers";
 
 const ROOT = resolve(import.meta.dir, "..");
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
@@ -104,7 +105,7 @@ async function main() {
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    return { status: response.status, body: (await response.json()) as any };
+    return answerOf(response);
   };
   try {
     for (let until = Date.now() + 30_000; ; await Bun.sleep(100)) {

@@ -55,7 +55,16 @@ async function scenarios(server: ServerProcess) {
 }
 
 const command = process.env.USERSVC_BINARY;
-const results: Record<string, any> = { connections: CONNECTIONS, durationS: DURATION_S, rttMs: RTT_MS, generator: "autocannon" };
+type Figures = Awaited<ReturnType<typeof scenarios>>;
+/** The settings, then each database's figures as they are measured. */
+const results: {
+  connections: number;
+  durationS: number;
+  rttMs: number;
+  generator: string;
+  embedded?: Figures;
+  remote?: Omit<Figures, "id"> & { roundTrips: { getUser: number; postUser: number } };
+} = { connections: CONNECTIONS, durationS: DURATION_S, rttMs: RTT_MS, generator: "autocannon" };
 
 log("embedded database");
 const embedded = await startServer({ LOG_LEVEL: "warn" }, command);

@@ -198,8 +198,16 @@ async function wrk(url: string, load: Load, seconds: number): Promise<Measured> 
   };
 }
 
+/** What this file uses of autocannon, which ships no types. */
+type Autocannon = (options: {
+  url: string;
+  connections: number;
+  duration: number;
+  requests: { method: string; headers: Record<string, string>; setupRequest(request: Record<string, unknown>): Record<string, unknown>; onResponse(status: number): void }[];
+}) => Promise<{ requests: { total: number }; latency: { p50: number; p99: number }; errors: number }>;
+
 async function autocannon(url: string, load: Load, seconds: number): Promise<Measured> {
-  const { default: run } = (await import("autocannon" as string)) as any; // untyped; only without wrk
+  const { default: run } = (await import("autocannon" as string)) as { default: Autocannon }; // untyped; only without wrk
   const tag = `a${Date.now().toString(36)}${++runTag}`;
   let counter = 0;
   const statuses: Record<string, number> = {};
@@ -212,7 +220,7 @@ async function autocannon(url: string, load: Load, seconds: number): Promise<Mea
       {
         method: load.method ?? "GET",
         headers,
-        setupRequest: (request: any) => ({
+        setupRequest: (request: Record<string, unknown>) => ({
           ...request,
           path: load.path.replace("{id}", String(1 + Math.floor(Math.random() * (load.maxId ?? 1)))),
           body: load.body?.replace("{email}", `${tag}-${++counter}@bench.example.com`),
@@ -425,7 +433,8 @@ async function main() {
     rows.push(m ? { name, rps: m.rps, p50Ms: m.p50Ms, p99Ms: m.p99Ms, note, statuses: m.statuses } : { name, rps: null, note: note ?? "n/a" });
     log(`${name}: ${m ? `${m.rps}/s p50 ${m.p50Ms} ms p99 ${m.p99Ms} ms` : (note ?? "n/a")}${note ? ` (${note})` : ""}`);
   };
-  const results: Record<string, any> = { binaryMiB: Math.round(statSync(BINARY).size / 1024 / 102.4) / 10 };
+  // Filled in as the run goes; every figure is set before the table is printed.
+  const results = { binaryMiB: Math.round(statSync(BINARY).size / 1024 / 102.4) / 10 } as Figures;
 
   // usersvc's data folder: migrate, seed, then start.
   const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
@@ -608,7 +617,19 @@ async function runExtras() {
   return ran;
 }
 
-function printTable(rows: Row[], results: Record<string, any>, targets: Record<string, { met: boolean | null; measured: string; goal: string }>) {
+/** The run's own figures, beside the scenarios' rows (bench/results/latest.json). */
+interface Figures {
+  binaryMiB: number;
+  idleRssMiB: number;
+  idleRssSamplesMiB: number[];
+  leanFloor: string;
+  loadRssMiB: number;
+  serverExit: number;
+  workers2: { idleRssMiB: number; loadRssMiB: number; readSpeedup: number; concurrentCreates: Awaited<ReturnType<typeof concurrentCreates>>; exitCode: number };
+  coldStartMs: { median: number; all: number[]; firstStartMedian: number; firstStartAll: number[] };
+}
+
+function printTable(rows: Row[], results: Figures, targets: Record<string, { met: boolean | null; measured: string; goal: string }>) {
   const out: string[] = [""];
   const pad = (s: string, n: number) => s.padEnd(n);
   const num = (n: number | undefined, digits = 2) => (n === undefined ? "" : n.toFixed(digits));

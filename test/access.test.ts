@@ -4,8 +4,9 @@
  * the status the row allows: the route's own answer when access passes, 401 UNAUTHORIZED
  * (with WWW-Authenticate: Bearer) without a valid token, 403 ACCESS_DENIED without the role.
  */
-import { afterAll, beforeAll, describe, expect, test } from "./legs";
-import { makeTestApp, uniqueEmail, type TestApp } from "./helpers";
+import { afterAll, beforeAll, describe, expect } from "./legs";
+import { EMPTY_REGISTRATION_ERRORS, makeTestApp, uniqueEmail, type TestApp, type TestResponse } from "./helpers";
+import { DENIED, type Failure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
 
 type Who = "anonymous" | "noRole" | "user" | "admin";
 type Session = { id: number; email: string; token: string };
@@ -26,8 +27,10 @@ const target = () => t.createUser({ email: uniqueEmail("access") });
 
 interface Row {
   request: string;
-  send: (token: string | undefined, self: Session | undefined) => Promise<{ status: number; body: any; headers: Headers }>;
+  send: (token: string | undefined, self: Session | undefined) => Promise<TestResponse>;
   expect: Record<Who, number>;
+  /** An open route's own error answers, by status (the guard's are GUARD's). */
+  own?: Record<number, Failure>;
 }
 
 const rows: Row[] = [
@@ -40,11 +43,15 @@ const rows: Row[] = [
     request: "POST /api/auth/login (open: reaches the handler)",
     send: (token) => t.request("POST", "/api/auth/login", { token, body: { email: "nobody@example.com", password: "x" } }),
     expect: { anonymous: 401, noRole: 401, user: 401, admin: 401 },
+    own: { 401: { message: "Invalid e-mail or password", errorCode: "INVALID_CREDENTIALS" } },
   },
   {
     request: "POST /api/auth/register (open)",
     send: (token) => t.request("POST", "/api/auth/register", { token, body: {} }),
     expect: { anonymous: 400, noRole: 400, user: 400, admin: 400 },
+    own: {
+      400: invalidBody(EMPTY_REGISTRATION_ERRORS),
+    },
   },
   {
     request: "GET /swagger/json (open)",
@@ -128,18 +135,22 @@ const rows: Row[] = [
   },
 ];
 
-const CODES: Record<number, string | undefined> = { 401: "UNAUTHORIZED", 403: "ACCESS_DENIED", 404: "NOT_FOUND" };
+/** The guard's answers. */
+const GUARD: Record<number, Failure> = {
+  401: UNAUTHORIZED,
+  403: DENIED,
+  404: { message: "No resource at this path", errorCode: "NOT_FOUND" },
+};
 
-describe.each(["anonymous", "noRole", "user", "admin"] as Who[])("%s", (caller) => {
-  test.each(rows.map((row) => [row.request, row] as const))("%s", async (_, row) => {
-    const self = who[caller];
-    const res = await row.send(self?.token, self);
-    const wanted = row.expect[caller];
-    expect(res.status).toBe(wanted);
-    // Open routes answer their own 401/400; the guard's answers carry its codes.
-    if (CODES[wanted] && !row.request.includes("(open")) {
-      expect(res.body).toMatchObject({ success: false, errorCode: CODES[wanted] });
-      if (wanted === 401) expect(res.headers.get("www-authenticate")).toBe("Bearer");
-    }
-  });
-});
+/** A cell: the guard's (or an open route's own) error envelope, or any answer of the route when access passes. */
+function cell(row: Row, caller: Who): Scenario {
+  const status = row.expect[caller];
+  const send = () => row.send(who[caller]?.token, who[caller]);
+  const failure = row.own?.[status] ?? GUARD[status];
+  if (failure) return { name: row.request, send, status, failure };
+  return { name: row.request, send, status, body: status === 204 ? undefined : expect.anything() };
+}
+
+for (const caller of ["anonymous", "noRole", "user", "admin"] as Who[]) {
+  describe(caller, () => scenarios(rows.map((row) => cell(row, caller))));
+}

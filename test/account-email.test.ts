@@ -20,7 +20,7 @@ import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { channelsFor, webhookChannel } from "../src/features/notifications/channels";
 import { startOutboxSender, type OutboxSender } from "../src/features/notifications/sender";
 import { createLogging } from "../src/logging/logger";
-import { makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { makeTestApp, type TestApp, timeless, uniqueEmail, validRegistration } from "./helpers";
 import { freePort } from "./server-process";
 import { startMailbox, smtpUnavailable, tokenOf, type Mailbox } from "./smtp-server";
 
@@ -30,10 +30,6 @@ setDefaultTimeout(30_000);
 const FROM = "usersvc <no-reply@id.example.com>";
 const PUBLIC_URL = "https://id.example.com";
 const quiet = () => createLogging("silent", "json").get("outbox");
-let serial = 0;
-const uniqueEmail = (tag = "m") => `${tag}${++serial}-${crypto.randomUUID().slice(0, 6)}@example.com`;
-/** The envelope without its timestamp, for comparing two answers. */
-const timeless = ({ timestamp: _timestamp, ...rest }: Record<string, unknown>) => rest;
 
 /** Polls `read` until `done` (or 10 s). */
 async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
@@ -416,9 +412,10 @@ describe("without SMTP", () => {
       );
       expect(rows.map((r) => r.webhookStatus)).toEqual(["sent", "sent"]);
       const verifier = new Webhook(secret);
-      const byId = new Map<string, unknown[]>();
+      type Delivered = { id: number; kind: string; payload: unknown };
+      const byId = new Map<string, Delivered[]>();
       for (const delivery of received) {
-        const payload = verifier.verify(delivery.body, delivery.headers) as Record<string, any>;
+        const payload = verifier.verify(delivery.body, delivery.headers) as Delivered;
         expect(delivery.headers["webhook-id"]).toBe(String(payload.id));
         byId.set(delivery.headers["webhook-id"], [...(byId.get(delivery.headers["webhook-id"]) ?? []), payload]);
       }
@@ -427,8 +424,8 @@ describe("without SMTP", () => {
       const retried = [...byId.values()].find((list) => list.length === 2)!;
       expect(retried[0]).toEqual(retried[1]);
       expect(new Set(received.map((d) => d.headers["webhook-timestamp"])).size).toBeGreaterThan(1);
-      const verify = [...byId.values()].flat().find((p: any) => p.kind === "VERIFY_EMAIL") as Record<string, any>;
-      expect(verify.payload).toEqual({ userId: expect.any(Number) });
+      const verify = [...byId.values()].flat().find((p) => p.kind === "VERIFY_EMAIL");
+      expect(verify?.payload).toEqual({ userId: expect.any(Number) });
       // Without a mail channel the raw token had nowhere to go: it is erased, never posted.
       expect(rows.map((r) => r.token)).toEqual([null, null]);
       // A tampered body fails the same verifier: the check is real.

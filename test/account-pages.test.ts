@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { chromium as playwright, type Browser, type Page } from "playwright-core";
-import { makeTestApp, validRegistration, type TestApp } from "./helpers";
+import type { TokenResponse } from "../src/features/auth/model";
+import { jsonOf, makeTestApp, validRegistration, type TestApp } from "./helpers";
 import { startServer, type ServerProcess } from "./server-process";
 import { linkOf, smtpUnavailable, startMailbox, type Mailbox } from "./smtp-server";
 
@@ -125,7 +126,7 @@ describe.skipIf(Boolean(unavailable))("in Chromium, from real mails", () => {
     // The outcome has the focus, so a screen reader announces it.
     expect(await page.evaluate("document.activeElement?.id")).toBe("status");
     const login = await api("/api/auth/login", { email, password: "Passw0rd!" });
-    expect(((await login.json()) as any).data.user.emailVerified).toBe(true);
+    expect((await jsonOf<{ data: TokenResponse }>(login)).data.user.emailVerified).toBe(true);
     // The link works once: opened again, the page says so.
     await page.goto(link);
     await page.getByRole("button", { name: "Confirm my address" }).click();

@@ -52,7 +52,8 @@ test("creates the ADMIN on the first start and changes nothing on the second", a
 
 test("promotes and re-activates an existing account, keeping its password and tokens", async () => {
   const plain = await t.createUser({ password: "Us3r!pass" });
-  // Raw write: no route deactivates one account (only the bulk deactivation by last login).
+  // Raw write: inactive with its tokens intact, which no route makes (POST /api/users/{id}/deactivate
+  // revokes them too), and this checks that re-activation keeps them.
   await t.db.update(users).set({ active: false }).where(eq(users.id, plain.id));
   const result = await ensureAdmin(t.database, { email: plain.email, password: "Other!pass1" });
   expect(result).toEqual({ id: plain.id, created: false });

@@ -9,7 +9,7 @@ import { eq } from "drizzle-orm";
 import { SignJWT, generateKeyPair, jwtVerify } from "jose";
 import { users } from "../src/db/schema";
 import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
-import { expectFailure, scenarios } from "./scenario";
+import { expectFailure, scenarios, UNAUTHORIZED } from "./scenario";
 
 const KEY = new TextEncoder().encode(TEST_SECRET);
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -33,8 +33,6 @@ function mint(claims: Record<string, unknown>, { alg = "HS512", key = KEY, iat =
 }
 
 const profile = (token: string) => t.request("GET", "/api/search/profile", { token });
-
-const UNAUTHORIZED = { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED", headers: { "www-authenticate": "Bearer" } };
 
 describe("accepted", () => {
   test("a jose-minted HS512 token with sub, iat, exp and the current version", async () => {
@@ -122,7 +120,8 @@ describe("refused with 401", () => {
 
   test("an inactive subject", async () => {
     const dormant = await t.createUser();
-    // Raw write: no route deactivates one account (only the bulk deactivation by last login).
+    // Raw write: inactive alone, which no route makes (POST /api/users/{id}/deactivate revokes the
+    // tokens too, a case of its own in users-activation.test.ts).
     await t.db.update(users).set({ active: false }).where(eq(users.id, dormant.id));
     expectFailure(await profile(dormant.token), 401, UNAUTHORIZED);
   });

@@ -14,13 +14,18 @@ import { S3Client } from "bun";
 import { createApp } from "../src/app";
 import { readManifest, type Manifest } from "../src/features/backups/archive";
 import { localDestination } from "../src/features/backups/destination";
+import type { CreatedBackup } from "../src/features/backups/service";
+import type { TokenResponse } from "../src/features/auth/model";
+import type { User } from "../src/features/users/model";
+import type { Envelope } from "../src/envelope";
 import { LATEST_MIGRATION } from "../src/features/backups/snapshot";
 import { openDatabase } from "../src/db/client";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { createMetrics } from "../src/metrics";
 import { cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
 import { freePort } from "./resilience/support";
-import { makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { answerOf, jsonOf, makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { DENIED, scenarios, UNAUTHORIZED } from "./scenario";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
 
@@ -79,17 +84,18 @@ describe("the ADMIN API", () => {
     }
   }, 30_000);
 
-  test("a USER gets 403 and an anonymous caller 401, on every route", async () => {
-    for (const [method, path] of [
+  // A USER gets 403 and an anonymous caller 401, on every route.
+  scenarios(
+    [
       ["GET", ""],
       ["POST", ""],
       ["GET", "/usersvc-20260101T000000Z.tar.gz"],
       ["DELETE", "/usersvc-20260101T000000Z.tar.gz"],
-    ]) {
-      expect((await t.request(method, `/api/admin/backups${path}`, { token: user.token })).body.errorCode).toBe("ACCESS_DENIED");
-      expect((await t.request(method, `/api/admin/backups${path}`)).status).toBe(401);
-    }
-  });
+    ].flatMap(([method, path]) => [
+      { name: `${method} /api/admin/backups${path} as a USER`, send: () => t.request(method, `/api/admin/backups${path}`, { token: user.token }), status: 403, failure: DENIED },
+      { name: `${method} /api/admin/backups${path} anonymous`, send: () => t.request(method, `/api/admin/backups${path}`), status: 401, failure: UNAUTHORIZED },
+    ]),
+  );
 
   test("two creates at once: one 201, the other 409 BACKUP_IN_PROGRESS", async () => {
     const [a, b] = await Promise.all([0, 1].map(() => t.request("POST", "/api/admin/backups", { token: admin.token })));
@@ -99,20 +105,25 @@ describe("the ADMIN API", () => {
     expect((await t.request("POST", "/api/admin/backups", { token: admin.token })).status).toBe(201);
   }, 30_000);
 
+  /** POST /api/admin/backups on an app like t's, with these settings changed. */
+  const backUpWith = (config: Partial<TestApp["config"]>) => {
+    const app = createApp({
+      config: { ...t.config, ...config },
+      db: t.database,
+      metrics: createMetrics({ defaultMetrics: false }),
+      logging: t.logging,
+      tokens: t.tokens,
+      lifecycle: t.lifecycle,
+      files: t.files,
+    });
+    return app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
+  };
+
   test("a remote database (or a replica) is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
     for (const remote of [{ databaseUrl: "libsql://db.example.com" }, { databaseSyncUrl: "libsql://db.example.com" }]) {
-      const app = createApp({
-        config: { ...t.config, ...remote },
-        db: t.database,
-        metrics: createMetrics({ defaultMetrics: false }),
-        logging: t.logging,
-        tokens: t.tokens,
-        lifecycle: t.lifecycle,
-        files: t.files,
-      });
-      const res = await app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
+      const res = await backUpWith(remote);
       expect(res.status).toBe(400);
-      expect(((await res.json()) as any).errorCode).toBe("BACKUP_UNSUPPORTED");
+      expect((await jsonOf<Envelope>(res)).errorCode).toBe("BACKUP_UNSUPPORTED");
     }
   });
 
@@ -129,16 +140,7 @@ describe("the ADMIN API", () => {
 
   test("a failed backup turns the component DOWN, with its error", async () => {
     writeFileSync(join(t.dir, "not-a-folder"), "");
-    const broken = createApp({
-      config: { ...t.config, backupDir: join(t.dir, "not-a-folder", "backups") },
-      db: t.database,
-      metrics: createMetrics({ defaultMetrics: false }),
-      logging: t.logging,
-      tokens: t.tokens,
-      lifecycle: t.lifecycle,
-      files: t.files,
-    });
-    const res = await broken.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
+    const res = await backUpWith({ backupDir: join(t.dir, "not-a-folder", "backups") });
     expect(res.status).toBe(500);
     const health = await t.request("GET", "/actuator/health", { token: admin.token });
     expect(health.status).toBe(503);
@@ -184,7 +186,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
-      return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+      return answerOf(res);
     };
     const admin = api(source.url, source.token);
     expect((await admin("POST", "/api/departments", { name: "Research", description: "R&D" })).status).toBe(201);
@@ -197,8 +199,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
         body: JSON.stringify(validRegistration(email)),
       });
       expect(registered.status).toBe(201);
-      const body = (await registered.json()) as any;
-      ids.push(body.data?.id ?? body.id);
+      ids.push((await jsonOf<{ data: User }>(registered)).data.id);
     }
     expect((await admin("POST", "/api/users", { name: "Dept Member", email: "member@round.example.com", department: "Research" })).status).toBe(201);
     const login = await fetch(`${source.url}/api/auth/login`, {
@@ -206,7 +207,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ email: people[0], password: "Passw0rd!" }),
     });
-    const mei = (await login.json()) as any;
+    const mei = await jsonOf<{ data: TokenResponse }>(login);
     const meiApi = api(source.url, mei.data.token);
     expect((await meiApi("PUT", `/api/users/${ids[0]}/profile`, { bio: "Backups matter" })).status).toBe(200);
     const product = (await admin("POST", "/api/products", { name: "Round", code: "RT-1", price: 12.5, stock: 10 })).body;
@@ -273,7 +274,7 @@ describe("restore refuses, and nothing changes", () => {
   beforeAll(async () => {
     server = await startServer({});
     const made = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });
-    archive = join(server.dataDir, "backups", ((await made.json()) as any).name);
+    archive = join(server.dataDir, "backups", (await jsonOf<CreatedBackup>(made)).name);
     // A data folder with a database of its own, which every refused restore must leave as it is.
     expect(cli(["migrate"], { DATA_DIR: target }).code).toBe(0);
   }, 60_000);
@@ -344,7 +345,7 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     let manualName = "";
     for (let i = 0; !manualName && i < 50; i++) {
       const manual = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });
-      if (manual.status === 201) manualName = ((await manual.json()) as any).name;
+      if (manual.status === 201) manualName = (await jsonOf<CreatedBackup>(manual)).name;
       else expect(manual.status).toBe(409);
     }
     const folder = join(server.dataDir, "backups");
@@ -366,8 +367,8 @@ test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archiv
     await Bun.sleep(500); // the last run's pruning
     expect((await scheduled()).length).toBeLessThanOrEqual(2);
     expect(existsSync(join(folder, manualName))).toBe(true);
-    const health = await (await fetch(`${server.url}/actuator/health`, { headers: { authorization: `Bearer ${server.token}` } })).json();
-    expect((health as any).components.backup).toMatchObject({ status: "UP", details: { schedule: "* * * * * *" } });
+    const health = await jsonOf<{ components: Record<string, unknown> }>(await fetch(`${server.url}/actuator/health`, { headers: { authorization: `Bearer ${server.token}` } }));
+    expect(health.components.backup).toMatchObject({ status: "UP", details: { schedule: "* * * * * *" } });
   } finally {
     await server.stop();
   }

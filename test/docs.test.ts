@@ -10,9 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium as playwright } from "playwright-core";
 import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
+import type { Json } from "./openapi-conformance";
 
 let t: TestApp;
-let spec: any;
+let spec: Json;
 
 beforeAll(async () => {
   t = await makeTestApp();
@@ -24,7 +25,8 @@ afterAll(() => t.close());
 
 /** Elysia's `/api/users/:id` is OpenAPI's `/api/users/{id}`. */
 const openApiPath = (path: string) => path.replace(/:([^/]+)/g, "{$1}");
-const documentedRoutes = (app: TestApp["app"]) => app.routes.filter((r) => !r.path.includes(".") && !["HEAD", "OPTIONS"].includes(r.method) && !(r.hooks as any)?.detail?.hide);
+const documentedRoutes = (app: TestApp["app"]) =>
+  app.routes.filter((r) => !r.path.includes(".") && !["HEAD", "OPTIONS"].includes(r.method) && !(r.hooks as { detail?: { hide?: boolean } })?.detail?.hide);
 
 describe("the OpenAPI document", () => {
   test("every route in app.routes is there, with a summary and responses", () => {

@@ -7,26 +7,14 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { Elysia, type AnyElysia } from "elysia";
 import { eq } from "drizzle-orm";
 import { orders, products, roles, users } from "../src/db/schema";
+import type { Envelope } from "../src/envelope";
 import { errorsPlugin } from "../src/errors";
 import { routeTable } from "../src/http/route-table";
 import { createLogging } from "../src/logging/logger";
 import { holdDatabaseLock, ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { DENIED, expectFailure, type Failure, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";
 
 const ZH = { "accept-language": "zh-TW" };
-const ENVELOPE_KEYS = new Set(["success", "message", "errorCode", "errors", "timestamp"]);
-
-/** The whole envelope: exactly these keys, success false, an ISO timestamp, and nothing internal. */
-function expectEnvelope(res: { status: number; body: any; text: string; headers: Headers }, status: number, expected: { message: string; errorCode?: string; errors?: string[] }) {
-  expect(res.status).toBe(status);
-  expect(res.headers.get("content-type")).toStartWith("application/json");
-  expect(Object.keys(res.body).filter((k) => !ENVELOPE_KEYS.has(k))).toEqual([]);
-  const body: Record<string, unknown> = { success: false, message: expected.message, timestamp: expect.stringMatching(ISO_Z) };
-  if (expected.errorCode) body.errorCode = expected.errorCode;
-  if (expected.errors) body.errors = expected.errors;
-  expect(res.body).toEqual(body);
-  expect(res.headers.get("x-request-id")).toBeTruthy();
-}
-
 let t: TestApp;
 let admin: { id: number; email: string; token: string };
 let plain: { id: number; email: string; token: string };
@@ -41,11 +29,11 @@ afterAll(() => t.close());
 describe("validation", () => {
   test("body: 400, no errorCode, errors as <field>: <message>, in both languages", async () => {
     const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "A", email: "nope" } });
-    expectEnvelope(res, 400, { message: "Data validation failed", errors: ["name: must be between 2 and 100 characters", "email: must be a valid e-mail address"] });
+    expectFailure(res, 400, { message: "Data validation failed", errors: ["name: must be between 2 and 100 characters", "email: must be a valid e-mail address"] });
     const zh = await t.request("POST", "/api/users", { token: admin.token, body: { name: "   ", phone: "abc" }, headers: ZH });
-    expectEnvelope(zh, 400, { message: "資料驗證失敗", errors: ["name: 姓名不能為空", "email: Email 不能為空", "phone: 電話號碼格式不正確"] });
+    expectFailure(zh, 400, { message: "資料驗證失敗", errors: ["name: 姓名不能為空", "email: Email 不能為空", "phone: 電話號碼格式不正確"] });
     const long = await t.request("POST", "/api/users", { token: admin.token, body: { name: "n".repeat(101), email: "bad" }, headers: ZH });
-    expectEnvelope(long, 400, { message: "資料驗證失敗", errors: ["name: 姓名長度必須在 2-100 字元之間", "email: Email 格式不正確"] });
+    expectFailure(long, 400, { message: "資料驗證失敗", errors: ["name: 姓名長度必須在 2-100 字元之間", "email: Email 格式不正確"] });
   });
 
   test("a body that is not an object is a body violation too", async () => {
@@ -64,34 +52,34 @@ describe("validation", () => {
 
   test("parameters: 400, no errorCode, errors as <parameter>: <message>, in both languages", async () => {
     const res = await t.request("GET", "/api/users?page=-1&size=500", { token: admin.token });
-    expectEnvelope(res, 400, { message: "Parameter validation failed", errors: ["page: must be at least 0", "size: must be at most 100"] });
+    expectFailure(res, 400, { message: "Parameter validation failed", errors: ["page: must be at least 0", "size: must be at most 100"] });
     const zh = await t.request("GET", "/api/users/abc", { token: admin.token, headers: ZH });
-    expectEnvelope(zh, 400, { message: "參數驗證失敗", errors: ["id: 格式不正確，應為 an integer"] });
+    expectFailure(zh, 400, { message: "參數驗證失敗", errors: ["id: 格式不正確，應為 an integer"] });
   });
 
   test("malformed JSON: 400 'Malformed JSON request'", async () => {
     for (const raw of ["{bad", '{"name": "x",}', "nul"]) {
       const res = await t.request("POST", "/api/users", { token: admin.token, raw, headers: { "content-type": "application/json" } });
-      expectEnvelope(res, 400, { message: "Malformed JSON request" });
+      expectFailure(res, 400, { message: "Malformed JSON request" });
     }
     const zh = await t.request("PUT", `/api/users/${plain.id}`, { token: admin.token, raw: "{", headers: { "content-type": "application/json", ...ZH } });
-    expectEnvelope(zh, 400, { message: "Malformed JSON request" });
+    expectFailure(zh, 400, { message: "Malformed JSON request" });
   });
 });
 
 describe("authentication and access", () => {
   test("anonymous: 401 UNAUTHORIZED with WWW-Authenticate: Bearer", async () => {
     const res = await t.request("GET", "/api/users");
-    expectEnvelope(res, 401, { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED" });
+    expectFailure(res, 401, { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED" });
     expect(res.headers.get("www-authenticate")).toBe("Bearer");
   });
 
   test("a USER where ADMIN is needed: 403 ACCESS_DENIED, in both languages", async () => {
-    expectEnvelope(await t.request("DELETE", `/api/users/${admin.id}`, { token: plain.token }), 403, {
+    expectFailure(await t.request("DELETE", `/api/users/${admin.id}`, { token: plain.token }), 403, {
       message: "You do not have permission to perform this operation",
       errorCode: "ACCESS_DENIED",
     });
-    expectEnvelope(await t.request("DELETE", `/api/users/${admin.id}`, { token: plain.token, headers: ZH }), 403, { message: "沒有權限執行此操作", errorCode: "ACCESS_DENIED" });
+    expectFailure(await t.request("DELETE", `/api/users/${admin.id}`, { token: plain.token, headers: ZH }), 403, { message: "沒有權限執行此操作", errorCode: "ACCESS_DENIED" });
   });
 
   // Elysia validates the body before `resolve` hooks: the guard must decide first, or an
@@ -105,48 +93,67 @@ describe("authentication and access", () => {
 
   // Elysia parses before the guard runs: a body the parser refuses is only answered once access is granted.
   const json = { "content-type": "application/json" };
-  // [what, route, body, headers, status for a USER, status for the ADMIN]
-  const refusals: [string, string, RequestInit["body"], Record<string, string>, number, number][] = [
-    ["malformed JSON", "POST /api/users", "{bad", json, 403, 400],
-    ["a JSON body over MAX_BODY_BYTES", "POST /api/users", JSON.stringify({ name: "x".repeat(5000) }), json, 403, 413],
-    ["a body of a type no route takes", "POST /api/users", "name=x", { "content-type": "application/x-www-form-urlencoded" }, 403, 415],
-    ["a JSON body that is not an object", "POST /api/users", "[1]", json, 403, 400],
+  const MALFORMED: Failure = { message: "Malformed JSON request" };
+  // Each body: 401 anonymous, then refused only for a caller the guard admits.
+  const refusals: { what: string; route: string; raw: RequestInit["body"]; headers: Record<string, string>; status: number; failure: Failure }[] = [
+    { what: "malformed JSON", route: "POST /api/users", raw: "{bad", headers: json, status: 400, failure: MALFORMED },
+    {
+      what: "a JSON body over MAX_BODY_BYTES",
+      route: "POST /api/users",
+      raw: JSON.stringify({ name: "x".repeat(5000) }),
+      headers: json,
+      status: 413,
+      failure: { message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE" },
+    },
+    {
+      what: "a body of a type no route takes",
+      route: "POST /api/users",
+      raw: "name=x",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      status: 415,
+      failure: { message: "Unsupported content type", errorCode: "UNSUPPORTED_MEDIA_TYPE" },
+    },
+    { what: "a JSON body that is not an object", route: "POST /api/users", raw: "[1]", headers: json, status: 400, failure: invalidBody(["root: must be an object"]) },
     // Self-or-ADMIN routes decide from the path before the body too: another USER learns nothing.
-    ["malformed JSON on another user's PATCH", "PATCH /api/users/{admin}", "{bad", json, 403, 400],
-    ["an invalid profile for another user", "PUT /api/users/{admin}/profile", JSON.stringify({ birthDate: "not a date" }), json, 403, 400],
+    { what: "malformed JSON on another user's PATCH", route: "PATCH /api/users/{admin}", raw: "{bad", headers: json, status: 400, failure: MALFORMED },
+    {
+      what: "an invalid profile for another user",
+      route: "PUT /api/users/{admin}/profile",
+      raw: JSON.stringify({ birthDate: "not a date" }),
+      headers: json,
+      status: 400,
+      failure: invalidBody(["birthDate: must be a date (yyyy-MM-dd)"]),
+    },
   ];
-  test("the user themself with a broken body gets the 400 (the guard admits them)", async () => {
-    const res = await t.request("PATCH", `/api/users/${plain.id}`, { raw: "{bad", headers: json, token: plain.token });
-    expect(res.status).toBe(400);
-    expect(res.body.message).toBe("Malformed JSON request");
-  });
-
-  test.each(refusals)("%s: 401 anonymous, then refused only for a caller the guard admits", async (_, route, raw, headers, userStatus, status) => {
+  const send = (route: string, raw: RequestInit["body"], headers: Record<string, string>, token?: string) => {
     const [method, template] = route.split(" ");
-    const path = template.replace("{admin}", String(admin.id));
-    const anonymous = await t.request(method, path, { raw, headers });
-    expect(anonymous.status).toBe(401);
-    expect(anonymous.body.errorCode).toBe("UNAUTHORIZED");
-    const user = await t.request(method, path, { raw, headers, token: plain.token });
-    expect(user.status).toBe(userStatus);
-    const allowed = await t.request(method, path, { raw, headers, token: admin.token });
-    expect(allowed.status).toBe(status);
-    expect(allowed.body.success).toBe(false);
+    return t.request(method, template.replace("{admin}", String(admin.id)), { raw, headers, token });
+  };
+  scenarios(
+    refusals.flatMap(({ what, route, raw, headers, status, failure }) => [
+      { name: `${what}, anonymous`, send: () => send(route, raw, headers), status: 401, failure: UNAUTHORIZED },
+      { name: `${what}, a USER`, send: () => send(route, raw, headers, plain.token), status: 403, failure: DENIED },
+      { name: `${what}, the ADMIN`, send: () => send(route, raw, headers, admin.token), status, failure },
+    ]),
+  );
+
+  test("the user themself with a broken body gets the 400 (the guard admits them)", async () => {
+    expectFailure(await t.request("PATCH", `/api/users/${plain.id}`, { raw: "{bad", headers: json, token: plain.token }), 400, MALFORMED);
   });
 });
 
 describe("routing", () => {
   test("an unknown path: 404 NOT_FOUND when authenticated, 401 when anonymous", async () => {
-    expectEnvelope(await t.request("GET", "/api/nothing-here", { token: plain.token }), 404, { message: "No resource at this path", errorCode: "NOT_FOUND" });
-    expectEnvelope(await t.request("GET", "/api/users/1/nothing", { token: plain.token }), 404, { message: "No resource at this path", errorCode: "NOT_FOUND" });
+    expectFailure(await t.request("GET", "/api/nothing-here", { token: plain.token }), 404, { message: "No resource at this path", errorCode: "NOT_FOUND" });
+    expectFailure(await t.request("GET", "/api/users/1/nothing", { token: plain.token }), 404, { message: "No resource at this path", errorCode: "NOT_FOUND" });
     const anonymous = await t.request("GET", "/api/nothing-here");
-    expectEnvelope(anonymous, 401, { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED" });
+    expectFailure(anonymous, 401, { message: "Authentication is required to access this resource", errorCode: "UNAUTHORIZED" });
     expect(anonymous.headers.get("www-authenticate")).toBe("Bearer");
   });
 
   test("a known path with another method: 405 METHOD_NOT_ALLOWED with Allow (401 when anonymous)", async () => {
     const res = await t.request("POST", `/api/users/${plain.id}`, { token: plain.token, body: {} });
-    expectEnvelope(res, 405, { message: "Method not allowed on this path", errorCode: "METHOD_NOT_ALLOWED" });
+    expectFailure(res, 405, { message: "Method not allowed on this path", errorCode: "METHOD_NOT_ALLOWED" });
     expect(res.headers.get("allow")!.split(", ").toSorted()).toEqual(["DELETE", "GET", "HEAD", "PATCH", "PUT"]);
     const collection = await t.request("DELETE", "/api/users", { token: plain.token });
     expect(collection.status).toBe(405);
@@ -158,11 +165,11 @@ describe("routing", () => {
 describe("conflicts", () => {
   test("duplicate e-mail: 409 DUPLICATE_EMAIL, in both languages", async () => {
     await t.request("POST", "/api/users", { token: admin.token, body: { name: "Ab Co", email: "a@b.co" } });
-    expectEnvelope(await t.request("POST", "/api/users", { token: admin.token, body: { name: "Ab Co", email: "a@b.co" } }), 409, {
+    expectFailure(await t.request("POST", "/api/users", { token: admin.token, body: { name: "Ab Co", email: "a@b.co" } }), 409, {
       message: "Email already exists: a@b.co",
       errorCode: "DUPLICATE_EMAIL",
     });
-    expectEnvelope(await t.request("POST", "/api/users", { token: admin.token, body: { name: "Ab Co", email: "A@B.CO" }, headers: ZH }), 409, {
+    expectFailure(await t.request("POST", "/api/users", { token: admin.token, body: { name: "Ab Co", email: "A@B.CO" }, headers: ZH }), 409, {
       message: "Email 已存在: a@b.co",
       errorCode: "DUPLICATE_EMAIL",
     });
@@ -172,11 +179,11 @@ describe("conflicts", () => {
     const created = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Has Orders", email: "orders@x.io" } });
     const now = new Date();
     await t.db.insert(orders).values({ userId: created.body.id, status: "PENDING", totalCents: 100, createdAt: now, updatedAt: now });
-    expectEnvelope(await t.request("DELETE", `/api/users/${created.body.id}`, { token: admin.token }), 409, {
+    expectFailure(await t.request("DELETE", `/api/users/${created.body.id}`, { token: admin.token }), 409, {
       message: "The data is referenced by other records, the operation cannot be performed",
       errorCode: "DATA_INTEGRITY_VIOLATION",
     });
-    expectEnvelope(await t.request("DELETE", `/api/users/${created.body.id}`, { token: admin.token, headers: ZH }), 409, {
+    expectFailure(await t.request("DELETE", `/api/users/${created.body.id}`, { token: admin.token, headers: ZH }), 409, {
       message: "資料存在關聯，無法執行操作",
       errorCode: "DATA_INTEGRITY_VIOLATION",
     });
@@ -220,9 +227,9 @@ describe("request bodies", () => {
 
   test("a JSON body over MAX_BODY_BYTES with Content-Length: 413 PAYLOAD_TOO_LARGE", async () => {
     const res = await t.request("POST", "/api/users", { token: admin.token, raw: big, headers: { "content-type": "application/json", "content-length": String(big.length) } });
-    expectEnvelope(res, 413, { message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE" });
+    expectFailure(res, 413, { message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE" });
     const zh = await t.request("POST", "/api/users", { token: admin.token, raw: big, headers: { "content-type": "application/json", ...ZH } });
-    expectEnvelope(zh, 413, { message: "請求內容過大", errorCode: "PAYLOAD_TOO_LARGE" });
+    expectFailure(zh, 413, { message: "請求內容過大", errorCode: "PAYLOAD_TOO_LARGE" });
   });
 
   test("a chunked JSON body (no Content-Length) over MAX_BODY_BYTES: 413, without reading it all", async () => {
@@ -236,7 +243,7 @@ describe("request bodies", () => {
       },
     });
     const res = await t.request("POST", "/api/users", { token: admin.token, raw: stream, headers: { "content-type": "application/json" } });
-    expectEnvelope(res, 413, { message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE" });
+    expectFailure(res, 413, { message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE" });
     expect(pulled).toBeLessThan(20);
   });
 
@@ -248,9 +255,9 @@ describe("request bodies", () => {
 
   test("a body of a type no route takes: 415 UNSUPPORTED_MEDIA_TYPE, in both languages", async () => {
     const res = await t.request("POST", "/api/users", { token: admin.token, raw: "name=x", headers: { "content-type": "application/x-www-form-urlencoded" } });
-    expectEnvelope(res, 415, { message: "Unsupported content type", errorCode: "UNSUPPORTED_MEDIA_TYPE" });
+    expectFailure(res, 415, { message: "Unsupported content type", errorCode: "UNSUPPORTED_MEDIA_TYPE" });
     const text = await t.request("POST", "/api/users", { token: admin.token, raw: "hello", headers: { "content-type": "text/plain", ...ZH } });
-    expectEnvelope(text, 415, { message: "不支援的內容類型", errorCode: "UNSUPPORTED_MEDIA_TYPE" });
+    expectFailure(text, 415, { message: "不支援的內容類型", errorCode: "UNSUPPORTED_MEDIA_TYPE" });
   });
 });
 
@@ -275,7 +282,7 @@ describe("Accept-Language", () => {
 
 describe("over a real socket (Bun.serve's own limits never answer first)", () => {
   /** Sends raw request bytes and reads the answer until the server closes or the envelope is complete. */
-  async function raw(port: number, head: string, body = ""): Promise<{ status: number; headers: string; body: any }> {
+  async function raw(port: number, head: string, body = ""): Promise<{ status: number; headers: string; body?: Envelope }> {
     let received = "";
     const done = Promise.withResolvers<void>();
     const socket = await Bun.connect({
@@ -313,7 +320,7 @@ describe("over a real socket (Bun.serve's own limits never answer first)", () =>
         "--b",
       );
       expect(multipart.status).toBe(415);
-      expect(multipart.body.errorCode).toBe("UNSUPPORTED_MEDIA_TYPE");
+      expect(multipart.body?.errorCode).toBe("UNSUPPORTED_MEDIA_TYPE");
     } finally {
       await server.stop(true);
     }
@@ -354,7 +361,7 @@ describe("unexpected failures", () => {
       const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Blocked", email: "blocked@x.io" } });
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("1");
-      expectEnvelope(res, 503, { message: "The service is busy, please try again shortly", errorCode: "SERVICE_UNAVAILABLE" });
+      expectFailure(res, 503, { message: "The service is busy, please try again shortly", errorCode: "SERVICE_UNAVAILABLE" });
     } finally {
       await other.release();
     }
@@ -376,7 +383,7 @@ describe("unexpected failures", () => {
           [ZH, "系統內部錯誤，請稍後再試"],
         ] as const) {
           const res = await broken.request(method, path, { token: withToken ? token : undefined, headers });
-          expectEnvelope(res, 500, { message, errorCode: "INTERNAL_ERROR" });
+          expectFailure(res, 500, { message, errorCode: "INTERNAL_ERROR" });
           expect(res.text).not.toMatch(/stack|at |SQL|select|CLIENT_CLOSED|closed|\/tmp|\.ts|node_modules/i);
         }
       }

@@ -11,9 +11,11 @@ import { S3Client } from "bun";
 import { count, eq } from "drizzle-orm";
 import type { Env } from "../src/config";
 import { files } from "../src/db/schema";
+import type { FileUploadResponse } from "../src/features/files/model";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { STORED_NAME } from "../src/storage/files";
-import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { answerOf, ISO_Z, makeTestApp, type TestApp, type TestResponse } from "./helpers";
+import { expectFailure, type Failure, invalidBody, scenarios } from "./scenario";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { peakRss, startServer, streamDownload, streamUpload } from "./server-process";
 
@@ -115,8 +117,7 @@ function fileSuite(backend: Backend) {
     );
   const upload = async (parts: Part[], app = t, token = app === small ? smallUser.token : user.token) => {
     const { body, contentType } = multipart(parts);
-    const res = await call(app, "POST", "/api/files/upload", { token, headers: { "content-type": contentType }, body });
-    return { status: res.status, body: (await res.json()) as any };
+    return answerOf<FileUploadResponse>(await call(app, "POST", "/api/files/upload", { token, headers: { "content-type": contentType }, body }));
   };
   const uploadFile = async (data: Uint8Array | string, filename = "data.bin", type = "application/octet-stream") => {
     const res = await upload([{ name: "file", filename, type, data }]);
@@ -193,17 +194,15 @@ function fileSuite(backend: Backend) {
       expect(res.headers.get("content-length")).toBe(String(end - start + 1));
       expect(Buffer.compare(new Uint8Array(await res.arrayBuffer()), bytes.subarray(start, end + 1))).toBe(0);
     });
-    test.each(["bytes=100-", "bytes=200-300", "bytes=-0"])("%s → 416 with Content-Range bytes */100", async (range) => {
-      const res = await ranged(range);
-      expect(res.status).toBe(416);
-      expect(res.headers.get("content-range")).toBe("bytes */100");
-      expect(await res.json()).toEqual({
-        success: false,
-        message: "The requested range is outside the file",
-        errorCode: "RANGE_NOT_SATISFIABLE",
-        timestamp: expect.stringMatching(ISO_Z),
-      });
-    });
+    const unsatisfiable = { message: "The requested range is outside the file", errorCode: "RANGE_NOT_SATISFIABLE", headers: { "content-range": "bytes */100" } };
+    scenarios(
+      ["bytes=100-", "bytes=200-300", "bytes=-0"].map((range) => ({
+        name: `${range}, with Content-Range bytes */100`,
+        send: async () => answerOf(await ranged(range)),
+        status: 416,
+        failure: unsatisfiable,
+      })),
+    );
     test.each(["items=0-5", "bytes=5-2", "bytes=0-1,5-6", "bytes=abc"])("%s is ignored → 200, the whole file", async (range) => {
       const res = await ranged(range);
       expect(res.status).toBe(200);
@@ -281,8 +280,8 @@ function fileSuite(backend: Backend) {
         expect(text).not.toContain("SQLite");
       }
     }
-    const res = await call(t, "GET", "/api/files/info/..%2F..%2Fetc%2Fpasswd", { token: user.token });
-    expect(await res.json()).toEqual({ success: false, message: "File not found: ../../etc/passwd", errorCode: "FILE_NOT_FOUND", timestamp: expect.stringMatching(ISO_Z) });
+    const res = await answerOf(await call(t, "GET", "/api/files/info/..%2F..%2Fetc%2Fpasswd", { token: user.token }));
+    expectFailure(res, 404, { message: "File not found: ../../etc/passwd", errorCode: "FILE_NOT_FOUND" });
   });
 
   test("a name this service never generates (an old client's own) is 404 FILE_NOT_FOUND, and never reaches the database or storage", async () => {
@@ -302,9 +301,10 @@ function fileSuite(backend: Backend) {
   test("an unknown generated name → 404 FILE_NOT_FOUND", async () => {
     const name = `${crypto.randomUUID()}.txt`;
     for (const kind of ["download", "info"]) {
-      const res = await call(t, "GET", `/api/files/${kind}/${name}`, { token: user.token });
-      expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({ success: false, message: `File not found: ${name}`, errorCode: "FILE_NOT_FOUND", timestamp: expect.stringMatching(ISO_Z) });
+      expectFailure(await answerOf(await call(t, "GET", `/api/files/${kind}/${name}`, { token: user.token })), 404, {
+        message: `File not found: ${name}`,
+        errorCode: "FILE_NOT_FOUND",
+      });
     }
   });
 
@@ -326,12 +326,11 @@ function fileSuite(backend: Backend) {
 
   describe("refused uploads leave nothing behind", () => {
     /** An upload request with this content type and body, as sent. */
-    const post = async (contentType: string | undefined, body: RequestInit["body"]) => {
-      const res = await call(t, "POST", "/api/files/upload", { token: user.token, headers: contentType ? { "content-type": contentType } : {}, body });
-      return { status: res.status, body: await res.json() };
-    };
-    const violation = (message: string) => ({ success: false, message: "Data validation failed", errors: [`file: ${message}`], timestamp: expect.stringMatching(ISO_Z) });
-    const refused: [string, () => Promise<{ status: number; body: any }>, number, unknown][] = [
+    const post = async (contentType: string | undefined, body: RequestInit["body"]) =>
+      answerOf(await call(t, "POST", "/api/files/upload", { token: user.token, headers: contentType ? { "content-type": contentType } : {}, body }));
+    const violation = (message: string) => invalidBody([`file: ${message}`]);
+    const TOO_LARGE = { message: "Request body is too large", errorCode: "PAYLOAD_TOO_LARGE" };
+    const refused: [string, () => Promise<TestResponse>, number, Failure][] = [
       ["no part named file", () => upload([{ name: "other", filename: "a.txt", data: "abc" }]), 400, violation("is required: send one multipart part named file")],
       ["file sent as a text field", () => upload([{ name: "file", data: "abc" }]), 400, violation("is required: send one multipart part named file")],
       ["an empty file part", () => upload([{ name: "file", filename: "empty.txt", data: "" }]), 400, violation("must not be empty")],
@@ -348,33 +347,12 @@ function fileSuite(backend: Backend) {
         400,
         violation("is not a well-formed multipart body"),
       ],
-      [
-        "over MAX_UPLOAD_BYTES",
-        () => upload([{ name: "file", filename: "big.bin", data: everyByte(4) }], small),
-        413,
-        {
-          success: false,
-          message: "Request body is too large",
-          errorCode: "PAYLOAD_TOO_LARGE",
-          timestamp: expect.stringMatching(ISO_Z),
-        },
-      ],
-      [
-        "over MAX_UPLOAD_BYTES by one byte",
-        () => upload([{ name: "file", filename: "big.bin", data: new Uint8Array(1001) }], small),
-        413,
-        expect.objectContaining({ errorCode: "PAYLOAD_TOO_LARGE" }),
-      ],
+      ["over MAX_UPLOAD_BYTES", () => upload([{ name: "file", filename: "big.bin", data: everyByte(4) }], small), 413, TOO_LARGE],
+      ["over MAX_UPLOAD_BYTES by one byte", () => upload([{ name: "file", filename: "big.bin", data: new Uint8Array(1001) }], small), 413, TOO_LARGE],
     ];
-    test.each(refused)("%s", async (_, send, status, body) => {
-      const storedBefore = (await backend.listStored(t)).length + (await backend.listStored(small)).length;
-      const rowsBefore = (await rowCount(t)) + (await rowCount(small));
-      const res = await send();
-      expect(res.status).toBe(status);
-      expect(res.body).toEqual(body);
-      expect((await backend.listStored(t)).length + (await backend.listStored(small)).length).toBe(storedBefore);
-      expect((await rowCount(t)) + (await rowCount(small))).toBe(rowsBefore);
-    });
+    /** What a refused upload must not leave: a stored object or a row, in either app. */
+    const stored = async () => [(await backend.listStored(t)).length + (await backend.listStored(small)).length, (await rowCount(t)) + (await rowCount(small))];
+    scenarios(refused.map(([name, send, status, failure]) => ({ name, send, status, failure, unchanged: stored })));
     test("exactly MAX_UPLOAD_BYTES is accepted", async () => {
       const res = await upload([{ name: "file", filename: "edge.bin", data: new Uint8Array(1000) }], small);
       expect(res.status).toBe(201);

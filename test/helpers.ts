@@ -24,10 +24,16 @@ import { createMetrics } from "../src/metrics";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
 import { conformanceOf, type Conformance } from "./openapi-conformance";
+import type { Answer, TestResponse } from "./answers";
+
+export { answerOf, jsonOf, type Answer, type TestResponse } from "./answers";
 
 let emails = 0;
 /** An e-mail no other test has used (`prefix` says which file made it, when reading a log). */
 export const uniqueEmail = (prefix = "user") => `${prefix}${++emails}-${crypto.randomUUID().slice(0, 8)}@example.com`;
+
+/** An answer without its timestamp, for comparing two answers (an unknown e-mail answers as a known one). */
+export const timeless = ({ timestamp: _timestamp, ...rest }: Record<string, unknown>) => rest;
 
 /** An ISO 8601 UTC timestamp as the service writes them (Date#toISOString). */
 export const ISO_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -49,7 +55,7 @@ export const freshUser = (fields: Record<string, unknown>) => ({
 });
 
 /** A registration that passes every rule, for the given e-mail. */
-export const validRegistration = (email: string): Record<string, any> => ({
+export const validRegistration = (email: string) => ({
   name: "Mei Lin",
   email,
   password: "Passw0rd!",
@@ -61,6 +67,17 @@ export const validRegistration = (email: string): Record<string, any> => ({
   address: { city: "台北市", district: "大安區", detail: "復興南路一段 390 號", zipCode: "10617" },
   skills: ["TypeScript", "SQL"],
 });
+
+/** What an empty registration body is refused with: every required field, in order. */
+export const EMPTY_REGISTRATION_ERRORS = [
+  "name: must not be blank",
+  "email: must not be blank",
+  "password: must not be blank",
+  "confirmPassword: must not be blank",
+  "age: must not be null",
+  "address: must not be null",
+  "skills: must have at least 1 entry",
+];
 
 /** The built-in payment simulator, counting its charges; `pauseMs` widens the window a double charge would need. */
 export function countingGateway(pauseMs = 0) {
@@ -77,13 +94,6 @@ export function countingGateway(pauseMs = 0) {
 }
 
 export const TEST_SECRET = "test-secret-".padEnd(80, "x");
-
-export interface TestResponse<T = any> {
-  status: number;
-  headers: Headers;
-  body: T;
-  text: string;
-}
 
 export interface RequestOptions {
   body?: unknown;
@@ -137,7 +147,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     return response;
   }
 
-  async function request<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
+  async function request<T = Answer>(method: string, path: string, opts: RequestOptions = {}): Promise<TestResponse<T>> {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
     let body: RequestInit["body"] | undefined = opts.raw;
@@ -236,12 +246,4 @@ export async function holdWriteLock(path: string) {
 /** Another connection's write lock on the app's database: a process on the file, or another stream of a remote server. */
 export function holdDatabaseLock(config: { databaseUrl: string; databaseAuthToken?: string }) {
   return config.databaseUrl.startsWith("file:") ? holdWriteLock(config.databaseUrl.slice("file:".length)) : holdRemoteWriteLock(config.databaseUrl, config.databaseAuthToken);
-}
-
-/** The envelope every error carries. */
-export function expectEnvelope(body: any) {
-  return {
-    success: body?.success,
-    hasTimestamp: typeof body?.timestamp === "string" && !Number.isNaN(Date.parse(body.timestamp)),
-  };
 }

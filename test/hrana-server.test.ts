@@ -18,9 +18,34 @@ const exec = (sql: string, args: unknown[] = []) => ({ type: "execute", stmt: { 
 const int = (n: number | bigint) => ({ type: "integer", value: String(n) });
 const text = (value: string) => ({ type: "text", value });
 
+/** A statement's, a batch's or a description's result, as these tests read it. */
+interface StreamResult {
+  rows?: { type: string; value?: unknown; base64?: string }[][];
+  cols?: { name: string | null; decltype?: string | null }[];
+  affected_row_count?: number;
+  last_insert_rowid?: string | null;
+  step_results?: (StreamResult | null)[];
+  step_errors?: ({ message: string; code: string } | null)[];
+  params?: { name: string | null }[];
+  is_explain?: boolean;
+  is_readonly?: boolean;
+}
+/** One request's outcome in a pipeline, or a WebSocket message: `response` on success, `error` on failure. */
+interface Outcome {
+  type: string;
+  request_id?: number;
+  response?: { type: string; result?: StreamResult };
+  error?: { message: string; code: string };
+}
+/** The result of an outcome that must have succeeded. */
+function resultOf(outcome: Outcome): StreamResult {
+  expect(outcome.response?.result).toBeDefined();
+  return outcome.response!.result!;
+}
+
 async function pipeline(baton: string | null, requests: unknown[]) {
   const response = await fetch(`${server.url}/v2/pipeline`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ baton, requests }) });
-  return { status: response.status, body: (await response.json()) as any };
+  return { status: response.status, body: (await response.json()) as { baton: string | null; base_url?: string | null; results: Outcome[] } };
 }
 
 describe("Hrana over HTTP", () => {
@@ -37,7 +62,7 @@ describe("Hrana over HTTP", () => {
       { type: "close" },
     ]);
     expect(body.baton).toBeNull();
-    const [insert, select] = body.results.map((r: any) => r.response.result);
+    const [insert, select] = body.results.slice(0, 2).map(resultOf);
     expect(insert.rows).toEqual([[int(big), text("臺北"), { type: "float", value: 2.5 }, { type: "blob", base64: "AQID" }]]);
     expect(insert.cols).toEqual([
       { name: "id", decltype: "INTEGER" },
@@ -66,7 +91,7 @@ describe("Hrana over HTTP", () => {
       exec("SELECT ? AS one", []),
       { type: "close" },
     ]);
-    expect(body.results[0].response.result.rows).toEqual([[int(5)]]);
+    expect(resultOf(body.results[0]).rows).toEqual([[int(5)]]);
     expect(body.results[1]).toMatchObject({ type: "error", error: { code: "ARGS_INVALID" } });
   });
 
@@ -108,9 +133,9 @@ describe("Hrana over HTTP", () => {
       },
       { type: "close" },
     ]);
-    const { step_results, step_errors } = body.results[0].response.result;
-    expect(step_results.map((r: any) => (r ? r.rows[0][0].value : null))).toEqual(["1", null, null, "3", null, "5", null]);
-    expect(step_errors.map((e: any) => (e ? e.code : null))).toEqual([null, "SQLITE_ERROR", null, null, null, null, null]);
+    const { step_results, step_errors } = resultOf(body.results[0]);
+    expect(step_results?.map((r) => (r ? r.rows?.[0][0].value : null))).toEqual(["1", null, null, "3", null, "5", null]);
+    expect(step_errors?.map((e) => (e ? e.code : null))).toEqual([null, "SQLITE_ERROR", null, null, null, null, null]);
   });
 
   test("store_sql, sql_id, close_sql, sequence and describe", async () => {
@@ -126,10 +151,10 @@ describe("Hrana over HTTP", () => {
       { type: "close" },
     ]);
     const r = body.results;
-    expect(r[1].response.result.rows).toEqual([[int(1)]]);
-    expect(r[3].response.result.rows).toEqual([[int(3)]]);
-    expect(r[4].response.result).toEqual({ params: [{ name: ":id" }, { name: "?2" }], cols: [{ name: "name", decltype: "TEXT" }], is_explain: false, is_readonly: true });
-    expect(r[5].response.result).toMatchObject({ params: [{ name: null }], cols: [], is_readonly: false });
+    expect(resultOf(r[1]).rows).toEqual([[int(1)]]);
+    expect(resultOf(r[3]).rows).toEqual([[int(3)]]);
+    expect(resultOf(r[4])).toEqual({ params: [{ name: ":id" }, { name: "?2" }], cols: [{ name: "name", decltype: "TEXT" }], is_explain: false, is_readonly: true });
+    expect(resultOf(r[5])).toMatchObject({ params: [{ name: null }], cols: [], is_readonly: false });
     expect(r[7]).toMatchObject({ type: "error", error: { code: "SQL_NOT_FOUND" } });
   });
 
@@ -138,9 +163,9 @@ describe("Hrana over HTTP", () => {
     expect(first.body.baton).toEqual(expect.any(String));
     // Another stream does not see the uncommitted row.
     const other = await pipeline(null, [exec("SELECT count(*) FROM t WHERE name = 'in-tx'"), { type: "close" }]);
-    expect(other.body.results[0].response.result.rows).toEqual([[int(0)]]);
+    expect(resultOf(other.body.results[0]).rows).toEqual([[int(0)]]);
     const second = await pipeline(first.body.baton, [exec("SELECT count(*) FROM t WHERE name = 'in-tx'"), exec("ROLLBACK")]);
-    expect(second.body.results[0].response.result.rows).toEqual([[int(1)]]);
+    expect(resultOf(second.body.results[0]).rows).toEqual([[int(1)]]);
     expect(second.body.baton).not.toBe(first.body.baton);
     expect((await pipeline(first.body.baton, [exec("SELECT 1")])).status).toBe(400);
     const closed = await pipeline(second.body.baton, [{ type: "close" }]);
@@ -218,7 +243,7 @@ describe("Hrana over HTTP", () => {
 describe("Hrana over WebSocket (hrana2)", () => {
   function connect(protocols: string[]) {
     const ws = new WebSocket(server.wsUrl, protocols);
-    const inbox: any[] = [];
+    const inbox: Outcome[] = [];
     const waiters: (() => void)[] = [];
     ws.onmessage = (event) => {
       inbox.push(JSON.parse(String(event.data)));
@@ -226,7 +251,7 @@ describe("Hrana over WebSocket (hrana2)", () => {
     };
     const next = async () => {
       while (inbox.length === 0) await new Promise<void>((r) => waiters.push(r));
-      return inbox.shift();
+      return inbox.shift()!;
     };
     const opened = new Promise<void>((resolve, reject) => {
       ws.onopen = () => resolve();
@@ -256,8 +281,8 @@ describe("Hrana over WebSocket (hrana2)", () => {
     expect(await next()).toEqual({ type: "hello_ok" });
     expect(await next()).toEqual({ type: "response_ok", request_id: 1, response: { type: "open_stream" } });
     expect(await next()).toEqual({ type: "response_ok", request_id: 2, response: { type: "store_sql" } });
-    expect((await next()).response.result.rows).toEqual([[int(42)]]);
-    expect((await next()).response.result.step_results[1].rows).toEqual([[text("fallback")]]);
+    expect(resultOf(await next()).rows).toEqual([[int(42)]]);
+    expect(resultOf(await next()).step_results?.[1]?.rows).toEqual([[text("fallback")]]);
     expect(await next()).toMatchObject({ type: "response_error", request_id: 5, error: { code: "STREAM_NOT_FOUND" } });
     expect(await next()).toEqual({ type: "response_ok", request_id: 6, response: { type: "close_stream" } });
     ws.close();

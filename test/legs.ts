@@ -21,7 +21,7 @@ export const remote = leg === "remote-http" || leg === "remote-ws";
 export const driver = leg === "native" ? "native" : "libsql";
 
 /** A test function whose test names get the leg; `test.each(…)`, `test.if(…)` and the like hand back one too. */
-function named<F extends (...args: any[]) => any>(fn: F): F {
+function named<F extends (...args: never[]) => unknown>(fn: F): F {
   return new Proxy(fn, {
     apply(target, self, args) {
       if (typeof args[0] === "string") return Reflect.apply(target, self, [`${args[0]} [${leg}]`, ...args.slice(1)]);

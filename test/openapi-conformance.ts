@@ -12,7 +12,8 @@ import type { AnyElysia } from "elysia";
 import { RESPONSE_HEADERS } from "../src/features/docs/headers";
 import { buildSpec } from "../src/features/docs/spec";
 
-type Json = Record<string, any>;
+/** An OpenAPI document (or a part of it) walked generically, typed as src/features/docs/spec.ts types it. */
+export type Json = ReturnType<typeof buildSpec>;
 
 export interface Answer {
   status: number;

@@ -8,10 +8,10 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { Elysia, t as T } from "elysia";
 import { buildSpec } from "../src/features/docs/spec";
 import { makeTestApp, type TestApp } from "./helpers";
-import { createChecker } from "./openapi-conformance";
+import { createChecker, type Json } from "./openapi-conformance";
 
 let t: TestApp;
-let spec: any;
+let spec: Json;
 beforeAll(async () => {
   t = await makeTestApp();
   spec = (await t.request("GET", "/swagger/json")).body;
@@ -19,23 +19,23 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 /** Every node of the document, with its JSON path. */
-function* nodes(value: unknown, path = "#"): Generator<[string, any]> {
+function* nodes(value: unknown, path = "#"): Generator<[string, Json]> {
   if (!value || typeof value !== "object") return;
-  yield [path, value];
+  yield [path, value as Json];
   for (const [key, child] of Object.entries(value)) yield* nodes(child, `${path}/${key}`);
 }
 const operations = () =>
-  Object.entries<any>(spec.paths).flatMap(([path, item]) => Object.entries<any>(item).map(([method, operation]) => ({ where: `${method.toUpperCase()} ${path}`, operation })));
+  Object.entries<Json>(spec.paths).flatMap(([path, item]) => Object.entries<Json>(item).map(([method, operation]) => ({ where: `${method.toUpperCase()} ${path}`, operation })));
 
 describe("the document", () => {
   test("integers are type integer: no string-or-integer unions, no 'integer' format", () => {
     const coerced = [...nodes(spec)].filter(
       ([, node]) =>
-        node.format === "integer" || node.format === "numeric" || (Array.isArray(node.anyOf) && node.anyOf.some((b: any) => b.format === "integer" || b.format === "numeric")),
+        node.format === "integer" || node.format === "numeric" || (Array.isArray(node.anyOf) && node.anyOf.some((b: Json) => b.format === "integer" || b.format === "numeric")),
     );
     expect(coerced.map(([path]) => path)).toEqual([]);
     expect(spec.components.schemas.User.properties.id).toEqual({ type: "integer" });
-    const idParameter = spec.paths["/api/users/{id}"].get.parameters.find((p: any) => p.name === "id");
+    const idParameter = spec.paths["/api/users/{id}"].get.parameters.find((p: Json) => p.name === "id");
     expect(idParameter.schema.type).toBe("integer");
   });
 
@@ -81,14 +81,14 @@ describe("the document", () => {
   });
 
   test("every operation lists 500 and 431; guarded ones 401 (with WWW-Authenticate) and 503 (with Retry-After)", () => {
-    const resolve = (response: any) => (response.$ref ? spec.components.responses[response.$ref.split("/").pop()] : response);
+    const resolve = (response: Json) => (response.$ref ? spec.components.responses[response.$ref.split("/").pop()] : response);
     for (const { where, operation } of operations()) {
       expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["500", "431"]));
       if (operation.security.length > 0) {
         expect(resolve(operation.responses["401"]).headers, where).toHaveProperty("WWW-Authenticate");
         expect(resolve(operation.responses["503"]).headers, where).toHaveProperty("Retry-After");
       }
-      for (const [status, response] of Object.entries<any>(operation.responses)) {
+      for (const [status, response] of Object.entries<Json>(operation.responses)) {
         if (status !== "431") expect(resolve(response).headers, `${where} ${status}`).toHaveProperty("X-Request-Id");
       }
     }

@@ -7,12 +7,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq, isNull, sql } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
+import type { AuditEntry } from "../src/features/audit/model";
 import { enqueueNotification } from "../src/features/notifications/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
 import { webhookChannel } from "../src/features/notifications/channels";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
 import { countingGateway, holdDatabaseLock, makeTestApp, type TestApp, uniqueEmail } from "./helpers";
+import { DENIED, expectFailure } from "./scenario";
 
 const payments = countingGateway();
 
@@ -86,7 +88,7 @@ describe("user creation: welcome and audit commit with the user", () => {
     const res = await refusingOutbox("USER_UPDATED", () => t.request("PUT", `/api/users/${created.id}`, { token: admin.token, body: { name: "After", email: created.email } }));
     expect(res.status).toBe(200);
     expect((await t.db.select({ name: users.name }).from(users).where(eq(users.id, created.id)))[0].name).toBe("After");
-    expect((await outboxRows("USER_UPDATED")).filter((r) => (r.payload as any).userId === created.id)).toEqual([]);
+    expect((await outboxRows("USER_UPDATED")).filter((r) => (r.payload as { userId?: number }).userId === created.id)).toEqual([]);
   });
 });
 
@@ -112,7 +114,7 @@ describe("orders: the outbox row and the change share one transaction", () => {
     expect([res.status, res.body.errorCode]).toEqual([409, "DATA_INTEGRITY_VIOLATION"]);
     const [row] = await t.db.select().from(orders).where(eq(orders.id, created.id));
     expect([row.status, row.paymentId, row.paidAt]).toEqual(["PROCESSING", null, null]);
-    expect((await outboxRows("PAYMENT_SUCCESS")).filter((r) => (r.payload as any).orderId === created.id)).toEqual([]);
+    expect((await outboxRows("PAYMENT_SUCCESS")).filter((r) => (r.payload as { orderId?: number }).orderId === created.id)).toEqual([]);
     // The charge happened but was not recorded: the claim keeps a second payment from charging again.
     const again = await t.request("POST", `/api/orders/${created.id}/pay`, { token: alice.token, body: { method: "CARD", cardNumber: "4111111111111111" } });
     expect([again.status, again.body.errorCode]).toEqual([400, "INVALID_ORDER_STATUS"]);
@@ -122,13 +124,13 @@ describe("orders: the outbox row and the change share one transaction", () => {
 
 describe("the admin's audit log", () => {
   test("GET /api/audit: newest first, paged, filtered by action, X-Total-Count; ADMIN only", async () => {
-    const all = await t.request("GET", "/api/audit?action=USER_CREATED", { token: admin.token });
+    const all = await t.request<AuditEntry[]>("GET", "/api/audit?action=USER_CREATED", { token: admin.token });
     expect(all.status).toBe(200);
     expect(all.body.length).toBeGreaterThanOrEqual(3);
-    expect(all.body.every((e: any) => e.action === "USER_CREATED")).toBe(true);
+    expect(all.body.every((e) => e.action === "USER_CREATED")).toBe(true);
     expect(all.headers.get("x-total-count")).toBe(String(all.body.length));
-    const ids = all.body.map((e: any) => e.id);
-    expect(ids).toEqual([...ids].sort((a: number, b: number) => b - a));
+    const ids = all.body.map((e) => e.id);
+    expect(ids).toEqual([...ids].sort((a, b) => b - a));
     expect(all.body[0]).toEqual({
       id: expect.any(Number),
       action: "USER_CREATED",
@@ -144,7 +146,7 @@ describe("the admin's audit log", () => {
     expect((await t.request("GET", "/api/audit?action=NO_SUCH", { token: admin.token })).body).toEqual([]);
     expect((await t.request("GET", "/api/audit?size=101", { token: admin.token })).status).toBe(400);
     const denied = await t.request("GET", "/api/audit", { token: alice.token });
-    expect([denied.status, denied.body.errorCode]).toEqual([403, "ACCESS_DENIED"]);
+    expectFailure(denied, 403, DENIED);
   });
 });
 
@@ -196,7 +198,7 @@ describe("the sender", () => {
 
   test("delivers to a real HTTP receiver: a 500 is retried with backoff, and a restarted sender finishes the job", async () => {
     const own = await makeTestApp();
-    const received: { body: any; key: string | null }[] = [];
+    const received: { body: unknown; key: string | null }[] = [];
     let answer = 500;
     const receiver = Bun.serve({
       port: 0,

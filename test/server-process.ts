@@ -7,6 +7,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Env } from "../src/config";
+import type { FileUploadResponse } from "../src/features/files/model";
+import { jsonOf } from "./answers";
 
 const ROOT = resolve(import.meta.dir, "..");
 const SECRET = "server-process-secret-".padEnd(80, "s");
@@ -140,7 +142,7 @@ export async function streamUpload(server: ServerProcess, size: number, filename
     headers: { authorization: `Bearer ${server.token}`, "content-type": `multipart/form-data; boundary=${boundary}` },
     body,
   });
-  return { status: res.status, body: (await res.json()) as any, sha256: hasher.digest("hex") };
+  return { status: res.status, body: await jsonOf<FileUploadResponse>(res), sha256: hasher.digest("hex") };
 }
 
 /** GETs a download without keeping it: its length and SHA-256. */

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT } from "jose";
 import { sql } from "drizzle-orm";
-import { makeTestApp, TEST_SECRET, type TestApp } from "../helpers";
+import type { FileUploadResponse } from "../../src/features/files/model";
+import { jsonOf, makeTestApp, TEST_SECRET, type TestApp } from "../helpers";
 import { counts, problemWith, snapshot } from "./support";
 
 let t: TestApp;
@@ -258,7 +259,7 @@ describe("reading what is another's", () => {
     form.append("file", new File(["alice's secret"], "secret.txt", { type: "text/plain" }));
     const otherToken = await t.tokens.issue(other.email, 0);
     const upload = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${otherToken}` }, body: form }));
-    otherFile = ((await upload.json()) as any).fileName;
+    otherFile = (await jsonOf<FileUploadResponse>(upload)).fileName;
   });
 
   test("another's profile: 403; another's order: 404; another's orders listed: none", async () => {

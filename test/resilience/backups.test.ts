@@ -16,7 +16,9 @@ import { Database } from "bun:sqlite";
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Envelope } from "../../src/envelope";
 import { unpackVerified } from "../../src/features/backups/archive";
+import { jsonOf } from "../answers";
 import { LEASE_TTL_MS } from "../../src/features/backups/leases";
 import { cli, descendants, integrity } from "../backup-support";
 import { alive } from "../s3-server";
@@ -268,7 +270,7 @@ describe.skipIf(!HEAVY)("backups under load and kill -9", () => {
       const post = () =>
         fetch(`${service.url}/api/admin/backups`, { method: "POST", keepalive: false, headers: { authorization: `Bearer ${token}`, connection: "close" } }).then(async (r) => ({
           status: r.status,
-          body: (await r.json()) as any,
+          body: await jsonOf<Envelope>(r),
         }));
       const first = post();
       await Bun.sleep(300); // the first one holds the lease by now (its backup of 200,000 users takes seconds)

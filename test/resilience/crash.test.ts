@@ -12,6 +12,12 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
+import type { Envelope } from "../../src/envelope";
+import type { FileUploadResponse } from "../../src/features/files/model";
+import type { Order } from "../../src/features/orders/model";
+import type { Product } from "../../src/features/products/model";
+import type { User } from "../../src/features/users/model";
+import { jsonOf } from "../answers";
 import { freePort, HEAVY, loginToken, startBinary, type Service } from "./support";
 
 const KILL_AFTER_MS = [50, 250, 700, 1500];
@@ -23,7 +29,7 @@ if (!HEAVY) console.warn("crash: skipped: heavy, run it with npm run test:resili
 interface Acked {
   users: { id: number; email: string }[];
   /** The status the last acknowledged answer gave (PENDING until a payment was answered). */
-  orders: { id: number; quantity: number; status: string }[];
+  orders: { id: number; quantity: number; status: Order["status"] }[];
   files: { name: string; sha256: string; size: number }[];
 }
 
@@ -60,7 +66,7 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
       body: JSON.stringify({ name: "Crash stock", code: "CRASH-1", price: 1.25, stock: INITIAL_STOCK }),
     });
     expect(product.status).toBe(201);
-    productId = ((await product.json()) as any).id;
+    productId = (await jsonOf<Product>(product)).id;
   });
 
   afterAll(() => {
@@ -87,7 +93,7 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
             headers: { ...auth, "content-type": "application/json" },
             body: JSON.stringify({ name: `Crash ${tag}`, email, department: `Dept ${w}` }),
           });
-          if (res.status === 201) acked.users.push({ id: ((await res.json()) as any).id, email });
+          if (res.status === 201) acked.users.push({ id: (await jsonOf<User>(res)).id, email });
         } else if (i % 3 === 1) {
           const quantity = 1 + (i % 4);
           const res = await fetch(`${url}/api/orders`, {
@@ -96,7 +102,7 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
             body: JSON.stringify({ items: [{ productId, quantity }] }),
           });
           if (res.status !== 201) continue;
-          const order = { id: ((await res.json()) as any).id as number, quantity, status: "PENDING" };
+          const order: Acked["orders"][number] = { id: (await jsonOf<Order>(res)).id, quantity, status: "PENDING" };
           acked.orders.push(order);
           // Pay most orders, a quarter of them with the simulator's declined card (stock goes back).
           if (i % 6 === 4) continue;
@@ -106,7 +112,7 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
             headers: { ...auth, "content-type": "application/json" },
             body: JSON.stringify({ method: "CARD", cardNumber: declined ? "4000000000000002" : "4242424242424242" }),
           });
-          const body = (await paid.json()) as any;
+          const body = await jsonOf<Envelope>(paid);
           if (paid.status === 200) order.status = "PAID";
           else if (body.errorCode === "ORDER_PAYMENT_FAILED") order.status = "PAYMENT_FAILED";
         } else {
@@ -116,7 +122,7 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
           const form = new FormData();
           form.append("file", new File([bytes], `${tag}.bin`));
           const res = await fetch(`${url}/api/files/upload`, { method: "POST", headers: auth, body: form });
-          if (res.status === 201) acked.files.push({ name: ((await res.json()) as any).fileName, sha256: hash, size: bytes.length });
+          if (res.status === 201) acked.files.push({ name: (await jsonOf<FileUploadResponse>(res)).fileName, sha256: hash, size: bytes.length });
         }
       } catch {
         // The connection died with the server: this request's outcome is unknown, and allowed either way.
@@ -129,13 +135,13 @@ describe.skipIf(!HEAVY)("kill -9 mid-burst, restart: acknowledged work is all th
     for (const user of acked.users) {
       const res = await fetch(`${url}/api/users/${user.id}`, { headers: auth });
       expect({ id: user.id, status: res.status }).toEqual({ id: user.id, status: 200 });
-      expect(((await res.json()) as any).email).toBe(user.email);
+      expect((await jsonOf<User>(res)).email).toBe(user.email);
     }
     for (const order of acked.orders) {
       const res = await fetch(`${url}/api/orders/${order.id}`, { headers: auth });
       expect({ id: order.id, status: res.status }).toEqual({ id: order.id, status: 200 });
-      const body = (await res.json()) as any;
-      expect(body.orderItems.map((item: any) => [item.productId, item.quantity])).toEqual([[productId, order.quantity]]);
+      const body = await jsonOf<Order>(res);
+      expect(body.orderItems.map((item) => [item.productId, item.quantity])).toEqual([[productId, order.quantity]]);
       // An answered payment is durable; an unanswered one may or may not have happened.
       if (order.status !== "PENDING") expect({ id: order.id, status: body.status }).toEqual({ id: order.id, status: order.status });
       if (body.status === "PAID") expect(typeof body.paymentId === "string" && typeof body.paidAt === "string").toBe(true);

@@ -12,7 +12,9 @@ import { readdirSync } from "node:fs";
 import fc from "fast-check";
 import { eq } from "drizzle-orm";
 import { files, users } from "../../src/db/schema";
-import { makeTestApp, validRegistration, type TestApp } from "../helpers";
+import type { Envelope } from "../../src/envelope";
+import type { FileUploadResponse } from "../../src/features/files/model";
+import { jsonOf, makeTestApp, validRegistration, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 import { issueToken } from "../../src/features/account/tokens";
 
@@ -34,10 +36,12 @@ interface Target {
   /** A 4xx the route is specified to answer after changing state (a declined payment). */
   changesOn4xx?: (errorCode: string | undefined) => boolean;
   /** Called with every answer, to keep the fixture usable (a paid order, a changed password). */
-  after?(status: number, body: Record<string, Json> | undefined, response: any): Promise<void>;
+  after?(status: number, body: Record<string, Json> | undefined, response: Partial<Envelope> | undefined): Promise<void>;
 }
 
 let t: TestApp;
+/** The app's routes with what fuzzing reads of their hooks (the body and query schemas). */
+const routes = () => t.app.routes as { method: string; path: string; hooks?: { body?: unknown; query?: { properties?: Record<string, unknown> } } }[];
 let admin: { id: number; email: string; token: string };
 let victim: { id: number; email: string };
 let password: { id: number; email: string; current: string };
@@ -313,14 +317,17 @@ function pathsOf(value: Json, prefix: Path = []): Path[] {
   return entries.flatMap(([key, child]) => [[...prefix, key], ...pathsOf(child, [...prefix, key])]);
 }
 
+/** A member of an object or an element of an array; undefined for anything else or a missing key. */
+const childOf = (node: Json | undefined, key: string | number): Json | undefined => (node !== null && typeof node === "object" ? (node as Record<string, Json>)[key] : undefined);
+
 function setAt(root: Json, path: Path, value: Json | undefined) {
-  let node: any = root;
-  for (const key of path.slice(0, -1)) node = node?.[key];
+  let node: Json | undefined = root;
+  for (const key of path.slice(0, -1)) node = childOf(node, key);
   if (node === null || typeof node !== "object") return;
   const last = path[path.length - 1];
   if (value === undefined) {
     if (Array.isArray(node)) node.splice(Number(last), 1);
-    else delete node[last];
+    else delete node[String(last)];
   } else {
     // defineProperty, so "__proto__" becomes an own key (as JSON.parse makes it), not a prototype.
     Object.defineProperty(node, last, { value, enumerable: true, writable: true, configurable: true });
@@ -525,7 +532,9 @@ afterAll(() => t.close());
 
 describe("fuzzing every JSON endpoint", () => {
   test("every route with a body has a fuzz target (a new route must be added here)", () => {
-    const withBody = (t.app as any).routes.filter((r: any) => r.hooks?.body).map((r: any) => `${r.method} ${r.path}`);
+    const withBody = routes()
+      .filter((r) => r.hooks?.body)
+      .map((r) => `${r.method} ${r.path}`);
     expect(withBody.sort()).toEqual(Object.keys(TARGETS).sort());
   });
 
@@ -562,7 +571,7 @@ describe("fuzzing every JSON endpoint", () => {
     const before = failures.length;
     let ran = 0;
     for (const [key, target] of Object.entries(TARGETS)) {
-      const numeric = pathsOf(target.valid(0)).filter((path) => typeof path.reduce<any>((node, k) => node?.[k], target.valid(0)) === "number");
+      const numeric = pathsOf(target.valid(0)).filter((path) => typeof path.reduce<Json | undefined>(childOf, target.valid(0)) === "number");
       for (const path of numeric) {
         for (const edge of NUMBER_EDGES) {
           const valid = target.valid(++counter);
@@ -576,11 +585,17 @@ describe("fuzzing every JSON endpoint", () => {
   });
 
   test(`query strings, path segments and headers of every GET route (${PARAM_RUNS_PER_ROUTE} cases a route): no 5xx, nothing changed`, async () => {
-    const gets = (t.app as any).routes.filter((r: any) => r.method === "GET" && !r.path.startsWith("/swagger") && r.path !== "/actuator/heapdump");
+    const gets = routes().filter((r) => r.method === "GET" && !r.path.startsWith("/swagger") && r.path !== "/actuator/heapdump");
     const upload = new FormData();
     upload.append("file", new File(["fuzzed bytes"], "f.txt"));
     const stored = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: upload }));
-    const validParam: Record<string, string> = { id: String(victim.id), name: "http", fileName: ((await stored.json()) as any).fileName, dept: "Fuzzing", role: "USER" };
+    const validParam: Record<string, string> = {
+      id: String(victim.id),
+      name: "http",
+      fileName: (await jsonOf<FileUploadResponse>(stored)).fileName,
+      dept: "Fuzzing",
+      role: "USER",
+    };
     const before = failures.length;
     const snap = await snapshot(t.database);
     let ran = 0;

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { User } from "../../src/features/users/model";
 import { makeTestApp, type TestApp } from "../helpers";
 import { counts, HEAVY, leakIn, problemWith } from "./support";
 
@@ -99,7 +100,7 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
         if (problem) problems.push(`GET ${path} → ${problem}`);
         // A substring search for `'` or `%` must find only names containing it (none here), never everyone.
         if (res.status === 200 && path.startsWith("/api/search/users?name=") && Array.isArray(res.body)) {
-          const stray = res.body.filter((u: any) => !u.name.toLowerCase().includes(payload.toLowerCase()));
+          const stray = (res.body as User[]).filter((u) => !u.name.toLowerCase().includes(payload.toLowerCase()));
           if (stray.length) problems.push(`GET ${path} matched ${stray.length} users not containing the text`);
         }
       }
@@ -133,7 +134,7 @@ describe("SQL metacharacters change nothing and leak nothing", () => {
       expect({ name: read.body.name, department: read.body.department }).toEqual({ name, department: `D ${payload}`.slice(0, 50) });
 
       const found = await t.request("GET", `/api/search/users?name=${q(name)}`, { token: admin.token });
-      expect(found.body.map((u: any) => u.id)).toEqual([created.body.id]);
+      expect((found.body as User[]).map((u) => u.id)).toEqual([created.body.id]);
       const byDept = await t.request("GET", `/api/search/users/department/${q(`D ${payload}`.slice(0, 50))}/role/USER`, { token: admin.token });
       expect(byDept.status).toBe(200);
 

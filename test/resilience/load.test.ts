@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { User } from "../../src/features/users/model";
+import { jsonOf } from "../answers";
 import { freePort, HEAVY, loginToken, startBinary, type Service } from "./support";
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
@@ -91,7 +93,7 @@ describe.skipIf(Boolean(skipReason))(`wrk: ${CONNECTIONS} connections for ${SECO
       });
     const created = await Promise.all(Array.from({ length: LOGIN_USERS }, (_, i) => create(`load-login-${i}@example.com`)));
     expect(created.map((r) => r.status)).toEqual(created.map(() => 201));
-    const uid = String(((await created[0].json()) as any).id);
+    const uid = String((await jsonOf<User>(created[0])).id);
     script = join(dir, "mix.lua");
     writeFileSync(script, SCRIPT);
     args = [token, uid, "load-login-%d@example.com", password];

@@ -6,6 +6,9 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import type { Reader } from "../../src/db/client";
+import type { Envelope } from "../../src/envelope";
+import type { TokenResponse } from "../../src/features/auth/model";
+import { jsonOf } from "../answers";
 
 /** Tables whose rows a refused (4xx) request must leave exactly as they were. */
 export const DOMAIN_TABLES = [
@@ -76,7 +79,7 @@ export function problemWith(status: number, text: string, options: { allow5xx?: 
   }
   if (status >= 500 && !options.allow5xx?.includes(status)) return `status ${status}: ${text.slice(0, 300)}`;
   if (status < 400) return `unexpected status ${status}`;
-  let body: any;
+  let body: Partial<Envelope> | null;
   try {
     body = JSON.parse(text);
   } catch {
@@ -181,5 +184,5 @@ export async function startBinary(dir: string, port: number, env: Record<string,
 export async function loginToken(url: string, email = ADMIN.email, password = ADMIN.password): Promise<string> {
   const res = await fetch(`${url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) });
   if (res.status !== 200) throw new Error(`login ${res.status}: ${await res.text()}`);
-  return ((await res.json()) as any).data.token;
+  return (await jsonOf<{ data: TokenResponse }>(res)).data.token;
 }

@@ -35,6 +35,23 @@ type BatchCond =
   | { type: "is_autocommit" };
 type Batch = { steps: { condition?: BatchCond | null; stmt: Stmt }[] };
 type HranaError = { message: string; code?: string };
+/**
+ * A request as a client sent it: parsed JSON, not checked beyond what each case reads (a field
+ * that is missing or of another type fails there and is answered as an error, as a real server does).
+ */
+type Sent =
+  | {
+      type?: string;
+      stmt?: Stmt;
+      batch?: Batch;
+      sql?: string | null;
+      sql_id?: number | null;
+      stream_id?: number;
+      request_id?: number;
+      request?: Sent;
+    }
+  | null
+  | undefined;
 type StmtResult = { cols: { name: string | null; decltype: string | null }[]; rows: Value[][]; affected_row_count: number; last_insert_rowid: string | null };
 
 /** An error the client sees as a Hrana `Error` (statement failures, bad requests). */
@@ -62,11 +79,11 @@ const idleMs = Number(process.env.HRANA_STREAM_IDLE_MS ?? 15_000);
 let delayMs = Number(process.env.HRANA_DELAY_MS ?? 0);
 /** HRANA_LOG_SQL=1: every pipeline's requests on stderr, to see what a round trip carried. */
 const logSql = process.env.HRANA_LOG_SQL === "1";
-const describeRequest = (r: any): string[] =>
+const describeRequest = (r: Sent): string[] =>
   r?.type === "execute"
-    ? [r.stmt.sql ?? `sql#${r.stmt.sql_id}`]
+    ? [r.stmt?.sql ?? `sql#${r.stmt?.sql_id}`]
     : r?.type === "batch"
-      ? [`batch[${r.batch.steps.map((s: any) => s.stmt.sql ?? `sql#${s.stmt.sql_id}`).join("; ")}]`]
+      ? [`batch[${r.batch?.steps.map((s) => s.stmt.sql ?? `sql#${s.stmt.sql_id}`).join("; ")}]`]
       : [String(r?.type)];
 
 const ownDir = process.env.HRANA_DB ? undefined : mkdtempSync(join(tmpdir(), "hrana-test-"));
@@ -308,23 +325,23 @@ function parameterNames(sql: string, count: number): (string | null)[] {
 }
 
 /** A stream request, the same for HTTP pipelines and WebSocket requests (`sqls` is per stream or per connection). */
-function handleStreamRequest(conn: Conn, sqls: Map<number, string>, request: any): Record<string, unknown> {
+function handleStreamRequest(conn: Conn, sqls: Map<number, string>, request: Sent): Record<string, unknown> {
   switch (request?.type) {
     case "execute":
-      return { type: "execute", result: execute(conn, sqls, request.stmt) };
+      return { type: "execute", result: execute(conn, sqls, request.stmt!) };
     case "batch":
-      return { type: "batch", result: batch(conn, sqls, request.batch) };
+      return { type: "batch", result: batch(conn, sqls, request.batch!) };
     case "sequence":
       sequence(conn, sqlOf(sqls, request));
       return { type: "sequence" };
     case "describe":
       return { type: "describe", result: describe(conn, sqlOf(sqls, request)) };
     case "store_sql":
-      if (sqls.has(request.sql_id)) throw new ResponseError(`SQL text ${request.sql_id} is already stored`, "SQL_STORE_CONFLICT");
-      sqls.set(request.sql_id, String(request.sql));
+      if (sqls.has(request.sql_id!)) throw new ResponseError(`SQL text ${request.sql_id} is already stored`, "SQL_STORE_CONFLICT");
+      sqls.set(request.sql_id!, String(request.sql));
       return { type: "store_sql" };
     case "close_sql":
-      sqls.delete(request.sql_id);
+      sqls.delete(request.sql_id!);
       return { type: "close_sql" };
     default:
       throw new ResponseError(`Unknown request ${JSON.stringify(request?.type)}`, "REQUEST_INVALID");
@@ -356,11 +373,11 @@ async function pipeline(body: { baton?: string | null; requests?: unknown[] }): 
     stream = new Stream(crypto.randomUUID(), takeConn());
   }
   countRoundTrip(stream);
-  if (logSql) console.error(`[hrana] ${stream.id.slice(0, 8)} #${stream.roundTrips}: ${(body.requests as any[]).flatMap(describeRequest).join(" | ")}`);
+  if (logSql) console.error(`[hrana] ${stream.id.slice(0, 8)} #${stream.roundTrips}: ${(body.requests as Sent[]).flatMap(describeRequest).join(" | ")}`);
   if (delayMs > 0) await Bun.sleep(delayMs);
   const results: unknown[] = [];
   let closed = false;
-  for (const request of body.requests as any[]) {
+  for (const request of body.requests as Sent[]) {
     if (closed) {
       results.push({ type: "error", error: { message: "The stream is closed", code: "STREAM_CLOSED" } });
       continue;
@@ -392,7 +409,7 @@ async function pipeline(body: { baton?: string | null; requests?: unknown[] }): 
 
 type WsState = { hello: boolean; streams: Map<number, Stream>; sqls: Map<number, string> };
 
-function wsMessage(state: WsState, msg: any): unknown[] {
+function wsMessage(state: WsState, msg: Sent): unknown[] {
   if (msg?.type === "hello") {
     state.hello = true;
     return [{ type: "hello_ok" }];
@@ -407,16 +424,16 @@ function wsMessage(state: WsState, msg: any): unknown[] {
   }
 }
 
-function wsRequest(state: WsState, request: any): Record<string, unknown> {
+function wsRequest(state: WsState, request: Sent): Record<string, unknown> {
   switch (request?.type) {
     case "open_stream": {
-      if (state.streams.has(request.stream_id)) throw new ResponseError(`Stream ${request.stream_id} is already open`, "STREAM_EXISTS");
-      state.streams.set(request.stream_id, new Stream(`ws-${request.stream_id}`, takeConn()));
+      if (state.streams.has(request.stream_id!)) throw new ResponseError(`Stream ${request.stream_id} is already open`, "STREAM_EXISTS");
+      state.streams.set(request.stream_id!, new Stream(`ws-${request.stream_id}`, takeConn()));
       return { type: "open_stream" };
     }
     case "close_stream": {
-      const stream = state.streams.get(request.stream_id);
-      state.streams.delete(request.stream_id);
+      const stream = state.streams.get(request.stream_id!);
+      state.streams.delete(request.stream_id!);
       if (stream) releaseConn(stream.conn);
       return { type: "close_stream" };
     }
@@ -424,7 +441,7 @@ function wsRequest(state: WsState, request: any): Record<string, unknown> {
     case "close_sql":
       return handleStreamRequest(undefined as never, state.sqls, request);
     default: {
-      const stream = state.streams.get(request?.stream_id);
+      const stream = state.streams.get(request?.stream_id ?? Number.NaN);
       if (!stream) throw new ResponseError(`Stream ${request?.stream_id} is not open`, "STREAM_NOT_FOUND");
       return handleStreamRequest(stream.conn, state.sqls, request);
     }

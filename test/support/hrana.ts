@@ -41,7 +41,8 @@ export async function startHranaServer(options: HranaOptions = {}): Promise<Hran
     throw new Error(`the Hrana test server did not start (exit ${await proc.exited})`);
   }
   const url = `http://127.0.0.1:${port}`;
-  const control = (path: string, init?: RequestInit) => fetch(`${url}/_test/${path}`, init).then((r) => r.json() as Promise<any>);
+  type Stats = Awaited<ReturnType<HranaServer["stats"]>>;
+  const control = (path: string, init?: RequestInit) => fetch(`${url}/_test/${path}`, init).then((r) => r.json() as Promise<Stats>);
   return {
     url,
     wsUrl: `ws://127.0.0.1:${port}`,

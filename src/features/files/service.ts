@@ -3,6 +3,7 @@
  * and finds stored files again. Client file names are kept as data only, never as paths.
  */
 import { count, desc, eq, sql } from "drizzle-orm";
+import { pageOf, withPage } from "../../paging";
 import type { Database } from "../../db/client";
 import { auditLog, files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
@@ -153,14 +154,8 @@ export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promi
 
 /** One page of every stored file's info, newest first (upload order breaks ties), and the total. */
 export async function listFiles(deps: Pick<FilesDeps, "db">, query: FileListQuery): Promise<{ files: FileInfo[]; total: number }> {
-  const size = query.size ?? 20;
   const [rows, [{ total }]] = await Promise.all([
-    deps.db
-      .select()
-      .from(files)
-      .orderBy(desc(files.createdAt), sql`rowid desc`)
-      .limit(size)
-      .offset((query.page ?? 0) * size),
+    withPage(deps.db.select().from(files).orderBy(desc(files.createdAt), sql`rowid desc`).$dynamic(), pageOf(query)),
     deps.db.select({ total: count() }).from(files),
   ]);
   return { files: rows.map(toFileInfo), total };

@@ -5,6 +5,7 @@
  */
 import { Elysia, t, type Static } from "elysia";
 import { and, count, desc, eq, or, type SQL } from "drizzle-orm";
+import { pageOf, withPage } from "../../paging";
 import type { AppContext } from "../../context";
 import type { Reader } from "../../db/client";
 import { outbox } from "../../db/schema";
@@ -68,15 +69,8 @@ export async function listOutbox(db: Reader, query: OutboxQuery) {
   if (query.status) filters.push(or(eq(outbox.webhookStatus, query.status), eq(outbox.mailStatus, query.status))!);
   if (query.kind) filters.push(eq(outbox.kind, query.kind));
   const where = and(...filters);
-  const size = query.size ?? 20;
   const [rows, [{ total }]] = await Promise.all([
-    db
-      .select()
-      .from(outbox)
-      .where(where)
-      .orderBy(desc(outbox.id))
-      .limit(size)
-      .offset((query.page ?? 0) * size),
+    withPage(db.select().from(outbox).where(where).orderBy(desc(outbox.id)).$dynamic(), pageOf(query)),
     db.select({ total: count() }).from(outbox).where(where),
   ]);
   return { entries: rows.map(toEntry), total };

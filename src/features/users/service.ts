@@ -4,6 +4,7 @@
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
+import { limitOffset, pageIfAsked } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
@@ -141,22 +142,21 @@ export function orderBy(sort: string | undefined) {
 const userPage = prepared((r: Reader, shape: string) => {
   const [sort, paged] = shape.split("|");
   const query = selectUsers(r).orderBy(...orderBy(sort));
-  return (paged ? query.limit(sql.placeholder("size")).offset(sql.placeholder("offset")) : query).prepare();
+  return (paged ? query.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : query).prepare();
 });
 const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
 export async function listUsers(db: Pick<Database, "readAll">, query: { page?: number; size?: number; sort?: string }) {
-  const paged = query.page !== undefined || query.size !== undefined;
-  const size = query.size ?? 20;
-  const page = query.page ?? 0;
+  const page = pageIfAsked(query);
   // The shape from a bounded set, never the raw parameter (unknown fields sort by id, as orderBy does).
   const [field = "id", direction = "asc"] = (query.sort ?? "id").split(",");
   const sort = `${Object.hasOwn(SORT_COLUMNS, field) ? field : "id"},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
   // One read unit: one round trip to a remote primary, and the page and its total agree.
-  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [
-    bound(userPage(r, `${sort}|${paged ? "paged" : ""}`), { size, offset: page * size }),
-    bound(userCount(r), {}),
-  ])) as [UserRow[], { total: number }[]];
+  const shape = `${sort}|${page ? "paged" : ""}`;
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, shape), page ? limitOffset(page) : {}), bound(userCount(r), {})])) as [
+    UserRow[],
+    { total: number }[],
+  ];
   return { users: rows.map(toUser), total };
 }
 
