@@ -4,7 +4,7 @@
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
-import { limitOffset, pageIfAsked } from "../../paging";
+import { limitOffset, pageIfAsked, withPlaceholderPage } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
@@ -142,7 +142,7 @@ export function orderBy(sort: string | undefined) {
 const userPage = prepared((r: Reader, shape: string) => {
   const [sort, paged] = shape.split("|");
   const query = selectUsers(r).orderBy(...orderBy(sort));
-  return (paged ? query.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : query).prepare();
+  return (paged ? withPlaceholderPage(query.$dynamic()) : query).prepare();
 });
 const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
