@@ -56,6 +56,22 @@ const routes: { name: string; status: number; fixture?: (i: number) => Promise<u
     fixture: () => t.createUser({ password: PASSWORD }),
     send: (_, user: { email: string }) => t.request("POST", "/api/auth/login", { body: { email: user.email, password: PASSWORD } }),
   },
+  {
+    name: "POST /api/auth/login (a wrong password)",
+    status: 401,
+    fixture: () => t.createUser({ password: PASSWORD }),
+    send: (_, user: { email: string }) => t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Wr0ngpass!" } }),
+  },
+  {
+    name: "POST /api/auth/login (after a failure, which it clears)",
+    status: 200,
+    fixture: async () => {
+      const user = await t.createUser({ password: PASSWORD });
+      await t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Wr0ngpass!" } });
+      return user;
+    },
+    send: (_, user: { email: string }) => t.request("POST", "/api/auth/login", { body: { email: user.email, password: PASSWORD } }),
+  },
   { name: "POST /api/auth/logout", status: 200, fixture: () => t.createUser(), send: (_, user: { token: string }) => t.request("POST", "/api/auth/logout", { token: user.token }) },
   { name: "GET /api/products (every product)", status: 200, send: () => t.request("GET", "/api/products", { token: admin.token }) },
   { name: "GET /api/products (a page of a status)", status: 200, send: (i) => t.request("GET", `/api/products?page=${i}&size=1&status=ACTIVE`, { token: admin.token }) },
