@@ -24,6 +24,7 @@ type Leg = (typeof LEGS)[number];
 const NOT_REMOTE: Record<string, string> = {
   "./test/db.test.ts": "the unit of work on a local file: turns, another process's file lock, PRAGMAs per connection (test/remote.test.ts covers the remote unit)",
   "./test/workers.test.ts": "worker processes share one local database file and its locks",
+  "./test/prepared-statements.test.ts": "it counts bun:sqlite's preparations, on the native driver only (the libsql leg reports it skipped)",
   // Not leg files (they run once): listed so each remote leg says why.
   "./test/backups.test.ts": "a backup copies the local database file; a remote database answers 400 BACKUP_UNSUPPORTED, which this suite asserts",
   "./test/account-pages.test.ts":

@@ -3,6 +3,7 @@
  * /api/users answer every row unless page or size is given; others (audit, the user search)
  * always answer one page.
  */
+import { sql } from "drizzle-orm";
 import type { SQLiteSelect } from "drizzle-orm/sqlite-core";
 
 export interface Page {
@@ -30,4 +31,9 @@ export function withPage<T extends SQLiteSelect>(select: T, page: Page | undefin
   if (!page) return select;
   const { limit, offset } = limitOffset(page);
   return select.limit(limit).offset(offset) as T;
+}
+
+/** A prepared statement's page: LIMIT and OFFSET as its "limit" and "offset" placeholders, whose values limitOffset gives. */
+export function withPlaceholderPage<T extends SQLiteSelect>(select: T): T {
+  return select.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) as T;
 }

@@ -207,7 +207,13 @@ export const outbox = sqliteTable(
     mailSentAt: millis("mail_sent_at"),
     mailLastError: text("mail_last_error"),
   },
-  (t) => [index("outbox_webhook_due_idx").on(t.webhookStatus, t.webhookNextAttemptAt), index("outbox_mail_due_idx").on(t.mailStatus, t.mailNextAttemptAt)],
+  (t) => [
+    index("outbox_webhook_due_idx").on(t.webhookStatus, t.webhookNextAttemptAt),
+    index("outbox_mail_due_idx").on(t.mailStatus, t.mailNextAttemptAt),
+    // Partial: the sender's token erasing (about once a second) looks only at rows still holding
+    // a token, not the whole outbox; a notification without a token writes no entry.
+    index("outbox_token_idx").on(t.kind, t.createdAt).where(sql`${t.token} is not null`),
+  ],
 );
 
 /** Verification and password-reset tokens: only a SHA-256 of each, one live token per user and purpose. */

@@ -7,19 +7,20 @@
  * PASSWORD_RESET row that the sender resolves; an unknown address is dropped there. So the
  * answer, its status and its cost tell nothing about which addresses have accounts.
  */
-import { eq, lte, sql, type SQL } from "drizzle-orm";
+import { eq, lte, sql } from "drizzle-orm";
 import type { Config } from "../../config";
 import type { Database, Db } from "../../db/client";
+import { bound, prepared } from "../../db/prepared";
 import { accountTokens, resetThrottle, users } from "../../db/schema";
 import { AppError } from "../../errors";
 import type { User } from "../users/model";
-import { findUser, normalizeEmail } from "../users/service";
+import { findUser, idOfEmail, normalizeEmail } from "../users/service";
 import type { Caller } from "../auth/guard";
 import { hashPassword } from "../auth/passwords";
 import { windowCounter } from "../auth/throttle";
 import { enqueueNotification, notificationStatement } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
-import { consumeToken, revokeTokens, tokenIsLive, tokenStatement } from "./tokens";
+import { consumeToken, revokeTokens, tokenIsLive, tokenUpsert, tokenValues } from "./tokens";
 
 export interface AccountDeps {
   db: Database;
@@ -30,13 +31,23 @@ export interface AccountDeps {
 export const RESET_THROTTLE_WINDOW_MS = 60 * 60 * 1000;
 
 /**
- * The statements that enqueue VERIFY_EMAIL with a fresh token (registration and the request
- * route); `userId` may be SQL, the id a statement before in the same list unit inserted.
+ * The statements that enqueue VERIFY_EMAIL with a fresh token, prepared per handle and shape: for
+ * the user with an id ("id"), or ("new") the user a statement before in the same list unit
+ * inserted, found by the e-mail (registration).
  */
-export function verificationRows(tx: Pick<Db, "insert">, userId: number | SQL, email: string, now: number) {
-  const { raw, statement } = tokenStatement(tx, userId, "VERIFY_EMAIL", now);
-  const payload = typeof userId === "number" ? { userId } : sql`json_object('userId', ${userId})`;
-  return [statement, notificationStatement(tx, "VERIFY_EMAIL", email, payload, new Date(now), { token: raw })] as const;
+const verificationStatements = prepared((tx: Db, shape: string) => {
+  const userId = shape === "new" ? idOfEmail(sql.placeholder("email")) : sql.placeholder("userId");
+  const email = sql.placeholder("email") as unknown as string;
+  const at = sql.placeholder("at") as unknown as Date;
+  const token = sql.placeholder("token") as unknown as string;
+  return [tokenUpsert(tx, userId).prepare(), notificationStatement(tx, "VERIFY_EMAIL", email, sql`json_object('userId', ${userId})`, at, { token }).prepare()] as const;
+});
+
+/** VERIFY_EMAIL with a fresh token for the user `userId`, or "new": the one its list unit has just inserted with `email`. */
+export function verificationRows(tx: Db, userId: number | "new", email: string, now: number) {
+  const { raw, values } = tokenValues("VERIFY_EMAIL", now);
+  const shape = userId === "new" ? "new" : "id";
+  return verificationStatements(tx, shape).map((statement) => bound(statement, { ...values, userId, email, at: new Date(now), token: raw }));
 }
 
 export async function enqueueVerification(tx: Db, userId: number, email: string, now: number) {

@@ -3,8 +3,9 @@
  * the mail; the database keeps a SHA-256. One live token per user and purpose (a new one
  * replaces the old), single use (consuming deletes it), and an expiry per purpose.
  */
-import { and, eq, gt, type SQL } from "drizzle-orm";
+import { and, eq, gt, sql, type SQL } from "drizzle-orm";
 import type { Db, Reader } from "../../db/client";
+import { prepared } from "../../db/prepared";
 import { accountTokens } from "../../db/schema";
 import { TOKEN_KINDS } from "../notifications/templates";
 
@@ -13,24 +14,33 @@ type Writer = Pick<Db, "insert" | "delete">;
 
 const sha256 = (token: string) => new Bun.CryptoHasher("sha256").update(token).digest("hex");
 
-/** A fresh raw token for the user and purpose; any earlier one of that purpose stops working. */
-export async function issueToken(tx: Writer, userId: number, purpose: TokenPurpose, now: number): Promise<string> {
-  const { raw, statement } = tokenStatement(tx, userId, purpose, now);
-  await statement;
-  return raw;
+/**
+ * The upsert of a user's token for a purpose, with placeholders for its values (tokenValues):
+ * for a prepared statement. `userId` is a placeholder, or SQL (the id a statement before in the
+ * same list unit inserted).
+ */
+export function tokenUpsert(tx: Pick<Db, "insert">, userId: SQL | ReturnType<typeof sql.placeholder>) {
+  // Cast: placeholders stand for the columns' values, which drizzle encodes when they are filled in.
+  const values = { tokenHash: sql.placeholder("tokenHash"), userId, purpose: sql.placeholder("purpose"), expiresAt: sql.placeholder("expiresAt") } as never;
+  return tx
+    .insert(accountTokens)
+    .values(values)
+    .onConflictDoUpdate({ target: [accountTokens.userId, accountTokens.purpose], set: values });
 }
 
-/** The same as a statement of a list unit, where the user's id may be SQL (the row a statement before inserted). */
-export function tokenStatement(tx: Pick<Db, "insert">, userId: number | SQL, purpose: TokenPurpose, now: number) {
+/** A fresh raw token and the values of tokenUpsert's placeholders for it. */
+export function tokenValues(purpose: TokenPurpose, now: number) {
   const raw = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
-  const values = { tokenHash: sha256(raw), userId: userId as number, purpose, expiresAt: new Date(now + TOKEN_KINDS[purpose]) };
-  return {
-    raw,
-    statement: tx
-      .insert(accountTokens)
-      .values(values)
-      .onConflictDoUpdate({ target: [accountTokens.userId, accountTokens.purpose], set: values }),
-  };
+  return { raw, values: { tokenHash: sha256(raw), purpose, expiresAt: new Date(now + TOKEN_KINDS[purpose]) } };
+}
+
+const upsertToken = prepared((tx: Writer) => tokenUpsert(tx, sql.placeholder("userId")).prepare());
+
+/** A fresh raw token for the user and purpose; any earlier one of that purpose stops working. */
+export async function issueToken(tx: Writer, userId: number, purpose: TokenPurpose, now: number): Promise<string> {
+  const { raw, values } = tokenValues(purpose, now);
+  await upsertToken(tx).run({ ...values, userId });
+  return raw;
 }
 
 /** Whether a token of this purpose is live, without using it up (a cheap check before expensive work). */
@@ -51,7 +61,14 @@ export async function consumeToken(tx: Writer, raw: string, purpose: TokenPurpos
   return row?.userId;
 }
 
+const tokensOfUser = prepared((tx: Writer) =>
+  tx
+    .delete(accountTokens)
+    .where(eq(accountTokens.userId, sql.placeholder("userId")))
+    .prepare(),
+);
+
 /** Every token of the user (after a password reset: no earlier link works any more). */
 export async function revokeTokens(tx: Writer, userId: number) {
-  await tx.delete(accountTokens).where(eq(accountTokens.userId, userId));
+  await tokensOfUser(tx).run({ userId });
 }

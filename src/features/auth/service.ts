@@ -12,7 +12,7 @@ import type { Statement } from "../../db/database";
 import { bound, prepared } from "../../db/prepared";
 import { type loginThrottle, users } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
-import { findById, findUser, normalizeEmail, toUser } from "../users/service";
+import { bumpTokenVersion, findById, findUser, normalizeEmail, toUser } from "../users/service";
 import type { Caller } from "./guard";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
@@ -43,6 +43,28 @@ const setLastLogin = prepared((tx: Db) =>
     .update(users)
     .set({ lastLogin: sql.placeholder("lastLogin") as unknown as Date })
     .where(eq(users.id, sql.placeholder("id")))
+    .prepare(),
+);
+
+/** A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile. */
+const rehashPassword = prepared((tx: Db) =>
+  tx
+    .update(users)
+    .set({ passwordHash: sql.placeholder("rehash") as unknown as string })
+    .where(and(eq(users.id, sql.placeholder("id")), eq(users.passwordHash, sql.placeholder("passwordHash"))))
+    .prepare(),
+);
+/** A new password, and every earlier token revoked: answers the new token version. */
+const setPassword = prepared((tx: Db) =>
+  tx
+    .update(users)
+    .set({
+      passwordHash: sql.placeholder("passwordHash") as unknown as string,
+      tokenVersion: sql`${users.tokenVersion} + 1`,
+      updatedAt: sql.placeholder("updatedAt") as unknown as Date,
+    })
+    .where(eq(users.id, sql.placeholder("id")))
+    .returning({ tokenVersion: users.tokenVersion })
     .prepare(),
 );
 
@@ -99,15 +121,7 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
         [
           ...(clear ? [clear(tx)] : []),
           bound(setLastLogin(tx), { lastLogin, id: account.id }),
-          // A legacy BCrypt hash becomes argon2id, unless the password changed meanwhile.
-          ...(rehash
-            ? [
-                tx
-                  .update(users)
-                  .set({ passwordHash: rehash })
-                  .where(and(eq(users.id, account.id), eq(users.passwordHash, account.passwordHash))),
-              ]
-            : []),
+          ...(rehash ? [bound(rehashPassword(tx), { rehash, id: account.id, passwordHash: account.passwordHash })] : []),
           bound(findById(tx), { id: account.id }),
         ] as unknown as [Statement, ...Statement[]],
     );
@@ -125,12 +139,7 @@ export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenRespons
 
 /** Revokes every token issued to the caller so far. */
 export async function logout(deps: SessionDeps, caller: Caller) {
-  await deps.db.writeAll((tx) => [
-    tx
-      .update(users)
-      .set({ tokenVersion: sql`${users.tokenVersion} + 1` })
-      .where(eq(users.id, caller.id)),
-  ]);
+  await deps.db.writeAll((tx) => [bound(bumpTokenVersion(tx), { id: caller.id })]);
 }
 
 /**
@@ -141,15 +150,7 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
   const updated = await checkPassword(deps, caller.email, input.currentPassword, address, async (account, clear) => {
     const passwordHash = await hashPassword(input.newPassword);
     const results = await deps.db.writeAll(
-      (tx) =>
-        [
-          ...(clear ? [clear(tx)] : []),
-          tx
-            .update(users)
-            .set({ passwordHash, tokenVersion: sql`${users.tokenVersion} + 1`, updatedAt: new Date(deps.now()) })
-            .where(eq(users.id, account.id))
-            .returning({ tokenVersion: users.tokenVersion }),
-        ] as unknown as [Statement, ...Statement[]],
+      (tx) => [...(clear ? [clear(tx)] : []), bound(setPassword(tx), { passwordHash, updatedAt: new Date(deps.now()), id: account.id })] as unknown as [Statement, ...Statement[]],
     );
     return (results[results.length - 1] as { tokenVersion: number }[])[0];
   });

@@ -117,5 +117,12 @@ export async function recordFailure(deps: ThrottleDeps, email: string, address: 
   await deps.db.writeAll((tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now)] as unknown as [Statement, Statement]);
 }
 
+const deleteCounter = prepared((tx: Db) =>
+  tx
+    .delete(loginThrottle)
+    .where(eq(loginThrottle.key, sql.placeholder("key")))
+    .prepare(),
+);
+
 /** A successful login clears the e-mail's count (the address keeps its own): a statement for its unit. */
-export const clearFailures = (tx: Pick<Db, "delete">, email: string) => tx.delete(loginThrottle).where(eq(loginThrottle.key, emailKey(email)));
+export const clearFailures = (tx: Db, email: string) => bound(deleteCounter(tx), { key: emailKey(email) });

@@ -3,8 +3,9 @@
  * and finds stored files again. Client file names are kept as data only, never as paths.
  */
 import { count, desc, eq, sql } from "drizzle-orm";
-import { pageOf, withPage } from "../../paging";
-import type { Database } from "../../db/client";
+import { limitOffset, pageOf, withPlaceholderPage } from "../../paging";
+import type { Database, Reader } from "../../db/client";
+import { bound, prepared } from "../../db/prepared";
 import { auditLog, files } from "../../db/schema";
 import { AppError, Violations } from "../../errors";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
@@ -144,20 +145,32 @@ async function restoreWindows(db: Database): Promise<{ from: number; to: number 
   });
 }
 
+const fileById = prepared((db: Reader) =>
+  db
+    .select()
+    .from(files)
+    .where(eq(files.id, sql.placeholder("name")))
+    .prepare(),
+);
+
 export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promise<FileInfo> {
   // Only generated names are stored: any other is missing, and never reaches storage or the database.
   if (!isStoredName(name)) throw new AppError("FILE_NOT_FOUND", { name });
-  const [row] = await deps.db.select().from(files).where(eq(files.id, name));
+  const [row] = await fileById(deps.db).all({ name });
   if (!row) throw new AppError("FILE_NOT_FOUND", { name });
   return toFileInfo(row);
 }
 
+const filePage = prepared((db: Reader) => withPlaceholderPage(db.select().from(files).orderBy(desc(files.createdAt), sql`rowid desc`).$dynamic()).prepare());
+const fileCount = prepared((db: Reader) => db.select({ total: count() }).from(files).prepare());
+
 /** One page of every stored file's info, newest first (upload order breaks ties), and the total. */
 export async function listFiles(deps: Pick<FilesDeps, "db">, query: FileListQuery): Promise<{ files: FileInfo[]; total: number }> {
-  const [rows, [{ total }]] = await Promise.all([
-    withPage(deps.db.select().from(files).orderBy(desc(files.createdAt), sql`rowid desc`).$dynamic(), pageOf(query)),
-    deps.db.select({ total: count() }).from(files),
-  ]);
+  // One read unit: one round trip to a remote primary, and the page and its total agree.
+  const [rows, [{ total }]] = (await deps.db.readAll((r: Reader) => [bound(filePage(r), limitOffset(pageOf(query))), bound(fileCount(r), {})])) as [
+    (typeof files.$inferSelect)[],
+    { total: number }[],
+  ];
   return { files: rows.map(toFileInfo), total };
 }
 

@@ -140,6 +140,22 @@ function errorText(error: unknown, row: Row) {
   return row.recipient ? message.replaceAll(row.recipient, "<recipient>") : message;
 }
 
+const tokensToErase = prepared((tx: Db) => {
+  // Created before a placeholder's time, in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
+  const expired = (kind: keyof typeof TOKEN_KINDS) => and(eq(outbox.kind, kind), lte(outbox.createdAt, sql.placeholder(kind)));
+  return tx
+    .update(outbox)
+    .set({ token: null })
+    .where(and(isNotNull(outbox.token), or(inArray(outbox.mailStatus, ["sent", "failed", "skipped"]), expired("VERIFY_EMAIL"), expired("PASSWORD_RESET"))))
+    .prepare();
+});
+
+/**
+ * Raw tokens leave the database once their mail is settled or they have expired: a statement of
+ * the housekeeping's unit. Only rows that still hold a token are looked at (outbox_token_idx).
+ */
+export const eraseTokens = (tx: Db, now: number) => bound(tokensToErase(tx), { VERIFY_EMAIL: now - TOKEN_KINDS.VERIFY_EMAIL, PASSWORD_RESET: now - TOKEN_KINDS.PASSWORD_RESET });
+
 export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   const { db, logger, channels, metrics } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
@@ -169,15 +185,6 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
           .where(eq(outbox.id, row.id));
       });
     }
-  }
-
-  /** Raw tokens leave the database once their mail is settled or they have expired. */
-  function eraseTokens(tx: Db) {
-    const expired = (kind: keyof typeof TOKEN_KINDS) => and(eq(outbox.kind, kind), lte(outbox.createdAt, new Date(now() - TOKEN_KINDS[kind])));
-    return tx
-      .update(outbox)
-      .set({ token: null })
-      .where(and(isNotNull(outbox.token), or(inArray(outbox.mailStatus, ["sent", "failed", "skipped"]), expired("VERIFY_EMAIL"), expired("PASSWORD_RESET"))));
   }
 
   const updateRow = (id: number, values: SQLiteUpdateSetSource<typeof outbox>) => db.writeAll((tx) => [tx.update(outbox).set(values).where(eq(outbox.id, id))]);
@@ -223,7 +230,7 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   async function housekeeping() {
     await resolveResets();
     await db.writeAll((tx) => {
-      const tidy = [eraseTokens(tx), ...forgetExpired(tx, now())] as const;
+      const tidy = [eraseTokens(tx, now()), ...forgetExpired(tx, now())] as const;
       // Without SMTP there is no e-mail: the mail channel has nothing to do.
       return hasMail ? tidy : ([tx.update(outbox).set({ mailStatus: "skipped" }).where(eq(outbox.mailStatus, "pending")), ...tidy] as const);
     });

@@ -16,14 +16,15 @@
  * Stock is reserved at creation with `stock = stock - q WHERE stock >= q`, so concurrent
  * orders never oversell.
  */
-import { and, asc, count, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, inArray, lt, sql } from "drizzle-orm";
+import type { SQLiteSelect } from "drizzle-orm/sqlite-core";
 import type { Logger } from "pino";
 import type { Database, Db, Reader } from "../../db/client";
 import type { Statement } from "../../db/database";
 import { bound, prepared } from "../../db/prepared";
 import { orderItems, orders, outbox, products, users } from "../../db/schema";
 import { AppError, integrityKind, Violations } from "../../errors";
-import { pageIfAsked, withPage, type Page } from "../../paging";
+import { limitOffset, pageIfAsked, withPlaceholderPage, type Page } from "../../paging";
 import { isAdmin, type Caller } from "../auth/guard";
 import { notificationSelection, notificationStatement } from "../notifications/outbox";
 import { fromCents } from "../products/money";
@@ -112,47 +113,62 @@ function toOrder(row: OrderRow, items: ItemRow[]): Order {
   };
 }
 
-/** Orders matching `where`, with their items, oldest first. */
-async function selectOrders(db: Reader, where: SQL | undefined, page?: Page): Promise<Order[]> {
-  const rows = await withPage(db.select().from(orders).where(where).orderBy(asc(orders.id)).$dynamic(), page);
-  if (rows.length === 0) return [];
-  const items = await db
-    .select()
-    .from(orderItems)
-    .where(
-      inArray(
-        orderItems.orderId,
-        rows.map((r) => r.id),
-      ),
-    )
-    .orderBy(asc(orderItems.id));
-  return rows.map((row) =>
+/**
+ * A read of orders (oldest first) with their items and their total, prepared per shape: which of
+ * the filters apply (by id, the caller's own, by user, by status) and whether it is paged. The
+ * items are those of the same orders, chosen in SQL, so one read unit answers it.
+ */
+const orderReads = prepared((db: Reader, shape: string) => {
+  const [filters, paged] = shape.split("|");
+  const has = (filter: string) => filters.split(",").includes(filter);
+  const where = and(
+    has("id") ? eq(orders.id, sql.placeholder("id")) : undefined,
+    has("own") ? eq(orders.userId, sql.placeholder("callerId")) : undefined,
+    has("userId") ? eq(orders.userId, sql.placeholder("userId")) : undefined,
+    has("status") ? eq(orders.status, sql.placeholder("status")) : undefined,
+  );
+  const page = <T extends SQLiteSelect>(select: T) => (paged ? withPlaceholderPage(select) : select);
+  const ids = page(db.select({ id: orders.id }).from(orders).where(where).orderBy(asc(orders.id)).$dynamic());
+  return {
+    rows: page(db.select().from(orders).where(where).orderBy(asc(orders.id)).$dynamic()).prepare(),
+    items: db.select().from(orderItems).where(inArray(orderItems.orderId, ids)).orderBy(asc(orderItems.id)).prepare(),
+    total: db.select({ total: count() }).from(orders).where(where).prepare(),
+  };
+});
+
+type OrderFilters = { id?: number; userId?: number; status?: string };
+
+/** Orders matching `filters` that `caller` may see (their own, or any for an ADMIN), with their items; the total too when `counted`. */
+async function selectOrders(db: Pick<Database, "readAll">, caller: Caller, filters: OrderFilters, page: Page | undefined, counted: boolean) {
+  const own = isAdmin(caller) ? undefined : caller.id;
+  const applied = Object.entries({ id: filters.id, own, userId: filters.userId, status: filters.status }).filter(([, value]) => value !== undefined);
+  const shape = `${applied.map(([filter]) => filter).join(",")}|${page ? "paged" : ""}`;
+  const values = { ...filters, callerId: own, ...(page ? limitOffset(page) : {}) };
+  const [rows, items, totals] = (await db.readAll((r: Reader) => {
+    const { rows, items, total } = orderReads(r, shape);
+    return counted ? [bound(rows, values), bound(items, values), bound(total, values)] : [bound(rows, values), bound(items, values)];
+  })) as [OrderRow[], (ItemRow & { orderId: number })[], { total: number }[]?];
+  const list = rows.map((row) =>
     toOrder(
       row,
       items.filter((item) => item.orderId === row.id),
     ),
   );
+  return { orders: list, total: totals?.[0].total ?? list.length };
 }
 
-/** What the caller may see: their own orders, or any for an ADMIN. */
-const visibleTo = (caller: Caller) => (isAdmin(caller) ? undefined : eq(orders.userId, caller.id));
-
 /** Another user's order is "not found" to a USER, so ids reveal nothing. */
-export async function findOrder(db: Reader, caller: Caller, id: number): Promise<Order> {
-  const [order] = await selectOrders(db, and(eq(orders.id, id), visibleTo(caller)));
+export async function findOrder(db: Pick<Database, "readAll">, caller: Caller, id: number): Promise<Order> {
+  const {
+    orders: [order],
+  } = await selectOrders(db, caller, { id }, undefined, false);
   if (!order) throw new AppError("ORDER_NOT_FOUND", { id });
   return order;
 }
 
 /** `userId` and `status` narrow the list; a USER only ever sees their own (another's id gives an empty list). */
-export async function listOrders(db: Reader, caller: Caller, query: OrderListQuery) {
-  const where = and(
-    visibleTo(caller),
-    query.userId === undefined ? undefined : eq(orders.userId, query.userId),
-    query.status === undefined ? undefined : eq(orders.status, query.status),
-  );
-  const [list, [{ total }]] = await Promise.all([selectOrders(db, where, pageIfAsked(query)), db.select({ total: count() }).from(orders).where(where)]);
-  return { orders: list, total };
+export function listOrders(db: Pick<Database, "readAll">, caller: Caller, query: OrderListQuery) {
+  return selectOrders(db, caller, { userId: query.userId, status: query.status }, pageIfAsked(query), true);
 }
 
 /**
@@ -350,6 +366,15 @@ const orderItemRows = prepared((tx: Db) =>
     .prepare(),
 );
 
+/** A declined order's line back in stock. */
+const releaseStock = prepared((tx: Db) =>
+  tx
+    .update(products)
+    .set({ stock: sql`${products.stock} + ${sql.placeholder("quantity")}` })
+    .where(eq(products.id, sql.placeholder("productId")))
+    .prepare(),
+);
+
 export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, payment: PaymentRequest): Promise<Order> {
   if (!luhnValid(payment.cardNumber)) throw new Violations("body", [{ path: "cardNumber", key: "field.cardNumber.luhn" }]);
   const { db, logger, paymentGateway: gateway } = deps;
@@ -385,7 +410,7 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
   const settle = async (tx: Db, transition: "succeed" | "decline") => {
     if ((await move(tx, id, transition, at)).length > 0) return;
-    const [now] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, id));
+    const [now] = await statusOf(tx).all({ id });
     throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(now.status) });
   };
   if (result.approved) {
@@ -413,13 +438,8 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
 
   await db.write(async (tx) => {
     await settle(tx, "decline");
-    const lines = await tx.select({ productId: orderItems.productId, quantity: orderItems.quantity }).from(orderItems).where(eq(orderItems.orderId, id));
-    for (const line of lines) {
-      await tx
-        .update(products)
-        .set({ stock: sql`${products.stock} + ${line.quantity}` })
-        .where(eq(products.id, line.productId));
-    }
+    const lines = await orderItemRows(tx).all({ id });
+    for (const line of lines) await releaseStock(tx).run(line);
   });
   throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });
 }

@@ -8,7 +8,7 @@ import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import { products } from "../../db/schema";
 import { AppError, integrityKind } from "../../errors";
-import { pageIfAsked, withPage } from "../../paging";
+import { limitOffset, pageIfAsked, withPlaceholderPage } from "../../paging";
 import { fromCents, toCents } from "./money";
 import type { Product, ProductBody, ProductListQuery, ProductStatus } from "./model";
 
@@ -30,12 +30,24 @@ export function toProduct(row: Row): Product {
   };
 }
 
-export async function listProducts(db: Reader, query: ProductListQuery) {
-  const where = query.status ? eq(products.status, query.status) : undefined;
-  const [rows, [{ total }]] = await Promise.all([
-    withPage(db.select().from(products).where(where).orderBy(asc(products.id)).$dynamic(), pageIfAsked(query)),
-    db.select({ total: count() }).from(products).where(where),
-  ]);
+/** A list's statements per shape: whether a status narrows it, and whether it is paged. */
+const byStatus = (status: string) => (status ? eq(products.status, sql.placeholder("status")) : undefined);
+const productPage = prepared((db: Reader, shape: string) => {
+  const [status, paged] = shape.split("|");
+  const query = db.select().from(products).where(byStatus(status)).orderBy(asc(products.id)).$dynamic();
+  return (paged ? withPlaceholderPage(query) : query).prepare();
+});
+const productCount = prepared((db: Reader, status: string) => db.select({ total: count() }).from(products).where(byStatus(status)).prepare());
+
+export async function listProducts(db: Pick<Database, "readAll">, query: ProductListQuery) {
+  const page = pageIfAsked(query);
+  const status = query.status ? "status" : "";
+  const values = { status: query.status, ...(page ? limitOffset(page) : {}) };
+  // One read unit: one round trip to a remote primary, and the page and its total agree.
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(productPage(r, `${status}|${page ? "paged" : ""}`), values), bound(productCount(r, status), values)])) as [
+    Row[],
+    { total: number }[],
+  ];
   return { products: rows.map(toProduct), total };
 }
 

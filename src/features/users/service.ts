@@ -4,7 +4,7 @@
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
-import { limitOffset, pageIfAsked } from "../../paging";
+import { limitOffset, pageIfAsked, withPlaceholderPage } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
@@ -142,7 +142,7 @@ export function orderBy(sort: string | undefined) {
 const userPage = prepared((r: Reader, shape: string) => {
   const [sort, paged] = shape.split("|");
   const query = selectUsers(r).orderBy(...orderBy(sort));
-  return (paged ? query.limit(sql.placeholder("limit")).offset(sql.placeholder("offset")) : query).prepare();
+  return (paged ? withPlaceholderPage(query.$dynamic()) : query).prepare();
 });
 const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
@@ -243,7 +243,8 @@ const insertNewUser = prepared((tx: Db, shape: string) =>
     })
     .prepare(),
 );
-const userByEmail = prepared((db: Reader) => selectUsers(db, eq(users.email, sql.placeholder("email"))).prepare());
+/** The User with an e-mail, as a list unit reads a new user back. */
+export const userByEmail = prepared((db: Reader) => selectUsers(db, eq(users.email, sql.placeholder("email"))).prepare());
 
 /** One INSERT … SELECT per set of role names (unknown names grant nothing): a statement fewer in every create. */
 const grantStatement = prepared((tx: Db, names: string) =>
@@ -427,15 +428,21 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
   return findUser(deps.db, id);
 }
 
+/** Every token issued to the user so far stops working (the guard checks the token version): the user's id, or no row. */
+export const bumpTokenVersion = prepared((tx: Db) =>
+  tx
+    .update(users)
+    .set({ tokenVersion: sql`${users.tokenVersion} + 1` })
+    .where(eq(users.id, sql.placeholder("id")))
+    .returning({ id: users.id })
+    .prepare(),
+);
+
 /** Every token issued to the user so far stops working (the guard checks the token version). */
 export async function revokeAccessTokens(deps: UsersDeps, id: number, actor: string) {
   const now = new Date();
   await deps.db.write(async (tx) => {
-    const revoked = await tx
-      .update(users)
-      .set({ tokenVersion: sql`${users.tokenVersion} + 1` })
-      .where(eq(users.id, id))
-      .returning({ id: users.id });
+    const revoked = await bumpTokenVersion(tx).all({ id });
     if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
     await writeAudit(tx, { action: "USER_TOKENS_REVOKED", actor, subjectType: "User", subjectId: id }, now);
   });

@@ -1,0 +1,1 @@
+CREATE INDEX `outbox_token_idx` ON `outbox` (`kind`,`created_at`) WHERE "outbox"."token" is not null;
