@@ -70,8 +70,10 @@ describe("login", () => {
       return performance.now() - started;
     };
     await time("warm-up@example.com");
-    const known = Math.min(await time(user.email), await time(user.email));
-    const unknown = Math.min(await time("ghost@example.com"), await time("ghost@example.com"));
+    // The least of three each: one answer delayed by a loaded machine or a remote round trip does not decide it.
+    const least = async (email: string) => Math.min(await time(email), await time(email), await time(email));
+    const known = await least(user.email);
+    const unknown = await least("ghost@example.com");
     // Not a speed target: only that neither path skips the argon2 verification (~tens of ms).
     expect(unknown).toBeGreaterThan(known / 4);
     expect(known).toBeGreaterThan(unknown / 4);

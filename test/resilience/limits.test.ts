@@ -181,15 +181,20 @@ describe("slow clients", () => {
     idle.resume(); // read the answer, or the client never sees the server's close
     const idleClosed = closedAfter(idle);
 
-    // Meanwhile the server serves everyone else, promptly.
+    // Meanwhile the server serves everyone else, promptly. A held server would answer only when
+    // Bun cuts the trickling heads (~10 s); the bounds sit far below that yet leave a loaded CI
+    // machine room for one slow answer (one read took 2.5 s on a 2-core machine at load 5).
+    const waits: number[] = [];
     for (let i = 0; i < 20; i++) {
       const begun = performance.now();
       const res = await fetch(`http://127.0.0.1:${port}/api/users/${admin.id}`, { headers: { authorization: `Bearer ${admin.token}` } });
       expect(res.status).toBe(200);
       await res.arrayBuffer();
-      expect(performance.now() - begun).toBeLessThan(2000);
+      waits.push(performance.now() - begun);
       await Bun.sleep(250);
     }
+    expect(Math.max(...waits)).toBeLessThan(5000);
+    expect(waits.sort((a, b) => a - b)[waits.length / 2]).toBeLessThan(1000);
     // Bun cuts a request whose head has not completed after ~10 s, however it trickles.
     const cut = await Promise.all(trickling);
     expect(Math.max(...cut)).toBeLessThan(16_000);
