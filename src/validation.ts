@@ -9,7 +9,7 @@
 import { type TSchema, t } from "elysia";
 import { ValueErrorType, type ValueError } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
-import { Kind, Type, TypeRegistry, type IntegerOptions, type SchemaOptions, type TUnsafe } from "@sinclair/typebox";
+import { FormatRegistry, Kind, Type, TypeRegistry, type IntegerOptions, type SchemaOptions, type TUnsafe } from "@sinclair/typebox";
 import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
 import type { MessageKey } from "./catalogue";
 
@@ -72,6 +72,17 @@ export function parseInstant(value: string, param: string): Date {
   }
   return instant;
 }
+
+/**
+ * The "date-time" format every answer's instants are checked against, fast for the form they are
+ * written in. Elysia's check (a quote-stripping replace, an unanchored three-way regex, a Date
+ * parse) took ~320 ns an instant, ~5 µs of a 10-user page. toISOString's form with a day up to 28
+ * is valid by its digits alone (~60 ns); every other string goes to Elysia's check, so the set of
+ * accepted strings is exactly Elysia's.
+ */
+const CANONICAL_INSTANT = /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z$/;
+const elysiaDateTime = FormatRegistry.Get("date-time");
+if (elysiaDateTime) FormatRegistry.Set("date-time", (value) => CANONICAL_INSTANT.test(value) || elysiaDateTime(value));
 
 /**
  * Query integers and booleans checked on their text, with no TypeBox Transform.
