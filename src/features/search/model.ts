@@ -1,7 +1,7 @@
 /** TypeBox shapes of the search API. */
 import { t, type Static } from "elysia";
 import { SORTABLE_FIELDS } from "../users/model";
-import { Instant, MAX_PAGE } from "../../validation";
+import { Instant, MAX_PAGE, QueryBoolean, QueryInteger } from "../../validation";
 
 export const MAX_PAGE_SIZE = 100;
 
@@ -11,13 +11,13 @@ export const MAX_PAGE_SIZE = 100;
  */
 const SearchText = (description: string) => t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
 
-/** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria. */
+/** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria; numbers and flags as QueryInteger / QueryBoolean (src/validation.ts). */
 export const UserSearchQuery = t.Object({
   name: t.Optional(SearchText("Case-insensitive substring of the name; `%`, `_` and quotes match literally")),
-  age: t.Optional(t.Integer({ description: "Exact age" })),
-  active: t.Optional(t.Boolean({ default: true, description: "Defaults to true" })),
-  page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE, default: 0 })),
-  size: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: 10 })),
+  age: t.Optional(QueryInteger({ description: "Exact age" })),
+  active: t.Optional(QueryBoolean({ default: true, description: "Defaults to true" })),
+  page: t.Optional(QueryInteger({ minimum: 0, maximum: MAX_PAGE, default: 0 })),
+  size: t.Optional(QueryInteger({ minimum: 1, maximum: MAX_PAGE_SIZE, default: 10 })),
   email: t.Optional(SearchText("Case-insensitive substring of the e-mail")),
   department: t.Optional(t.String({ description: "Department name, case-insensitive" })),
   createdAfter: t.Optional(Instant),

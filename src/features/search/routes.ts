@@ -5,7 +5,7 @@ import { errorResponses } from "../../envelope";
 import { Violations } from "../../errors";
 import { User } from "../users/model";
 import { pageIfAsked, pageOf } from "../../paging";
-import { parseInstant } from "../../validation";
+import { parseInstant, queryBoolean, queryInteger } from "../../validation";
 import { DepartmentRoleParams, OptionalPage, SkillsQuery, UserSearchQuery } from "./model";
 import { searchUsers } from "./service";
 
@@ -29,16 +29,17 @@ export const searchRoutes = (ctx: AppContext) =>
     .get(
       "/users",
       ({ query }) => {
-        const { page, size, active = true, createdAfter, createdBefore, ...rest } = query;
+        const { page, size, age, active, createdAfter, createdBefore, ...rest } = query;
         return searchUsers(
           ctx.db,
           {
             ...rest,
-            active,
+            age: queryInteger(age),
+            active: queryBoolean(active) ?? true,
             createdAfter: createdAfter ? parseInstant(createdAfter, "createdAfter") : undefined,
             createdBefore: createdBefore ? parseInstant(createdBefore, "createdBefore") : undefined,
           },
-          pageOf({ page, size }, 10),
+          pageOf({ page: queryInteger(page), size: queryInteger(size) }, 10),
         );
       },
       {
