@@ -276,7 +276,12 @@ function typedBranch(schema: TSchema): TSchema {
 /** Violations of query or path parameters given as strings (repeated query keys as arrays). */
 export function parameterViolationsOf(schema: TSchema, raw: Record<string, unknown>): Violation[] {
   const typed = typedBranch(schema);
-  const value = Value.Convert(asNumbers(typed), structuredClone(raw));
+  const value = Value.Convert(asNumbers(typed), structuredClone(raw)) as Record<string, unknown>;
+  // Value.Convert reads "1" and "TRUE" as true, but a query boolean is "true" or "false": the
+  // request failed on such a text, so it must be the text that is judged (else errors is empty).
+  for (const [key, property] of Object.entries((typed.properties ?? {}) as Record<string, TSchema>)) {
+    if (property.type === "boolean" && typeof raw[key] === "string" && raw[key] !== "true" && raw[key] !== "false") value[key] = raw[key];
+  }
   return violationsOf(typed, value);
 }
 

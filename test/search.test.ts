@@ -215,6 +215,9 @@ describe("size limits and bad parameters", () => {
     ["?age=abc", ["age: must be an integer"]],
     ["?age=1.5", ["age: must be an integer"]],
     ["?active=maybe", ["active: must be true or false"]],
+    // Texts TypeBox's own conversion would read as true: refused, and the errors say why.
+    ["?active=1", ["active: must be true or false"]],
+    ["?active=TRUE", ["active: must be true or false"]],
     ["?page=x&size=500", ["page: must be an integer", "size: must be at most 100"]],
     ["?sortBy=salary", ["sortBy: must be one of id, name, email, createdAt, updatedAt, lastLogin, active"]],
     ["?sortDirection=up", ["sortDirection: must be one of asc, desc, ASC, DESC"]],
