@@ -27,7 +27,7 @@ export function cli(args: string[], env: Record<string, string>, binary?: string
 }
 
 /** Tables that are the data (every schema table but the bookkeeping of leases), and the migrations a restore must carry. */
-export const DATA_TABLES = [...SCHEMA_TABLES.filter((table) => table !== "leases"), "__drizzle_migrations"];
+const DATA_TABLES = [...SCHEMA_TABLES.filter((table) => table !== "leases"), "__drizzle_migrations"];
 
 /** One digest per table, rows in rowid order; audit entries about backups are left out (they are written after a snapshot). */
 export function digests(file: string): Record<string, string> {
