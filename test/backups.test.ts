@@ -384,9 +384,9 @@ test("after a restore the orphan sweep keeps the objects stored after the backup
     const upload = async (text: string) => {
       const form = new FormData();
       form.append("file", new Blob([text]), `${text}.txt`);
-      const res = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: form }));
+      const res = await t.request<{ fileName: string }>("POST", "/api/files/upload", { token: admin.token, raw: form });
       expect(res.status).toBe(201);
-      return ((await res.json()) as { fileName: string }).fileName;
+      return res.body.fileName;
     };
     const before = await upload("before-the-backup");
     const made = (await t.request("POST", "/api/admin/backups", { token: admin.token })).body;
