@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { create, extract } from "tar";
 import type { Manifest } from "../src/features/backups/archive";
+import { SCHEMA_TABLES } from "./support/tables";
 
 const ROOT = resolve(import.meta.dir, "..");
 
@@ -25,23 +26,8 @@ export function cli(args: string[], env: Record<string, string>, binary?: string
   return { code: run.exitCode, stdout: run.stdout.toString(), stderr: run.stderr.toString() };
 }
 
-/** Tables that are the data (not the bookkeeping of leases). */
-export const DATA_TABLES = [
-  "users",
-  "user_roles",
-  "user_profiles",
-  "user_skills",
-  "departments",
-  "roles",
-  "products",
-  "orders",
-  "order_items",
-  "files",
-  "outbox",
-  "audit_log",
-  "login_throttle",
-  "__drizzle_migrations",
-];
+/** Tables that are the data (every schema table but the bookkeeping of leases), and the migrations a restore must carry. */
+const DATA_TABLES = [...SCHEMA_TABLES.filter((table) => table !== "leases"), "__drizzle_migrations"];
 
 /** One digest per table, rows in rowid order; audit entries about backups are left out (they are written after a snapshot). */
 export function digests(file: string): Record<string, string> {

@@ -24,7 +24,7 @@ import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service
 import { createMetrics } from "../src/metrics";
 import { cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
 import { freePort } from "./resilience/support";
-import { answerOf, jsonOf, makeTestApp, validRegistration, type TestApp } from "./helpers";
+import { answerOf, jsonOf, makeTestApp, storeOrphan, validRegistration, type TestApp } from "./helpers";
 import { DENIED, scenarios, UNAUTHORIZED } from "./scenario";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
@@ -384,23 +384,16 @@ test("after a restore the orphan sweep keeps the objects stored after the backup
     const upload = async (text: string) => {
       const form = new FormData();
       form.append("file", new Blob([text]), `${text}.txt`);
-      const res = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: form }));
+      const res = await t.request<{ fileName: string }>("POST", "/api/files/upload", { token: admin.token, raw: form });
       expect(res.status).toBe(201);
-      return ((await res.json()) as { fileName: string }).fileName;
+      return res.body.fileName;
     };
     const before = await upload("before-the-backup");
     const made = (await t.request("POST", "/api/admin/backups", { token: admin.token })).body;
     const after = await upload("after-the-backup");
     const restored = cli(["restore", join(t.dir, "backups", made.name)], { DATA_DIR: target, FILE_STORAGE: storage, JWT_SECRET: "x".repeat(64) });
     expect(restored.code).toBe(0);
-    const orphan = `${crypto.randomUUID()}.bin`;
-    await t.files.put(
-      orphan,
-      (async function* () {
-        yield new TextEncoder().encode("a crash's leftover, after the restore");
-      })(),
-      1000,
-    );
+    await storeOrphan(t, "a crash's leftover, after the restore");
 
     const database = await openDatabase({ url: `file:${join(target, "usersvc.db")}` });
     try {

@@ -14,7 +14,7 @@ import { files } from "../src/db/schema";
 import type { FileUploadResponse } from "../src/features/files/model";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { STORED_NAME } from "../src/storage/files";
-import { answerOf, ISO_Z, makeTestApp, type TestApp, type TestResponse } from "./helpers";
+import { answerOf, ISO_Z, makeTestApp, storeOrphan, type TestApp, type TestResponse } from "./helpers";
 import { expectFailure, type Failure, invalidBody, scenarios } from "./scenario";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { peakRss, startServer, streamDownload, streamUpload } from "./server-process";
@@ -390,14 +390,7 @@ function fileSuite(backend: Backend) {
 
   test("bytes whose row never committed (a crash after storing) are swept once old enough; recorded files stay", async () => {
     const kept = await uploadFile("recorded", "kept.txt", "text/plain");
-    const orphan = `${crypto.randomUUID()}.bin`;
-    await t.files.put(
-      orphan,
-      (async function* () {
-        yield new TextEncoder().encode("no row");
-      })(),
-      1000,
-    );
+    const orphan = await storeOrphan(t, "no row");
     const deps = { db: t.database, files: t.files };
     expect(await sweepOrphanedFiles(deps)).toEqual({ removed: 0, kept: 0 }); // young: it may be an upload still recording its row
     expect(await backend.listStored(t)).toContain(orphan);

@@ -247,3 +247,16 @@ export async function holdWriteLock(path: string) {
 export function holdDatabaseLock(config: { databaseUrl: string; databaseAuthToken?: string }) {
   return config.databaseUrl.startsWith("file:") ? holdWriteLock(config.databaseUrl.slice("file:".length)) : holdRemoteWriteLock(config.databaseUrl, config.databaseAuthToken);
 }
+
+/** Bytes stored with no row recording them, as a crash between storing and recording leaves them; returns the stored name. */
+export async function storeOrphan(t: TestApp, text: string): Promise<string> {
+  const name = `${crypto.randomUUID()}.bin`;
+  await t.files.put(
+    name,
+    (async function* () {
+      yield new TextEncoder().encode(text);
+    })(),
+    1000,
+  );
+  return name;
+}

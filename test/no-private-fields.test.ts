@@ -48,8 +48,7 @@ beforeAll(async () => {
   orderId = order.body.id;
   const form = new FormData();
   form.append("file", new File(["walk"], "walk.txt", { type: "text/plain" }));
-  const upload = await t.app.handle(new Request("http://localhost/api/files/upload", { method: "POST", headers: { authorization: `Bearer ${admin.token}` }, body: form }));
-  file = (await upload.json()) as { id: number; fileName: string };
+  file = (await t.request<{ id: number; fileName: string }>("POST", "/api/files/upload", { token: admin.token, raw: form })).body;
   doomedId = (await t.request("POST", "/api/users", { token: admin.token, body: { name: "Doomed User", email: "doomed@example.com" } })).body.id;
 });
 

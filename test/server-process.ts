@@ -103,9 +103,9 @@ export async function peakRss<T>(server: ServerProcess, work: () => Promise<T>):
 }
 
 /** Deterministic bytes: chunk `i` of 256 KiB (every byte value, then i in its first 4 bytes), cheap to make. */
-export const CHUNK = 256 * 1024;
+const CHUNK = 256 * 1024;
 const PATTERN = Uint8Array.from({ length: CHUNK }, (_, j) => (j * 167 + (j >> 8)) & 0xff);
-export function chunkAt(i: number): Uint8Array {
+function chunkAt(i: number): Uint8Array {
   const chunk = PATTERN.slice();
   new DataView(chunk.buffer).setUint32(0, i);
   return chunk;
