@@ -10,8 +10,16 @@ import { Elysia } from "elysia";
 export const COMPRESSION_THRESHOLD_BYTES = 1024;
 
 /** node:zlib from the first answer worth compressing on: most answers are small JSON, and an idle server sends none. */
-let zlib: Promise<typeof import("node:zlib")> | undefined;
-const loadZlib = () => (zlib ??= import("node:zlib"));
+let compressors: Promise<{ brotli: (body: Uint8Array, size: number) => Promise<Buffer>; gzip: (body: Uint8Array) => Promise<Buffer> }> | undefined;
+const loadCompressors = () =>
+  (compressors ??= import("node:zlib").then(({ brotliCompress, constants, gzip }) => {
+    const brotli = promisify(brotliCompress);
+    const gzipped = promisify(gzip);
+    return {
+      brotli: (body: Uint8Array, size: number) => brotli(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: size } }),
+      gzip: (body: Uint8Array) => gzipped(body, { level: 6 }),
+    };
+  }));
 
 /** Text-like types worth compressing; everything else (octet-stream, images, archives) is left alone. */
 const COMPRESSIBLE = /^(text\/|application\/(json|javascript|xml|problem\+json|[\w.+-]+\+json|[\w.+-]+\+xml)\b)/i;
@@ -35,10 +43,8 @@ export function chooseEncoding(header: string | null): Encoding | undefined {
 }
 
 async function compress(body: Uint8Array, encoding: Encoding): Promise<Buffer> {
-  const { brotliCompress, constants, gzip } = await loadZlib();
-  return encoding === "br"
-    ? promisify(brotliCompress)(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } })
-    : promisify(gzip)(body, { level: 6 });
+  const { brotli, gzip } = await loadCompressors();
+  return encoding === "br" ? brotli(body, body.byteLength) : gzip(body);
 }
 
 /** Sure to fit under the threshold without encoding it: UTF-8 takes at most 3 bytes per UTF-16 unit. */
@@ -78,23 +84,26 @@ type AnswerSet = { headers: Record<string, unknown>; status?: unknown };
 
 /** What encode() would compress given the bytes and an encoding: a JSON answer's status and type allow it. */
 function plainlyEncodable(set: AnswerSet) {
-  const status = typeof set.status === "number" ? set.status : 200;
-  return status !== 204 && status !== 206 && status !== 304 && COMPRESSIBLE.test(String(set.headers["content-type"] ?? "application/json"));
+  return encodable(statusOf(set), String(set.headers["content-type"] ?? "application/json"));
 }
+
+const statusOf = (set: AnswerSet) => (typeof set.status === "number" ? set.status : 200);
+/** A body with this status and type may be compressed: not a no-content, partial or not-modified answer, and text-like. */
+const encodable = (status: number, type: string) => status !== 204 && status !== 206 && status !== 304 && COMPRESSIBLE.test(type);
+const utf8 = new TextEncoder();
 
 /** A larger or non-JSON answer: compressed when it is text, big enough and the client accepts it. */
 async function encode(request: Request, responseValue: unknown, json: string | undefined, set: AnswerSet): Promise<unknown> {
-  const asIs = responseValue;
   // What the handler (or the errors plugin) answered, as bytes plus its type.
   let body: Uint8Array;
   let type: string;
-  let status = typeof set.status === "number" ? set.status : 200;
+  let status = statusOf(set);
   const headers = new Headers(set.headers as Record<string, string>);
   if (responseValue instanceof Response) {
     type = responseValue.headers.get("content-type") ?? "";
     const h = responseValue.headers;
     // Downloads keep their bytes as stored (Range, checksums); only our own text answers qualify.
-    if (!COMPRESSIBLE.test(type) || h.has("content-encoding") || h.has("content-disposition") || h.has("content-range") || !responseValue.body) return asIs;
+    if (!COMPRESSIBLE.test(type) || h.has("content-encoding") || h.has("content-disposition") || h.has("content-range") || !responseValue.body) return responseValue;
     status = responseValue.status;
     h.forEach((value, key) => {
       headers.set(key, value);
@@ -102,17 +111,17 @@ async function encode(request: Request, responseValue: unknown, json: string | u
     body = new Uint8Array(await responseValue.arrayBuffer());
   } else if (typeof responseValue === "string") {
     type = String(set.headers["content-type"] ?? "text/plain; charset=utf-8");
-    body = new TextEncoder().encode(responseValue);
+    body = utf8.encode(responseValue);
   } else if (json !== undefined) {
     type = String(set.headers["content-type"] ?? "application/json; charset=utf-8");
-    body = new TextEncoder().encode(json);
+    body = utf8.encode(json);
   } else {
-    return asIs;
+    return responseValue;
   }
-  if (status === 204 || status === 206 || status === 304 || !COMPRESSIBLE.test(type)) return asIs;
+  if (!encodable(status, type)) return responseValue;
   headers.set("content-type", type);
   // A Response read above must be answered anew, whatever its size.
-  if (body.byteLength <= COMPRESSION_THRESHOLD_BYTES) return responseValue instanceof Response ? new Response(body, { status, headers }) : asIs;
+  if (body.byteLength <= COMPRESSION_THRESHOLD_BYTES) return responseValue instanceof Response ? new Response(body, { status, headers }) : responseValue;
   headers.append("vary", "Accept-Encoding");
   const encoding = chooseEncoding(request.headers.get("accept-encoding"));
   if (!encoding) return new Response(body, { status, headers });
