@@ -3,7 +3,7 @@ import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
-import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
+import { User, UserBody, UserIdParams, UserListQuery, UserPatch, userId } from "./model";
 import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
 import { filterUsers } from "../search/service";
 
@@ -57,7 +57,7 @@ export const usersRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, params.id)), {
+    .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, userId(params))), {
       auth: "authenticated",
       params: UserIdParams,
       response: { 200: User, ...errors },
@@ -77,7 +77,7 @@ export const usersRoutes = (ctx: AppContext) =>
         detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) },
       },
     )
-    .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, params.id, body, request.headers.get("if-match"))), {
+    .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, userId(params), body, request.headers.get("if-match"))), {
       auth: "ADMIN",
       params: UserIdParams,
       body: UserBody,
@@ -85,7 +85,7 @@ export const usersRoutes = (ctx: AppContext) =>
       response: { 200: User, ...errors },
       detail: { summary: "Replace a user's name, email and department", ...documentedHeaders({ 200: ["ETag"] }) },
     })
-    .patch("/:id", async ({ params, body, request, set }) => tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match"))), {
+    .patch("/:id", async ({ params, body, request, set }) => tagged(set, await patchUser(ctx, userId(params), body, request.headers.get("if-match"))), {
       auth: "SELF_OR_ADMIN",
       params: UserIdParams,
       body: UserPatch,
@@ -96,18 +96,18 @@ export const usersRoutes = (ctx: AppContext) =>
     .delete(
       "/:id",
       async ({ params, set }) => {
-        await deleteUser(ctx, params.id);
+        await deleteUser(ctx, userId(params));
         set.status = 204;
       },
       { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
     )
-    .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, true, caller.email)), {
+    .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
       auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
-    .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, false, caller.email)), {
+    .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
       auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
@@ -122,7 +122,7 @@ export const usersRoutes = (ctx: AppContext) =>
     .post(
       "/:id/revoke-tokens",
       async ({ params, caller, set }) => {
-        await revokeAccessTokens(ctx, params.id, caller.email);
+        await revokeAccessTokens(ctx, userId(params), caller.email);
         set.status = 204;
       },
       {
