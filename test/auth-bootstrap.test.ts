@@ -57,7 +57,10 @@ async function strangerAt(email: string) {
   expect((await t.request("POST", "/api/auth/register", { body: validRegistration(email) })).status).toBe(201);
   const session = await login(email, "Passw0rd!");
   expect(session.status).toBe(200);
-  const [link] = await t.db.select({ token: outbox.token }).from(outbox).where(and(eq(outbox.recipient, email), eq(outbox.kind, "VERIFY_EMAIL")));
+  const [link] = await t.db
+    .select({ token: outbox.token })
+    .from(outbox)
+    .where(and(eq(outbox.recipient, email), eq(outbox.kind, "VERIFY_EMAIL")));
   expect(link.token).toBeString();
   return { id: session.body.data.user.id as number, token: session.body.data.token as string, link: link.token as string };
 }
@@ -74,9 +77,20 @@ async function expectTakenBack(email: string, stranger: Awaited<ReturnType<typeo
   expect(operator.body.data.user).toMatchObject({ id: stranger.id, email, roles: ["ADMIN", "USER"], active: true, emailVerified: true });
   const row = await t.db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.id, stranger.id));
   expect(row[0].passwordHash).toStartWith("$argon2id$");
-  const audit = await t.db.select().from(auditLog).where(and(eq(auditLog.subjectId, String(stranger.id)), eq(auditLog.action, "USER_PROMOTED_TO_ADMIN")));
+  const audit = await t.db
+    .select()
+    .from(auditLog)
+    .where(and(eq(auditLog.subjectId, String(stranger.id)), eq(auditLog.action, "USER_PROMOTED_TO_ADMIN")));
   expect(audit).toEqual([
-    { id: expect.any(Number), action: "USER_PROMOTED_TO_ADMIN", actor: "system", subjectType: "User", subjectId: String(stranger.id), details: { email, via: "bootstrap" }, createdAt: expect.any(Date) },
+    {
+      id: expect.any(Number),
+      action: "USER_PROMOTED_TO_ADMIN",
+      actor: "system",
+      subjectType: "User",
+      subjectId: String(stranger.id),
+      details: { email, via: "bootstrap" },
+      createdAt: expect.any(Date),
+    },
   ]);
   expect(JSON.stringify(audit)).not.toContain(operatorPassword);
   return operator.body.data.token as string;
@@ -95,13 +109,24 @@ describe("an account that already holds the address and is not an ADMIN is promo
     expect(await ensureAdmin(t.database, { email, password: "Operat0r!pass" })).toEqual({ id: stranger.id, created: false });
     expect((await t.db.select().from(users).where(eq(users.id, stranger.id)))[0]).toEqual(before);
     expect((await t.request("GET", "/api/users", { token: operatorToken })).status).toBe(200);
-    expect((await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(stranger.id)))).map((r) => r.action)).toEqual(["USER_CREATED", "USER_PROMOTED_TO_ADMIN"]);
+    expect(
+      (
+        await t.db
+          .select()
+          .from(auditLog)
+          .where(eq(auditLog.subjectId, String(stranger.id)))
+      ).map((r) => r.action),
+    ).toEqual(["USER_CREATED", "USER_PROMOTED_TO_ADMIN"]);
   });
 
   test("usersvc admin create --email on a pre-registered address (the command line, on this leg's database)", async () => {
     const email = uniqueEmail("cli-admin");
     const stranger = await strangerAt(email);
-    const database = { DATABASE_URL: t.config.databaseUrl, DATABASE_DRIVER: t.config.databaseDriver, ...(t.config.databaseAuthToken ? { DATABASE_AUTH_TOKEN: t.config.databaseAuthToken } : {}) };
+    const database = {
+      DATABASE_URL: t.config.databaseUrl,
+      DATABASE_DRIVER: t.config.databaseDriver,
+      ...(t.config.databaseAuthToken ? { DATABASE_AUTH_TOKEN: t.config.databaseAuthToken } : {}),
+    };
     const proc = Bun.spawn([process.execPath, join(import.meta.dir, "../src/main.ts"), "admin", "create", "--email", email.toUpperCase(), "--password", "Operat0r!cli"], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: "warn", DATA_DIR: t.dir, JWT_SECRET: TEST_SECRET, ...database },
       stdout: "pipe",
@@ -121,7 +146,12 @@ describe("an account that already holds the address and is not an ADMIN is promo
     expect((await t.db.select().from(users).where(eq(users.id, admin.id)))[0]).toEqual(before);
     expect((await login(admin.email, "Own!pass1")).status).toBe(200);
     expect((await t.request("GET", "/api/users", { token: session.body.data.token })).status).toBe(200);
-    expect(await t.db.select().from(auditLog).where(eq(auditLog.subjectId, String(admin.id)))).toEqual([]);
+    expect(
+      await t.db
+        .select()
+        .from(auditLog)
+        .where(eq(auditLog.subjectId, String(admin.id))),
+    ).toEqual([]);
   });
 });
 
