@@ -259,7 +259,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       const [user] = await database
-        .select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active })
+        .select({ id: users.id, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
         .from(users)
         .where(eq(users.email, values.email.trim().toLowerCase()));
       database.close();
@@ -268,7 +268,7 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion)}\n`);
+      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion, user.id)}\n`);
       return 0;
     }
     case "backup": {

@@ -4,6 +4,7 @@
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
+import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { limitOffset, pageIfAsked, withPlaceholderPage } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
@@ -320,28 +321,43 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
   return Number.isInteger(parsed) ? parsed : -1;
 }
 
+/**
+ * An e-mail change ends every token issued so far (the address may pass to another account,
+ * and a token must not follow it) and tells the old address; a password set by an ADMIN ends
+ * them too. Whether the caller may make the change (their password, their role) is the route's.
+ */
 async function applyUpdate(
   deps: UsersDeps,
   id: number,
-  changes: { name?: string; email?: string; department?: string | null },
+  changes: { name?: string; email?: string; department?: string | null; password?: string },
   expected: number | undefined,
   operation: string,
 ): Promise<User> {
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
+    // Hashed before the unit, which awaits nothing but the database.
+    const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
     try {
       await deps.db.write(async (tx) => {
         const [current] = await tx.select({ version: users.version, email: users.email }).from(users).where(eq(users.id, id));
         if (!current) throw new AppError("USER_NOT_FOUND", { id });
         if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
         if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
-        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(deps.now()), version: current.version + 1 };
+        const at = new Date(deps.now());
+        const set: SQLiteUpdateSetSource<typeof users> = { updatedAt: at, version: current.version + 1 };
         if (changes.name !== undefined) set.name = changes.name.trim();
-        if (email !== undefined && email !== current.email) {
+        const emailChanges = email !== undefined && email !== current.email;
+        if (emailChanges) {
           // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
-          Object.assign(set, { email, emailVerified: false });
+          Object.assign(set, { email, emailVerified: false, emailChangedAt: at });
           await revokeTokens(tx, id);
+          await enqueueNotification(tx, "EMAIL_CHANGED", current.email, { userId: id }, at);
         }
+        if (passwordHash !== undefined) {
+          set.passwordHash = passwordHash;
+          await enqueueNotification(tx, "PASSWORD_CHANGED", email ?? current.email, { userId: id }, at);
+        }
+        if (emailChanges || passwordHash !== undefined) set.tokenVersion = sql`${users.tokenVersion} + 1`;
         if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
         // The version in the WHERE makes the check and the write one step.
         const updated = await tx
@@ -365,14 +381,15 @@ async function applyUpdate(
   });
 }
 
-/** PUT: replaces name, email and department (absent department clears it). */
+/** PUT: replaces name, email and department (absent department clears it); sets a given password. */
 export function replaceUser(deps: UsersDeps, id: number, input: UserBody, ifMatch?: string | null) {
-  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department ?? null }, expectedVersion(input.version, ifMatch), "update");
+  const changes = { name: input.name, email: input.email, department: input.department ?? null, password: input.password };
+  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update");
 }
 
-/** PATCH: changes only the supplied fields among name, email and department. */
+/** PATCH: changes only the supplied fields among name, email, department and password. */
 export function patchUser(deps: UsersDeps, id: number, input: UserPatch, ifMatch?: string | null) {
-  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department }, expectedVersion(input.version, ifMatch), "patch");
+  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department, password: input.password }, expectedVersion(input.version, ifMatch), "patch");
 }
 
 /**

@@ -88,6 +88,20 @@ const TEMPLATES: Record<NotificationKind, Template> = {
       paragraphs: [`${v.name} 您好：`, "您帳號的密碼剛剛已變更，先前的登入皆已失效。", "如果不是您本人操作，請立即重設密碼並通知管理員。"],
     }),
   },
+  EMAIL_CHANGED: {
+    en: (v) => ({
+      subject: "Your e-mail address was changed",
+      paragraphs: [
+        `Hello ${v.name},`,
+        "The e-mail address of your account was just changed; this address no longer signs in to it, and every earlier sign-in has ended.",
+        "If you did not do this, tell your administrator now.",
+      ],
+    }),
+    "zh-TW": (v) => ({
+      subject: "您的 Email 地址已變更",
+      paragraphs: [`${v.name} 您好：`, "您帳號的 Email 地址剛剛已變更，這個地址已無法再登入該帳號，先前的登入皆已失效。", "如果不是您本人操作，請立即通知管理員。"],
+    }),
+  },
   USER_UPDATED: {
     en: (v) => ({
       subject: "Your account details were changed",
