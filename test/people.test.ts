@@ -336,7 +336,11 @@ describe("deactivate-inactive keeps the last active ADMIN and ends tokens", () =
   });
   afterAll(() => k.close());
 
-  const lastLoginAt = (id: number, at: string) => k.db.update(users).set({ lastLogin: new Date(at) }).where(eq(users.id, id));
+  const lastLoginAt = (id: number, at: string) =>
+    k.db
+      .update(users)
+      .set({ lastLogin: new Date(at) })
+      .where(eq(users.id, id));
 
   test("before=2099-01-01 with every ADMIN inactive: the ADMIN who logged in last stays (skipped 1), the rest go and their tokens stay refused after re-activation", async () => {
     const earlier = await k.admin();

@@ -96,7 +96,10 @@ describe("an unpaged list longer than a chunk", () => {
 
   test("a list of exactly one chunk: every user, the pages joined", async () => {
     await t.db.update(users).set({ active: false }).where(eq(users.active, true));
-    await t.db.update(users).set({ active: true }).where(lt(users.id, LIST_CHUNK_ROWS + 1));
+    await t.db
+      .update(users)
+      .set({ active: true })
+      .where(lt(users.id, LIST_CHUNK_ROWS + 1));
     const { res, text } = await raw("/api/users?active=true");
     expect(JSON.parse(text)).toHaveLength(LIST_CHUNK_ROWS);
     expect(res.headers.get("x-total-count")).toBe(String(LIST_CHUNK_ROWS));

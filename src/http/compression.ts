@@ -95,8 +95,7 @@ export function streamedJson(stream: ReadableStream<Uint8Array>): Response {
 /** A streaming compressor of node:zlib, at the levels compress() uses, as a web transform. */
 async function compressorStream(encoding: Encoding) {
   const [{ Duplex }, zlib] = await Promise.all([import("node:stream"), import("node:zlib")]);
-  const compressor =
-    encoding === "br" ? zlib.createBrotliCompress({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } }) : zlib.createGzip({ level: 6 });
+  const compressor = encoding === "br" ? zlib.createBrotliCompress({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } }) : zlib.createGzip({ level: 6 });
   return Duplex.toWeb(compressor) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
 }
 

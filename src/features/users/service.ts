@@ -167,7 +167,13 @@ export function keysetAfter(sort: string | undefined, afterNull: boolean): SQL {
 }
 
 /** A page's statement per sort (one of SORT_COLUMNS, either direction). Unpaged lists are read in chunks: search/service.ts userChunks. */
-const userPage = prepared((r: Reader, sort: string) => withPlaceholderPage(selectUsers(r).orderBy(...orderBy(sort)).$dynamic()).prepare());
+const userPage = prepared((r: Reader, sort: string) =>
+  withPlaceholderPage(
+    selectUsers(r)
+      .orderBy(...orderBy(sort))
+      .$dynamic(),
+  ).prepare(),
+);
 const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
 export async function listUsers(db: Pick<Database, "readAll">, page: Page, sortParameter: string | undefined) {
