@@ -5,11 +5,13 @@ import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
 import { createUser, deleteUser, findUser, listUsers, normalizeEmail, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
-import { filterUsers } from "../search/service";
+import { countUsers, filterUsers, listCriteria, userChunks } from "../search/service";
 import { type Caller, isAdmin } from "../auth/guard";
 import { confirmPassword } from "../auth/service";
 import { Violations } from "../../errors";
 import { clientAddress } from "../../http/client-address";
+import { listAnswer } from "../../http/list-answer";
+import { pageIfAsked } from "../../paging";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -81,9 +83,17 @@ export const usersRoutes = (ctx: AppContext) =>
     .get(
       "",
       async ({ query, set }) => {
+        const page = pageIfAsked(query);
+        if (!page) {
+          // Every user: read and sent in chunks, so memory stays flat however many there are.
+          const criteria = listCriteria(query);
+          const [total, answer] = await Promise.all([countUsers(ctx.db, criteria), listAnswer(userChunks(ctx.db, criteria))]);
+          set.headers["x-total-count"] = String(total);
+          return answer as User[];
+        }
         // The seed's list is a prepared hot path; the console's filters go through the search.
         const filtered = [query.name, query.email, query.department].some((v) => v?.trim()) || (query.active ?? "any") !== "any";
-        const { users, total } = filtered ? await filterUsers(ctx.db, query) : await listUsers(ctx.db, query);
+        const { users, total } = filtered ? await filterUsers(ctx.db, query, page) : await listUsers(ctx.db, page, query.sort);
         set.headers["x-total-count"] = String(total);
         return users;
       },

@@ -5,7 +5,7 @@
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
-import { limitOffset, pageIfAsked, withPlaceholderPage } from "../../paging";
+import { limitOffset, type Page, withPlaceholderPage } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
@@ -131,33 +131,58 @@ const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], AnyColumn> = {
   active: users.active,
 };
 
-export function orderBy(sort: string | undefined) {
+/** The sort a `field,direction` parameter names: unknown fields sort by id. */
+function sortOf(sort: string | undefined) {
   const [field = "id", direction = "asc"] = (sort ?? "id").split(",");
-  const column = SORT_COLUMNS[field as keyof typeof SORT_COLUMNS] ?? users.id;
-  const primary = direction.toLowerCase() === "desc" ? desc(column) : asc(column);
+  const known = Object.hasOwn(SORT_COLUMNS, field) ? (field as keyof typeof SORT_COLUMNS) : "id";
+  return { field: known, column: SORT_COLUMNS[known], descending: direction.toLowerCase() === "desc" };
+}
+
+export function orderBy(sort: string | undefined) {
+  const { column, descending } = sortOf(sort);
+  const primary = descending ? desc(column) : asc(column);
   // id breaks ties, so pages never overlap or skip.
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
-/** A list's statement per shape: the sort (one of SORT_COLUMNS, either direction) and whether it is paged. */
-const userPage = prepared((r: Reader, shape: string) => {
-  const [sort, paged] = shape.split("|");
-  const query = selectUsers(r).orderBy(...orderBy(sort));
-  return (paged ? withPlaceholderPage(query.$dynamic()) : query).prepare();
-});
+/** Where a row's sort value is in a userColumns row read with `.values()`. */
+export const sortValueIndex = (sort: string | undefined) => Object.keys(userColumns).indexOf(sortOf(sort).field);
+
+/**
+ * The users after a row in orderBy(sort)'s order: the keyset of a list read in chunks. The row's
+ * sort value and id are the placeholders "afterValue" (as stored) and "afterId"; `afterNull` when
+ * its value is NULL (lastLogin), which SQLite sorts first ascending and last descending. The
+ * value's bound comes first, alone, so an index on the column serves it as a range.
+ */
+export function keysetAfter(sort: string | undefined, afterNull: boolean): SQL {
+  const { column, descending } = sortOf(sort);
+  const id = sql.placeholder("afterId");
+  if (column === users.id) return descending ? sql`${users.id} < ${id}` : sql`${users.id} > ${id}`;
+  const value = sql.placeholder("afterValue");
+  const nullable = !column.notNull;
+  if (afterNull) return descending ? sql`${column} is null and ${users.id} > ${id}` : sql`(${column} is null and ${users.id} > ${id} or ${column} is not null)`;
+  const beyond = descending
+    ? sql`${column} <= ${value} and (${column} < ${value} or ${users.id} > ${id})`
+    : sql`${column} >= ${value} and (${column} > ${value} or ${users.id} > ${id})`;
+  return descending && nullable ? sql`(${beyond} or ${column} is null)` : beyond;
+}
+
+/** A page's statement per sort (one of SORT_COLUMNS, either direction). Unpaged lists are read in chunks: search/service.ts userChunks. */
+const userPage = prepared((r: Reader, sort: string) =>
+  withPlaceholderPage(
+    selectUsers(r)
+      .orderBy(...orderBy(sort))
+      .$dynamic(),
+  ).prepare(),
+);
 const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
-export async function listUsers(db: Pick<Database, "readAll">, query: { page?: number; size?: number; sort?: string }) {
-  const page = pageIfAsked(query);
+export async function listUsers(db: Pick<Database, "readAll">, page: Page, sortParameter: string | undefined) {
   // The shape from a bounded set, never the raw parameter (unknown fields sort by id, as orderBy does).
-  const [field = "id", direction = "asc"] = (query.sort ?? "id").split(",");
-  const sort = `${Object.hasOwn(SORT_COLUMNS, field) ? field : "id"},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
+  const { field, descending } = sortOf(sortParameter);
+  const sort = `${field},${descending ? "desc" : "asc"}`;
   // One read unit: one round trip to a remote primary, and the page and its total agree.
-  const shape = `${sort}|${page ? "paged" : ""}`;
-  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, shape), page ? limitOffset(page) : {}), bound(userCount(r), {})])) as [
-    UserRow[],
-    { total: number }[],
-  ];
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, sort), limitOffset(page)), bound(userCount(r), {})])) as [UserRow[], { total: number }[]];
   return { users: rows.map(toUser), total };
 }
 

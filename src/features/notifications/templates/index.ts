@@ -27,7 +27,7 @@ export interface Mail {
 }
 
 type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string }; codeLabel?: string };
-type Values = { name: string; orderId: string; amount: string; paymentId: string };
+type Values = { name: string; orderId: string; amount: string; paymentId: string; reason: string };
 type Template = Record<Lang, (v: Values) => Texts>;
 
 /** The kinds whose mail carries a token, and how long the token lives. */
@@ -123,6 +123,16 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
     "zh-TW": (v) => ({ subject: `訂單 ${v.orderId} 已付款`, paragraphs: [`${v.name} 您好：`, `您的訂單 ${v.orderId} 已成功付款 ${v.amount}。付款編號：${v.paymentId}。`] }),
   },
+  PAYMENT_FAILED: {
+    en: (v) => ({
+      subject: `Order ${v.orderId} was not paid`,
+      paragraphs: [`Hello ${v.name},`, `Your order ${v.orderId} for ${v.amount} was cancelled (${v.reason}); its items went back in stock. You may order again.`],
+    }),
+    "zh-TW": (v) => ({
+      subject: `訂單 ${v.orderId} 未付款`,
+      paragraphs: [`${v.name} 您好：`, `您的訂單 ${v.orderId}（${v.amount}）已取消（${v.reason === "payment timeout" ? "付款逾時" : v.reason}），商品已退回庫存，您可以重新下單。`],
+    }),
+  },
 };
 
 const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -132,7 +142,13 @@ const text = (value: unknown) => (value === undefined || value === null ? "" : S
 
 export function renderMail(input: MailInput): Mail {
   const amount = typeof input.payload.totalAmount === "number" ? input.payload.totalAmount.toFixed(2) : text(input.payload.totalAmount);
-  const texts = TEMPLATES[input.kind][input.lang]({ name: input.name, orderId: text(input.payload.orderId), amount, paymentId: text(input.payload.paymentId) });
+  const texts = TEMPLATES[input.kind][input.lang]({
+    name: input.name,
+    orderId: text(input.payload.orderId),
+    amount,
+    paymentId: text(input.payload.paymentId),
+    reason: text(input.payload.reason),
+  });
   const paragraphs = [...texts.paragraphs];
   let link: { label: string; url: string } | undefined;
   if (texts.link && input.token) {
