@@ -15,6 +15,7 @@ import type { Config } from "../../config";
 import { openDatabase } from "../../db/client";
 import { migrate } from "../../db/migrate";
 import { createFileStore } from "../../storage/files";
+import { privateFolder } from "../../storage/private-paths";
 import { writeAudit } from "../notifications/outbox";
 import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBER, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
 import { acquireLease, BACKUP_LEASE, claimLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "./leases";
@@ -95,7 +96,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
   const databasePath = localDatabasePath(config);
   if (!databasePath) throw new RestoreRefused("restore needs a local file: DATABASE_URL; a remote database is restored by its own server");
   const dataDir = resolve(config.dataDir);
-  mkdirSync(dataDir, { recursive: true });
+  privateFolder(dataDir);
   const staging = join(dataDir, `.restore-${crypto.randomUUID()}`);
   mkdirSync(staging, { mode: 0o700 });
   try {
@@ -120,7 +121,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
       moveIfThere(`${databasePath}-shm`, `${keptAs}-shm`);
     }
     for (const suffix of ["-wal", "-shm", "-journal"]) rmSync(databasePath + suffix, { force: true });
-    mkdirSync(resolve(databasePath, ".."), { recursive: true });
+    privateFolder(resolve(databasePath, ".."));
     renameSync(join(staging, DATABASE_MEMBER), databasePath);
 
     if (manifest.files[SECRET_MEMBER]) {
