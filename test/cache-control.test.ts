@@ -41,7 +41,13 @@ describe("Cache-Control on authenticated and token answers", () => {
     expect(seen).toEqual(expected);
     // Downloads, errors and the token answers are among them.
     expect(Object.keys(seen)).toEqual(
-      expect.arrayContaining(["GET /api/files/download/:fileName", "GET /api/admin/backups/:name", "DELETE /api/admin/backups/:name", "POST /api/auth/login", "POST /api/auth/refresh"]),
+      expect.arrayContaining([
+        "GET /api/files/download/:fileName",
+        "GET /api/admin/backups/:name",
+        "DELETE /api/admin/backups/:name",
+        "POST /api/auth/login",
+        "POST /api/auth/refresh",
+      ]),
     );
     expect(Object.keys(seen).length).toBeGreaterThan(45);
     expect(kept.sort()).toEqual(["GET /swagger", "GET /swagger/assets/swagger-init.js", "GET /swagger/assets/swagger-ui-bundle.js", "GET /swagger/assets/swagger-ui.css"]);
@@ -59,7 +65,11 @@ describe("Cache-Control on authenticated and token answers", () => {
     ["an ADMIN route, with a USER's token", () => asked("GET", "/api/audit", { token: user.token }), 403],
     ["a token that does not verify", () => asked("GET", "/api/users", { token: "not.a.token" }), 401],
     ["a path's method it does not serve, with a token", () => asked("DELETE", "/api/roles", { token: user.token }), 405],
-    ["a body that fails validation, with a token", () => asked("PUT", `/api/users/${user.id}/profile`, { token: user.token, body: JSON.stringify({ bio: 5 }), headers: json }), 400],
+    [
+      "a body that fails validation, with a token",
+      () => asked("PUT", `/api/users/${user.id}/profile`, { token: user.token, body: JSON.stringify({ bio: 5 }), headers: json }),
+      400,
+    ],
     ["a body that is not JSON, with a token", () => asked("PUT", `/api/users/${user.id}/profile`, { token: user.token, body: "{", headers: json }), 400],
     ["a download of a file that does not exist", () => asked("GET", "/api/files/download/00000000-0000-4000-8000-000000000000.txt", { token: user.token }), 404],
     ["a wrong password at login", () => asked("POST", "/api/auth/login", { body: JSON.stringify({ email: user.email, password: "Wrong-Passw0rd!" }), headers: json }), 401],

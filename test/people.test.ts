@@ -42,7 +42,6 @@ describe("departments", () => {
     expect(logistics).toEqual({ id: expect.any(Number), name: "Logistics", description: null, createdAt: expect.stringMatching(ISO_Z), userCount: 1 });
   });
 
-  type ProfileRequest = { token?: string; id: number; body?: unknown; headers?: Record<string, string> };
   const refused: [string, () => { token?: string; body: unknown }, number, Failure][] = [
     ["a taken name", () => ({ token: admin.token, body: { name: "Research" } }), 409, { message: "Department already exists: Research", errorCode: "DUPLICATE_DEPARTMENT" }],
     [
@@ -93,7 +92,6 @@ describe("roles", () => {
     expect((await t.request("POST", "/api/departments", { token: target.token, body: { name: "Again" } })).status).toBe(403);
   });
 
-  type ProfileRequest = { token?: string; id: number; body?: unknown; headers?: Record<string, string> };
   const refused: [string, () => { token?: string; id: number; body: unknown }, number, Failure][] = [
     ["a USER", () => ({ token: plain.token, id: plain.id, body: { roles: ["ADMIN"] } }), 403, DENIED],
     ["no token", () => ({ id: plain.id, body: { roles: ["USER"] } }), 401, UNAUTHORIZED],
@@ -191,15 +189,22 @@ describe("profiles", () => {
       invalidBody(["avatarUrl: must be at most 500 characters"]),
     ],
     // A link the console and clients render: only a web address, never script or inline data.
-    ...["javascript:alert(1)", "JavaScript://%0aalert(1)", "data:text/html,<script>alert(1)</script>", "vbscript:x", "ftp://example.com/a.png", "//evil.example/a.png", "https:/a", " https://example.com/a.png"].map(
-      (avatarUrl): [string, string, () => ProfileRequest, number, Failure] => [
-        `an avatarUrl "${avatarUrl}"`,
-        "PUT",
-        () => ({ token: plain.token, id: plain.id, body: { avatarUrl } }),
-        400,
-        invalidBody(["avatarUrl: must be an http or https URL"]),
-      ],
-    ),
+    ...[
+      "javascript:alert(1)",
+      "JavaScript://%0aalert(1)",
+      "data:text/html,<script>alert(1)</script>",
+      "vbscript:x",
+      "ftp://example.com/a.png",
+      "//evil.example/a.png",
+      "https:/a",
+      " https://example.com/a.png",
+    ].map((avatarUrl): [string, string, () => ProfileRequest, number, Failure] => [
+      `an avatarUrl "${avatarUrl}"`,
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl } }),
+      400,
+      invalidBody(["avatarUrl: must be an http or https URL"]),
+    ]),
     [
       "an avatarUrl that is not a web address, in zh-TW",
       "PUT",

@@ -4,7 +4,7 @@
  * writing meanwhile.
  */
 import { Database } from "bun:sqlite";
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, writeFileSync, writeSync, existsSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import journal from "../../../drizzle/meta/_journal.json";
 import type { S3Settings } from "../../storage/files";
@@ -127,15 +127,20 @@ export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean 
       }
     }
     const files: Record<string, string> = {};
-    for (const member of members) files[member] = await sha256Of(join(staging, member));
+    const sizes: Record<string, number> = {};
+    for (const member of members) {
+      files[member] = await sha256Of(join(staging, member));
+      sizes[member] = statSync(join(staging, member)).size;
+    }
     const manifest: Manifest = {
-      format: 1,
+      format: 2,
       version: job.version,
       createdAt: job.createdAt,
       trigger: job.trigger,
       migration: snapshot.migration,
       tables: snapshot.tables,
       files,
+      sizes,
     };
     writeFileSync(join(staging, MANIFEST), JSON.stringify(manifest, null, 2), { mode: 0o600 });
 
