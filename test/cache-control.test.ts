@@ -16,7 +16,7 @@ beforeAll(async () => {
   t = await makeTestApp();
   routeWalk = await prepareRouteWalk(t);
   user = await t.createUser({ password: "Passw0rd!" });
-});
+}, 60_000);
 afterAll(() => t?.close());
 
 /** The one route whose answer a private cache may keep: the seed's hour, now said to be private. */
@@ -51,7 +51,7 @@ describe("Cache-Control on authenticated and token answers", () => {
     );
     expect(Object.keys(seen).length).toBeGreaterThan(45);
     expect(kept.sort()).toEqual(["GET /swagger", "GET /swagger/assets/swagger-init.js", "GET /swagger/assets/swagger-ui-bundle.js", "GET /swagger/assets/swagger-ui.css"]);
-  });
+  }, 60_000); // the walk takes a heap snapshot and a backup: seconds on a busy machine
 
   const asked = (method: string, path: string, init: { token?: string; body?: string; headers?: Record<string, string> } = {}) => {
     const headers: Record<string, string> = { ...init.headers };
