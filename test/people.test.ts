@@ -139,13 +139,22 @@ describe("profiles", () => {
     expect((await t.request("GET", `/api/users/${plain.id}/profile`, { token: plain.token })).body).toEqual({ ...empty(plain.id), bio: "Only a bio" });
   });
 
+  test("an avatarUrl over http or https, in any letter case, is kept as given", async () => {
+    for (const avatarUrl of ["http://example.com/a.png", "HTTPS://Example.com/a.png?size=2#top"]) {
+      const put = await t.request("PUT", `/api/users/${other.id}/profile`, { token: other.token, body: { avatarUrl } });
+      expect(put.status).toBe(200);
+      expect(put.body.avatarUrl).toBe(avatarUrl);
+    }
+  });
+
   test("ADMIN reads and writes anyone's", async () => {
     const put = await t.request("PUT", `/api/users/${other.id}/profile`, { token: admin.token, body: { address: "Admin wrote this" } });
     expect(put.status).toBe(200);
     expect((await t.request("GET", `/api/users/${other.id}/profile`, { token: admin.token })).body).toEqual({ ...empty(other.id), address: "Admin wrote this" });
   });
 
-  const refused: [string, string, () => { token?: string; id: number; body?: unknown }, number, Failure][] = [
+  type ProfileRequest = { token?: string; id: number; body?: unknown; headers?: Record<string, string> };
+  const refused: [string, string, () => ProfileRequest, number, Failure][] = [
     ["another USER reads", "GET", () => ({ token: plain.token, id: other.id }), 403, DENIED],
     ["another USER writes", "PUT", () => ({ token: plain.token, id: other.id, body: { bio: "mine now" } }), 403, DENIED],
     ["a USER asks for an unknown id", "GET", () => ({ token: plain.token, id: 99_999 }), 403, DENIED],
@@ -175,9 +184,33 @@ describe("profiles", () => {
     [
       "an avatarUrl of 501 characters",
       "PUT",
-      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "a".repeat(501) } }),
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: `https://example.com/${"a".repeat(481)}` } }),
       400,
       invalidBody(["avatarUrl: must be at most 500 characters"]),
+    ],
+    // A link the console and clients render: only a web address, never script or inline data.
+    ...[
+      "javascript:alert(1)",
+      "JavaScript://%0aalert(1)",
+      "data:text/html,<script>alert(1)</script>",
+      "vbscript:x",
+      "ftp://example.com/a.png",
+      "//evil.example/a.png",
+      "https:/a",
+      " https://example.com/a.png",
+    ].map((avatarUrl): [string, string, () => ProfileRequest, number, Failure] => [
+      `an avatarUrl "${avatarUrl}"`,
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl } }),
+      400,
+      invalidBody(["avatarUrl: must be an http or https URL"]),
+    ]),
+    [
+      "an avatarUrl that is not a web address, in zh-TW",
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "javascript:alert(1)" }, headers: { "accept-language": "zh-TW" } }),
+      400,
+      invalidBody(["avatarUrl: 必須是 http 或 https 網址"], "資料驗證失敗"),
     ],
   ];
   scenarios(
