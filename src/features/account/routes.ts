@@ -11,6 +11,7 @@ import { pageHeaders } from "../../http/security-headers";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
 import { User } from "../users/model";
+import { withPasswordPolicy } from "../auth/password-policy";
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
 import { ACCOUNT_PAGE_POLICY, renderAccountPage, script, styles, type AccountPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
@@ -67,7 +68,7 @@ const apiRoutes = (ctx: AppContext) =>
         return ok(null, translate("account.passwordReset", langOf(request)));
       },
       {
-        body: ResetConfirmBody,
+        body: withPasswordPolicy(ResetConfirmBody, ctx.config.passwordPolicy),
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 503) },
         detail: {
           summary: "Set a new password with the token from a reset mail",

@@ -9,20 +9,29 @@ import type { Database } from "../../db/client";
 import { users } from "../../db/schema";
 import { grantRoles, normalizeEmail } from "../users/service";
 import { writeAudit } from "../notifications/outbox";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-policy";
 import { hashPassword } from "./passwords";
 
-/** `now`: the clock (the app's ctx.now where there is an app; start-up and the CLI have only the system's). */
+/**
+ * `now`: the clock (the app's ctx.now where there is an app; start-up and the CLI have only the system's).
+ * `policy`: PASSWORD_POLICY, checked only when the password will be stored (a refusal is a Violations failure).
+ */
 export async function ensureAdmin(
   db: Database,
   input: { email: string; password: string; name?: string },
   now: () => number = Date.now,
+  policy?: PasswordPolicyDeps,
 ): Promise<{ id: number; created: boolean }> {
   const email = normalizeEmail(input.email);
+  const hashNew = async () => {
+    if (policy) await assertPasswordAllowed(policy, input.password, email);
+    return hashPassword(input.password);
+  };
   const passwordOf = (rows: { passwordHash: string | null }[]) => rows[0]?.passwordHash ?? null;
   // Hashed only when it will be stored: a restart finds the admin's password already set, and
   // argon2id would cost ~45 ms and map its native addon (idle RSS) for nothing. The hash is made
   // before the unit, which awaits nothing but the database.
-  let passwordHash = passwordOf(await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.email, email))) ? null : await hashPassword(input.password);
+  let passwordHash = passwordOf(await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.email, email))) ? null : await hashNew();
   for (;;) {
     const done = await db.write(async (tx) => {
       const at = new Date(now());
@@ -46,6 +55,6 @@ export async function ensureAdmin(
       return { id, created: existing === undefined };
     });
     if (done) return done;
-    passwordHash = await hashPassword(input.password);
+    passwordHash = await hashNew();
   }
 }

@@ -6,6 +6,7 @@ import { documentedHeaders } from "../docs/headers";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
 import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
 import { filterUsers } from "../search/service";
+import { withPasswordPolicy } from "../auth/password-policy";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -71,7 +72,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         auth: "ADMIN",
-        body: UserBody,
+        body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
         detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) },
@@ -80,7 +81,7 @@ export const usersRoutes = (ctx: AppContext) =>
     .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, params.id, body, request.headers.get("if-match"))), {
       auth: "ADMIN",
       params: UserIdParams,
-      body: UserBody,
+      body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       transform: normalizeBody,
       response: { 200: User, ...errors },
       detail: { summary: "Replace a user's name, email and department", ...documentedHeaders({ 200: ["ETag"] }) },

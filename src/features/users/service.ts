@@ -14,6 +14,7 @@ import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
 
@@ -282,11 +283,12 @@ export async function emailTaken(db: Reader, email: string) {
   return row !== undefined;
 }
 
-export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
+export async function createUser(deps: UsersDeps & PasswordPolicyDeps, input: UserBody, actor: string): Promise<User> {
   return timed(deps.metrics, "create", async () => {
     const email = normalizeEmail(input.email);
     const name = input.name.trim();
     const department = input.department?.trim() || undefined;
+    if (input.password) await assertPasswordAllowed(deps, input.password, email);
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
     try {
