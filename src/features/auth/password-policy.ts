@@ -65,10 +65,12 @@ let list: { bytes: Uint8Array; starts: Uint32Array } | undefined;
 function commonList() {
   if (list) return list;
   const bytes = Bun.gunzipSync(Buffer.from(packedCommonPasswords(), "base64"));
-  const starts: number[] = [0];
-  for (let i = 0; i < bytes.length; i++) if (bytes[i] === 10) starts.push(i + 1);
-  starts.push(bytes.length + 1);
-  list = { bytes, starts: Uint32Array.from(starts) };
+  let entries = 1;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] === 10) entries++;
+  const starts = new Uint32Array(entries + 1);
+  for (let i = 0, n = 1; i < bytes.length; i++) if (bytes[i] === 10) starts[n++] = i + 1;
+  starts[entries] = bytes.length + 1;
+  list = { bytes, starts };
   return list;
 }
 
