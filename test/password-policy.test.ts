@@ -38,6 +38,12 @@ describe("the default policy (seed)", () => {
     for (const password of ["Passw0rd!", "Password1!"]) expect((await register(t, password)).status).toBe(201);
   });
 
+  test("the reset page states the seed's rules, at most 20 characters", async () => {
+    const page = await t.request("GET", "/account/reset-password");
+    expect(page.text).toContain("8 to 20 characters, with a lowercase and an uppercase letter");
+    expect(page.text).toContain('maxlength="20"');
+  });
+
   test("the seed's rules still apply, with the seed's texts: a passphrase is refused for its length and composition", async () => {
     expectFailure(
       await register(t, PASSPHRASE),
@@ -131,6 +137,15 @@ describe("PASSWORD_POLICY=strict", () => {
     expect((await create({ password: PASSPHRASE })).status).toBe(201);
   });
 
+  test("the reset page states the strict policy (en, zh-TW) and lets a long passphrase be typed", async () => {
+    const page = await t.request("GET", "/account/reset-password");
+    expect(page.text).toContain("8 to 128 characters; a phrase of several words is best.");
+    expect(page.text).not.toContain('maxlength="20"');
+    expect(page.text).toContain('maxlength="256"');
+    const zh = await t.request("GET", "/account/reset-password", { headers: { "accept-language": "zh-TW" } });
+    expect(zh.text).toContain("8-128 個字元");
+  });
+
   test("admin bootstrap: a common password is refused when it would be stored, never for an existing admin's restart", async () => {
     const policy = { config: t.config, logger: { warn() {} } };
     const email = uniqueEmail("boot");
@@ -161,7 +176,7 @@ test("`usersvc admin create` under PASSWORD_POLICY=strict: a common password exi
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-});
+}, 60_000);
 
 // ---------------------------------------------------------------- Have I Been Pwned
 
