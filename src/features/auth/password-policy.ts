@@ -98,7 +98,7 @@ function onList(candidate: string): boolean {
 const EDGES = /^[^\p{L}]+|[^\p{L}]+$/gu;
 
 /** Whether a password is on the list, itself or without its leading and trailing digits and symbols (case-insensitive). */
-export function isCommonPassword(password: string): boolean {
+function isCommonPassword(password: string): boolean {
   const lowered = password.toLowerCase();
   return onList(lowered) || onList(lowered.replace(EDGES, ""));
 }
@@ -130,7 +130,8 @@ async function breached(rangeUrl: string, password: string, logger: PasswordPoli
     }
     return false;
   } catch (error) {
-    const reason = error instanceof Error && error.message.startsWith("status ") ? error.message : (error as Error)?.name;
+    // "status 500", "TimeoutError", "ConnectionRefused": what failed, never the asked URL (it holds the prefix).
+    const reason = error instanceof Error && error.message.startsWith("status ") ? error.message : ((error as { code?: string })?.code ?? (error as Error)?.name);
     logger.warn({ hibp: new URL(rangeUrl).origin, reason }, "breached-password check unavailable: password accepted without it");
     return false;
   }
