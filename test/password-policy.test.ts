@@ -97,6 +97,9 @@ describe("PASSWORD_POLICY=strict", () => {
     expectFailure(await register(t, "x".repeat(129)), 400, invalidBody(length));
     expectFailure(await register(t, "🔑".repeat(129)), 400, invalidBody(length));
     expect((await register(t, "alllowercasenodigits")).status).toBe(201);
+    // The body's other rules are the same: a mismatched confirmation is still named with the rest.
+    const mismatch = await t.request("POST", "/api/auth/register", { body: { ...validRegistration(uniqueEmail("policy")), password: "x", confirmPassword: "y" } });
+    expectFailure(mismatch, 400, invalidBody(["password: must be between 8 and 128 characters", "confirmPassword: must match password"]));
   });
 
   test("the e-mail's local part inside the password (any case): 400; a local part under 4 characters is not checked", async () => {
