@@ -131,7 +131,8 @@ async function breached(rangeUrl: string, password: string, logger: PasswordPoli
     return false;
   } catch (error) {
     // "status 500", "TimeoutError", "ConnectionRefused": what failed, never the asked URL (it holds the prefix).
-    const reason = error instanceof Error && error.message.startsWith("status ") ? error.message : ((error as { code?: string })?.code ?? (error as Error)?.name);
+    const { message, code, name } = (error ?? {}) as { message?: string; code?: unknown; name?: string };
+    const reason = message?.startsWith("status ") ? message : typeof code === "string" ? code : name;
     logger.warn({ hibp: new URL(rangeUrl).origin, reason }, "breached-password check unavailable: password accepted without it");
     return false;
   }
