@@ -68,6 +68,10 @@ export interface Config {
   readonly backupSchedule?: string;
   /** How many scheduled archives to keep (manual ones are never pruned). */
   readonly backupKeep: number;
+  /** A PENDING order older than this (ms) fails with "payment timeout", its stock released; undefined: never. */
+  readonly orderPaymentTimeoutMs?: number;
+  /** PENDING orders a user may hold at once (409 TOO_MANY_PENDING_ORDERS beyond); undefined: any number. */
+  readonly orderMaxPending?: number;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -122,6 +126,8 @@ export const CONFIG_VARIABLES = [
   "BACKUP_DIR",
   "BACKUP_SCHEDULE",
   "BACKUP_KEEP",
+  "ORDER_PAYMENT_TIMEOUT",
+  "ORDER_MAX_PENDING",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -154,6 +160,18 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
       return fallback;
     }
     return raw as T;
+  };
+  /** Seconds, or a number with s, m, h or d ("900", "30m"), as milliseconds; unset: undefined. */
+  const duration = (key: string, minMs: number, maxMs: number) => {
+    const raw = read(key);
+    if (raw === undefined) return undefined;
+    const match = /^(\d+)\s*([smhd]?)$/i.exec(raw);
+    const ms = match ? Number(match[1]) * { "": 1000, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2].toLowerCase() as "" | "s"] : Number.NaN;
+    if (!(ms >= minMs && ms <= maxMs)) {
+      problems.push(`${key} must be a duration from ${minMs / 1000} s to ${maxMs / 86_400_000} days: seconds, or a number with s, m, h or d such as 30m (got "${raw}")`);
+      return undefined;
+    }
+    return ms;
   };
   const url = (key: string, schemes: string[]) => {
     const raw = read(key);
@@ -304,6 +322,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     backupDir,
     backupSchedule,
     backupKeep: integer("BACKUP_KEEP", 7, 1, 10_000),
+    orderPaymentTimeoutMs: duration("ORDER_PAYMENT_TIMEOUT", 1000, 365 * 86_400_000),
+    orderMaxPending: read("ORDER_MAX_PENDING") === undefined ? undefined : integer("ORDER_MAX_PENDING", 0, 1, 1_000_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

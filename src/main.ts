@@ -24,6 +24,7 @@ import { channelsFor } from "./features/notifications/channels";
 import { createFileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
 import { startNameIndexUpkeep } from "./features/search/index-upkeep";
+import { ordersDeps, startPaymentTimeoutSweep } from "./features/orders/service";
 import { VERSION } from "./version";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { startBackupDuties } from "./features/backups/schedule";
@@ -152,7 +153,8 @@ async function serve(config: Config) {
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files });
+  const now = Date.now;
+  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files, now });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
   try {
@@ -179,6 +181,8 @@ async function serve(config: Config) {
       (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
     );
   const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
+  // The primary also fails orders left unpaid past ORDER_PAYMENT_TIMEOUT (when set), releasing their stock.
+  const paymentTimeouts = child ? undefined : startPaymentTimeoutSweep(ordersDeps({ db: database, logging, config, now }));
   // The primary also keeps the name-search index in one piece after bursts of writes.
   const upkeep = child ? undefined : startNameIndexUpkeep(database, logging.get("search"));
   // Start-up is over once the first sweep has settled. A full collection, then Bun.shrink (JSC's
@@ -213,6 +217,7 @@ async function serve(config: Config) {
     await sender?.stop();
     for (const channel of channels) channel.close?.();
     clearInterval(sweeper);
+    await paymentTimeouts?.stop();
     await upkeep?.stop();
     await backups.stop();
     database.close();
@@ -274,7 +279,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       const [user] = await database
-        .select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active })
+        .select({ id: users.id, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
         .from(users)
         .where(eq(users.email, values.email.trim().toLowerCase()));
       database.close();
@@ -283,7 +288,7 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion)}\n`);
+      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion, user.id)}\n`);
       return 0;
     }
     case "backup": {

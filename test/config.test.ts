@@ -38,7 +38,17 @@ describe("loadConfig", () => {
       loginMaxFailuresPerIp: 50,
       workers: 1,
     });
-    for (const key of ["jwtSecret", "databaseAuthToken", "databaseSyncUrl", "adminEmail", "adminPassword", "notifyWebhookUrl", "metricsToken"] as const) {
+    for (const key of [
+      "jwtSecret",
+      "databaseAuthToken",
+      "databaseSyncUrl",
+      "adminEmail",
+      "adminPassword",
+      "notifyWebhookUrl",
+      "metricsToken",
+      "orderPaymentTimeoutMs",
+      "orderMaxPending",
+    ] as const) {
       expect(config[key]).toBeUndefined();
     }
     expect(Object.isFrozen(config)).toBe(true);
@@ -86,6 +96,16 @@ describe("loadConfig", () => {
       adminEmail: "root@example.com",
       adminPassword: "Admin@1234",
     });
+  });
+
+  test.each([
+    ["900", 900_000],
+    ["45s", 45_000],
+    ["30m", 1_800_000],
+    ["2H", 7_200_000],
+    ["1d", 86_400_000],
+  ])("ORDER_PAYMENT_TIMEOUT %p is %p ms", (value, ms) => {
+    expect(loadConfig({ ORDER_PAYMENT_TIMEOUT: value, ORDER_MAX_PENDING: "5" }, 4)).toMatchObject({ orderPaymentTimeoutMs: ms, orderMaxPending: 5 });
   });
 
   test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
@@ -148,6 +168,12 @@ describe("loadConfig", () => {
     ["RESET_MAX_REQUESTS", "0"],
     ["RESET_MAX_REQUESTS_PER_IP", "lots"],
     ["PASSWORD_POLICY", "nist"],
+    ["ORDER_PAYMENT_TIMEOUT", "soon"],
+    ["ORDER_PAYMENT_TIMEOUT", "0"],
+    ["ORDER_PAYMENT_TIMEOUT", "30 minutes"],
+    ["ORDER_PAYMENT_TIMEOUT", "400d"],
+    ["ORDER_MAX_PENDING", "0"],
+    ["ORDER_MAX_PENDING", "few"],
   ])("%s=%p is refused, naming the variable", (variable, value) => {
     const problems = problemsOf({ [variable]: value });
     expect(problems).toHaveLength(1);

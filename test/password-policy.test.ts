@@ -38,6 +38,13 @@ describe("the default policy (seed)", () => {
     for (const password of ["Passw0rd!", "Password1!"]) expect((await register(t, password)).status).toBe(201);
   });
 
+  test("an ADMIN's PATCH sets a list password that the seed's rules accept (200)", async () => {
+    const admin = await t.admin();
+    const user = await t.createUser({ password: "Passw0rd!" });
+    expect((await t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body: { password: "Qwerty123!" } })).status).toBe(200);
+    expect((await login(t, user.email, "Qwerty123!")).status).toBe(200);
+  });
+
   test("the reset page states the seed's rules, at most 20 characters", async () => {
     const page = await t.request("GET", "/account/reset-password");
     expect(page.text).toContain("8 to 20 characters, with a lowercase and an uppercase letter");
@@ -147,6 +154,20 @@ describe("PASSWORD_POLICY=strict", () => {
     expect(page.text).toContain('maxlength="256"');
     const zh = await t.request("GET", "/account/reset-password", { headers: { "accept-language": "zh-TW" } });
     expect(zh.text).toContain("8-128 個字元");
+  });
+
+  test("an ADMIN's PUT/PATCH with a password: a common one or one with the e-mail's local part (the new one, if it changes) is 400; a good one is set", async () => {
+    const user = await t.createUser({ password: "an old long passphrase" });
+    const patch = (body: Record<string, unknown>) => t.request("PATCH", `/api/users/${user.id}`, { token: admin.token, body });
+    expectFailure(await patch({ password: "Qwerty123!" }), 400, invalidBody(["password: is too common"]));
+    const local = user.email.slice(0, user.email.indexOf("@"));
+    expectFailure(await patch({ password: `${local} and more words` }), 400, invalidBody(["password: must not contain your e-mail"]));
+    const moved = uniqueEmail("moved");
+    const put = (password: string) => t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Policy User", email: moved, password } });
+    expectFailure(await put(`${moved.slice(0, moved.indexOf("@"))} and more words`), 400, invalidBody(["password: must not contain your e-mail"]));
+    expect((await login(t, user.email, "an old long passphrase")).status).toBe(200);
+    expect((await patch({ password: PASSPHRASE })).status).toBe(200);
+    expect((await login(t, user.email, PASSPHRASE)).status).toBe(200);
   });
 
   test("admin bootstrap: a common password is refused when it would be stored, never for an existing admin's restart", async () => {

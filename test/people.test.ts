@@ -253,7 +253,7 @@ describe("deactivate-inactive", () => {
     const gone = new Set<string>();
     for (const [before, count, newlyGone] of steps) {
       const res = await deactivate(before);
-      expect([before, res.status, res.body]).toEqual([before, 200, { count }]);
+      expect([before, res.status, res.body]).toEqual([before, 200, { count, skipped: 0 }]);
       for (const key of newlyGone) gone.add(key);
       for (const key of Object.keys(lastLogins)) expect([before, key, (await state(key)).active]).toEqual([before, key, !gone.has(key)]);
     }
@@ -326,5 +326,51 @@ describe("the last active ADMIN stays", () => {
     expect(demoted.status).toBe(200);
     expect(demoted.body.roles).toEqual(["USER"]);
     expect((await solo.request("DELETE", `/api/users/${second.id}`, { token: second.token })).status).toBe(409);
+  });
+});
+
+describe("deactivate-inactive keeps the last active ADMIN and ends tokens", () => {
+  let k: TestApp;
+  beforeAll(async () => {
+    k = await makeTestApp();
+  });
+  afterAll(() => k.close());
+
+  const lastLoginAt = (id: number, at: string) =>
+    k.db
+      .update(users)
+      .set({ lastLogin: new Date(at) })
+      .where(eq(users.id, id));
+
+  test("before=2099-01-01 with every ADMIN inactive: the ADMIN who logged in last stays (skipped 1), the rest go and their tokens stay refused after re-activation", async () => {
+    const earlier = await k.admin();
+    const later = await k.admin();
+    const user = await k.createUser();
+    // Raw writes: last logins at chosen past instants, which no request can produce.
+    await lastLoginAt(earlier.id, "2025-01-01T00:00:00Z");
+    await lastLoginAt(later.id, "2025-02-01T00:00:00Z");
+    await lastLoginAt(user.id, "2025-03-01T00:00:00Z");
+
+    const res = await k.request("POST", "/api/users/deactivate-inactive?before=2099-01-01", { token: later.token });
+    expect([res.status, res.body]).toEqual([200, { count: 2, skipped: 1 }]);
+    const active = await k.db.select({ id: users.id, active: users.active }).from(users);
+    expect(active.filter((row) => row.active).map((row) => row.id)).toEqual([later.id]);
+
+    // Like a single deactivation: the tokens end, and re-activating the account revives none of them.
+    for (const gone of [earlier, user]) {
+      expect((await k.request("POST", `/api/users/${gone.id}/activate`, { token: later.token })).status).toBe(200);
+      expectFailure(await k.request("GET", `/api/users/${gone.id}`, { token: gone.token }), 401, UNAUTHORIZED);
+    }
+    expect((await k.request("GET", `/api/users/${later.id}`, { token: later.token })).status).toBe(200);
+  });
+
+  test("with an active ADMIN outside the cutoff, inactive ADMINs go too (skipped 0)", async () => {
+    const fresh = await k.admin(); // never logged in: not inactive since the cutoff
+    const stale = await k.admin();
+    await lastLoginAt(stale.id, "2025-01-01T00:00:00Z");
+    const res = await k.request("POST", "/api/users/deactivate-inactive?before=2099-01-01", { token: fresh.token });
+    expect([res.status, res.body]).toEqual([200, { count: 4, skipped: 0 }]);
+    const [row] = await k.db.select({ active: users.active }).from(users).where(eq(users.id, stale.id));
+    expect(row.active).toBe(false);
   });
 });

@@ -140,14 +140,17 @@ async function breached(rangeUrl: string, password: string, logger: PasswordPoli
 
 // ---------------------------------------------------------------- the check
 
+/** The account's e-mail, or how to read it (only the strict policy needs it). */
+type EmailOf = string | (() => Promise<string>);
+
 /** What the policy finds wrong with a new password for the account `email`; `field` names it in the answer. */
-export async function passwordViolations(deps: PasswordPolicyDeps, password: string, email: string, field: string): Promise<Violation[]> {
+export async function passwordViolations(deps: PasswordPolicyDeps, password: string, email: EmailOf, field: string): Promise<Violation[]> {
   if (deps.config.passwordPolicy === "seed") return [];
   // The HTTP paths' schemas have checked the length already; the CLI's have not.
   if (password.length > strictRule.maxLength || !STRICT_LENGTH.test(password)) return [{ path: field, key: "field.password.length.strict" }];
   const out: Violation[] = [];
   if (isCommonPassword(password)) out.push({ path: field, key: "field.password.common" });
-  if (containsLocalPart(password, email)) out.push({ path: field, key: "field.password.email" });
+  if (containsLocalPart(password, typeof email === "string" ? email : await email())) out.push({ path: field, key: "field.password.email" });
   if (out.length === 0 && deps.config.hibpRangeUrl && (await breached(deps.config.hibpRangeUrl, password, deps.logger))) {
     out.push({ path: field, key: "field.password.common" });
   }
@@ -155,7 +158,7 @@ export async function passwordViolations(deps: PasswordPolicyDeps, password: str
 }
 
 /** Refuses (400, like a schema failure) a new password the policy does not accept. */
-export async function assertPasswordAllowed(deps: PasswordPolicyDeps, password: string, email: string, field = "password"): Promise<void> {
+export async function assertPasswordAllowed(deps: PasswordPolicyDeps, password: string, email: EmailOf, field = "password"): Promise<void> {
   const violations = await passwordViolations(deps, password, email, field);
   if (violations.length > 0) throw new Violations("body", violations);
 }

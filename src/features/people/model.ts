@@ -52,4 +52,7 @@ export const UserProfile = t.Object(
 export type UserProfile = Static<typeof UserProfile>;
 
 export const DeactivateQuery = t.Object({ before: Instant });
-export const DeactivateResult = t.Object({ count: t.Integer({ description: "Users deactivated by this call" }) });
+export const DeactivateResult = t.Object({
+  count: t.Integer({ description: "Users deactivated by this call" }),
+  skipped: t.Integer({ description: "Users left active although inactive: the last active ADMIN (0 or 1)" }),
+});

@@ -18,6 +18,8 @@ export const usersTexts = defineTexts({
   "field.phone.pattern": { en: "must contain only digits, spaces, +, -, ( and ), at most 20 characters", "zh-TW": "電話號碼格式不正確" },
   "field.department.length": { en: "must be at most 50 characters", "zh-TW": "部門名稱不能超過 50 字元" },
   "field.password.blank": { en: "must not be blank", "zh-TW": "密碼不能為空" },
+  "field.password.adminOnly": { en: "only an ADMIN sets it here; use POST /api/auth/change-password", "zh-TW": "僅管理員可在此設定密碼，請使用 POST /api/auth/change-password" },
+  "field.currentPassword.required": { en: "is required to change your e-mail address", "zh-TW": "變更 Email 需要輸入目前密碼" },
   "field.password.length": { en: "must be between 8 and 20 characters", "zh-TW": "密碼長度必須在 8-20 字元之間" },
   "field.password.pattern": {
     en: "must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
