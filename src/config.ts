@@ -47,6 +47,10 @@ export interface Config {
   /** Password-reset requests allowed per hour for one e-mail, and from one client address. */
   readonly resetMaxRequests: number;
   readonly resetMaxRequestsPerIp: number;
+  /** seed: the seed's password rules alone; strict: NIST SP 800-63B (src/features/auth/password-policy.ts). */
+  readonly passwordPolicy: "seed" | "strict";
+  /** Have I Been Pwned's range API (…/range/), asked by k-anonymity under the strict policy; undefined: not asked. */
+  readonly hibpRangeUrl?: string;
   readonly loginMaxFailures: number;
   readonly loginMaxFailuresPerIp: number;
   /** Reverse proxies of ours in front of the service: how many X-Forwarded-For hops to believe. */
@@ -110,6 +114,8 @@ export const CONFIG_VARIABLES = [
   "REQUIRE_EMAIL_VERIFICATION",
   "RESET_MAX_REQUESTS",
   "RESET_MAX_REQUESTS_PER_IP",
+  "PASSWORD_POLICY",
+  "HIBP_RANGE_URL",
   "LOGIN_MAX_FAILURES",
   "LOGIN_MAX_FAILURES_PER_IP",
   "TRUST_PROXY",
@@ -254,6 +260,10 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
   if (!/^[^<>]*<[^\s@<>]+@[^\s@<>]+>$|^[^\s@<>]+@[^\s@<>]+$/.test(mailFrom)) problems.push(`MAIL_FROM must be an address, or a name and <address> (got "${mailFrom}")`);
   const requireEmailVerification = oneOf("REQUIRE_EMAIL_VERIFICATION", ["true", "false"] as const, "false") === "true";
 
+  const passwordPolicy = oneOf("PASSWORD_POLICY", ["seed", "strict"] as const, "seed");
+  const hibpRangeUrl = url("HIBP_RANGE_URL", ["http:", "https:"]);
+  if (hibpRangeUrl && passwordPolicy !== "strict") problems.push("HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)");
+
   const rawWorkers = read("WORKERS");
   const workers = rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : integer("WORKERS", 1, 1, 64);
 
@@ -300,6 +310,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     requireEmailVerification,
     resetMaxRequests: integer("RESET_MAX_REQUESTS", 5, 1, 1_000_000),
     resetMaxRequestsPerIp: integer("RESET_MAX_REQUESTS_PER_IP", 20, 1, 1_000_000),
+    passwordPolicy,
+    hibpRangeUrl,
     loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
     loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
     trustProxy: integer("TRUST_PROXY", 0, 0, 10),

@@ -13,6 +13,8 @@ import { openDatabase } from "./db/client";
 import { migrate } from "./db/migrate";
 import { users } from "./db/schema";
 import { ensureAdmin } from "./features/auth/bootstrap";
+import { translate } from "./catalogue";
+import { Violations } from "./errors";
 import { resolveJwtSecret } from "./features/auth/secret";
 import { createTokens } from "./features/auth/tokens";
 import { createLogging, logStream } from "./logging/logger";
@@ -46,6 +48,14 @@ Settings come from the environment or the same-named flag (DATABASE_URL or --dat
 
 /** Exit code 2: the command line or the configuration is wrong. */
 class UsageError extends Error {}
+
+/** A rethrow that turns PASSWORD_POLICY's refusal of a bootstrap password into `asError`'s one line ("… is too common"). */
+const refusedPassword =
+  (asError: (problem: string) => Error) =>
+  (error: unknown): never => {
+    if (error instanceof Violations) throw asError(error.violations.map((v) => translate(v.key, "en", v.params)).join(", "));
+    throw error;
+  };
 
 const flagOf = (variable: string) => variable.toLowerCase().replaceAll("_", "-");
 
@@ -121,7 +131,9 @@ async function serve(config: Config) {
   const child = isWorkerChild();
   const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child });
   if (!child && config.adminEmail && config.adminPassword) {
-    const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword });
+    const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword }, Date.now, { config, logger }).catch(
+      refusedPassword((problem) => new ConfigError([`ADMIN_PASSWORD ${problem}`])),
+    );
     logger.info({ email: config.adminEmail, created }, "admin account ensured");
   }
   const tokens = createTokens(secret);
@@ -253,7 +265,10 @@ async function main(argv: string[]): Promise<number> {
       if (!looksLikeEmail(values.email)) throw new UsageError(`--email must be an e-mail address (got "${values.email}")`);
       const config = configFrom(values);
       const { database } = await prepareDataFolder(config, commandLogger(config));
-      const { id, created } = await ensureAdmin(database, { email: values.email, password: values.password, name: values.name as string | undefined });
+      const { id, created } = await ensureAdmin(database, { email: values.email, password: values.password, name: values.name as string | undefined }, Date.now, {
+        config,
+        logger: commandLogger(config),
+      }).catch(refusedPassword((problem) => new UsageError(`--password ${problem}`)));
       database.close();
       process.stdout.write(`${created ? "created" : "promoted"} admin ${values.email} (id ${id})\n`);
       return 0;

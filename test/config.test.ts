@@ -167,6 +167,7 @@ describe("loadConfig", () => {
     ["REQUIRE_EMAIL_VERIFICATION", "yes"],
     ["RESET_MAX_REQUESTS", "0"],
     ["RESET_MAX_REQUESTS_PER_IP", "lots"],
+    ["PASSWORD_POLICY", "nist"],
     ["ORDER_PAYMENT_TIMEOUT", "soon"],
     ["ORDER_PAYMENT_TIMEOUT", "0"],
     ["ORDER_PAYMENT_TIMEOUT", "30 minutes"],
@@ -200,6 +201,16 @@ describe("loadConfig", () => {
       requireEmailVerification: true,
     });
     expect(loadConfig({}, 4)).toMatchObject({ mailFrom: "usersvc <no-reply@localhost>", requireEmailVerification: false, resetMaxRequests: 5, resetMaxRequestsPerIp: 20 });
+  });
+
+  test("PASSWORD_POLICY: seed by default, strict on request; HIBP_RANGE_URL an http(s) URL, only with strict", () => {
+    expect(loadConfig({}, 4)).toMatchObject({ passwordPolicy: "seed", hibpRangeUrl: undefined });
+    const range = "https://api.pwnedpasswords.com/range/";
+    expect(loadConfig({ PASSWORD_POLICY: "STRICT", HIBP_RANGE_URL: range }, 4)).toMatchObject({ passwordPolicy: "strict", hibpRangeUrl: range });
+    expect(problemsOf({ PASSWORD_POLICY: "strict", HIBP_RANGE_URL: "ftp://range.example.com/" })).toEqual([
+      'HIBP_RANGE_URL must be a http: / https: URL (got "ftp://range.example.com/")',
+    ]);
+    expect(problemsOf({ HIBP_RANGE_URL: range })).toEqual(["HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)"]);
   });
 
   test("JWT_SECRET is measured in bytes: 64 ASCII pass, 63 do not, 22 CJK characters (66 bytes) pass", () => {

@@ -14,6 +14,7 @@ import { users } from "../../db/schema";
 import { grantRoles, normalizeEmail, roleNamesOfUser } from "../users/service";
 import { writeAudit } from "../notifications/outbox";
 import { revokeTokens } from "../account/tokens";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-policy";
 import { hashPassword } from "./passwords";
 
 const accountOf = (db: Reader, email: string) =>
@@ -23,16 +24,21 @@ const accountOf = (db: Reader, email: string) =>
     .where(eq(users.email, email))
     .then(([row]) => row && { id: row.id, admin: (row.roles?.split(",") ?? []).includes("ADMIN") });
 
-/** `now`: the clock (the app's ctx.now where there is an app; start-up and the CLI have only the system's). */
+/**
+ * `now`: the clock (the app's ctx.now where there is an app; start-up and the CLI have only the system's).
+ * `policy`: PASSWORD_POLICY, checked only when the password will be stored (a refusal is a Violations failure).
+ */
 export async function ensureAdmin(
   db: Database,
   input: { email: string; password: string; name?: string },
   now: () => number = Date.now,
+  policy?: PasswordPolicyDeps,
 ): Promise<{ id: number; created: boolean }> {
   const email = normalizeEmail(input.email);
   // A restart finds the ADMIN and writes nothing: no argon2id hash (~45 ms and its native addon's idle RSS) for nothing.
   const found = await accountOf(db, email);
   if (found?.admin) return { id: found.id, created: false };
+  if (policy) await assertPasswordAllowed(policy, input.password, email);
   // Made before the unit, which awaits nothing but the database.
   const passwordHash = await hashPassword(input.password);
   return db.write(async (tx) => {

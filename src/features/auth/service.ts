@@ -15,14 +15,15 @@ import { AppError, Violations } from "../../errors";
 import { bumpTokenVersion, findById, findUser, normalizeEmail, toUser } from "../users/service";
 import type { Caller } from "./guard";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-policy";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
 import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, throttleRows, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
 
-export interface SessionDeps extends ThrottleDeps {
+export interface SessionDeps extends ThrottleDeps, PasswordPolicyDeps {
   db: Database;
   tokens: Tokens;
-  config: ThrottleDeps["config"] & { requireEmailVerification: boolean };
+  config: ThrottleDeps["config"] & PasswordPolicyDeps["config"] & { requireEmailVerification: boolean };
 }
 
 /** Hashed once per process, on first need, with the same parameters as real hashes. */
@@ -147,6 +148,7 @@ export async function logout(deps: SessionDeps, caller: Caller) {
  * password oracle), stores the new one and revokes every earlier token; answers with a new token.
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
+  await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
   const updated = await checkPassword(deps, caller.email, input.currentPassword, address, async (account, clear) => {
     const passwordHash = await hashPassword(input.newPassword);
     const results = await deps.db.writeAll(

@@ -12,6 +12,7 @@ import { Violations } from "../../errors";
 import { clientAddress } from "../../http/client-address";
 import { listAnswer } from "../../http/list-answer";
 import { pageIfAsked } from "../../paging";
+import { withPasswordPolicy } from "../auth/password-policy";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -124,7 +125,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         auth: "ADMIN",
-        body: UserBody,
+        body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
         detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) },
@@ -132,13 +133,13 @@ export const usersRoutes = (ctx: AppContext) =>
     )
     .put("/:id", changeUser(ctx, replaceUser), {
       auth: "ADMIN",
-      body: UserBody,
+      body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN, ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch("/:id", changeUser(ctx, patchUser), {
       auth: "SELF_OR_ADMIN",
-      body: UserPatch,
+      body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: {
         summary: "Change some of a user's name, email and department",

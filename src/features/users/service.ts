@@ -15,6 +15,7 @@ import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
 
@@ -308,11 +309,12 @@ export async function emailTaken(db: Reader, email: string) {
   return row !== undefined;
 }
 
-export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
+export async function createUser(deps: UsersDeps & PasswordPolicyDeps, input: UserBody, actor: string): Promise<User> {
   return timed(deps.metrics, "create", async () => {
     const email = normalizeEmail(input.email);
     const name = input.name.trim();
     const department = input.department?.trim() || undefined;
+    if (input.password) await assertPasswordAllowed(deps, input.password, email);
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
     try {
@@ -352,7 +354,7 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
  * them too. Whether the caller may make the change (their password, their role) is the route's.
  */
 async function applyUpdate(
-  deps: UsersDeps,
+  deps: UsersDeps & PasswordPolicyDeps,
   id: number,
   changes: { name?: string; email?: string; department?: string | null; password?: string },
   expected: number | undefined,
@@ -360,6 +362,8 @@ async function applyUpdate(
 ): Promise<User> {
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
+    // Judged against the address the account will have (read only when the policy looks at it).
+    if (changes.password !== undefined) await assertPasswordAllowed(deps, changes.password, async () => email ?? (await findUser(deps.db, id)).email);
     // Hashed before the unit, which awaits nothing but the database.
     const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
     try {
@@ -407,13 +411,13 @@ async function applyUpdate(
 }
 
 /** PUT: replaces name, email and department (absent department clears it); sets a given password. */
-export function replaceUser(deps: UsersDeps, id: number, input: UserBody, ifMatch?: string | null) {
+export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch?: string | null) {
   const changes = { name: input.name, email: input.email, department: input.department ?? null, password: input.password };
   return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update");
 }
 
 /** PATCH: changes only the supplied fields among name, email, department and password. */
-export function patchUser(deps: UsersDeps, id: number, input: UserPatch, ifMatch?: string | null) {
+export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch?: string | null) {
   return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department, password: input.password }, expectedVersion(input.version, ifMatch), "patch");
 }
 
