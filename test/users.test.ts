@@ -4,8 +4,8 @@
  * of one e-mail, and who may do what.
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
-import { eq } from "drizzle-orm";
-import { outbox, users } from "../src/db/schema";
+import { eq, like } from "drizzle-orm";
+import { departments, outbox, users } from "../src/db/schema";
 import { renderMail } from "../src/features/notifications/templates";
 import type { User } from "../src/features/users/model";
 import { freshUser, makeTestApp, uniqueEmail, type TestApp } from "./helpers";
@@ -170,6 +170,27 @@ describe("POST /api/users", () => {
     expect(zh.status).toBe(201);
     const dup = await post({ name: "Third", email: "a@b.co" }, admin.token, { "accept-language": "zh-TW" });
     expect(dup.body.message).toBe("Email 已存在: a@b.co");
+  });
+
+  test("a create refused for its e-mail leaves no new department behind, alone or racing the one that succeeds", async () => {
+    const email = uniqueEmail("u");
+    await create({ email });
+    const refused = await post({ name: "Second", email, department: "Refused Only" });
+    expectFailure(refused, 409, { errorCode: "DUPLICATE_EMAIL" });
+    expect(await t.db.$count(departments, eq(departments.name, "Refused Only"))).toBe(0);
+    // Concurrent creates of one e-mail, each naming its own new department: only the winner's is made.
+    const racer = uniqueEmail("u");
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => post({ name: `Racer ${i}`, email: racer, department: `Race ${racer} ${i}` })));
+    const winners = results.filter((r) => r.status === 201);
+    expect(winners).toHaveLength(1);
+    expect(
+      (
+        await t.db
+          .select({ name: departments.name })
+          .from(departments)
+          .where(like(departments.name, `Race ${racer} %`))
+      ).map((d) => d.name),
+    ).toEqual([winners[0].body.department]);
   });
 
   test("20 concurrent creates of one e-mail: exactly one 201, the rest 409 DUPLICATE_EMAIL", async () => {

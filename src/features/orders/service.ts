@@ -362,6 +362,8 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
             bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
             bound(newestOrder(tx), {}),
           ] as unknown as [Statement, ...Statement[]],
+        // A later line's reservation can be refused after an earlier one reserved.
+        { failsMidway: lines.length > 1 },
       );
       const [{ id }] = results[results.length - 1] as { id: number }[];
       // Everything the answer shows is in hand: no second read.

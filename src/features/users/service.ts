@@ -3,7 +3,7 @@
  * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
-import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, inArray, ne, notExists, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { limitOffset, type Page, withPlaceholderPage } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
@@ -254,6 +254,36 @@ export function newUserRows(tx: Db, email: string, name: string, audit: { actor:
   return newUserStatements(tx).map((statement) => bound(statement, values));
 }
 
+/**
+ * A new user's department, created on first use while the e-mail is free: a create that then
+ * fails on its e-mail has changed no row, so the group commit it shares with other creates has
+ * nothing of it to undo (src/db/native.ts).
+ */
+const addDepartmentIfEmailFree = prepared((tx: Db) =>
+  tx
+    .insert(departments)
+    .select(
+      tx
+        .select({
+          id: sql<null>`null`.as("id"),
+          name: sql<string>`${sql.placeholder("name")}`.as("name"),
+          description: sql<null>`null`.as("description"),
+          createdAt: sql<number>`${sql.placeholder("createdAt")}`.as("created_at"),
+        })
+        .from(sql`(select 1)`)
+        .where(
+          notExists(
+            tx
+              .select({ id: users.id })
+              .from(users)
+              .where(eq(users.email, sql.placeholder("email"))),
+          ),
+        ),
+    )
+    .onConflictDoNothing()
+    .prepare(),
+);
+
 /** A user's row as POST /api/users writes it, with or without a department (one shape each). */
 const insertNewUser = prepared((tx: Db, shape: string) =>
   tx
@@ -325,7 +355,7 @@ export async function createUser(deps: UsersDeps & PasswordPolicyDeps, input: Us
       const results = await deps.db.writeAll(
         (tx) =>
           [
-            ...(department ? [bound(addDepartment(tx), { name: department, createdAt: now })] : []),
+            ...(department ? [bound(addDepartmentIfEmailFree(tx), { name: department, email, createdAt: now.getTime() })] : []),
             bound(insertNewUser(tx, department ? "department" : ""), { name, email, department, phone: input.phone ?? null, passwordHash, now }),
             ...newUserRows(tx, email, name, { actor, details: { email } }, now),
             bound(userByEmail(tx), { email }),
