@@ -4,7 +4,10 @@
  * one frame) and which b-trees they land in. Once one after another, once with IN_FLIGHT
  * creates at a time, as concurrent requests make them (the native driver commits those in groups).
  *
- *   bun bench/writes.ts [creates] [in-flight]
+ *   bun bench/writes.ts [creates] [in-flight] [--department] [--duplicates SHARE] [--native]
+ *     --department      every create names a department (its upsert comes before the user's row)
+ *     --duplicates 0.25 that share of creates reuse an e-mail already taken (each answers DUPLICATE_EMAIL)
+ *     --native          only the native driver, only IN_FLIGHT at a time
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,10 +18,15 @@ import { migrate } from "../src/db/migrate";
 import { createUser } from "../src/features/users/service";
 import { createMetrics } from "../src/metrics";
 
-const CREATES = Number(process.argv[2] ?? 2000);
+const args = process.argv.slice(2);
+const positional = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--duplicates");
+const CREATES = Number(positional[0] ?? 2000);
+const DEPARTMENT = args.includes("--department");
+const DUPLICATES = args.includes("--duplicates") ? Number(args[args.indexOf("--duplicates") + 1]) : 0;
+const NATIVE_ONLY = args.includes("--native");
 /** Fewer than the autocheckpoint's 10,000 frames, so the WAL holds every frame written. */
 const COUNTED = 150;
-const IN_FLIGHT = Number(process.argv[3] ?? 32);
+const IN_FLIGHT = Number(positional[1] ?? 32);
 const logger = { warn() {} };
 
 async function run(driver: DatabaseDriver, inFlight: number) {
@@ -27,8 +35,21 @@ async function run(driver: DatabaseDriver, inFlight: number) {
   try {
     const db = await openDatabase({ url: `file:${path}`, driver });
     await migrate(db);
-    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger, now: Date.now };
-    const createOne = (i: number) => createUser(deps, { name: `Bench User ${i}`, email: `bench${i}@example.com` }, "bench");
+    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger, now: Date.now, config: { passwordPolicy: "seed" as const } };
+    let duplicates = 0;
+    const createOne = async (i: number) => {
+      // Every create in DUPLICATES' share reuses the address of the first one (created before the count).
+      const duplicate = i >= 0 && (i * DUPLICATES) % 1 >= 1 - DUPLICATES;
+      const email = duplicate ? "bench-1@example.com" : `bench${i}@example.com`;
+      // Four creates in a row name one department: the first of them (never a duplicate) creates it.
+      const department = DEPARTMENT ? { department: `Department ${Math.floor(i / 4) % 8}` } : {};
+      try {
+        await createUser(deps, { name: `Bench User ${i}`, email, ...department }, "bench");
+      } catch (error) {
+        if (!duplicate) throw error;
+        duplicates++;
+      }
+    };
     /** Creates `from` … `to` - 1, `inFlight` at a time. */
     const creates = async (from: number, to: number) => {
       for (let i = from; i < to; i += inFlight) await Promise.all(Array.from({ length: Math.min(inFlight, to - i) }, (_, k) => createOne(i + k)));
@@ -50,6 +71,8 @@ async function run(driver: DatabaseDriver, inFlight: number) {
     return {
       driver,
       inFlight,
+      department: DEPARTMENT,
+      duplicates,
       createsPerSecond: perSecond,
       // On a shared machine wall time mostly measures the neighbours: per CPU-second of this process too.
       createsPerCpuSecond: Math.round(CREATES / ((user + system) / 1e6)),
@@ -83,4 +106,5 @@ function framesByTree(connection: Connection, walPath: string, pageSize: number)
   return counts;
 }
 
-for (const driver of ["native", "libsql"] as const) for (const inFlight of [1, IN_FLIGHT]) console.log(JSON.stringify(await run(driver, inFlight)));
+if (NATIVE_ONLY) console.log(JSON.stringify(await run("native", IN_FLIGHT)));
+else for (const driver of ["native", "libsql"] as const) for (const inFlight of [1, IN_FLIGHT]) console.log(JSON.stringify(await run(driver, inFlight)));

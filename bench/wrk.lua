@@ -9,6 +9,8 @@ local token = os.getenv("BENCH_TOKEN")
 local body = os.getenv("BENCH_BODY")
 local maxId = tonumber(os.getenv("BENCH_MAX_ID") or "1")
 local runTag = os.getenv("BENCH_TAG") or "run"
+-- BENCH_DUPLICATE_EVERY=N: every Nth request's {email} is one address of the run (duplicates after its first).
+local duplicateEvery = tonumber(os.getenv("BENCH_DUPLICATE_EVERY") or "0")
 
 local threads = {}
 local threadId = 0
@@ -32,7 +34,9 @@ request = function()
   local b = nil
   if body then
     counter = counter + 1
-    b = body:gsub("{email}", runTag .. "-" .. tostring(tid or 0) .. "-" .. counter .. "@bench.example.com")
+    local email = runTag .. "-" .. tostring(tid or 0) .. "-" .. counter .. "@bench.example.com"
+    if duplicateEvery > 0 and counter % duplicateEvery == 0 then email = runTag .. "-dup@bench.example.com" end
+    b = body:gsub("{email}", email)
   end
   return wrk.format(method, p, headers, b)
 end

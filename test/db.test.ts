@@ -107,6 +107,42 @@ describe("a unit of work", () => {
     expect(names.map((r) => r.name).sort()).toEqual(["Group 0", "Group 1", "Group 2", "Group 4", "Group 6", "Group 7"]);
   });
 
+  test("a unit failing after its first statement leaves no row and costs the others of its group no re-run", async () => {
+    // Issued in one tick, so the native driver commits them as one group (no lock held: a unit
+    // retried while busy would be built again). How many times each unit's statements were
+    // built to run: once, unless its group ran again.
+    const runs = Array.from({ length: 6 }, () => 0);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) =>
+        database.writeAll(
+          (tx) => {
+            runs[i]++;
+            // Unit 2 writes, then fails (declared failsMidway). Unit 4's first statement finds unit 0's
+            // row and changes nothing, then fails: it never wrote, so it needs no declaration.
+            if (i === 2) return [tx.insert(departments).values({ name: "Isolated 2" }), tx.insert(roles).values({ name: "USER" })];
+            if (i === 4) return [tx.insert(departments).values({ name: "Isolated 0" }).onConflictDoNothing(), tx.insert(roles).values({ name: "USER" })];
+            return [tx.insert(departments).values({ name: `Isolated ${i}` }), tx.insert(departments).values({ name: `Isolated ${i} too` })];
+          },
+          { failsMidway: i === 2 },
+        ),
+      ),
+    );
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled", "rejected", "fulfilled"]);
+    for (const i of [2, 4]) expect(classifyDatabaseError((outcomes[i] as PromiseRejectedResult).reason)).toBe("duplicate");
+    expect(runs).toEqual([1, 1, 1, 1, 1, 1]);
+    const names = await database.select({ name: departments.name }).from(departments).where(sql`${departments.name} like 'Isolated %'`);
+    expect(names.map((r) => r.name).sort()).toEqual([
+      "Isolated 0",
+      "Isolated 0 too",
+      "Isolated 1",
+      "Isolated 1 too",
+      "Isolated 3",
+      "Isolated 3 too",
+      "Isolated 5",
+      "Isolated 5 too",
+    ]);
+  });
+
   test("while another process holds the write lock, the unit waits, then commits", async () => {
     const other = await holdWriteLock(path);
     setTimeout(() => other.release(), 150);

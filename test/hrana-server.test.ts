@@ -174,10 +174,10 @@ describe("Hrana over HTTP", () => {
 
   test("streams really contend: a writer meets SQLITE_BUSY while another stream holds the lock", async () => {
     const holder = await pipeline(null, [exec("BEGIN IMMEDIATE"), exec("INSERT INTO t (name) VALUES ('held')")]);
-    const started = performance.now();
+    // Refused, not queued behind the holder: a queued writer would wait for the holder's COMMIT and then
+    // succeed. (How soon it is refused is the server's busy timeout, 0 unless HRANA_BUSY_TIMEOUT_MS says.)
     const blocked = await pipeline(null, [exec("INSERT INTO t (name) VALUES ('waiting')"), { type: "close" }]);
     expect(blocked.body.results[0]).toMatchObject({ type: "error", error: { code: "SQLITE_BUSY" } });
-    expect(performance.now() - started).toBeLessThan(1000); // refused, not queued behind the holder
     // Readers are not blocked by a writer (WAL).
     const reader = await pipeline(null, [exec("SELECT count(*) FROM t"), { type: "close" }]);
     expect(reader.body.results[0].type).toBe("ok");

@@ -42,6 +42,18 @@ export type Reader = Pick<Db, "select" | "selectDistinct" | "$count" | "$with" |
 /** One statement of a list unit: a drizzle query built on the unit's `tx`, not yet run. */
 export type Statement = BatchItem<"sqlite">;
 
+/**
+ * `failsMidway`: a statement after one that wrote can fail as a matter of course (an order's
+ * second line finds no stock). The native driver, which commits concurrent list units together,
+ * then gives the unit its own SAVEPOINT, so its failure costs the units beside it nothing.
+ * Not needed when the statement that can fail comes first, or the ones before it change no row
+ * when it fails; an undeclared unit that fails midway still undoes only itself, but its group
+ * runs again (native.ts). On libsql every list unit is its own batch anyway.
+ */
+export interface WriteAllOptions {
+  failsMidway?: boolean;
+}
+
 export type DatabaseDriver = "native" | "libsql";
 
 export interface Database extends Reader {
@@ -49,7 +61,7 @@ export interface Database extends Reader {
   /** A unit of work as a closure: committed when the promise resolves, rolled back when it rejects. */
   write<T>(work: (tx: Db) => Promise<T>): Promise<T>;
   /** A unit of work as a list of independent statements, run in order; answers each statement's result. */
-  writeAll<T extends readonly [Statement, ...Statement[]]>(build: (tx: Db) => T): Promise<BatchResponse<T>>;
+  writeAll<T extends readonly [Statement, ...Statement[]]>(build: (tx: Db) => T, options?: WriteAllOptions): Promise<BatchResponse<T>>;
   /**
    * Independent reads as one unit, outside any unit of work: one round trip to a remote primary
    * (a read batch, one consistent snapshot), plain reads on the reader connection otherwise.

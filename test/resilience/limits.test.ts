@@ -79,8 +79,8 @@ describe("bodies over the limit are refused before they are read", () => {
       problem: undefined,
       code: "PAYLOAD_TOO_LARGE",
     });
-    // The body would take forever at this pace: any prompt answer was given without reading it.
-    expect(answer.ms).toBeLessThan(3000);
+    // The body would take forever at this pace: any answer at all (rawRequest gives up after
+    // timeoutMs) was given without reading it.
     expect(await counts(t.database)).toEqual(before);
   });
 
@@ -89,8 +89,7 @@ describe("bodies over the limit are refused before they are read", () => {
     const chunked = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
     const answer = await rawRequest(`${jsonHead("/api/users", "chunked")}9\r\n{"name":"\r\n`, { trickle: chunked, everyMs: 20, timeoutMs: 5000 });
     expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
-    // 64 KiB at 8 KiB every 20 ms is ~160 ms of sending: the answer does not wait for an end that never comes.
-    expect(answer.ms).toBeLessThan(3000);
+    // The stream never ends: an answer at all (rawRequest gives up after timeoutMs) came without waiting for its end.
   });
 
   test("an upload declaring far more than MAX_UPLOAD_BYTES, sent slowly: 413 at once, nothing stored", async () => {
@@ -101,8 +100,7 @@ describe("bodies over the limit are refused before they are read", () => {
       `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
     const answer = await rawRequest(head, { trickle: "y".repeat(1024), everyMs: 100, timeoutMs: 5000 });
     expect({ status: answer.status, code: JSON.parse(answer.text).errorCode }).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
-    // The body would take forever at this pace: any prompt answer was given without reading it.
-    expect(answer.ms).toBeLessThan(3000);
+    // The body would take forever at this pace: any answer at all was given without reading it.
     expect((await counts(t.database, ["files"])).files).toBe(0);
     expect(readdirSync(uploads)).toEqual([]);
   });
@@ -181,22 +179,21 @@ describe("slow clients", () => {
     idle.resume(); // read the answer, or the client never sees the server's close
     const idleClosed = closedAfter(idle);
 
-    // Meanwhile the server serves everyone else, promptly. A held server would answer only when
-    // Bun cuts the trickling heads (~10 s); the bounds sit far below that yet leave a loaded CI
-    // machine room for one slow answer (one read took 2.5 s on a 2-core machine at load 5).
-    const waits: number[] = [];
+    // Meanwhile the server serves everyone else. A held server would answer only once Bun cut the
+    // trickling heads (~10 s): every read is answered before the first of them is cut.
+    let firstCut = Number.POSITIVE_INFINITY;
+    for (const closed of trickling) void closed.then((ms) => (firstCut = Math.min(firstCut, ms)));
     for (let i = 0; i < 20; i++) {
-      const begun = performance.now();
       const res = await fetch(`http://127.0.0.1:${port}/api/users/${admin.id}`, { headers: { authorization: `Bearer ${admin.token}` } });
       expect(res.status).toBe(200);
       await res.arrayBuffer();
-      waits.push(performance.now() - begun);
-      await Bun.sleep(250);
+      await Bun.sleep(100);
     }
-    expect(Math.max(...waits)).toBeLessThan(5000);
-    expect(waits.sort((a, b) => a - b)[waits.length / 2]).toBeLessThan(1000);
-    // Bun cuts a request whose head has not completed after ~10 s, however it trickles.
+    const readsDone = performance.now() - started;
+    // Bun cuts a request whose head has not completed after ~10 s, however it trickles (a configured
+    // timeout, checked with room for a loaded machine; the lower bounds cannot flake).
     const cut = await Promise.all(trickling);
+    expect(readsDone).toBeLessThan(firstCut);
     expect(Math.max(...cut)).toBeLessThan(16_000);
     const idleMs = await idleClosed;
     expect(idleMs).toBeGreaterThan(17_000);
