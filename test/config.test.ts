@@ -36,6 +36,8 @@ describe("loadConfig", () => {
       logFormat: "json",
       loginMaxFailures: 5,
       loginMaxFailuresPerIp: 50,
+      emailCheckMaxPerIp: 60,
+      registerMaxPerIp: 20,
       workers: 1,
     });
     for (const key of ["jwtSecret", "databaseAuthToken", "databaseSyncUrl", "adminEmail", "adminPassword", "notifyWebhookUrl", "metricsToken"] as const) {
@@ -59,6 +61,8 @@ describe("loadConfig", () => {
         NOTIFY_WEBHOOK_URL: "https://hooks.example.com/x",
         LOGIN_MAX_FAILURES: "3",
         LOGIN_MAX_FAILURES_PER_IP: "30",
+        EMAIL_CHECK_MAX_PER_IP: "7",
+        REGISTER_MAX_PER_IP: "3",
         TRUST_PROXY: "2",
         METRICS_TOKEN: "m",
         ADMIN_EMAIL: "root@example.com",
@@ -81,6 +85,8 @@ describe("loadConfig", () => {
       notifyWebhookUrl: "https://hooks.example.com/x",
       loginMaxFailures: 3,
       loginMaxFailuresPerIp: 30,
+      emailCheckMaxPerIp: 7,
+      registerMaxPerIp: 3,
       trustProxy: 2,
       metricsToken: "m",
       adminEmail: "root@example.com",
@@ -147,6 +153,8 @@ describe("loadConfig", () => {
     ["REQUIRE_EMAIL_VERIFICATION", "yes"],
     ["RESET_MAX_REQUESTS", "0"],
     ["RESET_MAX_REQUESTS_PER_IP", "lots"],
+    ["EMAIL_CHECK_MAX_PER_IP", "0"],
+    ["REGISTER_MAX_PER_IP", "many"],
   ])("%s=%p is refused, naming the variable", (variable, value) => {
     const problems = problemsOf({ [variable]: value });
     expect(problems).toHaveLength(1);

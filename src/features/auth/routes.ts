@@ -15,6 +15,7 @@ import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenR
 import { clientAddress } from "../../http/client-address";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh } from "./service";
+import { countEmailCheck, countRegistration } from "./throttle";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
 function dropNulls(value: unknown) {
@@ -34,7 +35,8 @@ const accountRoutes = (ctx: AppContext) =>
     .use(ctx.auth)
     .post(
       "/register",
-      async ({ body, request, set }) => {
+      async ({ body, request, server, set }) => {
+        await countRegistration(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.registerMaxPerIp);
         const user = await register(ctx, body, langOf(request));
         set.status = 201;
         return ok(user, translate("auth.registered", langOf(request)));
@@ -43,19 +45,27 @@ const accountRoutes = (ctx: AppContext) =>
         body: RegistrationBody,
         transform: ({ body }) => dropNulls(body),
         response: { 201: EnvelopeOf(User), ...errors },
-        detail: { summary: "Register an account", description: "Every violated rule is listed at once. The new user has role USER." },
+        detail: {
+          summary: "Register an account",
+          description:
+            "Every violated rule is listed at once. The new user has role USER. 429 with Retry-After past REGISTER_MAX_PER_IP attempts (that passed validation, 409s included) in 10 minutes from one client address.",
+        },
       },
     )
     .get(
       "/validate-email",
-      async ({ query, request }) => {
+      async ({ query, request, server }) => {
+        await countEmailCheck(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.emailCheckMaxPerIp);
         const free = await emailAvailable(ctx.db, query.email);
         return ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
       },
       {
         query: ValidateEmailQuery,
-        response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 503) },
-        detail: { summary: "Whether an e-mail is free", description: "data is true when no account uses the address." },
+        response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 429, 503) },
+        detail: {
+          summary: "Whether an e-mail is free",
+          description: "data is true when no account uses the address. 429 with Retry-After past EMAIL_CHECK_MAX_PER_IP a minute from one client address.",
+        },
       },
     )
     .post(
