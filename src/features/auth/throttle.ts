@@ -19,6 +19,7 @@ import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
 import { loginThrottle, resetThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
+import { type AuditRecord, auditStatement } from "../notifications/outbox";
 
 export const THROTTLE_WINDOW_MS = 15 * 60 * 1000;
 
@@ -115,10 +116,15 @@ export function windowCounter<T extends CounterTable>(table: T, count: CountColu
 
 const countFailure = windowCounter(loginThrottle, "failures", THROTTLE_WINDOW_MS);
 
-/** One more failure for the e-mail and for the address, each in its own window. */
-export async function recordFailure(deps: ThrottleDeps, email: string, address: string) {
+/**
+ * One more failure for the e-mail and for the address, each in its own window, and its audit
+ * row, in the one unit (a batch: no more round trips than the counters alone).
+ */
+export async function recordFailure(deps: ThrottleDeps, email: string, address: string, audit: AuditRecord) {
   const now = deps.now();
-  await deps.db.writeAll((tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now)] as unknown as [Statement, Statement]);
+  await deps.db.writeAll(
+    (tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now), auditStatement(tx, audit, new Date(now))] as unknown as [Statement, Statement],
+  );
 }
 
 const deleteCounter = prepared((tx: Db) =>
