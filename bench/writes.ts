@@ -27,7 +27,7 @@ async function run(driver: DatabaseDriver, inFlight: number) {
   try {
     const db = await openDatabase({ url: `file:${path}`, driver });
     await migrate(db);
-    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger, now: Date.now };
+    const deps = { db, metrics: createMetrics({ defaultMetrics: false }), logger, now: Date.now, config: { passwordPolicy: "seed" as const } };
     const createOne = (i: number) => createUser(deps, { name: `Bench User ${i}`, email: `bench${i}@example.com` }, "bench");
     /** Creates `from` … `to` - 1, `inFlight` at a time. */
     const creates = async (from: number, to: number) => {

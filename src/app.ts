@@ -25,6 +25,7 @@ import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
 import { cors } from "./http/cors";
 import { securityHeadersPlugin } from "./http/security-headers";
+import { noStore } from "./http/cache-control";
 import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
 
@@ -63,6 +64,7 @@ export function createApp(deps: AppDeps) {
       }),
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
+    .use(noStore(config.basePath))
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle))
     .use(cors(config.corsOrigins))
     .use(compression())

@@ -41,6 +41,7 @@ const serviceTexts = defineTexts({
   "field.required": { en: "is required", "zh-TW": "為必填欄位" },
   "field.type": { en: (p) => `must be ${p.expected}`, "zh-TW": (p) => `格式不正確，應為 ${p.expected}` },
   "field.invalid": { en: "is invalid", "zh-TW": "格式不正確" },
+  "field.url": { en: "must be an http or https URL", "zh-TW": "必須是 http 或 https 網址" },
   "field.minLength": { en: (p) => `must be at least ${p.limit} characters`, "zh-TW": (p) => `長度不能少於 ${p.limit} 字元` },
   "field.maxLength": { en: (p) => `must be at most ${p.limit} characters`, "zh-TW": (p) => `長度不能超過 ${p.limit} 字元` },
   "field.minimum": { en: (p) => `must be at least ${p.limit}`, "zh-TW": (p) => `不能小於 ${p.limit}` },

@@ -47,6 +47,10 @@ export interface Config {
   /** Password-reset requests allowed per hour for one e-mail, and from one client address. */
   readonly resetMaxRequests: number;
   readonly resetMaxRequestsPerIp: number;
+  /** seed: the seed's password rules alone; strict: NIST SP 800-63B (src/features/auth/password-policy.ts). */
+  readonly passwordPolicy: "seed" | "strict";
+  /** Have I Been Pwned's range API (…/range/), asked by k-anonymity under the strict policy; undefined: not asked. */
+  readonly hibpRangeUrl?: string;
   readonly loginMaxFailures: number;
   readonly loginMaxFailuresPerIp: number;
   readonly emailCheckMaxPerIp: number;
@@ -66,6 +70,10 @@ export interface Config {
   readonly backupSchedule?: string;
   /** How many scheduled archives to keep (manual ones are never pruned). */
   readonly backupKeep: number;
+  /** A PENDING order older than this (ms) fails with "payment timeout", its stock released; undefined: never. */
+  readonly orderPaymentTimeoutMs?: number;
+  /** PENDING orders a user may hold at once (409 TOO_MANY_PENDING_ORDERS beyond); undefined: any number. */
+  readonly orderMaxPending?: number;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -108,6 +116,8 @@ export const CONFIG_VARIABLES = [
   "REQUIRE_EMAIL_VERIFICATION",
   "RESET_MAX_REQUESTS",
   "RESET_MAX_REQUESTS_PER_IP",
+  "PASSWORD_POLICY",
+  "HIBP_RANGE_URL",
   "LOGIN_MAX_FAILURES",
   "LOGIN_MAX_FAILURES_PER_IP",
   "TRUST_PROXY",
@@ -118,6 +128,8 @@ export const CONFIG_VARIABLES = [
   "BACKUP_DIR",
   "BACKUP_SCHEDULE",
   "BACKUP_KEEP",
+  "ORDER_PAYMENT_TIMEOUT",
+  "ORDER_MAX_PENDING",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -150,6 +162,18 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
       return fallback;
     }
     return raw as T;
+  };
+  /** Seconds, or a number with s, m, h or d ("900", "30m"), as milliseconds; unset: undefined. */
+  const duration = (key: string, minMs: number, maxMs: number) => {
+    const raw = read(key);
+    if (raw === undefined) return undefined;
+    const match = /^(\d+)\s*([smhd]?)$/i.exec(raw);
+    const ms = match ? Number(match[1]) * { "": 1000, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2].toLowerCase() as "" | "s"] : Number.NaN;
+    if (!(ms >= minMs && ms <= maxMs)) {
+      problems.push(`${key} must be a duration from ${minMs / 1000} s to ${maxMs / 86_400_000} days: seconds, or a number with s, m, h or d such as 30m (got "${raw}")`);
+      return undefined;
+    }
+    return ms;
   };
   const url = (key: string, schemes: string[]) => {
     const raw = read(key);
@@ -238,6 +262,10 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
   if (!/^[^<>]*<[^\s@<>]+@[^\s@<>]+>$|^[^\s@<>]+@[^\s@<>]+$/.test(mailFrom)) problems.push(`MAIL_FROM must be an address, or a name and <address> (got "${mailFrom}")`);
   const requireEmailVerification = oneOf("REQUIRE_EMAIL_VERIFICATION", ["true", "false"] as const, "false") === "true";
 
+  const passwordPolicy = oneOf("PASSWORD_POLICY", ["seed", "strict"] as const, "seed");
+  const hibpRangeUrl = url("HIBP_RANGE_URL", ["http:", "https:"]);
+  if (hibpRangeUrl && passwordPolicy !== "strict") problems.push("HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)");
+
   const rawWorkers = read("WORKERS");
   const workers = rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : integer("WORKERS", 1, 1, 64);
 
@@ -284,6 +312,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     requireEmailVerification,
     resetMaxRequests: integer("RESET_MAX_REQUESTS", 5, 1, 1_000_000),
     resetMaxRequestsPerIp: integer("RESET_MAX_REQUESTS_PER_IP", 20, 1, 1_000_000),
+    passwordPolicy,
+    hibpRangeUrl,
     loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
     loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
     emailCheckMaxPerIp: integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
@@ -296,6 +326,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     backupDir,
     backupSchedule,
     backupKeep: integer("BACKUP_KEEP", 7, 1, 10_000),
+    orderPaymentTimeoutMs: duration("ORDER_PAYMENT_TIMEOUT", 1000, 365 * 86_400_000),
+    orderMaxPending: read("ORDER_MAX_PENDING") === undefined ? undefined : integer("ORDER_MAX_PENDING", 0, 1, 1_000_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -13,6 +13,8 @@ import { openDatabase } from "./db/client";
 import { migrate } from "./db/migrate";
 import { users } from "./db/schema";
 import { ensureAdmin } from "./features/auth/bootstrap";
+import { translate } from "./catalogue";
+import { Violations } from "./errors";
 import { resolveJwtSecret } from "./features/auth/secret";
 import { createTokens } from "./features/auth/tokens";
 import { createLogging, logStream } from "./logging/logger";
@@ -22,6 +24,7 @@ import { channelsFor } from "./features/notifications/channels";
 import { createFileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
 import { startNameIndexUpkeep } from "./features/search/index-upkeep";
+import { ordersDeps, startPaymentTimeoutSweep } from "./features/orders/service";
 import { VERSION } from "./version";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { startBackupDuties } from "./features/backups/schedule";
@@ -45,6 +48,14 @@ Settings come from the environment or the same-named flag (DATABASE_URL or --dat
 
 /** Exit code 2: the command line or the configuration is wrong. */
 class UsageError extends Error {}
+
+/** A rethrow that turns PASSWORD_POLICY's refusal of a bootstrap password into `asError`'s one line ("… is too common"). */
+const refusedPassword =
+  (asError: (problem: string) => Error) =>
+  (error: unknown): never => {
+    if (error instanceof Violations) throw asError(error.violations.map((v) => translate(v.key, "en", v.params)).join(", "));
+    throw error;
+  };
 
 const flagOf = (variable: string) => variable.toLowerCase().replaceAll("_", "-");
 
@@ -120,7 +131,9 @@ async function serve(config: Config) {
   const child = isWorkerChild();
   const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child });
   if (!child && config.adminEmail && config.adminPassword) {
-    const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword });
+    const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword }, Date.now, { config, logger }).catch(
+      refusedPassword((problem) => new ConfigError([`ADMIN_PASSWORD ${problem}`])),
+    );
     logger.info({ email: config.adminEmail, created }, "admin account ensured");
   }
   const tokens = createTokens(secret);
@@ -140,7 +153,8 @@ async function serve(config: Config) {
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files });
+  const now = Date.now;
+  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files, now });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
   try {
@@ -167,6 +181,8 @@ async function serve(config: Config) {
       (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
     );
   const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
+  // The primary also fails orders left unpaid past ORDER_PAYMENT_TIMEOUT (when set), releasing their stock.
+  const paymentTimeouts = child ? undefined : startPaymentTimeoutSweep(ordersDeps({ db: database, logging, config, now }));
   // The primary also keeps the name-search index in one piece after bursts of writes.
   const upkeep = child ? undefined : startNameIndexUpkeep(database, logging.get("search"));
   // Start-up is over once the first sweep has settled. A full collection, then Bun.shrink (JSC's
@@ -201,6 +217,7 @@ async function serve(config: Config) {
     await sender?.stop();
     for (const channel of channels) channel.close?.();
     clearInterval(sweeper);
+    await paymentTimeouts?.stop();
     await upkeep?.stop();
     await backups.stop();
     database.close();
@@ -248,7 +265,10 @@ async function main(argv: string[]): Promise<number> {
       if (!looksLikeEmail(values.email)) throw new UsageError(`--email must be an e-mail address (got "${values.email}")`);
       const config = configFrom(values);
       const { database } = await prepareDataFolder(config, commandLogger(config));
-      const { id, created } = await ensureAdmin(database, { email: values.email, password: values.password, name: values.name as string | undefined });
+      const { id, created } = await ensureAdmin(database, { email: values.email, password: values.password, name: values.name as string | undefined }, Date.now, {
+        config,
+        logger: commandLogger(config),
+      }).catch(refusedPassword((problem) => new UsageError(`--password ${problem}`)));
       database.close();
       process.stdout.write(`${created ? "created" : "promoted"} admin ${values.email} (id ${id})\n`);
       return 0;
@@ -259,7 +279,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       const [user] = await database
-        .select({ email: users.email, tokenVersion: users.tokenVersion, active: users.active })
+        .select({ id: users.id, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
         .from(users)
         .where(eq(users.email, values.email.trim().toLowerCase()));
       database.close();
@@ -268,7 +288,7 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion)}\n`);
+      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion, user.id)}\n`);
       return 0;
     }
     case "backup": {

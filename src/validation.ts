@@ -147,6 +147,14 @@ export function NotBlankString(options: Parameters<typeof t.String>[0] = {}) {
   return t.String({ maxLength: MAX_TEXT_LENGTH, ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } });
 }
 
+/**
+ * A web address a client will render as a link or an image (avatarUrl): http or https only, so
+ * `javascript:`, `data:` and the like never reach a page. A pattern, not a format: the OpenAPI
+ * document shows clients the same rule.
+ */
+export const HttpUrl = (options: Omit<Parameters<typeof t.String>[0] & object, "pattern"> = {}) =>
+  t.String({ ...options, pattern: "^[Hh][Tt][Tt][Pp][Ss]?://\\S+$", messages: { pattern: "field.url", ...options.messages } });
+
 const KIND_OF: Partial<Record<ValueErrorType, RuleKind>> = {
   [ValueErrorType.ObjectRequiredProperty]: "required",
   [ValueErrorType.StringMinLength]: "minLength",

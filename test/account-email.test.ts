@@ -137,17 +137,19 @@ describe.skipIf(Boolean(unavailable))("with a real SMTP server", () => {
     expect(verified.body.message).toBe("Your e-mail address is already verified");
   });
 
-  test("an e-mail change makes the address unverified again, and a link mailed to the old one stops working", async () => {
+  test("an e-mail change makes the address unverified again, a link mailed to the old one stops working, and the old one gets EMAIL_CHANGED", async () => {
     const email = uniqueEmail("move");
     await register(email);
     const token = tokenOf(await mailOf(email, "Confirm your e-mail address"));
     const session = await login(email, "Passw0rd!");
     const id = session.body.data.user.id;
     const moved = uniqueEmail("moved");
-    const res = await t.request("PATCH", `/api/users/${id}`, { token: session.body.data.token, body: { email: moved } });
+    const res = await t.request("PATCH", `/api/users/${id}`, { token: session.body.data.token, body: { email: moved, currentPassword: "Passw0rd!" } });
     expect([res.status, res.body.emailVerified]).toEqual([200, false]);
     const old = await t.request("POST", "/api/auth/verify-email/confirm", { body: { token } });
     expect([old.status, old.body.errorCode]).toEqual([400, "INVALID_TOKEN"]);
+    // The old address is told, in the account's language.
+    expect((await mailOf(email, "Your e-mail address was changed")).text).toContain("this address no longer signs in to it");
   });
 
   test("password reset end to end: old token 401, old password fails, the new one logs in; PASSWORD_CHANGED is mailed", async () => {

@@ -25,9 +25,12 @@ afterAll(() => t.close());
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
 
 /** A token signed by jose, HS512 and the service's secret unless told otherwise. */
-function mint(claims: Record<string, unknown>, { alg = "HS512", key = KEY, iat = true, exp = 3600 }: { alg?: string; key?: Uint8Array; iat?: boolean; exp?: number | null } = {}) {
+function mint(
+  claims: Record<string, unknown>,
+  { alg = "HS512", key = KEY, iat = true, exp = 3600 }: { alg?: string; key?: Uint8Array; iat?: boolean | number; exp?: number | null } = {},
+) {
   let jwt = new SignJWT(claims).setProtectedHeader({ alg, typ: "JWT" });
-  if (iat) jwt = jwt.setIssuedAt();
+  if (iat !== false) jwt = jwt.setIssuedAt(iat === true ? undefined : iat);
   if (exp !== null) jwt = jwt.setExpirationTime(nowSeconds() + exp);
   return jwt.sign(key);
 }
@@ -132,5 +135,54 @@ describe("refused with 401", () => {
     expectFailure(await profile(s.token), 401, UNAUTHORIZED);
     expectFailure(await profile(await mint({ sub: s.email, ver: 0 })), 401, UNAUTHORIZED);
     expect((await profile(await mint({ sub: s.email, ver: 1 }))).status).toBe(200);
+  });
+});
+
+describe("a token is bound to the account it was issued to, not to its e-mail", () => {
+  const signIn = async (email: string, password: string) => {
+    const res = await t.request("POST", "/api/auth/login", { body: { email, password } });
+    expect(res.status).toBe(200);
+    return res.body.data as { token: string; user: { id: number } };
+  };
+  const moveEmail = async (token: string, id: number, email: string, currentPassword: string) => {
+    const res = await t.request("PATCH", `/api/users/${id}`, { token, body: { email, currentPassword } });
+    expect(res.status).toBe(200);
+    return res.body as { updatedAt: string; version: number };
+  };
+
+  test("Mallory's token for newaddr@ opens neither her moved account nor the victim who takes newaddr@ (ours, and jose-minted ones)", async () => {
+    const newaddr = `newaddr-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const mallory = await t.createUser({ email: newaddr, password: "Mall0ry!pw" });
+    const victim = await t.createUser({ password: "Vict1m!pw" });
+    const malloryToken = (await signIn(newaddr, "Mall0ry!pw")).token;
+    // A token as the service issued them before it named the account (sub, ver, iat, exp), and one of another library (sub, iat, exp).
+    const legacy = await mint({ sub: newaddr, ver: 0 });
+    const bare = await mint({ sub: newaddr });
+
+    await moveEmail(malloryToken, mallory.id, `gone-${newaddr}`, "Mall0ry!pw");
+    const victimToken = (await signIn(victim.email, "Vict1m!pw")).token;
+    const changed = await moveEmail(victimToken, victim.id, newaddr, "Vict1m!pw");
+    // The victim's account now carries the token version Mallory's old tokens do, had it not been bumped: make it so.
+    await t.db.update(users).set({ tokenVersion: 0 }).where(eq(users.id, victim.id));
+
+    for (const token of [malloryToken, legacy, bare]) {
+      expectFailure(await profile(token), 401, UNAUTHORIZED);
+      expectFailure(await t.request("PATCH", `/api/users/${victim.id}`, { token, body: { name: "Mallory Was Here" } }), 401, UNAUTHORIZED);
+      expectFailure(await t.request("GET", `/api/users/${victim.id}`, { token }), 401, UNAUTHORIZED);
+    }
+    expect((await t.db.select({ name: users.name }).from(users).where(eq(users.id, victim.id)))[0].name).toBe("Test User");
+    // A token minted with the secret after the change (iat in a later second) is the victim's own, as any standard JWT's.
+    const after = await mint({ sub: newaddr }, { iat: Math.floor(Date.parse(changed.updatedAt) / 1000) + 1 });
+    expect((await profile(after)).body.id).toBe(victim.id);
+    // The victim signs in again with the new address; the answer's token carries the account's id.
+    const fresh = await signIn(newaddr, "Vict1m!pw");
+    expect((await jwtVerify(fresh.token, KEY)).payload.uid).toBe(victim.id);
+    expect((await profile(fresh.token)).body.id).toBe(victim.id);
+  });
+
+  test("a token naming another account's id is refused even when its e-mail and version match", async () => {
+    const other = await t.createUser();
+    expectFailure(await profile(await mint({ sub: user.email, ver: 0, uid: other.id })), 401, UNAUTHORIZED);
+    expect((await profile(await mint({ sub: user.email, ver: 0, uid: user.id }))).status).toBe(200);
   });
 });

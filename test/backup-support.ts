@@ -7,7 +7,11 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { create, extract } from "tar";
+import { createWriteStream } from "node:fs";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGzip } from "node:zlib";
+import { create, extract, Header, Pax } from "tar";
 import type { Manifest } from "../src/features/backups/archive";
 import { SCHEMA_TABLES } from "./support/tables";
 
@@ -97,4 +101,46 @@ export function descendants(pid: number): number[] {
     return [];
   }
   return children.flatMap((child) => [...descendants(child), child]);
+}
+
+/** One tar member's 512-byte header. */
+function tarHeader(path: string, size: number): Buffer {
+  const block = Buffer.alloc(512);
+  new Header({ path, size, mode: 0o600, mtime: new Date(0), type: "File" }).encode(block, 0);
+  return block;
+}
+const padding = (size: number) => Buffer.alloc((512 - (size % 512)) % 512);
+
+/**
+ * A hostile archive, built as a stream (never whole on disk or in memory): `manifest`, then a
+ * member `path` of `size` zero bytes (its size stated again as `paxSize` by a pax header, if given), gzipped at level 9. 200 MiB of zeros alone packs to ~204 KB
+ * (1,030:1), past node-tar's own limit of 1,000:1; the manifest carries ~12 KB of incompressible
+ * filler so the archive is the review's: 215 KB, about 950:1, which node-tar lets through.
+ */
+export async function zerosArchive(file: string, manifest: object, path: string, size: number, options: { paxSize?: number } = {}): Promise<void> {
+  const filler = Buffer.from(crypto.getRandomValues(new Uint8Array(12 * 1024))).toString("hex");
+  const text = Buffer.from(JSON.stringify({ ...manifest, filler }));
+  const zeros = Buffer.alloc(1024 * 1024);
+  // A pax header may state another size than the member's own header, which frames the bytes.
+  const pax = options.paxSize === undefined ? Buffer.alloc(0) : new Pax({ path, size: options.paxSize }).encode();
+  async function* members() {
+    yield Buffer.concat([tarHeader("manifest.json", text.length), text, padding(text.length), pax, tarHeader(path, size)]);
+    for (let left = size; left > 0; left -= zeros.length) yield left >= zeros.length ? zeros : zeros.subarray(0, left);
+    yield Buffer.concat([padding(size), Buffer.alloc(1024)]);
+  }
+  await pipeline(Readable.from(members()), createGzip({ level: 9 }), createWriteStream(file));
+}
+
+/** Bytes under `folder` right now (files that vanish meanwhile count as nothing). */
+export function bytesUnder(folder: string): number {
+  let total = 0;
+  for (const entry of readdirSync(folder, { recursive: true }) as string[]) {
+    try {
+      const info = statSync(join(folder, entry));
+      if (info.isFile()) total += info.size;
+    } catch {
+      // removed between the listing and the stat
+    }
+  }
+  return total;
 }

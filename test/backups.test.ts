@@ -22,7 +22,7 @@ import { LATEST_MIGRATION } from "../src/features/backups/snapshot";
 import { openDatabase } from "../src/db/client";
 import { ORPHAN_AGE_MS, sweepOrphanedFiles } from "../src/features/files/service";
 import { createMetrics } from "../src/metrics";
-import { cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File } from "./backup-support";
+import { bytesUnder, cleanEnv, cli, descendants, digests, folderHashes, integrity, repack, sha256File, zerosArchive } from "./backup-support";
 import { freePort } from "./resilience/support";
 import { answerOf, jsonOf, makeTestApp, storeOrphan, validRegistration, type TestApp } from "./helpers";
 import { DENIED, scenarios, UNAUTHORIZED } from "./scenario";
@@ -55,10 +55,11 @@ describe("the ADMIN API", () => {
     expect(statSync(file).size).toBe(size);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const manifest = await manifestOf(file);
-    expect(manifest).toMatchObject({ format: 1, trigger: "manual", migration: LATEST_MIGRATION.tag, createdAt: created.body.createdAt });
+    expect(manifest).toMatchObject({ format: 2, trigger: "manual", migration: LATEST_MIGRATION.tag, createdAt: created.body.createdAt });
     expect(manifest.tables.users).toBe(2);
     expect(manifest.tables.leases).toBe(0); // this backup's own lease is not in it
     expect(Object.keys(manifest.files)).toEqual(["usersvc.db"]); // JWT_SECRET is set: no key file in the data folder
+    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number) });
 
     const list = await t.request("GET", "/api/admin/backups", { token: admin.token });
     expect(list.status).toBe(200);
@@ -270,7 +271,7 @@ describe("restore refuses, and nothing changes", () => {
   let server: ServerProcess;
   let archive = "";
   const target = mkdtempSync(join(tmpdir(), "usersvc-refusals-"));
-  const state = () => ({ files: readdirSync(target).sort(), db: sha256File(join(target, "usersvc.db")) });
+  const state = () => ({ files: readdirSync(target).sort(), db: sha256File(join(target, "usersvc.db")), bytes: bytesUnder(target) });
   beforeAll(async () => {
     server = await startServer({});
     const made = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });
@@ -331,6 +332,92 @@ describe("restore refuses, and nothing changes", () => {
     const before = state();
     refused(newer, target, /newer than this usersvc knows/);
     expect(state()).toEqual(before);
+  }, 30_000);
+
+  /**
+   * 200 MiB of zeros packed into ~200 KB: restore must refuse it before the bytes reach the disk.
+   * The restore runs as its own process while this one watches the data folder's size.
+   */
+  const MEMBER = 200 * 1024 * 1024;
+  async function refusedWhileWatched(path: string, reason: RegExp) {
+    const before = state();
+    const run = Bun.spawn([process.execPath, join(import.meta.dir, "..", "src/main.ts"), "restore", path], {
+      cwd: target,
+      env: cleanEnv({ DATA_DIR: target }),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    let peak = 0;
+    while (run.exitCode === null) {
+      peak = Math.max(peak, bytesUnder(target));
+      await Bun.sleep(5);
+    }
+    const stderr = await new Response(run.stderr).text();
+    expect({ code: run.exitCode, stderr }).toEqual({ code: 1, stderr: expect.stringMatching(reason) });
+    // The folder held its own database (and its WAL) and nothing near the member's size.
+    expect(peak).toBeLessThan(before.bytes + 1024 * 1024);
+    expect(state()).toEqual(before);
+  }
+  const bombManifest = (format: 1 | 2) => ({
+    format,
+    version: "0.1.0",
+    createdAt: "2026-01-01T00:00:00Z",
+    trigger: "manual",
+    migration: LATEST_MIGRATION.tag,
+    tables: { users: 1 },
+    files: { "usersvc.db": "0".repeat(64) },
+    ...(format === 2 ? { sizes: { "usersvc.db": 4096 } } : {}),
+  });
+
+  test("a format-2 archive whose member is larger than its manifest says: refused before it is written", async () => {
+    const bomb = join(target, "..", `lie-${crypto.randomUUID()}.tar.gz`);
+    await zerosArchive(bomb, bombManifest(2), "usersvc.db", MEMBER);
+    try {
+      // The review's archive: ~215 KB of gzip for 200 MiB.
+      expect(statSync(bomb).size).toBeWithin(200_000, 230_000);
+      await refusedWhileWatched(bomb, /usersvc\.db is larger than the 4096 bytes its manifest records.*nothing was changed/);
+    } finally {
+      rmSync(bomb);
+    }
+  }, 60_000);
+
+  test("a member whose pax header understates it (its zeros then trail the tar's end): refused, the trailing bytes never read", async () => {
+    const bomb = join(target, "..", `pax-${crypto.randomUUID()}.tar.gz`);
+    await zerosArchive(bomb, bombManifest(2), "usersvc.db", MEMBER, { paxSize: 4096 });
+    try {
+      // node-tar frames the member by the pax size: 4096 bytes whose sha256 is not the manifest's.
+      // What follows the tar's end is not read (it held restore at full CPU with node-tar's gunzip).
+      const started = performance.now();
+      await refusedWhileWatched(bomb, /usersvc\.db does not match its sha256.*nothing was changed/);
+      expect(performance.now() - started).toBeLessThan(15_000);
+    } finally {
+      rmSync(bomb);
+    }
+  }, 60_000);
+
+  test("a format-1 archive (no sizes) whose members expand past 200 times its size: refused before they are written", async () => {
+    const bomb = join(target, "..", `ratio-${crypto.randomUUID()}.tar.gz`);
+    await zerosArchive(bomb, bombManifest(1), "usersvc.db", MEMBER);
+    try {
+      await refusedWhileWatched(bomb, /its members would expand past 200 times the archive's size.*nothing was changed/);
+    } finally {
+      rmSync(bomb);
+    }
+  }, 60_000);
+
+  test("a format-1 archive (an older usersvc's, without sizes) still restores", async () => {
+    const older = await repack(archive, (_folder, manifest) => {
+      manifest.format = 1;
+      delete manifest.sizes;
+    });
+    const fresh = mkdtempSync(join(tmpdir(), "usersvc-format-1-"));
+    try {
+      const run = cli(["restore", older], { DATA_DIR: fresh });
+      expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(integrity(join(fresh, "usersvc.db"))).toEqual({ integrity: ["ok"], foreignKeys: [] });
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   }, 30_000);
 
   test("no such archive", () => {

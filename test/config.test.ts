@@ -40,7 +40,17 @@ describe("loadConfig", () => {
       registerMaxPerIp: 20,
       workers: 1,
     });
-    for (const key of ["jwtSecret", "databaseAuthToken", "databaseSyncUrl", "adminEmail", "adminPassword", "notifyWebhookUrl", "metricsToken"] as const) {
+    for (const key of [
+      "jwtSecret",
+      "databaseAuthToken",
+      "databaseSyncUrl",
+      "adminEmail",
+      "adminPassword",
+      "notifyWebhookUrl",
+      "metricsToken",
+      "orderPaymentTimeoutMs",
+      "orderMaxPending",
+    ] as const) {
       expect(config[key]).toBeUndefined();
     }
     expect(Object.isFrozen(config)).toBe(true);
@@ -92,6 +102,16 @@ describe("loadConfig", () => {
       adminEmail: "root@example.com",
       adminPassword: "Admin@1234",
     });
+  });
+
+  test.each([
+    ["900", 900_000],
+    ["45s", 45_000],
+    ["30m", 1_800_000],
+    ["2H", 7_200_000],
+    ["1d", 86_400_000],
+  ])("ORDER_PAYMENT_TIMEOUT %p is %p ms", (value, ms) => {
+    expect(loadConfig({ ORDER_PAYMENT_TIMEOUT: value, ORDER_MAX_PENDING: "5" }, 4)).toMatchObject({ orderPaymentTimeoutMs: ms, orderMaxPending: 5 });
   });
 
   test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
@@ -155,6 +175,13 @@ describe("loadConfig", () => {
     ["RESET_MAX_REQUESTS_PER_IP", "lots"],
     ["EMAIL_CHECK_MAX_PER_IP", "0"],
     ["REGISTER_MAX_PER_IP", "many"],
+    ["PASSWORD_POLICY", "nist"],
+    ["ORDER_PAYMENT_TIMEOUT", "soon"],
+    ["ORDER_PAYMENT_TIMEOUT", "0"],
+    ["ORDER_PAYMENT_TIMEOUT", "30 minutes"],
+    ["ORDER_PAYMENT_TIMEOUT", "400d"],
+    ["ORDER_MAX_PENDING", "0"],
+    ["ORDER_MAX_PENDING", "few"],
   ])("%s=%p is refused, naming the variable", (variable, value) => {
     const problems = problemsOf({ [variable]: value });
     expect(problems).toHaveLength(1);
@@ -182,6 +209,16 @@ describe("loadConfig", () => {
       requireEmailVerification: true,
     });
     expect(loadConfig({}, 4)).toMatchObject({ mailFrom: "usersvc <no-reply@localhost>", requireEmailVerification: false, resetMaxRequests: 5, resetMaxRequestsPerIp: 20 });
+  });
+
+  test("PASSWORD_POLICY: seed by default, strict on request; HIBP_RANGE_URL an http(s) URL, only with strict", () => {
+    expect(loadConfig({}, 4)).toMatchObject({ passwordPolicy: "seed", hibpRangeUrl: undefined });
+    const range = "https://api.pwnedpasswords.com/range/";
+    expect(loadConfig({ PASSWORD_POLICY: "STRICT", HIBP_RANGE_URL: range }, 4)).toMatchObject({ passwordPolicy: "strict", hibpRangeUrl: range });
+    expect(problemsOf({ PASSWORD_POLICY: "strict", HIBP_RANGE_URL: "ftp://range.example.com/" })).toEqual([
+      'HIBP_RANGE_URL must be a http: / https: URL (got "ftp://range.example.com/")',
+    ]);
+    expect(problemsOf({ HIBP_RANGE_URL: range })).toEqual(["HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)"]);
   });
 
   test("JWT_SECRET is measured in bytes: 64 ASCII pass, 63 do not, 22 CJK characters (66 bytes) pass", () => {

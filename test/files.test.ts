@@ -169,7 +169,7 @@ function fileSuite(backend: Backend) {
     });
     expect(res.headers.get("x-file-version")).toBe(sha256(bytes));
     expect(res.headers.get("x-last-modified")).toBe(new Date(uploaded.uploadTime).toUTCString());
-    expect(res.headers.get("cache-control")).toBe("max-age=3600");
+    expect(res.headers.get("cache-control")).toBe("private, max-age=3600");
   });
 
   describe("Range", () => {

@@ -185,7 +185,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
       const [role] = await database.select().from(roles).where(eq(roles.name, name));
       await database.unguarded.insert(userRoles).values({ userId: id, roleId: role.id });
     }
-    return { id, email, token: await tokens.issue(email, 0) };
+    return { id, email, token: await tokens.issue(email, 0, id) };
   }
 
   return {

@@ -139,13 +139,22 @@ describe("profiles", () => {
     expect((await t.request("GET", `/api/users/${plain.id}/profile`, { token: plain.token })).body).toEqual({ ...empty(plain.id), bio: "Only a bio" });
   });
 
+  test("an avatarUrl over http or https, in any letter case, is kept as given", async () => {
+    for (const avatarUrl of ["http://example.com/a.png", "HTTPS://Example.com/a.png?size=2#top"]) {
+      const put = await t.request("PUT", `/api/users/${other.id}/profile`, { token: other.token, body: { avatarUrl } });
+      expect(put.status).toBe(200);
+      expect(put.body.avatarUrl).toBe(avatarUrl);
+    }
+  });
+
   test("ADMIN reads and writes anyone's", async () => {
     const put = await t.request("PUT", `/api/users/${other.id}/profile`, { token: admin.token, body: { address: "Admin wrote this" } });
     expect(put.status).toBe(200);
     expect((await t.request("GET", `/api/users/${other.id}/profile`, { token: admin.token })).body).toEqual({ ...empty(other.id), address: "Admin wrote this" });
   });
 
-  const refused: [string, string, () => { token?: string; id: number; body?: unknown }, number, Failure][] = [
+  type ProfileRequest = { token?: string; id: number; body?: unknown; headers?: Record<string, string> };
+  const refused: [string, string, () => ProfileRequest, number, Failure][] = [
     ["another USER reads", "GET", () => ({ token: plain.token, id: other.id }), 403, DENIED],
     ["another USER writes", "PUT", () => ({ token: plain.token, id: other.id, body: { bio: "mine now" } }), 403, DENIED],
     ["a USER asks for an unknown id", "GET", () => ({ token: plain.token, id: 99_999 }), 403, DENIED],
@@ -175,9 +184,33 @@ describe("profiles", () => {
     [
       "an avatarUrl of 501 characters",
       "PUT",
-      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "a".repeat(501) } }),
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: `https://example.com/${"a".repeat(481)}` } }),
       400,
       invalidBody(["avatarUrl: must be at most 500 characters"]),
+    ],
+    // A link the console and clients render: only a web address, never script or inline data.
+    ...[
+      "javascript:alert(1)",
+      "JavaScript://%0aalert(1)",
+      "data:text/html,<script>alert(1)</script>",
+      "vbscript:x",
+      "ftp://example.com/a.png",
+      "//evil.example/a.png",
+      "https:/a",
+      " https://example.com/a.png",
+    ].map((avatarUrl): [string, string, () => ProfileRequest, number, Failure] => [
+      `an avatarUrl "${avatarUrl}"`,
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl } }),
+      400,
+      invalidBody(["avatarUrl: must be an http or https URL"]),
+    ]),
+    [
+      "an avatarUrl that is not a web address, in zh-TW",
+      "PUT",
+      () => ({ token: plain.token, id: plain.id, body: { avatarUrl: "javascript:alert(1)" }, headers: { "accept-language": "zh-TW" } }),
+      400,
+      invalidBody(["avatarUrl: 必須是 http 或 https 網址"], "資料驗證失敗"),
     ],
   ];
   scenarios(
@@ -253,7 +286,7 @@ describe("deactivate-inactive", () => {
     const gone = new Set<string>();
     for (const [before, count, newlyGone] of steps) {
       const res = await deactivate(before);
-      expect([before, res.status, res.body]).toEqual([before, 200, { count }]);
+      expect([before, res.status, res.body]).toEqual([before, 200, { count, skipped: 0 }]);
       for (const key of newlyGone) gone.add(key);
       for (const key of Object.keys(lastLogins)) expect([before, key, (await state(key)).active]).toEqual([before, key, !gone.has(key)]);
     }
@@ -326,5 +359,51 @@ describe("the last active ADMIN stays", () => {
     expect(demoted.status).toBe(200);
     expect(demoted.body.roles).toEqual(["USER"]);
     expect((await solo.request("DELETE", `/api/users/${second.id}`, { token: second.token })).status).toBe(409);
+  });
+});
+
+describe("deactivate-inactive keeps the last active ADMIN and ends tokens", () => {
+  let k: TestApp;
+  beforeAll(async () => {
+    k = await makeTestApp();
+  });
+  afterAll(() => k.close());
+
+  const lastLoginAt = (id: number, at: string) =>
+    k.db
+      .update(users)
+      .set({ lastLogin: new Date(at) })
+      .where(eq(users.id, id));
+
+  test("before=2099-01-01 with every ADMIN inactive: the ADMIN who logged in last stays (skipped 1), the rest go and their tokens stay refused after re-activation", async () => {
+    const earlier = await k.admin();
+    const later = await k.admin();
+    const user = await k.createUser();
+    // Raw writes: last logins at chosen past instants, which no request can produce.
+    await lastLoginAt(earlier.id, "2025-01-01T00:00:00Z");
+    await lastLoginAt(later.id, "2025-02-01T00:00:00Z");
+    await lastLoginAt(user.id, "2025-03-01T00:00:00Z");
+
+    const res = await k.request("POST", "/api/users/deactivate-inactive?before=2099-01-01", { token: later.token });
+    expect([res.status, res.body]).toEqual([200, { count: 2, skipped: 1 }]);
+    const active = await k.db.select({ id: users.id, active: users.active }).from(users);
+    expect(active.filter((row) => row.active).map((row) => row.id)).toEqual([later.id]);
+
+    // Like a single deactivation: the tokens end, and re-activating the account revives none of them.
+    for (const gone of [earlier, user]) {
+      expect((await k.request("POST", `/api/users/${gone.id}/activate`, { token: later.token })).status).toBe(200);
+      expectFailure(await k.request("GET", `/api/users/${gone.id}`, { token: gone.token }), 401, UNAUTHORIZED);
+    }
+    expect((await k.request("GET", `/api/users/${later.id}`, { token: later.token })).status).toBe(200);
+  });
+
+  test("with an active ADMIN outside the cutoff, inactive ADMINs go too (skipped 0)", async () => {
+    const fresh = await k.admin(); // never logged in: not inactive since the cutoff
+    const stale = await k.admin();
+    await lastLoginAt(stale.id, "2025-01-01T00:00:00Z");
+    const res = await k.request("POST", "/api/users/deactivate-inactive?before=2099-01-01", { token: fresh.token });
+    expect([res.status, res.body]).toEqual([200, { count: 4, skipped: 0 }]);
+    const [row] = await k.db.select({ active: users.active }).from(users).where(eq(users.id, stale.id));
+    expect(row.active).toBe(false);
   });
 });

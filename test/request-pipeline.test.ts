@@ -43,6 +43,7 @@ describe("request pipeline", () => {
   test("the user answer's headers are exactly these", async () => {
     const res = await t.request("GET", `/api/users/${admin.id}`, { token: admin.token });
     expect([...res.headers.keys()].sort()).toEqual([
+      "cache-control",
       "content-security-policy",
       "content-type",
       "etag",

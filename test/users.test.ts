@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
-import { users } from "../src/db/schema";
+import { outbox, users } from "../src/db/schema";
+import { renderMail } from "../src/features/notifications/templates";
 import type { User } from "../src/features/users/model";
 import { freshUser, makeTestApp, uniqueEmail, type TestApp } from "./helpers";
 import { DENIED, expectFailure, invalidBody, invalidParams, scenarios, UNAUTHORIZED } from "./scenario";
@@ -442,6 +443,123 @@ describe("PATCH /api/users/{id}", () => {
     const missing = await t.request("PATCH", "/api/users/8888888", { token: admin.token, body: { name: "Nobody" } });
     expect(missing.status).toBe(404);
     expect(missing.body.errorCode).toBe("USER_NOT_FOUND");
+  });
+});
+
+describe("changing an e-mail address", () => {
+  const signIn = (email: string, password: string) => t.request("POST", "/api/auth/login", { body: { email, password } });
+  const mailsTo = (recipient: string) => t.db.select({ kind: outbox.kind, payload: outbox.payload }).from(outbox).where(eq(outbox.recipient, recipient));
+  const row = async (id: number) => (await t.db.select().from(users).where(eq(users.id, id)))[0];
+
+  test("one's own new address needs currentPassword: absent or wrong is 400 on that field (counted as a failed login), nothing changes", async () => {
+    const self = await t.createUser({ password: "Own!pass1" });
+    const token = (await signIn(self.email, "Own!pass1")).body.data.token;
+    const before = await row(self.id);
+    const patch = (body: Record<string, unknown>) => t.request("PATCH", `/api/users/${self.id}`, { token, body });
+    expectFailure(await patch({ email: uniqueEmail("taken-over") }), 400, invalidBody(["currentPassword: is required to change your e-mail address"]));
+    expectFailure(
+      await t.request("PATCH", `/api/users/${self.id}`, { token, body: { email: uniqueEmail("taken-over") }, headers: { "accept-language": "zh-TW" } }),
+      400,
+      invalidBody(["currentPassword: 變更 Email 需要輸入目前密碼"], "資料驗證失敗"),
+    );
+    for (let i = 0; i < 5; i++)
+      expectFailure(await patch({ email: uniqueEmail("taken-over"), currentPassword: "Wr0ng!pass" }), 400, invalidBody(["currentPassword: is not the current password"]));
+    // Five failures are the login's limit for the address: the sixth guess, right or wrong, and a sign-in are 429.
+    const throttled = await patch({ email: uniqueEmail("taken-over"), currentPassword: "Own!pass1" });
+    expect([throttled.status, throttled.body.errorCode, Number(throttled.headers.get("retry-after"))]).toEqual([429, "TOO_MANY_REQUESTS", expect.any(Number)]);
+    expect((await signIn(self.email, "Own!pass1")).status).toBe(429);
+    expect(await row(self.id)).toEqual(before);
+    expect(await mailsTo(self.email)).toEqual([]);
+  });
+
+  test("an old client echoing its own address (any case, spaces) needs no password and ends nothing", async () => {
+    const self = await t.createUser({ password: "Own!pass1" });
+    const token = (await signIn(self.email, "Own!pass1")).body.data.token;
+    const res = await t.request("PATCH", `/api/users/${self.id}`, { token, body: { name: "Same Address", email: `  ${self.email.toUpperCase()} ` } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ name: "Same Address", email: self.email, version: 1 });
+    expect((await t.request("GET", "/api/search/profile", { token })).status).toBe(200);
+    expect((await mailsTo(self.email)).map((m) => m.kind)).toEqual(["USER_UPDATED"]);
+  });
+
+  test("with the right password: unverified, every earlier token ends, EMAIL_CHANGED to the old address; the user signs in again with the new one", async () => {
+    const self = await t.createUser({ password: "Own!pass1" });
+    await t.db.update(users).set({ emailVerified: true }).where(eq(users.id, self.id));
+    const first = (await signIn(self.email, "Own!pass1")).body.data.token;
+    const second = (await signIn(self.email, "Own!pass1")).body.data.token;
+    const moved = uniqueEmail("moved");
+    const res = await t.request("PATCH", `/api/users/${self.id}`, { token: first, body: { email: moved, currentPassword: "Own!pass1" } });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(freshUser({ id: self.id, email: moved, version: 1, emailVerified: false, lastLogin: expect.stringMatching(/Z$/) }));
+    for (const token of [first, second, self.token]) expectFailure(await t.request("GET", "/api/search/profile", { token }), 401, UNAUTHORIZED);
+    expect(await mailsTo(self.email)).toEqual([{ kind: "EMAIL_CHANGED", payload: { userId: self.id } }]);
+    expect((await mailsTo(moved)).map((m) => m.kind)).toEqual(["USER_UPDATED"]);
+    expect((await signIn(self.email, "Own!pass1")).status).toBe(401);
+    const again = await signIn(moved, "Own!pass1");
+    expect(again.status).toBe(200);
+    expect((await t.request("GET", "/api/search/profile", { token: again.body.data.token })).body.email).toBe(moved);
+  });
+
+  test("an ADMIN changes another user's address without a password (PUT and PATCH); that user's tokens end and the old address is told", async () => {
+    for (const method of ["PUT", "PATCH"]) {
+      const other = await t.createUser({ password: "Other!pass1" });
+      const token = (await signIn(other.email, "Other!pass1")).body.data.token;
+      const moved = uniqueEmail("admin-moved");
+      const res = await t.request(method, `/api/users/${other.id}`, { token: admin.token, body: { name: "Moved By Admin", email: moved } });
+      expect([method, res.status, res.body.email]).toEqual([method, 200, moved]);
+      expectFailure(await t.request("GET", "/api/search/profile", { token }), 401, UNAUTHORIZED);
+      expect(await mailsTo(other.email)).toEqual([{ kind: "EMAIL_CHANGED", payload: { userId: other.id } }]);
+      expect((await signIn(moved, "Other!pass1")).status).toBe(200);
+    }
+  });
+
+  test("the EMAIL_CHANGED mail, in English and zh-TW", () => {
+    const en = renderMail({ kind: "EMAIL_CHANGED", lang: "en", name: "Mei Lin", payload: { userId: 1 } });
+    expect(en.subject).toBe("Your e-mail address was changed");
+    expect(en.text).toContain("The e-mail address of your account was just changed; this address no longer signs in to it");
+    const zh = renderMail({ kind: "EMAIL_CHANGED", lang: "zh-TW", name: "Mei Lin", payload: { userId: 1 } });
+    expect(zh.subject).toBe("您的 Email 地址已變更");
+    expect(zh.html).toContain('<html lang="zh-TW">');
+  });
+});
+
+describe("setting a password with PUT or PATCH (ADMIN)", () => {
+  const signIn = (email: string, password: string) => t.request("POST", "/api/auth/login", { body: { email, password } });
+
+  test.each(["PUT", "PATCH"])("%s: stored as argon2id, the old password and every earlier token end", async (method) => {
+    const other = await t.createUser({ password: "Old!pass12" });
+    const token = (await signIn(other.email, "Old!pass12")).body.data.token;
+    const res = await t.request(method, `/api/users/${other.id}`, { token: admin.token, body: { name: "Reset By Admin", email: other.email, password: "N3w!pass12" } });
+    expect(res.status).toBe(200);
+    expect(res.text).not.toMatch(/password|hash|argon/i);
+    expect((await t.db.select({ hash: users.passwordHash }).from(users).where(eq(users.id, other.id)))[0].hash).toStartWith("$argon2id$");
+    expectFailure(await t.request("GET", "/api/search/profile", { token }), 401, UNAUTHORIZED);
+    expect((await signIn(other.email, "Old!pass12")).status).toBe(401);
+    expect((await signIn(other.email, "N3w!pass12")).status).toBe(200);
+  });
+
+  test.each(["PUT", "PATCH"])("%s: POST's password rules", async (method) => {
+    const other = await t.createUser({ password: "Old!pass12" });
+    expectFailure(
+      await t.request(method, `/api/users/${other.id}`, { token: admin.token, body: { name: "Weak Pass", email: other.email, password: "short" } }),
+      400,
+      invalidBody([
+        "password: must be between 8 and 20 characters",
+        "password: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
+      ]),
+    );
+    expect((await signIn(other.email, "Old!pass12")).status).toBe(200);
+  });
+
+  test("a USER's own PATCH with a password is refused, not ignored: the password change route is theirs", async () => {
+    const self = await t.createUser({ password: "Old!pass12" });
+    const token = (await signIn(self.email, "Old!pass12")).body.data.token;
+    expectFailure(
+      await t.request("PATCH", `/api/users/${self.id}`, { token, body: { password: "N3w!pass12" } }),
+      400,
+      invalidBody(["password: only an ADMIN sets it here; use POST /api/auth/change-password"]),
+    );
+    expect((await signIn(self.email, "Old!pass12")).status).toBe(200);
   });
 });
 

@@ -1,6 +1,6 @@
 /** Opens the database named by the configuration with the driver it needs (see database.ts). */
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { privateDatabaseFiles, privateFolder } from "../storage/private-paths";
 import type { Database, DatabaseOptions } from "./database";
 import { openNative } from "./native";
 
@@ -12,7 +12,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
   const local = options.url.startsWith("file:");
   const path = local ? options.url.slice("file:".length).split("?")[0] : "";
-  if (local && path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  if (local && path && path !== ":memory:") {
+    privateFolder(dirname(path));
+    privateDatabaseFiles(path);
+  }
   // Replicas and remote URLs are @libsql/client's alone; a plain file is bun:sqlite unless told otherwise.
   if (local && !options.syncUrl && (options.driver ?? "native") === "native") return openNative(path, busyTimeoutMs);
   // Loaded only here: @libsql/client's entry unpacks and maps its native addon even for remote

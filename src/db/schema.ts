@@ -39,6 +39,8 @@ export const users = sqliteTable(
     emailVerified: integer("email_verified", { mode: "boolean" }).notNull().default(false),
     /** The e-mails' language: "en" or "zh-TW" (from Accept-Language at registration). */
     language: text("language").notNull().default("en"),
+    /** When the e-mail last changed (null: never): a token without the account's id issued before it is refused. */
+    emailChangedAt: millis("email_changed_at"),
   },
   (t) => [
     uniqueIndex("users_email_unique").on(t.email),
@@ -156,7 +158,11 @@ export const orders = sqliteTable(
     createdAt: millis("created_at").notNull(),
     updatedAt: millis("updated_at").notNull(),
   },
-  (t) => [index("orders_user_idx").on(t.userId)],
+  (t) => [
+    index("orders_user_idx").on(t.userId),
+    // The payment-timeout sweep's oldest PENDING orders (ORDER_PAYMENT_TIMEOUT), without a scan of every order.
+    index("orders_pending_created_idx").on(t.createdAt).where(sql`${t.status} = 'PENDING'`),
+  ],
 );
 
 export const orderItems = sqliteTable(
@@ -189,7 +195,7 @@ export const outbox = sqliteTable(
   "outbox",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    /** WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS */
+    /** WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, EMAIL_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS, PAYMENT_FAILED */
     kind: text("kind").notNull(),
     recipient: text("recipient"),
     payload: text("payload", { mode: "json" }).notNull(),

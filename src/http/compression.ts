@@ -82,6 +82,36 @@ export const compression = () =>
 
 type AnswerSet = { headers: Record<string, unknown>; status?: unknown };
 
+/** Answers whose JSON body is made while it is sent (streamedJson): compressed as they stream, never read whole. */
+const streamed = new WeakSet<Response>();
+
+/** A 200 JSON answer whose body `stream` makes as the client reads it; compressed on the way when the client accepts it. */
+export function streamedJson(stream: ReadableStream<Uint8Array>): Response {
+  const response = new Response(stream, { headers: { "content-type": "application/json; charset=utf-8" } });
+  streamed.add(response);
+  return response;
+}
+
+/** A streaming compressor of node:zlib, at the levels compress() uses, as a web transform. */
+async function compressorStream(encoding: Encoding) {
+  const [{ Duplex }, zlib] = await Promise.all([import("node:stream"), import("node:zlib")]);
+  const compressor = encoding === "br" ? zlib.createBrotliCompress({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } }) : zlib.createGzip({ level: 6 });
+  return Duplex.toWeb(compressor) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
+}
+
+/** A streamed answer with the handler's headers, and compressed chunk by chunk when the client accepts it. */
+async function encodeStreamed(request: Request, response: Response, set: AnswerSet) {
+  const headers = new Headers(set.headers as Record<string, string>);
+  response.headers.forEach((value, key) => {
+    headers.set(key, value);
+  });
+  headers.append("vary", "Accept-Encoding");
+  const encoding = chooseEncoding(request.headers.get("accept-encoding"));
+  if (!encoding || !response.body) return new Response(response.body, { status: response.status, headers });
+  headers.set("content-encoding", encoding);
+  return new Response(response.body.pipeThrough(await compressorStream(encoding)), { status: response.status, headers });
+}
+
 /** What encode() would compress given the bytes and an encoding: a JSON answer's status and type allow it. */
 function plainlyEncodable(set: AnswerSet) {
   return encodable(statusOf(set), String(set.headers["content-type"] ?? "application/json"));
@@ -100,6 +130,7 @@ async function encode(request: Request, responseValue: unknown, json: string | u
   let status = statusOf(set);
   const headers = new Headers(set.headers as Record<string, string>);
   if (responseValue instanceof Response) {
+    if (streamed.has(responseValue)) return encodeStreamed(request, responseValue, set);
     type = responseValue.headers.get("content-type") ?? "";
     const h = responseValue.headers;
     // Downloads keep their bytes as stored (Range, checksums); only our own text answers qualify.

@@ -3,9 +3,10 @@
  * a local folder and S3-compatible object storage. Only generated names (`<uuid><.ext>`) are
  * ever keys: every method refuses anything else, so a client's text never reaches a path.
  */
-import { mkdir, open, readdir, rename, rm, stat as statFile } from "node:fs/promises";
+import { open, readdir, rename, rm, stat as statFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { S3Client } from "bun";
+import { privateFolder } from "./private-paths";
 import { multipartUpload, type S3Target } from "./s3-multipart";
 
 /** The only shape a stored name has: a v4 UUID plus an optional short lowercase extension. */
@@ -82,7 +83,7 @@ const STALE_TEMP_MS = 24 * 60 * 60 * 1000;
 /** A folder: each upload goes to a temp name in the same folder, is fsynced, then renamed into place. */
 export async function localFileStore(folder: string): Promise<FileStore> {
   const root = resolve(folder);
-  await mkdir(root, { recursive: true });
+  privateFolder(root);
   for (const entry of await readdir(root)) {
     if (!entry.startsWith(TEMP_PREFIX)) continue;
     const info = await statFile(join(root, entry)).catch(() => undefined);

@@ -60,7 +60,8 @@ const tempsIn = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((n) 
 
 async function unpacked(archive: string) {
   const dir = folder("unpacked");
-  const manifest = await unpackVerified(Bun.file(archive).stream() as unknown as AsyncIterable<Uint8Array>, dir);
+  const file = Bun.file(archive);
+  const manifest = await unpackVerified(file.stream() as unknown as AsyncIterable<Uint8Array>, dir, file.size);
   return { manifest, db: join(dir, "usersvc.db") };
 }
 

@@ -59,7 +59,7 @@ const emailTokens = { verifyUser: 0, verify: "", resetUser: 0, reset: "" };
 /** A token carrying the user's current token version (a password change revokes older ones). */
 async function tokenOf(userId: number) {
   const [row] = await t.database.select({ email: users.email, tokenVersion: users.tokenVersion }).from(users).where(eq(users.id, userId));
-  return t.tokens.issue(row.email, row.tokenVersion);
+  return t.tokens.issue(row.email, row.tokenVersion, userId);
 }
 
 async function newPendingOrder() {

@@ -11,6 +11,7 @@ import { pageHeaders } from "../../http/security-headers";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
 import { User } from "../users/model";
+import { type PasswordPolicy, withPasswordPolicy } from "../auth/password-policy";
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
 import { ACCOUNT_PAGE_POLICY, renderAccountPage, script, styles, type AccountPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
@@ -67,7 +68,7 @@ const apiRoutes = (ctx: AppContext) =>
         return ok(null, translate("account.passwordReset", langOf(request)));
       },
       {
-        body: ResetConfirmBody,
+        body: withPasswordPolicy(ResetConfirmBody, ctx.config.passwordPolicy),
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 503) },
         detail: {
           summary: "Set a new password with the token from a reset mail",
@@ -81,11 +82,11 @@ const PAGE_HEADERS = pageHeaders(ACCOUNT_PAGE_POLICY);
 const asset = (body: string, type: string) => () => new Response(body, { headers: { "content-type": type, "cache-control": "public, max-age=3600" } });
 const hidden = { detail: { hide: true } };
 
-const pageRoutes = (basePath: string) => {
+const pageRoutes = (basePath: string, policy: PasswordPolicy) => {
   const page =
     (name: AccountPage) =>
     ({ request }: { request: Request }) =>
-      new Response(renderAccountPage(name, langOf(request), basePath), { headers: PAGE_HEADERS });
+      new Response(renderAccountPage(name, langOf(request), basePath, policy), { headers: PAGE_HEADERS });
   const shown = (summary: string) => ({ response: { 200: t.String({ description: "An HTML page", contentMediaType: "text/html" }) }, detail: { summary } });
   return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
@@ -94,4 +95,4 @@ const pageRoutes = (basePath: string) => {
     .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden);
 };
 
-export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.config.basePath));
+export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.config.basePath, ctx.config.passwordPolicy));

@@ -17,15 +17,16 @@ import type { User } from "../users/model";
 import { findUser, idOfEmail, normalizeEmail } from "../users/service";
 import type { Caller } from "../auth/guard";
 import { hashPassword } from "../auth/passwords";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { windowCounter } from "../auth/throttle";
 import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
-import { consumeToken, revokeTokens, tokenIsLive, tokenUpsert, tokenValues } from "./tokens";
+import { consumeToken, liveTokenOwner, revokeTokens, tokenUpsert, tokenValues } from "./tokens";
 
-export interface AccountDeps {
+export interface AccountDeps extends PasswordPolicyDeps {
   db: Database;
   now: () => number;
-  config: Pick<Config, "resetMaxRequests" | "resetMaxRequestsPerIp">;
+  config: Pick<Config, "resetMaxRequests" | "resetMaxRequestsPerIp" | "passwordPolicy" | "hibpRangeUrl">;
 }
 
 export const RESET_THROTTLE_WINDOW_MS = 60 * 60 * 1000;
@@ -114,7 +115,9 @@ export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfir
   const now = deps.now();
   // A dead token costs no argon2; a live one is hashed for before the transaction, so the write
   // lock is never held through argon2 (and is checked again there, as it may be used meanwhile).
-  if (!(await tokenIsLive(deps.db, input.token, "PASSWORD_RESET", now))) throw new AppError("INVALID_TOKEN");
+  const email = await liveTokenOwner(deps.db, input.token, "PASSWORD_RESET", now);
+  if (email === undefined) throw new AppError("INVALID_TOKEN");
+  await assertPasswordAllowed(deps, input.newPassword, email, "newPassword");
   const passwordHash = await hashPassword(input.newPassword);
   await deps.db.write(async (tx) => {
     const id = await consumeToken(tx, input.token, "PASSWORD_RESET", now);

@@ -6,7 +6,7 @@
 import { and, eq, gt, sql, type SQL } from "drizzle-orm";
 import type { Db, Reader } from "../../db/client";
 import { prepared } from "../../db/prepared";
-import { accountTokens } from "../../db/schema";
+import { accountTokens, users } from "../../db/schema";
 import { TOKEN_KINDS } from "../notifications/templates";
 
 export type TokenPurpose = keyof typeof TOKEN_KINDS;
@@ -43,13 +43,14 @@ export async function issueToken(tx: Writer, userId: number, purpose: TokenPurpo
   return raw;
 }
 
-/** Whether a token of this purpose is live, without using it up (a cheap check before expensive work). */
-export async function tokenIsLive(db: Reader, raw: string, purpose: TokenPurpose, now: number): Promise<boolean> {
+/** The e-mail of a live token's user, without using the token up (a cheap check before expensive work); undefined for a dead one. */
+export async function liveTokenOwner(db: Reader, raw: string, purpose: TokenPurpose, now: number): Promise<string | undefined> {
   const [row] = await db
-    .select({ userId: accountTokens.userId })
+    .select({ email: users.email })
     .from(accountTokens)
+    .innerJoin(users, eq(users.id, accountTokens.userId))
     .where(and(eq(accountTokens.tokenHash, sha256(raw)), eq(accountTokens.purpose, purpose), gt(accountTokens.expiresAt, new Date(now))));
-  return row !== undefined;
+  return row?.email;
 }
 
 /** The user a live token of this purpose belongs to, consuming it; undefined for an unknown, used, expired or other-purpose token. */

@@ -2,8 +2,9 @@
  * The one access guard. Routes declare who may call them with the `auth` macro
  * (`{ auth: "authenticated" | "USER" | "ADMIN" }`, usually on a group); the guard turns the
  * bearer token into a `caller` or answers 401 / 403 through the errors plugin.
- * A token counts only if it verifies, its subject exists and is active, and it carries
- * the user's current token version.
+ * A token counts only if it verifies, its subject exists and is active, it carries the
+ * user's current token version, and it was issued to that account: its `uid` is the account's,
+ * or (a token without one) it was issued after the account's e-mail last changed.
  */
 import { Elysia } from "elysia";
 import { eq, sql } from "drizzle-orm";
@@ -50,6 +51,8 @@ export interface Authenticator {
   callerOf(request: Request): Promise<Caller | undefined>;
 }
 
+const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
+
 export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
   const findByEmail = db
     .select({
@@ -58,6 +61,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
       active: users.active,
       tokenVersion: users.tokenVersion,
       createdAt: users.createdAt,
+      emailChangedAt: users.emailChangedAt,
       roles: roleNamesOfUser,
     })
     .from(users)
@@ -74,7 +78,11 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
       if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
       // e-mail (whose versions restarted at 0): it must not open the new one.
-      if (claims.iat !== undefined && claims.iat < Math.floor(user.createdAt.getTime() / 1000)) return undefined;
+      if (claims.iat !== undefined && claims.iat < seconds(user.createdAt)) return undefined;
+      // The address may have moved from another account to this one: a token names the account it
+      // was issued to, or, naming none (another library's, an earlier release's), must be younger
+      // than the move: iat counts whole seconds, so one of the move's own second may be older, and is refused.
+      if (claims.uid === undefined ? user.emailChangedAt && (claims.iat === undefined || claims.iat <= seconds(user.emailChangedAt)) : claims.uid !== user.id) return undefined;
       return { id: user.id, email: user.email, roles: (user.roles?.split(",") ?? []) as RoleName[], tokenVersion: user.tokenVersion };
     },
   };

@@ -7,7 +7,7 @@
 import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, PatternString, type Violation } from "../../validation";
-import { Email, Password, Phone, User } from "../users/model";
+import { CurrentPassword, Email, Password, Phone, User } from "../users/model";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -106,7 +106,7 @@ export const matchingNewPassword = (v: Record<string, unknown>): Violation[] =>
 
 export const ChangePasswordBody = t.Object(
   {
-    currentPassword: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } }),
+    currentPassword: CurrentPassword,
     newPassword: Password,
     confirmNewPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
   },

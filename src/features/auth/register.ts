@@ -16,9 +16,10 @@ import { emailTaken, idOfEmail, newUserRows, normalizeEmail, toUser, userByEmail
 import type { Lang } from "../../i18n";
 import { verificationRows } from "../account/service";
 import type { Address, RegistrationBody } from "./model";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-policy";
 import { hashPassword } from "./passwords";
 
-export interface RegisterDeps {
+export interface RegisterDeps extends PasswordPolicyDeps {
   db: Database;
   metrics: Metrics;
   now: () => number;
@@ -80,6 +81,7 @@ const insertSkill = prepared((tx: Db) =>
 export async function register(deps: RegisterDeps, input: RegistrationBody, language: Lang = "en"): Promise<User> {
   return timed(deps.metrics, "register", async () => {
     const email = normalizeEmail(input.email);
+    await assertPasswordAllowed(deps, input.password, email);
     if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
     // Hash before the transaction: the write lock is never held through ~tens of ms of argon2.
     const passwordHash = await hashPassword(input.password);

@@ -13,6 +13,7 @@ import { User } from "../users/model";
 import { findUser } from "../users/service";
 import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
 import { clientAddress } from "../../http/client-address";
+import { withPasswordPolicy } from "./password-policy";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh } from "./service";
 import { countEmailCheck, countRegistration } from "./throttle";
@@ -42,7 +43,7 @@ const accountRoutes = (ctx: AppContext) =>
         return ok(user, translate("auth.registered", langOf(request)));
       },
       {
-        body: RegistrationBody,
+        body: withPasswordPolicy(RegistrationBody, ctx.config.passwordPolicy),
         transform: ({ body }) => dropNulls(body),
         response: { 201: EnvelopeOf(User), ...errors },
         detail: {
@@ -103,7 +104,7 @@ const accountRoutes = (ctx: AppContext) =>
         ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
       {
         auth: "authenticated",
-        body: ChangePasswordBody,
+        body: withPasswordPolicy(ChangePasswordBody, ctx.config.passwordPolicy),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "Change the caller's password",

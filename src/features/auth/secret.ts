@@ -1,6 +1,7 @@
 /** JWT_SECRET, or one generated once and kept beside the database (mode 0600) so tokens survive restarts. */
-import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { privateFolder } from "../../storage/private-paths";
 import type { Logger } from "pino";
 
 function readKept(file: string, logger: Logger): string {
@@ -18,7 +19,7 @@ export function resolveJwtSecret(configured: string | undefined, dataDir: string
   if (configured) return configured;
   const file = join(dataDir, "jwt.secret");
   if (existsSync(file)) return readKept(file, logger);
-  mkdirSync(dataDir, { recursive: true });
+  privateFolder(dataDir);
   const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(64))).toString("base64url");
   // Written whole under a private name, then linked into place: a process starting at the same
   // moment (serve and `usersvc token`, or workers) either wins the link or reads the winner's key.

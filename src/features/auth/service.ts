@@ -15,15 +15,16 @@ import { AppError, Violations } from "../../errors";
 import { bumpTokenVersion, findById, findUser, normalizeEmail, toUser } from "../users/service";
 import type { Caller } from "./guard";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-policy";
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
 import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, throttleRows, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
 import { type AuditRecord, auditStatement } from "../notifications/outbox";
 
-export interface SessionDeps extends ThrottleDeps {
+export interface SessionDeps extends ThrottleDeps, PasswordPolicyDeps {
   db: Database;
   tokens: Tokens;
-  config: ThrottleDeps["config"] & { requireEmailVerification: boolean };
+  config: ThrottleDeps["config"] & PasswordPolicyDeps["config"] & { requireEmailVerification: boolean };
 }
 
 /** Hashed once per process, on first need, with the same parameters as real hashes. */
@@ -102,7 +103,7 @@ function checkPassword<R>(
 }
 
 async function tokenFor(deps: SessionDeps, id: number, email: string, tokenVersion: number): Promise<TokenResponse> {
-  const [token, user] = await Promise.all([deps.tokens.issue(email, tokenVersion), findUser(deps.db, id)]);
+  const [token, user] = await Promise.all([deps.tokens.issue(email, tokenVersion, id), findUser(deps.db, id)]);
   return { token, tokenType: "Bearer", expiresIn: TOKEN_TTL_SECONDS, user };
 }
 
@@ -140,7 +141,7 @@ export async function login(deps: SessionDeps, input: LoginBody, address: string
         ] as unknown as [Statement, ...Statement[]],
     );
     const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
-    return { token: await deps.tokens.issue(email, account.tokenVersion), tokenType: "Bearer" as const, expiresIn: TOKEN_TTL_SECONDS, user: toUser(row) };
+    return { token: await deps.tokens.issue(email, account.tokenVersion, account.id), tokenType: "Bearer" as const, expiresIn: TOKEN_TTL_SECONDS, user: toUser(row) };
   });
   if (!response) throw new AppError("INVALID_CREDENTIALS");
   return response;
@@ -162,6 +163,7 @@ export async function logout(deps: SessionDeps, caller: Caller) {
  * password oracle), stores the new one and revokes every earlier token; answers with a new token.
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
+  await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
   const subject = { actor: caller.email, subjectType: "User", subjectId: caller.id };
   const failure = { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } };
   const updated = await checkPassword(deps, caller.email, input.currentPassword, address, failure, async (account, clear) => {
@@ -178,6 +180,22 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
     );
     return (results[results.length - 1] as { tokenVersion: number }[])[0];
   });
-  if (!updated) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);
+  if (!updated) throw wrongCurrentPassword();
   return tokenFor(deps, caller.id, caller.email, updated.tokenVersion);
+}
+
+const wrongCurrentPassword = () => new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.wrong" }]);
+
+/**
+ * The caller's current password, before a change that needs it (their own e-mail address):
+ * checked and throttled like a login, so a stolen token is no password oracle; a wrong one is a
+ * 400 on `currentPassword`, as in the password change.
+ */
+export async function confirmPassword(deps: SessionDeps, caller: Caller, password: string, address: string) {
+  const failure = { action: "PASSWORD_CHECK_FAILED", actor: caller.email, subjectType: "User", subjectId: caller.id, details: { address } };
+  const confirmed = await checkPassword(deps, caller.email, password, address, failure, async (_account, clear) => {
+    if (clear) await deps.db.writeAll((tx) => [clear(tx)]);
+    return true;
+  });
+  if (!confirmed) throw wrongCurrentPassword();
 }

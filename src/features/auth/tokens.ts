@@ -1,6 +1,7 @@
 /**
  * Bearer tokens: HS512 over the UTF-8 bytes of JWT_SECRET, claims sub (the e-mail), iat,
- * exp = iat + 18000 and ver (the user's token version, so logout can revoke). Signing and
+ * exp = iat + 18000, ver (the user's token version, so logout can revoke) and uid (the
+ * account's id: after an e-mail change the address may belong to another account). Signing and
  * verifying are @elysiajs/jwt's (jose underneath); verification pins the algorithm, so
  * alg:none, HS256 or RS* tokens never pass whatever their signature.
  */
@@ -14,10 +15,13 @@ export interface TokenClaims {
   exp: number;
   /** Issued-at (seconds), when the token carries one. */
   iat?: number;
+  /** The account the token was issued to; tokens of other libraries and earlier releases carry none. */
+  uid?: number;
 }
 
 export interface Tokens {
-  issue(email: string, tokenVersion: number): Promise<string>;
+  /** `userId` is always given by the service; without it the token is like one minted by another JWT library. */
+  issue(email: string, tokenVersion: number, userId?: number): Promise<string>;
   /** The claims of a valid, unexpired HS512 token; undefined for anything else. */
   verify(token: string): Promise<TokenClaims | undefined>;
 }
@@ -35,9 +39,9 @@ export function createTokens(secret: string, now: () => number = Date.now): Toke
   const codec = jwt({ name: "jwt", secret, alg: "HS512" }).decorator.jwt;
   const verified = new Map<string, TokenClaims>();
   return {
-    issue(email, tokenVersion) {
+    issue(email, tokenVersion, userId) {
       // The library stamps iat itself; exp is absolute, from our clock.
-      return codec.sign({ sub: email, ver: tokenVersion, exp: Math.floor(now() / 1000) + TOKEN_TTL_SECONDS });
+      return codec.sign({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), exp: Math.floor(now() / 1000) + TOKEN_TTL_SECONDS });
     },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;
@@ -59,6 +63,7 @@ export function createTokens(secret: string, now: () => number = Date.now): Toke
       const ver = typeof claims.ver === "number" ? claims.ver : 0;
       const result: TokenClaims = { sub: claims.sub, ver, exp: claims.exp };
       if (typeof claims.iat === "number") result.iat = claims.iat;
+      if (typeof claims.uid === "number") result.uid = claims.uid;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
       verified.set(token, result);
       return result;

@@ -1,7 +1,8 @@
 /**
  * The archive format: `usersvc-<YYYYMMDDTHHMMSSZ>[-N].tar.gz`, written and read with node-tar,
  * streamed both ways (never a whole member in memory). `manifest.json` comes first, so its
- * `trigger` is read without unpacking the rest; every other member's sha256 is in it.
+ * `trigger` is read without unpacking the rest; every other member's sha256 is in it, and (format
+ * 2) its size, so a restore refuses a member larger than that before writing a byte of it.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -33,7 +34,8 @@ export function byNewest(a: string, b: string): number {
 export type Trigger = "manual" | "scheduled";
 
 export interface Manifest {
-  format: 1;
+  /** 1: sha256s only (read still, with an expansion cap); 2: sizes too. Written: 2. */
+  format: 1 | 2;
   version: string;
   createdAt: string;
   trigger: Trigger;
@@ -42,7 +44,16 @@ export interface Manifest {
   tables: Record<string, number>;
   /** Member path → hex sha256, for every member but the manifest. */
   files: Record<string, string>;
+  /** Format 2: member path → its size in bytes, for every member in `files`. */
+  sizes?: Record<string, number>;
 }
+
+/**
+ * What an archive without sizes (format 1), and the manifest of any, may unpack to: this many
+ * times the archive's own size. A real backup is far below it (a database packs about 2:1 to
+ * 10:1; zeros ~1,000:1): 200 MiB of zeros in a 215 KB archive is refused before it is written.
+ */
+export const MAX_EXPANSION = 200;
 
 export const MANIFEST = "manifest.json";
 export const DATABASE_MEMBER = "usersvc.db";
@@ -77,29 +88,47 @@ export async function* packArchive(folder: string, members: string[]): AsyncIter
 export class ArchiveRejected extends Error {}
 
 /**
- * Feeds the archive's bytes to node-tar's parser and hands each entry to `onEntry`, until the
- * end or until `onEntry` returns "stop". Gzip or tar damage rejects with ArchiveRejected.
+ * Inflates the archive's bytes and feeds the tar to node-tar's parser, handing each entry to
+ * `onEntry`, until the tar's end or until `onEntry` returns "stop" or calls `stop` (from a later
+ * event of its entry). Gzip or tar damage rejects with ArchiveRejected.
+ *
+ * The gzip layer is ours, not node-tar's, so nothing after the tar's end is read: node-tar keeps
+ * what follows its end-of-archive blocks and re-copies it with every chunk, so 200 MiB of zeros
+ * there (a member whose header understates its size) held restore at full CPU indefinitely.
  */
-async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: ReadEntry) => "stop" | undefined): Promise<void> {
+async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: ReadEntry, stop: () => void) => "stop" | undefined): Promise<void> {
   let failure: Error | undefined;
   let stopped = false;
+  const stop = () => {
+    stopped = true;
+  };
   const { Parser } = await loadTar();
   const parser = new Parser({
     strict: true,
     onReadEntry: (entry) => {
-      if (stopped || onEntry(entry) === "stop") stopped = true;
+      if (stopped || onEntry(entry, stop) === "stop") stop();
     },
   });
   parser.on("error", (error: Error) => (failure ??= error));
-  const ended = new Promise<void>((resolve) => parser.on("close", () => resolve()));
-  for await (const chunk of source) {
-    if (failure || stopped) break;
-    parser.write(Buffer.from(chunk));
+  let ended = false;
+  parser.on("eof", () => (ended = true));
+  const closed = new Promise<void>((resolve) => parser.on("close", () => resolve()));
+  // Casts: ReadableStream.from (Bun's, and the web's) is missing from @types/bun 1.4, whose
+  // DecompressionStream takes any BufferSource where our chunks are bytes.
+  const gunzip = new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>;
+  const tar = (ReadableStream as unknown as { from(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> }).from(source).pipeThrough(gunzip);
+  try {
+    for await (const chunk of tar as unknown as AsyncIterable<Uint8Array>) {
+      parser.write(Buffer.from(chunk));
+      if (failure || stopped || ended) break;
+    }
+  } catch (error) {
+    failure ??= error as Error;
   }
   if (failure) throw new ArchiveRejected(`the archive is damaged (${failure.message})`);
   if (stopped) return;
   parser.end();
-  await ended;
+  await closed;
   if (failure) throw new ArchiveRejected(`the archive is damaged (${(failure as Error).message})`);
 }
 
@@ -117,8 +146,11 @@ function parseManifest(bytes: Buffer): Manifest {
   } catch {
     throw new ArchiveRejected("its manifest.json is not JSON");
   }
-  if (manifest?.format !== 1 || typeof manifest.files !== "object" || typeof manifest.migration !== "string") {
-    throw new ArchiveRejected("its manifest.json is not a usersvc backup manifest (format 1)");
+  if ((manifest?.format !== 1 && manifest?.format !== 2) || typeof manifest.files !== "object" || typeof manifest.migration !== "string") {
+    throw new ArchiveRejected("its manifest.json is not a usersvc backup manifest (format 1 or 2)");
+  }
+  if (manifest.format === 2 && !Object.keys(manifest.files).every((path) => Number.isSafeInteger(manifest.sizes?.[path]) && manifest.sizes![path] >= 0)) {
+    throw new ArchiveRejected("its manifest.json (format 2) does not record every member's size");
   }
   return manifest;
 }
@@ -138,21 +170,49 @@ export async function readManifest(source: AsyncIterable<Uint8Array>): Promise<M
 /**
  * Unpacks every member into `folder`, hashing each on its way, then checks them against the
  * manifest: a member missing, unlisted, unknown or with another sha256 rejects the archive.
+ * `archiveSize` (its compressed bytes) bounds what it may expand to: a format-2 member larger
+ * than its recorded size, or (format 1, and the manifest itself) members adding up to more than
+ * MAX_EXPANSION times the archive, is refused at its tar header, before a byte of it is written.
  * The caller removes `folder` when this throws.
  */
-export async function unpackVerified(source: AsyncIterable<Uint8Array>, folder: string): Promise<Manifest> {
+export async function unpackVerified(source: AsyncIterable<Uint8Array>, folder: string, archiveSize: number): Promise<Manifest> {
+  const expansionCap = MAX_EXPANSION * archiveSize;
   const hashes = new Map<string, string>();
-  let manifestBytes: Promise<Buffer> | undefined;
+  let manifest: Manifest | undefined;
+  /** Bytes the members (the manifest included) declared so far, against the expansion cap. */
+  let declared = 0;
   let problem: ArchiveRejected | undefined;
-  await parseArchive(source, (entry) => {
+  await parseArchive(source, (entry, stop) => {
     const path = entry.path;
-    if (entry.type !== "File" || !isKnownMember(path) || hashes.has(path)) {
-      problem ??= new ArchiveRejected(`it holds an unexpected member "${path}"`);
-      entry.resume();
-      return;
+    const refuse = (reason: string) => {
+      problem ??= new ArchiveRejected(reason);
+      stop();
+      return "stop" as const;
+    };
+    if (entry.type !== "File" || !isKnownMember(path) || hashes.has(path) || (manifest !== undefined && path === MANIFEST))
+      return refuse(`it holds an unexpected member "${path}"`);
+    if (manifest === undefined && path !== MANIFEST) return refuse(`it does not start with ${MANIFEST}`);
+    // entry.size is exactly the bytes node-tar will hand over (a pax header's size included: it
+    // frames the member by it), so a member is judged before a byte of it is read.
+    if (manifest?.format === 2) {
+      if (!Object.hasOwn(manifest.files, path)) return refuse(`member ${path} is not in the manifest`);
+      const recorded = manifest.sizes![path];
+      if (entry.size > recorded) return refuse(`member ${path} is larger than the ${recorded} bytes its manifest records`);
+    } else {
+      declared += entry.size;
+      if (declared > expansionCap) return refuse(`its members would expand past ${MAX_EXPANSION} times the archive's size (${archiveSize} bytes)`);
     }
     if (path === MANIFEST) {
-      manifestBytes = collect(entry);
+      const parts: Buffer[] = [];
+      entry.on("data", (chunk: Buffer) => parts.push(chunk));
+      // Synchronous: node-tar reads the next member's header only after this one's end.
+      entry.on("end", () => {
+        try {
+          manifest = parseManifest(Buffer.concat(parts));
+        } catch (error) {
+          refuse((error as Error).message);
+        }
+      });
       return;
     }
     const target = join(folder, path);
@@ -170,8 +230,7 @@ export async function unpackVerified(source: AsyncIterable<Uint8Array>, folder: 
     });
   });
   if (problem) throw problem;
-  if (!manifestBytes) throw new ArchiveRejected(`it holds no ${MANIFEST}`);
-  const manifest = parseManifest(await manifestBytes);
+  if (!manifest) throw new ArchiveRejected(`it holds no ${MANIFEST}`);
   for (const [path, sha256] of Object.entries(manifest.files)) {
     const actual = hashes.get(path);
     if (actual === undefined) throw new ArchiveRejected(`member ${path} is missing`);

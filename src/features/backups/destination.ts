@@ -3,9 +3,10 @@
  * storage). An archive is built in a temp file first; `publish` then makes it appear whole under
  * its name, or a suffixed one when that name is taken: never replacing an archive.
  */
-import { linkSync, openSync, fsyncSync, closeSync, readdirSync, rmSync, statSync, mkdirSync } from "node:fs";
+import { linkSync, openSync, fsyncSync, closeSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { isMissing, s3Location, type S3Settings } from "../../storage/files";
+import { privateFolder } from "../../storage/private-paths";
 import { multipartUpload } from "../../storage/s3-multipart";
 import { archiveName, byNewest, createdAtOf, isArchiveName } from "./archive";
 
@@ -47,7 +48,7 @@ function syncFolder(folder: string) {
 
 export function localDestination(folder: string): Destination {
   const root = resolve(folder);
-  mkdirSync(root, { recursive: true, mode: 0o700 });
+  privateFolder(root);
   const pathOf = (name: string) => join(root, name);
   const statOf = (name: string) => {
     try {
@@ -101,7 +102,7 @@ export function s3Destination(location: string, settings: S3Settings, dataDir: s
   const { prefix, client, target } = s3Location(location, settings);
   const keyOf = (name: string) => (prefix ? `${prefix}/${name}` : name);
   const tempDir = resolve(dataDir);
-  mkdirSync(tempDir, { recursive: true });
+  privateFolder(tempDir);
   const stat = async (name: string) => {
     try {
       return { size: (await client.stat(keyOf(name))).size };

@@ -15,6 +15,7 @@ import type { Config } from "../../config";
 import { openDatabase } from "../../db/client";
 import { migrate } from "../../db/migrate";
 import { createFileStore } from "../../storage/files";
+import { privateFolder } from "../../storage/private-paths";
 import { writeAudit } from "../notifications/outbox";
 import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBER, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
 import { acquireLease, BACKUP_LEASE, claimLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "./leases";
@@ -35,14 +36,17 @@ export interface RestoreSummary {
 /** A refusal: one clear line for the operator, exit 1, nothing changed. */
 export class RestoreRefused extends Error {}
 
-function sourceOf(archive: string, config: Config): AsyncIterable<Uint8Array> {
+/** The archive's bytes, and how many there are (what its members may expand to is bounded by it). */
+async function sourceOf(archive: string, config: Config): Promise<{ stream: AsyncIterable<Uint8Array>; size: number }> {
   if (archive.startsWith("s3://")) {
     const url = new URL(archive);
     const client = new S3Client({ bucket: url.hostname, ...config.s3, region: config.s3.region ?? "us-east-1" });
-    return client.file(decodeURIComponent(url.pathname).replace(/^\/+/, "")).stream() as unknown as AsyncIterable<Uint8Array>;
+    const file = client.file(decodeURIComponent(url.pathname).replace(/^\/+/, ""));
+    return { stream: file.stream() as unknown as AsyncIterable<Uint8Array>, size: (await file.stat()).size };
   }
   if (!existsSync(archive)) throw new RestoreRefused(`no archive at ${archive}`);
-  return Bun.file(archive).stream() as unknown as AsyncIterable<Uint8Array>;
+  const file = Bun.file(archive);
+  return { stream: file.stream() as unknown as AsyncIterable<Uint8Array>, size: file.size };
 }
 
 /** Refuses an archive of a schema this program does not know (a newer usersvc wrote it). */
@@ -95,13 +99,14 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
   const databasePath = localDatabasePath(config);
   if (!databasePath) throw new RestoreRefused("restore needs a local file: DATABASE_URL; a remote database is restored by its own server");
   const dataDir = resolve(config.dataDir);
-  mkdirSync(dataDir, { recursive: true });
+  privateFolder(dataDir);
   const staging = join(dataDir, `.restore-${crypto.randomUUID()}`);
   mkdirSync(staging, { mode: 0o700 });
   try {
+    const { stream, size } = await sourceOf(archive, config);
     let manifest: Manifest;
     try {
-      manifest = await unpackVerified(sourceOf(archive, config), staging);
+      manifest = await unpackVerified(stream, staging, size);
     } catch (error) {
       if (error instanceof ArchiveRejected) throw new RestoreRefused(`${basename(archive)} cannot be restored: ${error.message}; nothing was changed`);
       throw error;
@@ -120,7 +125,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
       moveIfThere(`${databasePath}-shm`, `${keptAs}-shm`);
     }
     for (const suffix of ["-wal", "-shm", "-journal"]) rmSync(databasePath + suffix, { force: true });
-    mkdirSync(resolve(databasePath, ".."), { recursive: true });
+    privateFolder(resolve(databasePath, ".."));
     renameSync(join(staging, DATABASE_MEMBER), databasePath);
 
     if (manifest.files[SECRET_MEMBER]) {

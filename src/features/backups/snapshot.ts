@@ -4,10 +4,11 @@
  * writing meanwhile.
  */
 import { Database } from "bun:sqlite";
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, writeFileSync, writeSync, existsSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import journal from "../../../drizzle/meta/_journal.json";
 import type { S3Settings } from "../../storage/files";
+import { privateFolder } from "../../storage/private-paths";
 import { DATABASE_MEMBER, MANIFEST, packArchive, SECRET_MEMBER, stampOf, UPLOADS_PREFIX, type Manifest, type Trigger } from "./archive";
 import { openDestination, TEMP_ARCHIVE, tempArchiveName } from "./destination";
 
@@ -98,7 +99,7 @@ function snapshotDatabase(source: string, target: string, withUploads: boolean) 
 export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean = () => true): Promise<SnapshotResult> {
   const abandoned = () => new Error("the backup was abandoned: the process that asked for it is gone");
   // DATABASE_URL may put the database outside DATA_DIR, which then need not exist yet.
-  mkdirSync(job.dataDir, { recursive: true });
+  privateFolder(job.dataDir);
   const destination = openDestination(job.destination.location, job.destination.s3, job.dataDir);
   removeLeftovers(job.dataDir, destination.tempDir);
   const staging = join(job.dataDir, `.backup-${crypto.randomUUID()}`);
@@ -126,15 +127,20 @@ export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean 
       }
     }
     const files: Record<string, string> = {};
-    for (const member of members) files[member] = await sha256Of(join(staging, member));
+    const sizes: Record<string, number> = {};
+    for (const member of members) {
+      files[member] = await sha256Of(join(staging, member));
+      sizes[member] = statSync(join(staging, member)).size;
+    }
     const manifest: Manifest = {
-      format: 1,
+      format: 2,
       version: job.version,
       createdAt: job.createdAt,
       trigger: job.trigger,
       migration: snapshot.migration,
       tables: snapshot.tables,
       files,
+      sizes,
     };
     writeFileSync(join(staging, MANIFEST), JSON.stringify(manifest, null, 2), { mode: 0o600 });
 

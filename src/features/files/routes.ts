@@ -66,7 +66,8 @@ export const filesRoutes = (ctx: AppContext) =>
         const info = await fileInfo(ctx, params.id);
         set.headers["x-file-version"] = info.sha256;
         set.headers["x-last-modified"] = new Date(info.uploadTime).toUTCString();
-        set.headers["cache-control"] = "max-age=3600";
+        // The seed's hour, for the caller's own cache only: every other authenticated answer is no-store (src/http/cache-control.ts).
+        set.headers["cache-control"] = "private, max-age=3600";
         return info;
       },
       {

@@ -8,7 +8,16 @@ import type { Db } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
 
-export type NotificationKind = "WELCOME" | "VERIFY_EMAIL" | "PASSWORD_RESET" | "PASSWORD_CHANGED" | "USER_UPDATED" | "ORDER_CREATED" | "PAYMENT_SUCCESS";
+export type NotificationKind =
+  | "WELCOME"
+  | "VERIFY_EMAIL"
+  | "PASSWORD_RESET"
+  | "PASSWORD_CHANGED"
+  | "EMAIL_CHANGED"
+  | "USER_UPDATED"
+  | "ORDER_CREATED"
+  | "PAYMENT_SUCCESS"
+  | "PAYMENT_FAILED";
 
 const insertNotification = prepared((tx: Db) =>
   tx

@@ -19,6 +19,11 @@ export const ordersErrors = defineErrors({
     "zh-TW": (p) => `訂單 ${p.id} 狀態為 ${p.status}，無法付款`,
   },
   ORDER_PAYMENT_FAILED: { status: 400, en: (p) => `Payment for order ${p.id} failed: ${p.cause}`, "zh-TW": (p) => `訂單 ${p.id} 付款失敗：${p.cause}` },
+  TOO_MANY_PENDING_ORDERS: {
+    status: 409,
+    en: (p) => `Too many orders waiting for payment (at most ${p.max}): pay or wait for one before ordering again`,
+    "zh-TW": (p) => `待付款的訂單過多（最多 ${p.max} 筆），請先付款或稍後再下單`,
+  },
   PAYMENT_GATEWAY_UNAVAILABLE: {
     status: 503,
     en: "The payment gateway could not be reached; nothing was charged, try again later",

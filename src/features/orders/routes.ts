@@ -4,13 +4,12 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
-import { createOrder, findOrder, listOrders, payOrder } from "./service";
-import { createSimulatedGateway } from "./payment-gateway";
+import { createOrder, findOrder, listOrders, ordersDeps, payOrder } from "./service";
 
 const errors = errorResponses(400, 401, 403, 404, 409, 503);
 
 export const ordersRoutes = (ctx: AppContext) => {
-  const deps = { db: ctx.db, logger: ctx.logging.get("orders"), now: ctx.now, paymentGateway: ctx.paymentGateway ?? createSimulatedGateway() };
+  const deps = ordersDeps(ctx);
   return new Elysia({ prefix: "/api/orders", tags: ["Orders"] }).use(ctx.auth).guard({ auth: "authenticated" }, (app) =>
     app
       .post(

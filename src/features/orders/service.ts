@@ -4,8 +4,13 @@
  * "from" status, so two callers can never both make the same transition:
  *
  *   (none) ──create──▶ PENDING ──claim──▶ PROCESSING ──succeed──▶ PAID
- *                         ▲                  │ ▲└──────decline──▶ PAYMENT_FAILED (stock released)
- *                         └─────unclaim──────┘ └reclaim┘ (a claim older than STALE_CLAIM_MS)
+ *                         ▲  │               │ ▲└──────decline──▶ PAYMENT_FAILED (stock released)
+ *                         └──┼──unclaim──────┘ └reclaim┘ (a claim older than STALE_CLAIM_MS)
+ *                            └───────expire───────────────────▶ PAYMENT_FAILED (stock released)
+ *
+ * expire: with ORDER_PAYMENT_TIMEOUT, a PENDING order older than it (swept periodically, and
+ * refused lazily when someone tries to pay it). ORDER_MAX_PENDING caps a user's PENDING orders,
+ * checked in the unit that reserves the stock.
  *
  * PROCESSING is internal (clients see PENDING): the order is claimed before the gateway is
  * asked, so ten simultaneous payments charge once. A claim whose payer died (or whose result
@@ -16,7 +21,7 @@
  * Stock is reserved at creation with `stock = stock - q WHERE stock >= q`, so concurrent
  * orders never oversell.
  */
-import { and, asc, count, eq, inArray, lt, sql } from "drizzle-orm";
+import { and, asc, count, eq, gte, inArray, lt, or, sql } from "drizzle-orm";
 import type { SQLiteSelect } from "drizzle-orm/sqlite-core";
 import type { Logger } from "pino";
 import type { Database, Db, Reader } from "../../db/client";
@@ -26,17 +31,38 @@ import { orderItems, orders, outbox, products, users } from "../../db/schema";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { limitOffset, pageIfAsked, withPlaceholderPage, type Page } from "../../paging";
 import { isAdmin, type Caller } from "../auth/guard";
-import { notificationSelection, notificationStatement } from "../notifications/outbox";
+import { enqueueNotification, notificationSelection, notificationStatement, writeAudit } from "../notifications/outbox";
 import { fromCents } from "../products/money";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
-import { luhnValid, type PaymentGateway } from "./payment-gateway";
+import { createSimulatedGateway, luhnValid, type PaymentGateway } from "./payment-gateway";
+import type { AppDeps } from "../../context";
 
 export interface OrdersDeps {
   db: Database;
   logger: Logger;
   now: () => number;
   paymentGateway: PaymentGateway;
+  /** ORDER_PAYMENT_TIMEOUT and ORDER_MAX_PENDING; undefined: off (the seed's behaviour). */
+  orderPaymentTimeoutMs?: number;
+  orderMaxPending?: number;
 }
+
+/** The workflow's dependencies from the app's (the routes', and main.ts's sweep: one clock, one configuration). */
+export const ordersDeps = (app: Pick<AppDeps, "db" | "logging" | "config" | "paymentGateway"> & { now: () => number }): OrdersDeps => ({
+  db: app.db,
+  logger: app.logging.get("orders"),
+  now: app.now,
+  paymentGateway: app.paymentGateway ?? createSimulatedGateway(),
+  orderPaymentTimeoutMs: app.config.orderPaymentTimeoutMs,
+  orderMaxPending: app.config.orderMaxPending,
+});
+
+/** Orders created before this instant (ms) are expired; none when the timeout is off. */
+const expiredBefore = (deps: Pick<OrdersDeps, "orderPaymentTimeoutMs">, at: Date) =>
+  deps.orderPaymentTimeoutMs === undefined ? Number.MIN_SAFE_INTEGER : at.getTime() - deps.orderPaymentTimeoutMs;
+
+/** Why an expired order failed: its audit row and notification say so. */
+export const PAYMENT_TIMEOUT_REASON = "payment timeout";
 
 type StoredStatus = "PENDING" | "PROCESSING" | "PAID" | "PAYMENT_FAILED";
 
@@ -49,6 +75,7 @@ const TRANSITIONS = {
   succeed: { from: "PROCESSING", to: "PAID" },
   decline: { from: "PROCESSING", to: "PAYMENT_FAILED" },
   unclaim: { from: "PROCESSING", to: "PENDING" },
+  expire: { from: "PENDING", to: "PAYMENT_FAILED" },
 } as const satisfies Record<string, { from: StoredStatus; to: StoredStatus }>;
 
 type Moved = { userId: number; totalCents: number };
@@ -68,6 +95,9 @@ const moveStatement = prepared((tx: Db, shape: string) => {
         owned ? eq(orders.userId, sql.placeholder("ownerId")) : undefined,
         // In the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
         transition === "reclaim" ? lt(orders.updatedAt, sql.placeholder("staleBefore")) : undefined,
+        // An expired order is never claimed, only expired (the timeout off: MIN_SAFE_INTEGER, none is).
+        transition === "claim" ? gte(orders.createdAt, sql.placeholder("expiredBefore")) : undefined,
+        transition === "expire" ? lt(orders.createdAt, sql.placeholder("expiredBefore")) : undefined,
       ),
     )
     .returning({ userId: orders.userId, totalCents: orders.totalCents })
@@ -78,8 +108,15 @@ const moveStatement = prepared((tx: Db, shape: string) => {
  * The one way an order's status changes; no row when the order was not in the "from" status
  * (or not the owner's, or for a reclaim, not stale). A statement, for a unit of work.
  */
-function move(tx: Db, id: number, transition: keyof typeof TRANSITIONS, at: Date, options: { paymentId?: string; ownerId?: number } = {}) {
-  const values = { id, at, paymentId: options.paymentId, ownerId: options.ownerId, staleBefore: at.getTime() - STALE_CLAIM_MS };
+function move(tx: Db, id: number, transition: keyof typeof TRANSITIONS, at: Date, options: { paymentId?: string; ownerId?: number; expiredBefore?: number } = {}) {
+  const values = {
+    id,
+    at,
+    paymentId: options.paymentId,
+    ownerId: options.ownerId,
+    staleBefore: at.getTime() - STALE_CLAIM_MS,
+    expiredBefore: options.expiredBefore ?? Number.MIN_SAFE_INTEGER,
+  };
   return bound(moveStatement(tx, `${transition}|${options.ownerId === undefined ? "" : "owned"}`), values) as unknown as Promise<Moved[]>;
 }
 
@@ -230,13 +267,31 @@ const emailOfUser = prepared((db: Reader) =>
     .where(eq(users.id, sql.placeholder("id")))
     .prepare(),
 );
-const insertOrder = prepared((tx: Db) =>
+/** A user's orders waiting for payment (claimed ones too), expired ones not counted: what ORDER_MAX_PENDING caps. */
+const pendingOf = () =>
+  sql<number>`(select count(*) from ${orders} where ${and(
+    eq(orders.userId, sql.placeholder("userId")),
+    or(and(eq(orders.status, "PENDING"), gte(orders.createdAt, sql.placeholder("expiredBefore"))), eq(orders.status, "PROCESSING")),
+  )})`;
+const pendingOrders = prepared((db: Reader) =>
+  db
+    .select({ n: pendingOf() })
+    .from(users)
+    .where(eq(users.id, sql.placeholder("userId")))
+    .prepare(),
+);
+/**
+ * The order's row. With ORDER_MAX_PENDING ("capped"), a user already at the cap gets a NULL total,
+ * which NOT NULL refuses, and the unit with it: the count and the insert are one step, so
+ * concurrent orders never pass the cap together.
+ */
+const insertOrder = prepared((tx: Db, capped: string) =>
   tx
     .insert(orders)
     .values({
       userId: sql.placeholder("userId"),
       status: "PENDING",
-      totalCents: sql.placeholder("totalCents"),
+      totalCents: capped ? sql`case when ${pendingOf()} < ${sql.placeholder("maxPending")} then ${sql.placeholder("totalCents")} end` : sql.placeholder("totalCents"),
       createdAt: sql.placeholder("now"),
       updatedAt: sql.placeholder("now"),
     })
@@ -286,11 +341,14 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   const wanted = [...new Set(input.items.map((item) => item.productId))];
   for (let attempt = 1; ; attempt++) {
     const now = new Date(deps.now());
-    const [found, [owner]] = (await deps.db.readAll((db) => [
+    const cap = { userId, maxPending: deps.orderMaxPending, expiredBefore: expiredBefore(deps, now) };
+    const [found, [owner], pending] = (await deps.db.readAll((db) => [
       bound(productsByIds(db, String(wanted.length)), Object.fromEntries(wanted.map((id, i) => [`id${i}`, id]))),
       bound(emailOfUser(db), { id: userId }),
-    ])) as [(typeof products.$inferSelect)[], { email: string }[]];
+      ...(cap.maxPending === undefined ? [] : [bound(pendingOrders(db), cap)]),
+    ])) as [(typeof products.$inferSelect)[], { email: string }[], { n: number }[]?];
     if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
+    if (cap.maxPending !== undefined && pending![0].n >= cap.maxPending) throw new AppError("TOO_MANY_PENDING_ORDERS", { max: cap.maxPending });
     const lines = priceLines(input.items, found);
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" }]);
@@ -299,7 +357,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
         (tx) =>
           [
             ...lines.map((line) => bound(reserve(tx), line)),
-            bound(insertOrder(tx), { userId, totalCents, now }),
+            bound(insertOrder(tx, cap.maxPending === undefined ? "" : "capped"), { ...cap, totalCents, now }),
             ...lines.map((line) => bound(insertItem(tx), line)),
             bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
             bound(newestOrder(tx), {}),
@@ -309,7 +367,8 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
       // Everything the answer shows is in hand: no second read.
       return toOrder({ id, userId, status: "PENDING", totalCents, createdAt: now, paymentId: null, paidAt: null }, lines);
     } catch (error) {
-      // A reservation's CHECK: stock, status or price moved since the read. Read again.
+      // A reservation's CHECK (stock, status or price moved since the read) or the cap's NOT NULL
+      // (another order of the user came first). Read again.
       if (integrityKind(error) === "other" && attempt < ORDER_ATTEMPTS) continue;
       throw error;
     }
@@ -380,12 +439,12 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const { db, logger, paymentGateway: gateway } = deps;
   const ownerId = isAdmin(caller) ? undefined : caller.id;
   const claimedAt = new Date(deps.now());
-  // One list unit: claim the order, or take over a stale claim (a claim just made is never
-  // stale, so at most one of them moves it), and read what the rest of the payment needs.
+  // One list unit: claim the order (unless expired), or take over a stale claim (a claim just
+  // made is never stale, so at most one of them moves it), and read what the rest of the payment needs.
   const [[claimedNow], [reclaimed], [current], [owner]] = (await db.writeAll(
     (tx) =>
       [
-        move(tx, id, "claim", claimedAt, { ownerId }),
+        move(tx, id, "claim", claimedAt, { ownerId, expiredBefore: expiredBefore(deps, claimedAt) }),
         move(tx, id, "reclaim", claimedAt, { ownerId }),
         bound(statusOf(tx, ownerId === undefined ? "" : "owned"), { id, ownerId }),
         bound(ownerEmail(tx), { id }),
@@ -394,6 +453,8 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   const claimed = claimedNow ?? reclaimed;
   if (!claimed) {
     if (!current) throw new AppError("ORDER_NOT_FOUND", { id });
+    // PENDING yet not claimed: it expired; it fails now rather than at the next sweep.
+    if (current.status === "PENDING" && (await expireOrder(deps, id, claimedAt))) throw new AppError("INVALID_ORDER_STATUS", { id, status: "PAYMENT_FAILED" });
     throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(current.status) });
   }
 
@@ -407,12 +468,6 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   }
 
   const at = new Date(deps.now());
-  /** Settles the claim; a payer whose stale claim was taken over finds the order settled already. */
-  const settle = async (tx: Db, transition: "succeed" | "decline") => {
-    if ((await move(tx, id, transition, at)).length > 0) return;
-    const [now] = await statusOf(tx).all({ id });
-    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(now.status) });
-  };
   if (result.approved) {
     const { paymentId } = result;
     try {
@@ -437,9 +492,88 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
   }
 
   await db.write(async (tx) => {
-    await settle(tx, "decline");
-    const lines = await orderItemRows(tx).all({ id });
-    for (const line of lines) await releaseStock(tx).run(line);
+    if (await failPayment(tx, id, "decline", at)) return;
+    // A payer whose stale claim was taken over finds the order settled already.
+    const [now] = await statusOf(tx).all({ id });
+    throw new AppError("INVALID_ORDER_STATUS", { id, status: shownStatus(now.status) });
   });
   throw new AppError("ORDER_PAYMENT_FAILED", { id, cause: result.reason });
+}
+
+/** An unpaid order fails, declined or expired: it moves to PAYMENT_FAILED and its lines go back in stock; the order moved, or undefined. */
+async function failPayment(tx: Db, id: number, transition: "decline" | "expire", at: Date, expiredBefore?: number) {
+  const [moved] = await move(tx, id, transition, at, { expiredBefore });
+  if (!moved) return undefined;
+  const lines = await orderItemRows(tx).all({ id });
+  for (const line of lines) await releaseStock(tx).run(line);
+  return moved;
+}
+
+/**
+ * Expires the order if it is PENDING and older than ORDER_PAYMENT_TIMEOUT, as one unit: failed,
+ * stock released, audited and notified (PAYMENT_FAILED, reason "payment timeout"). Whether it did.
+ */
+async function expireOrder(deps: OrdersDeps, id: number, at: Date) {
+  if (deps.orderPaymentTimeoutMs === undefined) return false;
+  return deps.db.write(async (tx) => {
+    const moved = await failPayment(tx, id, "expire", at, expiredBefore(deps, at));
+    if (!moved) return false;
+    const details = { reason: PAYMENT_TIMEOUT_REASON };
+    await writeAudit(tx, { action: "ORDER_PAYMENT_FAILED", actor: "system", subjectType: "Order", subjectId: id, details }, at);
+    const [owner] = await emailOfUser(tx).all({ id: moved.userId });
+    await enqueueNotification(tx, "PAYMENT_FAILED", owner?.email ?? null, { orderId: id, userId: moved.userId, totalAmount: fromCents(moved.totalCents), ...details }, at);
+    return true;
+  });
+}
+
+/** How many expired orders one sweep takes at most; the next pass takes the rest. */
+const SWEEP_BATCH = 100;
+const expiredOrders = prepared((db: Reader) =>
+  db
+    .select({ id: orders.id })
+    .from(orders)
+    .where(and(eq(orders.status, "PENDING"), lt(orders.createdAt, sql.placeholder("expiredBefore"))))
+    .orderBy(asc(orders.createdAt))
+    .limit(SWEEP_BATCH)
+    .prepare(),
+);
+
+/** One pass of the payment-timeout sweep: every PENDING order past ORDER_PAYMENT_TIMEOUT expires. How many did. */
+export async function expireOverdueOrders(deps: OrdersDeps): Promise<number> {
+  if (deps.orderPaymentTimeoutMs === undefined) return 0;
+  let expired = 0;
+  for (;;) {
+    const at = new Date(deps.now());
+    const due = await expiredOrders(deps.db).all({ expiredBefore: expiredBefore(deps, at) });
+    // One unit per order: a payment racing the sweep either claimed it first or finds it failed.
+    for (const { id } of due) if (await expireOrder(deps, id, at)) expired++;
+    if (due.length < SWEEP_BATCH) return expired;
+  }
+}
+
+/** The sweep in the serving process, every `intervalMs` (a tenth of the timeout, from 1 s to a minute). */
+export function startPaymentTimeoutSweep(deps: OrdersDeps, intervalMs = Math.min(60_000, Math.max(1000, (deps.orderPaymentTimeoutMs ?? 0) / 10))) {
+  if (deps.orderPaymentTimeoutMs === undefined) return undefined;
+  let running: Promise<unknown> | undefined;
+  const pass = () => {
+    if (running) return; // the last pass is still at it
+    running = expireOverdueOrders(deps)
+      .then(
+        (expired) => {
+          if (expired > 0) deps.logger.info({ expired }, "expired orders not paid within ORDER_PAYMENT_TIMEOUT");
+        },
+        (error) => deps.logger.warn({ err: error }, "payment-timeout sweep failed"),
+      )
+      .finally(() => {
+        running = undefined;
+      });
+  };
+  pass();
+  const timer = setInterval(pass, intervalMs);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
 }

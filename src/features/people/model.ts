@@ -1,6 +1,6 @@
 /** TypeBox shapes of departments, roles, profiles and bulk deactivation. */
 import { t, type Static } from "elysia";
-import { Instant, NotBlankString } from "../../validation";
+import { HttpUrl, Instant, NotBlankString } from "../../validation";
 import type { RoleName } from "../auth/guard";
 
 export const Department = t.Object(
@@ -32,7 +32,7 @@ export type RolesBody = Static<typeof RolesBody>;
 
 /** PUT replaces the whole profile: an absent or null field is cleared. A birthDate must be in the past (checked by the service, against its clock). */
 export const ProfileBody = t.Object({
-  avatarUrl: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
+  avatarUrl: t.Optional(t.Nullable(HttpUrl({ maxLength: 500, description: "An http or https address" }))),
   bio: t.Optional(t.Nullable(t.String({ maxLength: 5000 }))),
   birthDate: t.Optional(
     t.Nullable(t.String({ format: "date", maxLength: 10, messages: { format: "field.type", maxLength: "field.birthDate.format" }, description: "yyyy-MM-dd, in the past" })),
@@ -54,4 +54,7 @@ export const UserProfile = t.Object(
 export type UserProfile = Static<typeof UserProfile>;
 
 export const DeactivateQuery = t.Object({ before: Instant });
-export const DeactivateResult = t.Object({ count: t.Integer({ description: "Users deactivated by this call" }) });
+export const DeactivateResult = t.Object({
+  count: t.Integer({ description: "Users deactivated by this call" }),
+  skipped: t.Integer({ description: "Users left active although inactive: the last active ADMIN (0 or 1)" }),
+});

@@ -81,7 +81,8 @@ export const peopleRoutes = (ctx: AppContext) =>
         summary: "Deactivate users who have not logged in since a cutoff",
         tags: ["Users"],
         description:
-          "before: yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time. Active users whose lastLogin is before it are deactivated in one statement; " +
-          "users who never logged in are not touched. Deactivated users cannot log in (403 ACCOUNT_DISABLED) and their tokens stop working (401). Returns how many were deactivated.",
+          "before: yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time. Active users whose lastLogin is before it are deactivated in one unit; " +
+          "users who never logged in are not touched. Deactivated users cannot log in (403 ACCOUNT_DISABLED) and every token issued to them stops working (401), also after a re-activation. " +
+          "The last active ADMIN is kept: if every active ADMIN would go, the one who logged in last stays active and is counted in skipped. Returns how many were deactivated and skipped.",
       },
     });

@@ -3,7 +3,7 @@
  * A User carries its department by NAME (created on first use, see users/service.ts
  * departmentId); these functions manage the departments and the rest of the people model.
  */
-import { and, asc, eq, lt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, lt, ne, sql } from "drizzle-orm";
 import type { Database, Reader } from "../../db/client";
 import { departments, roles, userProfiles, userRoles, users } from "../../db/schema";
 import { AppError, integrityKind, Violations } from "../../errors";
@@ -91,18 +91,30 @@ export async function putProfile(db: Database, id: number, input: ProfileBody, t
 }
 
 /**
- * Deactivates, in ONE statement, every active user whose last login is before the cutoff;
- * users who never logged in are left alone (a null lastLogin is never "< cutoff" in SQL).
- * Their tokens stop working at once: the access guard refuses inactive users.
+ * Deactivates, in one unit, every active user whose last login is before the cutoff; users who
+ * never logged in are left alone (a null lastLogin is never "< cutoff" in SQL). Their tokens end
+ * (token version +1, as a single deactivation), so re-activating them revives none. The last
+ * active ADMIN stays: when every active ADMIN is inactive since the cutoff, the one who logged in
+ * last is skipped (counted in `skipped`), so someone can still manage users.
  */
-export async function deactivateInactive(db: Database, cutoff: Date, actor: string, now: Date): Promise<{ count: number }> {
+export async function deactivateInactive(db: Database, cutoff: Date, actor: string, now: Date): Promise<{ count: number; skipped: number }> {
+  const inactive = and(eq(users.active, true), lt(users.lastLogin, cutoff));
   return db.write(async (tx) => {
+    const activeAdmins = await tx
+      .select({ id: users.id, inactive: sql<number>`${inactive}` })
+      .from(users)
+      .innerJoin(userRoles, eq(userRoles.userId, users.id))
+      .innerJoin(roles, and(eq(roles.id, userRoles.roleId), eq(roles.name, "ADMIN")))
+      .where(eq(users.active, true))
+      .orderBy(desc(users.lastLogin), desc(users.id));
+    const kept = activeAdmins.length > 0 && activeAdmins.every((admin) => admin.inactive) ? activeAdmins[0].id : undefined;
     const { length: deactivated } = await tx
       .update(users)
-      .set({ active: false, updatedAt: now, version: sql`${users.version} + 1` })
-      .where(and(eq(users.active, true), lt(users.lastLogin, cutoff)))
+      .set({ active: false, updatedAt: now, version: sql`${users.version} + 1`, tokenVersion: sql`${users.tokenVersion} + 1` })
+      .where(kept === undefined ? inactive : and(inactive, ne(users.id, kept)))
       .returning({ id: users.id });
-    await writeAudit(tx, { action: "USERS_DEACTIVATED", actor, subjectType: "User", subjectId: "*", details: { before: cutoff.toISOString(), count: deactivated } }, now);
-    return { count: deactivated };
+    const skipped = kept === undefined ? 0 : 1;
+    await writeAudit(tx, { action: "USERS_DEACTIVATED", actor, subjectType: "User", subjectId: "*", details: { before: cutoff.toISOString(), count: deactivated, skipped } }, now);
+    return { count: deactivated, skipped };
   });
 }

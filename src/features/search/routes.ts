@@ -4,10 +4,12 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { Violations } from "../../errors";
 import { User } from "../users/model";
-import { pageIfAsked, pageOf } from "../../paging";
+import { type Page, pageIfAsked, pageOf } from "../../paging";
 import { parseInstant, queryBoolean, queryInteger } from "../../validation";
 import { DepartmentRoleParams, OptionalPage, SkillsQuery, UserSearchQuery } from "./model";
-import { searchUsers } from "./service";
+import { searchUsers, userChunks, type UserSearchCriteria } from "./service";
+import { listAnswer } from "../../http/list-answer";
+import type { Reader } from "../../db/client";
 
 /** `?age=&name=`: an empty parameter does not restrict, so it must not fail type validation either. */
 const dropEmptyQuery = ({ query }: { query: Record<string, unknown> }) => {
@@ -20,6 +22,10 @@ function notBlank(skills: string[]) {
   if (blank.length > 0) throw new Violations("params", blank);
   return skills;
 }
+
+/** One page, or every match: read and sent in chunks, so memory stays flat however many match. */
+const matches = async (db: Reader, criteria: UserSearchCriteria, page: Page | undefined) =>
+  (page ? searchUsers(db, criteria, page) : listAnswer(userChunks(db, criteria))) as Promise<User[]>;
 
 const errors = errorResponses(400, 401);
 
@@ -56,7 +62,7 @@ export const searchRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get("/users/department/:dept/role/:role", ({ params, query }) => searchUsers(ctx.db, { department: params.dept, role: params.role }, pageIfAsked(query)), {
+    .get("/users/department/:dept/role/:role", ({ params, query }) => matches(ctx.db, { department: params.dept, role: params.role }, pageIfAsked(query)), {
       auth: "authenticated",
       params: DepartmentRoleParams,
       query: OptionalPage,
@@ -66,7 +72,7 @@ export const searchRoutes = (ctx: AppContext) =>
         description: "Department name and role name, both case-insensitive; by id. Every match, or one page when page or size is given.",
       },
     })
-    .get("/by-skills", ({ query }) => searchUsers(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
+    .get("/by-skills", ({ query }) => matches(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
       auth: "authenticated",
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },

@@ -10,7 +10,7 @@ import { prepared } from "../../db/prepared";
 import { limitOffset, type Page } from "../../paging";
 import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
 import type { User, SORTABLE_FIELDS, UserListQuery } from "../users/model";
-import { orderBy, selectUsers, toUserFromValues } from "../users/service";
+import { keysetAfter, orderBy, selectUsers, sortValueIndex, toUserFromValues } from "../users/service";
 
 export interface UserSearchCriteria {
   /** Case-insensitive substring. */
@@ -89,12 +89,26 @@ interface Shape {
    * again on every run; the page offset stays bound.
    */
   size?: number;
+  /**
+   * A chunk of an unpaged list read in keyset order (LIST_CHUNK_ROWS users, `LIMIT` written in):
+   * the first, or those after a row whose sort value is given or NULL (users/service.ts keysetAfter).
+   */
+  chunk?: "first" | "after" | "afterNull";
+}
+
+/** Users a read of an unpaged list takes: its memory stays this many users, however many match. */
+export const LIST_CHUNK_ROWS = 1000;
+
+/** Where an unpaged list's next chunk starts: the sort value (as stored) and id of the last user read. */
+export interface After {
+  value: unknown;
+  id: number;
 }
 
 /** More distinct skills than this are rare: such a search is built for the one request, not kept. */
 const MAX_PREPARED_SKILLS = 8;
 
-function shapeOf(c: UserSearchCriteria, page?: Page) {
+function shapeOf(c: UserSearchCriteria, page?: Page, chunk?: After | "first") {
   const skillKeys = [...new Set((c.skills ?? []).map((s) => s.trim().toLowerCase()).filter((s) => s !== ""))];
   const shape: Shape = { sortBy: c.sortBy ?? "id", descending: c.sortDirection?.toLowerCase() === "desc" };
   const values: Record<string, unknown> = {};
@@ -143,6 +157,11 @@ function shapeOf(c: UserSearchCriteria, page?: Page) {
     shape.size = limit;
     values.offset = offset;
   }
+  if (chunk === "first") shape.chunk = "first";
+  else if (chunk) {
+    shape.chunk = chunk.value === null ? "afterNull" : "after";
+    Object.assign(values, { afterValue: chunk.value, afterId: chunk.id });
+  }
   return { shape, values };
 }
 
@@ -190,13 +209,16 @@ function conditionsOf(db: Reader, shape: Shape) {
             ),
         )
       : undefined,
+    shape.chunk === "after" || shape.chunk === "afterNull" ? keysetAfter(sortParameter(shape), shape.chunk === "afterNull") : undefined,
   );
 }
+
+const sortParameter = (shape: Shape) => `${shape.sortBy},${shape.descending ? "desc" : "asc"}`;
 
 /** The query of a shape, with placeholders for every value. */
 function buildSearch(db: Reader, shape: Shape) {
   let query = selectUsers(db).$dynamic();
-  let order = orderBy(`${shape.sortBy},${shape.descending ? "desc" : "asc"}`);
+  let order = orderBy(sortParameter(shape));
   if (shape.name === "fts") {
     query = query.innerJoin(usersNameFts, eq(usersNameFts.rowid, users.id));
     // FTS5 yields its matches in rowid order: sorting by id through it stops at the page
@@ -204,6 +226,7 @@ function buildSearch(db: Reader, shape: Shape) {
     if (shape.sortBy === "id") order = [shape.descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
   }
   const sorted = query.where(conditionsOf(db, shape)).orderBy(...order);
+  if (shape.chunk) return sorted.limit(sql.raw(String(LIST_CHUNK_ROWS)) as unknown as number).prepare();
   if (shape.size === undefined) return sorted.prepare();
   // drizzle binds a number given to limit(); SQL text is what gets written in (see Shape.size).
   return sorted
@@ -223,8 +246,8 @@ const preparedSearch = prepared((db: Reader, key: string) => buildSearch(db, JSO
 const preparedCount = prepared((db: Reader, key: string) => buildCount(db, JSON.parse(key) as Shape));
 
 /** The statement for the criteria (prepared once per shape) and the values to run it with. */
-export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?: Page) {
-  const { shape, values } = shapeOf(criteria, page);
+export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?: Page, chunk?: After | "first") {
+  const { shape, values } = shapeOf(criteria, page, chunk);
   const statement = (shape.skills ?? 0) > MAX_PREPARED_SKILLS ? buildSearch(db, shape) : preparedSearch(db, JSON.stringify(shape));
   return { statement, values };
 }
@@ -232,6 +255,24 @@ export function searchStatement(db: Reader, criteria: UserSearchCriteria, page?:
 export async function searchUsers(db: Reader, criteria: UserSearchCriteria, page?: Page): Promise<User[]> {
   const { statement, values } = searchStatement(db, criteria, page);
   return ((await statement.values(values)) as ArrayLike<unknown>[]).map(toUserFromValues);
+}
+
+/**
+ * Every user matching the criteria, in the search's order, LIST_CHUNK_ROWS a read: each chunk is
+ * its own statement starting after the last user of the one before (keyset, never OFFSET), so no
+ * read transaction spans the chunks and a slow reader of the answer holds no snapshot open.
+ */
+export async function* userChunks(db: Reader, criteria: UserSearchCriteria): AsyncGenerator<User[]> {
+  const at = sortValueIndex(`${criteria.sortBy ?? "id"},${criteria.sortDirection ?? "asc"}`);
+  let after: After | "first" = "first";
+  for (;;) {
+    const { statement, values } = searchStatement(db, criteria, undefined, after);
+    const rows = (await statement.values(values)) as ArrayLike<unknown>[];
+    if (rows.length > 0) yield rows.map(toUserFromValues);
+    if (rows.length < LIST_CHUNK_ROWS) return;
+    const last = rows[rows.length - 1];
+    after = { value: last[at], id: last[0] as number };
+  }
 }
 
 /** How many users match the criteria (prepared once per shape; the sort does not matter). */
@@ -242,13 +283,10 @@ export async function countUsers(db: Reader, criteria: UserSearchCriteria): Prom
   return total;
 }
 
-/**
- * GET /api/users with the console's filters (name, email, department, active): the matching users,
- * or one page of them, sorted, with their total. Without filters the route uses users' listUsers.
- */
-export async function filterUsers(db: Reader, query: UserListQuery): Promise<{ users: User[]; total: number }> {
+/** GET /api/users's criteria: the console's filters (name, email, department, active) and the sort. */
+export function listCriteria(query: UserListQuery): UserSearchCriteria {
   const [sortBy, sortDirection] = (query.sort ?? "id").split(",") as [UserSearchCriteria["sortBy"], UserSearchCriteria["sortDirection"]];
-  const criteria: UserSearchCriteria = {
+  return {
     name: query.name,
     email: query.email,
     department: query.department,
@@ -256,7 +294,11 @@ export async function filterUsers(db: Reader, query: UserListQuery): Promise<{ u
     sortBy,
     sortDirection,
   };
-  const paged = query.page !== undefined || query.size !== undefined;
-  const [found, total] = await Promise.all([searchUsers(db, criteria, paged ? { page: query.page ?? 0, size: query.size ?? 20 } : undefined), countUsers(db, criteria)]);
+}
+
+/** A page of GET /api/users with the console's filters, sorted, with the total. Without filters the route uses users' listUsers. */
+export async function filterUsers(db: Reader, query: UserListQuery, page: Page): Promise<{ users: User[]; total: number }> {
+  const criteria = listCriteria(query);
+  const [found, total] = await Promise.all([searchUsers(db, criteria, page), countUsers(db, criteria)]);
   return { users: found, total };
 }

@@ -18,11 +18,17 @@ export const usersTexts = defineTexts({
   "field.phone.pattern": { en: "must contain only digits, spaces, +, -, ( and ), at most 20 characters", "zh-TW": "電話號碼格式不正確" },
   "field.department.length": { en: "must be at most 50 characters", "zh-TW": "部門名稱不能超過 50 字元" },
   "field.password.blank": { en: "must not be blank", "zh-TW": "密碼不能為空" },
+  "field.password.adminOnly": { en: "only an ADMIN sets it here; use POST /api/auth/change-password", "zh-TW": "僅管理員可在此設定密碼，請使用 POST /api/auth/change-password" },
+  "field.currentPassword.required": { en: "is required to change your e-mail address", "zh-TW": "變更 Email 需要輸入目前密碼" },
   "field.password.length": { en: "must be between 8 and 20 characters", "zh-TW": "密碼長度必須在 8-20 字元之間" },
   "field.password.pattern": {
     en: "must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
     "zh-TW": "密碼必須包含大小寫字母、數字和特殊字元",
   },
+  // PASSWORD_POLICY=strict (src/features/auth/password-policy.ts).
+  "field.password.length.strict": { en: "must be between 8 and 128 characters", "zh-TW": "密碼長度必須在 8-128 字元之間" },
+  "field.password.common": { en: "is too common", "zh-TW": "密碼過於常見" },
+  "field.password.email": { en: "must not contain your e-mail", "zh-TW": "密碼不能包含您的 Email" },
   "field.sort": {
     en: "must be <field>,asc|desc with field one of id, name, email, createdAt, updatedAt, lastLogin, active",
     "zh-TW": "排序格式應為 欄位,asc|desc，欄位為 id, name, email, createdAt, updatedAt, lastLogin, active 之一",

@@ -25,6 +25,14 @@ export const Password = t.String({
   messages: { required: "field.password.blank", minLength: "field.password.length", maxLength: "field.password.length", pattern: "field.password.pattern" },
 });
 
+/** The caller's current password, where a change needs it (change-password; one's own e-mail address). */
+export const CurrentPassword = t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } });
+const OwnEmailConfirmation = t.Optional({
+  ...CurrentPassword,
+  description: "The caller's password: required when the caller changes their own e-mail address (their address again, in any case, needs none)",
+});
+const PasswordByAdmin = t.Optional({ ...Password, description: "ADMIN only: sets the user's password (the rules of POST) and ends every token issued to them so far" });
+
 const UserName = NotBlankString({
   minLength: 2,
   maxLength: 100,
@@ -40,16 +48,19 @@ export const UserBody = t.Object({
   email: Email,
   department: t.Optional(Department),
   phone: t.Optional(Phone),
-  password: t.Optional(Password),
+  password: PasswordByAdmin,
+  currentPassword: OwnEmailConfirmation,
   version: t.Optional(Version),
 });
 export type UserBody = Static<typeof UserBody>;
 
-/** PATCH body: any of name, email, department; absent or null fields stay as they are. */
+/** PATCH body: any of name, email, department (and, by an ADMIN, password); absent or null fields stay as they are. */
 export const UserPatch = t.Object({
   name: t.Optional(UserName),
   email: t.Optional(Email),
   department: t.Optional(Department),
+  password: PasswordByAdmin,
+  currentPassword: OwnEmailConfirmation,
   version: t.Optional(Version),
 });
 export type UserPatch = Static<typeof UserPatch>;

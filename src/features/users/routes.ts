@@ -4,8 +4,15 @@ import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
 import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
-import { createUser, deleteUser, findUser, listUsers, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
-import { filterUsers } from "../search/service";
+import { createUser, deleteUser, findUser, listUsers, normalizeEmail, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
+import { countUsers, filterUsers, listCriteria, userChunks } from "../search/service";
+import { type Caller, isAdmin } from "../auth/guard";
+import { confirmPassword } from "../auth/service";
+import { Violations } from "../../errors";
+import { clientAddress } from "../../http/client-address";
+import { listAnswer } from "../../http/list-answer";
+import { pageIfAsked } from "../../paging";
+import { withPasswordPolicy } from "../auth/password-policy";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -32,15 +39,62 @@ const tagged = (set: { headers: Record<string, unknown> }, user: User) => {
 
 const errors = errorResponses(400, 401, 403, 404, 409);
 
+/**
+ * What PUT and PATCH need beyond the body's rules: a password is set only by an ADMIN (a user
+ * changes theirs with the current one, at /api/auth/change-password), and a caller's own address
+ * changes only with their current password (throttled like a login): a stolen token alone must
+ * not move the account to the thief's mailbox. Their address again, in any case, needs nothing.
+ */
+async function mayChange(ctx: AppContext, caller: Caller, id: number, body: { email?: string; password?: string; currentPassword?: string }, address: () => string) {
+  if (body.password !== undefined && !isAdmin(caller)) throw new Violations("body", [{ path: "password", key: "field.password.adminOnly" }]);
+  if (id !== caller.id || body.email === undefined || normalizeEmail(body.email) === caller.email) return;
+  if (body.currentPassword === undefined) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.required" }]);
+  await confirmPassword(ctx, caller, body.currentPassword, address());
+}
+
+type ChangeBody = Parameters<typeof mayChange>[3];
+interface ChangeContext<B> {
+  params: { id: number };
+  body: B;
+  caller: Caller;
+  request: Request;
+  server: Parameters<typeof clientAddress>[0];
+  set: { headers: Record<string, unknown> };
+}
+
+/** PUT's and PATCH's handler: may the caller change this (mayChange), then the change, answered with its ETag. */
+const changeUser =
+  <B extends ChangeBody>(ctx: AppContext, apply: (deps: AppContext, id: number, body: B, ifMatch: string | null) => Promise<User>) =>
+  async ({ params, body, caller, request, server, set }: ChangeContext<B>) => {
+    await mayChange(ctx, caller, params.id, body, () => clientAddress(server, request, ctx.config.trustProxy));
+    return tagged(set, await apply(ctx, params.id, body, request.headers.get("if-match")));
+  };
+/** What PUT and PATCH share besides their body. */
+const changeRoute = { params: UserIdParams, transform: normalizeBody, response: { 200: User, ...errors, ...errorResponses(429) } };
+
+const OWN_EMAIL =
+  "Changing one's own e-mail address needs currentPassword (400 on that field when absent or wrong; wrong ones count as failed logins, 429 after too many). " +
+  "An e-mail change ends every token issued to the user so far, the caller's own included (they sign in again with the new address), " +
+  "and mails EMAIL_CHANGED to the old address. ";
+const PASSWORD_BY_ADMIN = "An ADMIN's password sets it and ends every token issued to the user so far; from anyone else it is a 400.";
+
 export const usersRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/users", tags: ["Users"] })
     .use(ctx.auth)
     .get(
       "",
       async ({ query, set }) => {
+        const page = pageIfAsked(query);
+        if (!page) {
+          // Every user: read and sent in chunks, so memory stays flat however many there are.
+          const criteria = listCriteria(query);
+          const [total, answer] = await Promise.all([countUsers(ctx.db, criteria), listAnswer(userChunks(ctx.db, criteria))]);
+          set.headers["x-total-count"] = String(total);
+          return answer as User[];
+        }
         // The seed's list is a prepared hot path; the console's filters go through the search.
         const filtered = [query.name, query.email, query.department].some((v) => v?.trim()) || (query.active ?? "any") !== "any";
-        const { users, total } = filtered ? await filterUsers(ctx.db, query) : await listUsers(ctx.db, query);
+        const { users, total } = filtered ? await filterUsers(ctx.db, query, page) : await listUsers(ctx.db, page, query.sort);
         set.headers["x-total-count"] = String(total);
         return users;
       },
@@ -71,27 +125,27 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         auth: "ADMIN",
-        body: UserBody,
+        body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
         detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) },
       },
     )
-    .put("/:id", async ({ params, body, request, set }) => tagged(set, await replaceUser(ctx, params.id, body, request.headers.get("if-match"))), {
+    .put("/:id", changeUser(ctx, replaceUser), {
       auth: "ADMIN",
-      params: UserIdParams,
-      body: UserBody,
-      transform: normalizeBody,
-      response: { 200: User, ...errors },
-      detail: { summary: "Replace a user's name, email and department", ...documentedHeaders({ 200: ["ETag"] }) },
+      body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
+      ...changeRoute,
+      detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN, ...documentedHeaders({ 200: ["ETag"] }) },
     })
-    .patch("/:id", async ({ params, body, request, set }) => tagged(set, await patchUser(ctx, params.id, body, request.headers.get("if-match"))), {
+    .patch("/:id", changeUser(ctx, patchUser), {
       auth: "SELF_OR_ADMIN",
-      params: UserIdParams,
-      body: UserPatch,
-      transform: normalizeBody,
-      response: { 200: User, ...errors },
-      detail: { summary: "Change some of a user's name, email and department", description: "The user themself or an ADMIN.", ...documentedHeaders({ 200: ["ETag"] }) },
+      body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
+      ...changeRoute,
+      detail: {
+        summary: "Change some of a user's name, email and department",
+        description: `The user themself or an ADMIN. ${OWN_EMAIL}${PASSWORD_BY_ADMIN}`,
+        ...documentedHeaders({ 200: ["ETag"] }),
+      },
     })
     .delete(
       "/:id",

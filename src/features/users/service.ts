@@ -4,7 +4,8 @@
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
 import { and, asc, count, desc, eq, inArray, ne, sql, type AnyColumn, type SQL } from "drizzle-orm";
-import { limitOffset, pageIfAsked, withPlaceholderPage } from "../../paging";
+import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
+import { limitOffset, type Page, withPlaceholderPage } from "../../paging";
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
@@ -14,6 +15,7 @@ import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { revokeTokens } from "../account/tokens";
 import type { SORTABLE_FIELDS, User, UserBody, UserPatch } from "./model";
 
@@ -130,33 +132,58 @@ const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], AnyColumn> = {
   active: users.active,
 };
 
-export function orderBy(sort: string | undefined) {
+/** The sort a `field,direction` parameter names: unknown fields sort by id. */
+function sortOf(sort: string | undefined) {
   const [field = "id", direction = "asc"] = (sort ?? "id").split(",");
-  const column = SORT_COLUMNS[field as keyof typeof SORT_COLUMNS] ?? users.id;
-  const primary = direction.toLowerCase() === "desc" ? desc(column) : asc(column);
+  const known = Object.hasOwn(SORT_COLUMNS, field) ? (field as keyof typeof SORT_COLUMNS) : "id";
+  return { field: known, column: SORT_COLUMNS[known], descending: direction.toLowerCase() === "desc" };
+}
+
+export function orderBy(sort: string | undefined) {
+  const { column, descending } = sortOf(sort);
+  const primary = descending ? desc(column) : asc(column);
   // id breaks ties, so pages never overlap or skip.
   return column === users.id ? [primary] : [primary, asc(users.id)];
 }
 
-/** A list's statement per shape: the sort (one of SORT_COLUMNS, either direction) and whether it is paged. */
-const userPage = prepared((r: Reader, shape: string) => {
-  const [sort, paged] = shape.split("|");
-  const query = selectUsers(r).orderBy(...orderBy(sort));
-  return (paged ? withPlaceholderPage(query.$dynamic()) : query).prepare();
-});
+/** Where a row's sort value is in a userColumns row read with `.values()`. */
+export const sortValueIndex = (sort: string | undefined) => Object.keys(userColumns).indexOf(sortOf(sort).field);
+
+/**
+ * The users after a row in orderBy(sort)'s order: the keyset of a list read in chunks. The row's
+ * sort value and id are the placeholders "afterValue" (as stored) and "afterId"; `afterNull` when
+ * its value is NULL (lastLogin), which SQLite sorts first ascending and last descending. The
+ * value's bound comes first, alone, so an index on the column serves it as a range.
+ */
+export function keysetAfter(sort: string | undefined, afterNull: boolean): SQL {
+  const { column, descending } = sortOf(sort);
+  const id = sql.placeholder("afterId");
+  if (column === users.id) return descending ? sql`${users.id} < ${id}` : sql`${users.id} > ${id}`;
+  const value = sql.placeholder("afterValue");
+  const nullable = !column.notNull;
+  if (afterNull) return descending ? sql`${column} is null and ${users.id} > ${id}` : sql`(${column} is null and ${users.id} > ${id} or ${column} is not null)`;
+  const beyond = descending
+    ? sql`${column} <= ${value} and (${column} < ${value} or ${users.id} > ${id})`
+    : sql`${column} >= ${value} and (${column} > ${value} or ${users.id} > ${id})`;
+  return descending && nullable ? sql`(${beyond} or ${column} is null)` : beyond;
+}
+
+/** A page's statement per sort (one of SORT_COLUMNS, either direction). Unpaged lists are read in chunks: search/service.ts userChunks. */
+const userPage = prepared((r: Reader, sort: string) =>
+  withPlaceholderPage(
+    selectUsers(r)
+      .orderBy(...orderBy(sort))
+      .$dynamic(),
+  ).prepare(),
+);
 const userCount = prepared((r: Reader) => r.select({ total: count() }).from(users).prepare());
 
-export async function listUsers(db: Pick<Database, "readAll">, query: { page?: number; size?: number; sort?: string }) {
-  const page = pageIfAsked(query);
+export async function listUsers(db: Pick<Database, "readAll">, page: Page, sortParameter: string | undefined) {
   // The shape from a bounded set, never the raw parameter (unknown fields sort by id, as orderBy does).
-  const [field = "id", direction = "asc"] = (query.sort ?? "id").split(",");
-  const sort = `${Object.hasOwn(SORT_COLUMNS, field) ? field : "id"},${direction.toLowerCase() === "desc" ? "desc" : "asc"}`;
+  const { field, descending } = sortOf(sortParameter);
+  const sort = `${field},${descending ? "desc" : "asc"}`;
   // One read unit: one round trip to a remote primary, and the page and its total agree.
-  const shape = `${sort}|${page ? "paged" : ""}`;
-  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, shape), page ? limitOffset(page) : {}), bound(userCount(r), {})])) as [
-    UserRow[],
-    { total: number }[],
-  ];
+  const [rows, [{ total }]] = (await db.readAll((r: Reader) => [bound(userPage(r, sort), limitOffset(page)), bound(userCount(r), {})])) as [UserRow[], { total: number }[]];
   return { users: rows.map(toUser), total };
 }
 
@@ -282,11 +309,12 @@ export async function emailTaken(db: Reader, email: string) {
   return row !== undefined;
 }
 
-export async function createUser(deps: UsersDeps, input: UserBody, actor: string): Promise<User> {
+export async function createUser(deps: UsersDeps & PasswordPolicyDeps, input: UserBody, actor: string): Promise<User> {
   return timed(deps.metrics, "create", async () => {
     const email = normalizeEmail(input.email);
     const name = input.name.trim();
     const department = input.department?.trim() || undefined;
+    if (input.password) await assertPasswordAllowed(deps, input.password, email);
     const passwordHash = input.password ? await hashPassword(input.password) : null;
     const now = new Date();
     try {
@@ -320,28 +348,45 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
   return Number.isInteger(parsed) ? parsed : -1;
 }
 
+/**
+ * An e-mail change ends every token issued so far (the address may pass to another account,
+ * and a token must not follow it) and tells the old address; a password set by an ADMIN ends
+ * them too. Whether the caller may make the change (their password, their role) is the route's.
+ */
 async function applyUpdate(
-  deps: UsersDeps,
+  deps: UsersDeps & PasswordPolicyDeps,
   id: number,
-  changes: { name?: string; email?: string; department?: string | null },
+  changes: { name?: string; email?: string; department?: string | null; password?: string },
   expected: number | undefined,
   operation: string,
 ): Promise<User> {
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
+    // Judged against the address the account will have (read only when the policy looks at it).
+    if (changes.password !== undefined) await assertPasswordAllowed(deps, changes.password, async () => email ?? (await findUser(deps.db, id)).email);
+    // Hashed before the unit, which awaits nothing but the database.
+    const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
     try {
       await deps.db.write(async (tx) => {
         const [current] = await tx.select({ version: users.version, email: users.email }).from(users).where(eq(users.id, id));
         if (!current) throw new AppError("USER_NOT_FOUND", { id });
         if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
         if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
-        const set: Partial<typeof users.$inferInsert> = { updatedAt: new Date(deps.now()), version: current.version + 1 };
+        const at = new Date(deps.now());
+        const set: SQLiteUpdateSetSource<typeof users> = { updatedAt: at, version: current.version + 1 };
         if (changes.name !== undefined) set.name = changes.name.trim();
-        if (email !== undefined && email !== current.email) {
+        const emailChanges = email !== undefined && email !== current.email;
+        if (emailChanges) {
           // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
-          Object.assign(set, { email, emailVerified: false });
+          Object.assign(set, { email, emailVerified: false, emailChangedAt: at });
           await revokeTokens(tx, id);
+          await enqueueNotification(tx, "EMAIL_CHANGED", current.email, { userId: id }, at);
         }
+        if (passwordHash !== undefined) {
+          set.passwordHash = passwordHash;
+          await enqueueNotification(tx, "PASSWORD_CHANGED", email ?? current.email, { userId: id }, at);
+        }
+        if (emailChanges || passwordHash !== undefined) set.tokenVersion = sql`${users.tokenVersion} + 1`;
         if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
         // The version in the WHERE makes the check and the write one step.
         const updated = await tx
@@ -365,14 +410,15 @@ async function applyUpdate(
   });
 }
 
-/** PUT: replaces name, email and department (absent department clears it). */
-export function replaceUser(deps: UsersDeps, id: number, input: UserBody, ifMatch?: string | null) {
-  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department ?? null }, expectedVersion(input.version, ifMatch), "update");
+/** PUT: replaces name, email and department (absent department clears it); sets a given password. */
+export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch?: string | null) {
+  const changes = { name: input.name, email: input.email, department: input.department ?? null, password: input.password };
+  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update");
 }
 
-/** PATCH: changes only the supplied fields among name, email and department. */
-export function patchUser(deps: UsersDeps, id: number, input: UserPatch, ifMatch?: string | null) {
-  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department }, expectedVersion(input.version, ifMatch), "patch");
+/** PATCH: changes only the supplied fields among name, email, department and password. */
+export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch?: string | null) {
+  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department, password: input.password }, expectedVersion(input.version, ifMatch), "patch");
 }
 
 /**

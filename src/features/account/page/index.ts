@@ -5,6 +5,7 @@
  * the page's own address and never written into the HTML.
  */
 import type { Lang } from "../../../i18n";
+import type { PasswordPolicy } from "../../auth/password-policy";
 import { pagePolicy } from "../../../http/security-headers";
 import { escapeHtml } from "../../notifications/templates";
 import script from "./account.js" with { type: "text" };
@@ -61,17 +62,26 @@ const PAGES: Record<AccountPage, Record<Lang, PageTexts>> = {
   },
 };
 
+/** The new-password hint under PASSWORD_POLICY=strict, instead of the seed's rules in PAGES. */
+const STRICT_HINT: Record<Lang, string> = {
+  en: "8 to 128 characters; a phrase of several words is best. Common passwords and ones containing your e-mail address are refused.",
+  "zh-TW": "8-128 個字元，建議使用由數個詞組成的句子；常見的密碼及包含您 Email 的密碼無法使用。",
+};
+
 const API: Record<AccountPage, string> = { "verify-email": "/api/auth/verify-email/confirm", "reset-password": "/api/auth/password-reset/confirm" };
 
-export function renderAccountPage(page: AccountPage, lang: Lang, basePath: string): string {
+export function renderAccountPage(page: AccountPage, lang: Lang, basePath: string, policy: PasswordPolicy = "seed"): string {
   const texts = PAGES[page][lang];
   const common = COMMON[lang];
   const e = escapeHtml;
+  // The strict policy's schema bounds a password at 256 UTF-16 units (128 characters).
+  const maxLength = policy === "strict" ? 256 : 20;
   const fields = texts.fields.map((field) => {
-    const hint = field.hint ? `\n    <p class="hint" id="${field.name}-hint">${e(field.hint)}</p>` : "";
-    const described = field.hint ? ` aria-describedby="${field.name}-hint"` : "";
+    const text = field.hint && policy === "strict" ? STRICT_HINT[lang] : field.hint;
+    const hint = text ? `\n    <p class="hint" id="${field.name}-hint">${e(text)}</p>` : "";
+    const described = text ? ` aria-describedby="${field.name}-hint"` : "";
     return `    <label for="${field.name}">${e(field.label)}</label>
-    <input id="${field.name}" name="${field.name}" type="password" autocomplete="new-password" required maxlength="20"${described} />${hint}`;
+    <input id="${field.name}" name="${field.name}" type="password" autocomplete="new-password" required maxlength="${maxLength}"${described} />${hint}`;
   });
   return `<!DOCTYPE html>
 <html lang="${lang}">

@@ -27,7 +27,7 @@ export interface Mail {
 }
 
 type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string }; codeLabel?: string };
-type Values = { name: string; orderId: string; amount: string; paymentId: string };
+type Values = { name: string; orderId: string; amount: string; paymentId: string; reason: string };
 type Template = Record<Lang, (v: Values) => Texts>;
 
 /** The kinds whose mail carries a token, and how long the token lives. */
@@ -94,6 +94,20 @@ const TEMPLATES: Record<NotificationKind, Template> = {
       paragraphs: [hello["zh-TW"](v), "您帳號的密碼剛剛已變更，先前的登入皆已失效。", "如果不是您本人操作，請立即重設密碼並通知管理員。"],
     }),
   },
+  EMAIL_CHANGED: {
+    en: (v) => ({
+      subject: "Your e-mail address was changed",
+      paragraphs: [
+        hello.en(v),
+        "The e-mail address of your account was just changed; this address no longer signs in to it, and every earlier sign-in has ended.",
+        "If you did not do this, tell your administrator now.",
+      ],
+    }),
+    "zh-TW": (v) => ({
+      subject: "您的 Email 地址已變更",
+      paragraphs: [hello["zh-TW"](v), "您帳號的 Email 地址剛剛已變更，這個地址已無法再登入該帳號，先前的登入皆已失效。", "如果不是您本人操作，請立即通知管理員。"],
+    }),
+  },
   USER_UPDATED: {
     en: (v) => ({
       subject: "Your account details were changed",
@@ -115,6 +129,16 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
     "zh-TW": (v) => ({ subject: `訂單 ${v.orderId} 已付款`, paragraphs: [hello["zh-TW"](v), `您的訂單 ${v.orderId} 已成功付款 ${v.amount}。付款編號：${v.paymentId}。`] }),
   },
+  PAYMENT_FAILED: {
+    en: (v) => ({
+      subject: `Order ${v.orderId} was not paid`,
+      paragraphs: [hello.en(v), `Your order ${v.orderId} for ${v.amount} was cancelled (${v.reason}); its items went back in stock. You may order again.`],
+    }),
+    "zh-TW": (v) => ({
+      subject: `訂單 ${v.orderId} 未付款`,
+      paragraphs: [hello["zh-TW"](v), `您的訂單 ${v.orderId}（${v.amount}）已取消（${v.reason === "payment timeout" ? "付款逾時" : v.reason}），商品已退回庫存，您可以重新下單。`],
+    }),
+  },
 };
 
 const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
@@ -124,7 +148,13 @@ const text = (value: unknown) => (value === undefined || value === null ? "" : S
 
 export function renderMail(input: MailInput): Mail {
   const amount = typeof input.payload.totalAmount === "number" ? input.payload.totalAmount.toFixed(2) : text(input.payload.totalAmount);
-  const texts = TEMPLATES[input.kind][input.lang]({ name: input.name, orderId: text(input.payload.orderId), amount, paymentId: text(input.payload.paymentId) });
+  const texts = TEMPLATES[input.kind][input.lang]({
+    name: input.name,
+    orderId: text(input.payload.orderId),
+    amount,
+    paymentId: text(input.payload.paymentId),
+    reason: text(input.payload.reason),
+  });
   const paragraphs = [...texts.paragraphs];
   let link: { label: string; url: string } | undefined;
   if (texts.link && input.token) {

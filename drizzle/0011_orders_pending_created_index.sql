@@ -1,0 +1,1 @@
+CREATE INDEX `orders_pending_created_idx` ON `orders` (`created_at`) WHERE "orders"."status" = 'PENDING';

@@ -1,0 +1,31 @@
+/**
+ * `Cache-Control: no-store` on every answer to a request that carries credentials and on every
+ * token answer (login, refresh), errors included: a browser's or a proxy's cache must never keep
+ * a user's data or a bearer token. Set once, in onRequest, as a default header of the answer:
+ * the errors plugin, downloads and every route answer with it, and a route that states its own
+ * policy replaces it (GET /api/files/info/{id} keeps the seed's hour, as `private`; pages and
+ * static assets keep theirs, being the same for everyone).
+ *
+ * Keyed on the Authorization header, not on the guard's verdict: the guard runs per route, so a
+ * 401 for a lapsed token, a 403, an unknown path's 404 or a malformed body's 400 would otherwise
+ * answer before anything knew the caller. The header is all any authenticated request has.
+ */
+import { Elysia } from "elysia";
+
+/** The routes whose answer is a bearer token, asked for without one (login) or with one. */
+const TOKEN_ROUTES = ["/api/auth/login", "/api/auth/refresh"];
+
+/** The path of an absolute request URL, without its query, with no URL object built. */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start === -1) return "/";
+  const query = url.indexOf("?", start);
+  return query === -1 ? url.slice(start) : url.slice(start, query);
+}
+
+export const noStore = (basePath: string) => {
+  const tokenRoutes = new Set(TOKEN_ROUTES.map((route) => basePath + route));
+  return new Elysia({ name: "no-store" }).onRequest(({ request, set }) => {
+    if (request.headers.has("authorization") || (request.method === "POST" && tokenRoutes.has(pathOf(request.url)))) set.headers["cache-control"] = "no-store";
+  });
+};
