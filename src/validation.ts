@@ -353,19 +353,19 @@ const MAX_VIOLATIONS = 50;
 const MAX_ERRORS_SCANNED = 1000;
 
 /**
- * `value` with every string longer than its schema's maxLength (plus `slack`) cut to one
- * character past it, and the paths of those strings in `over`: TypeBox's error walk runs every
- * rule of a string, so a pattern or format would otherwise read the whole of a huge value after
- * its length failed.
+ * `value` with every string longer than its schema's maxLength plus MAX_TEXT_LENGTH cut to one
+ * character past its limit, and the paths of those strings in `over`: TypeBox's error walk runs
+ * every rule of a string, so a pattern or format would otherwise read the whole of a huge value
+ * after its length failed.
  */
-function cutOverLength(schema: TSchema, value: unknown, path: string, over: Set<string>, slack = 0): unknown {
+function cutOverLength(schema: TSchema, value: unknown, path: string, over: Set<string>): unknown {
   const own = nullableBranch(schema) ?? schema;
   if (typeof value === "string") {
-    if (typeof own.maxLength !== "number" || value.length <= own.maxLength + slack) return value;
+    if (typeof own.maxLength !== "number" || value.length <= own.maxLength + MAX_TEXT_LENGTH) return value;
     over.add(dotPath(path));
     return value.slice(0, own.maxLength + 1);
   }
-  const cut = (child: TSchema, field: unknown, at: string) => cutOverLength(child, field, at, over, slack);
+  const cut = (child: TSchema, field: unknown, at: string) => cutOverLength(child, field, at, over);
   if (Array.isArray(value)) return own.items ? value.map((item, i) => cut(own.items, item, `${path}/${i}`)) : value;
   if (!value || typeof value !== "object" || !own.properties) return value;
   const properties = own.properties as Record<string, TSchema>;
@@ -376,18 +376,19 @@ function cutOverLength(schema: TSchema, value: unknown, path: string, over: Set<
  * The violations of a value holding a string far over its maxLength (else undefined), found
  * without running any pattern or format on such a string: a gate before TypeBox's own check,
  * whose failure report reads every rule of the whole value. "Far" is MAX_TEXT_LENGTH past the
- * limit, since a route's transform may still trim a value into it (a name in spaces).
+ * limit (a route's transform may still trim a value into it: a name in spaces).
  */
 export function overLengthViolations(widened: TSchema, value: unknown): Violation[] | undefined {
   const over = new Set<string>();
-  cutOverLength(typedBranch(widened), value, "", over, MAX_TEXT_LENGTH);
+  cutOverLength(typedBranch(widened), value, "", over);
   return over.size > 0 ? violationsOf(widened, value) : undefined;
 }
 
 /**
  * The violations of `value` against `schema` (at most MAX_VIOLATIONS), in field order, without
- * duplicates. A string over its maxLength is refused for its length alone: its pattern and
- * format are never run on it.
+ * duplicates. A string far over its maxLength (by MAX_TEXT_LENGTH) is refused for its length
+ * alone: its pattern and format never read it. One just over keeps the seed's answer (length and
+ * pattern), the pattern reading no more than a limit's worth of text.
  */
 export function violationsOf(widened: TSchema, value: unknown): Violation[] {
   // Elysia widens body integers the same way (t.Integer → anyOf [numeric string, integer]).

@@ -306,9 +306,28 @@ describe("length before pattern", () => {
     expect(median(long)).toBeLessThan(10 * median(short));
   }, 30_000);
 
-  test("a long value is reported for its length only, with every other violation, in zh-TW too", async () => {
-    const res = await register({ ...valid(), email: `${"x".repeat(300)}@example.com`, password: "p".repeat(30), confirmPassword: "p".repeat(30), name: "A" }, "zh-TW");
-    expectFailure(res, 400, invalidBody(["name: 姓名長度必須在 2-50 字元之間", "email: Email 長度不能超過 255 字元", "password: 密碼長度必須在 8-20 字元之間"], "資料驗證失敗"));
+  test("a value far over its limit is reported for its length only, one just over as the seed did (length and pattern), with every other violation", async () => {
+    const far = "p".repeat(20_000);
+    const res = await register({ ...valid(), email: `${"x@".repeat(20_000)}example.com`, password: far, name: "A" }, "zh-TW");
+    expectFailure(
+      res,
+      400,
+      invalidBody(
+        ["name: 姓名長度必須在 2-50 字元之間", "email: Email 長度不能超過 255 字元", "password: 密碼長度必須在 8-20 字元之間", "confirmPassword: 密碼與確認密碼不一致"],
+        "資料驗證失敗",
+      ),
+    );
+    const near = await register({ ...valid(), email: `${"x@".repeat(130)}example.com`, password: "p".repeat(30), confirmPassword: "p".repeat(30) });
+    expectFailure(
+      near,
+      400,
+      invalidBody([
+        "email: must be at most 255 characters",
+        "email: must be a valid e-mail address",
+        "password: must be between 8 and 20 characters",
+        "password: must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
+      ]),
+    );
   });
 
   test("every text field of every body and query with a pattern or format has a length limit", () => {

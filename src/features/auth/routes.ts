@@ -48,8 +48,7 @@ const accountRoutes = (ctx: AppContext) =>
         response: { 201: EnvelopeOf(User), ...errors },
         detail: {
           summary: "Register an account",
-          description:
-            "Every violated rule is listed at once. The new user has role USER. 429 with Retry-After past REGISTER_MAX_PER_IP attempts (that passed validation, 409s included) in 10 minutes from one client address.",
+          description: "Every violated rule is listed at once. The new user has role USER. 429: REGISTER_MAX_PER_IP.",
         },
       },
     )
@@ -65,7 +64,7 @@ const accountRoutes = (ctx: AppContext) =>
         response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 429, 503) },
         detail: {
           summary: "Whether an e-mail is free",
-          description: "data is true when no account uses the address. 429 with Retry-After past EMAIL_CHECK_MAX_PER_IP a minute from one client address.",
+          description: "data is true when no account uses the address. 429: EMAIL_CHECK_MAX_PER_IP.",
         },
       },
     )
