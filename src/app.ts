@@ -68,7 +68,7 @@ export function createApp(deps: AppDeps) {
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle))
     .use(cors(config.corsOrigins))
     .use(compression())
-    .use(bodyParser(config.maxBodyBytes, [config.basePath + UPLOAD_PATH]))
+    .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH]))
     .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))

@@ -53,6 +53,8 @@ export interface Config {
   readonly hibpRangeUrl?: string;
   readonly loginMaxFailures: number;
   readonly loginMaxFailuresPerIp: number;
+  readonly emailCheckMaxPerIp: number;
+  readonly registerMaxPerIp: number;
   /** Reverse proxies of ours in front of the service: how many X-Forwarded-For hops to believe. */
   readonly trustProxy: number;
   readonly metricsToken?: string;
@@ -314,6 +316,8 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     hibpRangeUrl,
     loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
     loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
+    emailCheckMaxPerIp: integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
+    registerMaxPerIp: integer("REGISTER_MAX_PER_IP", 20, 1, 1_000_000),
     trustProxy: integer("TRUST_PROXY", 0, 0, 10),
     metricsToken: read("METRICS_TOKEN"),
     workers,

@@ -53,8 +53,20 @@ export class Violations extends Error {
 /** yyyy-MM-dd, or an ISO 8601 date-time (with Z or an offset; without one it is read as UTC). */
 const INSTANT_PATTERN = "^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:\\d{2})?)?$";
 
-export const Instant = t.String({
+/**
+ * The longest text any field without a tighter limit of its own accepts. TypeBox checks a
+ * string's length before its pattern and format, so a field with a pattern needs a length
+ * limit for a huge value (a 1.8 MB e-mail) to be refused before any regular expression reads it.
+ */
+export const MAX_TEXT_LENGTH = 10_000;
+
+/** A string with a pattern, at most MAX_TEXT_LENGTH long unless told; too long a value gets the pattern's text. */
+export const PatternString = (options: Parameters<typeof t.String>[0] & { pattern: string }) =>
+  t.String({ maxLength: MAX_TEXT_LENGTH, ...options, messages: { maxLength: options.messages?.pattern, ...options.messages } });
+
+export const Instant = PatternString({
   pattern: INSTANT_PATTERN,
+  maxLength: 64,
   messages: { pattern: "field.instant" },
   description: "yyyy-MM-dd (the start of that day, UTC) or an ISO 8601 date-time",
 });
@@ -132,7 +144,7 @@ const NOT_BLANK = "\\S";
 /** A string that must contain a non-space character; its "blank" text comes from `messages.blank`. */
 export function NotBlankString(options: Parameters<typeof t.String>[0] = {}) {
   const { messages, ...rest } = options;
-  return t.String({ ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } });
+  return t.String({ maxLength: MAX_TEXT_LENGTH, ...rest, pattern: rest.pattern ?? NOT_BLANK, messages: { pattern: messages?.blank, ...messages } });
 }
 
 /**
@@ -340,15 +352,54 @@ function nullableBranch(schema: TSchema): TSchema | undefined {
 const MAX_VIOLATIONS = 50;
 const MAX_ERRORS_SCANNED = 1000;
 
-/** The violations of `value` against `schema` (at most MAX_VIOLATIONS), in field order, without duplicates. */
+/**
+ * `value` with every string longer than its schema's maxLength plus MAX_TEXT_LENGTH cut to one
+ * character past its limit, and the paths of those strings in `over`: TypeBox's error walk runs
+ * every rule of a string, so a pattern or format would otherwise read the whole of a huge value
+ * after its length failed.
+ */
+function cutOverLength(schema: TSchema, value: unknown, path: string, over: Set<string>): unknown {
+  const own = nullableBranch(schema) ?? schema;
+  if (typeof value === "string") {
+    if (typeof own.maxLength !== "number" || value.length <= own.maxLength + MAX_TEXT_LENGTH) return value;
+    over.add(dotPath(path));
+    return value.slice(0, own.maxLength + 1);
+  }
+  const cut = (child: TSchema, field: unknown, at: string) => cutOverLength(child, field, at, over);
+  if (Array.isArray(value)) return own.items ? value.map((item, i) => cut(own.items, item, `${path}/${i}`)) : value;
+  if (!value || typeof value !== "object" || !own.properties) return value;
+  const properties = own.properties as Record<string, TSchema>;
+  return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, properties[key] ? cut(properties[key], field, `${path}/${key}`) : field]));
+}
+
+/**
+ * The violations of a value holding a string far over its maxLength (else undefined), found
+ * without running any pattern or format on such a string: a gate before TypeBox's own check,
+ * whose failure report reads every rule of the whole value. "Far" is MAX_TEXT_LENGTH past the
+ * limit (a route's transform may still trim a value into it: a name in spaces).
+ */
+export function overLengthViolations(widened: TSchema, value: unknown): Violation[] | undefined {
+  const over = new Set<string>();
+  cutOverLength(typedBranch(widened), value, "", over);
+  return over.size > 0 ? violationsOf(widened, value) : undefined;
+}
+
+/**
+ * The violations of `value` against `schema` (at most MAX_VIOLATIONS), in field order, without
+ * duplicates. A string far over its maxLength (by MAX_TEXT_LENGTH) is refused for its length
+ * alone: its pattern and format never read it. One just over keeps the seed's answer (length and
+ * pattern), the pattern reading no more than a limit's worth of text.
+ */
 export function violationsOf(widened: TSchema, value: unknown): Violation[] {
   // Elysia widens body integers the same way (t.Integer → anyOf [numeric string, integer]).
   const schema = typedBranch(widened);
   const out: Violation[] = [];
   const seen = new Set<string>();
   const blank = new Map<string, Violation["key"]>();
+  const over = new Set<string>();
+  const cut = cutOverLength(schema, value, "", over);
   let scanned = 0;
-  for (const error of Value.Errors(schema, value)) {
+  for (const error of Value.Errors(schema, cut)) {
     if (out.length >= MAX_VIOLATIONS || ++scanned > MAX_ERRORS_SCANNED) break;
     // t.Nullable(X) fails as a whole union: a value that is not null is judged by X, with X's own texts.
     const nonNull = error.value !== null && error.value !== undefined ? nullableBranch(error.schema) : undefined;
@@ -363,6 +414,7 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
     const messages = error.schema.messages;
     const key = messages?.[kind ?? "type"] ?? generic(kind, error);
     const path = dotPath(error.path);
+    if ((kind === "pattern" || kind === "format") && over.has(path)) continue;
     if (kind === "pattern" && error.schema.pattern === NOT_BLANK) blank.set(path, key);
     const id = `${path}:${key}`;
     if (seen.has(id)) continue;

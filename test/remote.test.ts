@@ -19,7 +19,8 @@ const countsRoundTrips = leg === "remote-http" && !process.env.LIBSQL_TEST_URL;
 let t: TestApp;
 const gateway = countingGateway();
 beforeAll(async () => {
-  t = await makeTestApp({ DATABASE_BUSY_TIMEOUT_MS: "3000" }, { paymentGateway: gateway.gateway });
+  // 50 concurrent registrations from the one test address: more than REGISTER_MAX_PER_IP allows (auth-register tests the limit).
+  t = await makeTestApp({ DATABASE_BUSY_TIMEOUT_MS: "3000", REGISTER_MAX_PER_IP: "1000" }, { paymentGateway: gateway.gateway });
 });
 afterAll(() => t.close());
 

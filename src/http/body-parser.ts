@@ -3,9 +3,11 @@
  * unparsable JSON is 400 "Malformed JSON request"; a body of a type no route takes is 415.
  * Routes that stream their own body (file upload) get it untouched, with their own limit.
  */
-import { Elysia, ParseError } from "elysia";
+import { Elysia, ParseError, type TSchema } from "elysia";
 import { AppError, Violations } from "../errors";
+import { overLengthViolations } from "../validation";
 import { peekRequestState, requestState } from "./request-state";
+import type { RouteTable } from "./route-table";
 
 async function readLimited(request: Request, limit: number): Promise<string> {
   const declared = Number(request.headers.get("content-length") ?? NaN);
@@ -27,8 +29,18 @@ async function readLimited(request: Request, limit: number): Promise<string> {
  */
 export const MAX_JSON_DEPTH = 64;
 
-/** Whether brackets outside strings nest deeper than `limit`: one pass, no recursion. */
+const OPENING = /[[{]/g;
+
+/** Whether `text` holds more than `limit` opening brackets (in strings or not): a native scan, so a huge string costs little. */
+function opensMoreThan(text: string, limit: number): boolean {
+  OPENING.lastIndex = 0;
+  for (let count = 0; OPENING.exec(text); ) if (++count > limit) return true;
+  return false;
+}
+
+/** Whether brackets outside strings nest deeper than `limit`: one pass, no recursion (none when too few brackets to nest that deep). */
 export function nestsDeeperThan(text: string, limit: number): boolean {
+  if (!opensMoreThan(text, limit)) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
@@ -48,29 +60,51 @@ const isJson = (type: string) => type.startsWith("application/json") || /^applic
 
 const isRefusal = (error: unknown): error is Error => error instanceof AppError || error instanceof ParseError || error instanceof Violations;
 
-/** `streamedRoutes`: full route paths that read their own body as a stream (file upload); untouched here. */
-export const bodyParser = (maxBodyBytes: number, streamedRoutes: readonly string[] = []) =>
-  new Elysia({ name: "body-parser" })
-    .onParse({ as: "global" }, async ({ request, contentType, route }) => {
-      // Returning the request keeps Elysia's own parsers (formData(), which buffers) off the stream.
-      if (streamedRoutes.includes(route)) return request;
-      try {
-        return await parse(request, (contentType ?? "").toLowerCase(), maxBodyBytes);
-      } catch (error) {
-        if (!isRefusal(error)) throw error;
-        // Elysia parses before the access guard runs, so a refused body (malformed, too large, not
-        // an object, of a type no route takes) is held back: the route sees {} and the refusal is
-        // raised once the guard has let the caller through. An anonymous caller gets 401, not a verdict on the body.
-        requestState(request).refusedBody = error;
-        return {};
-      }
-    })
-    // Runs after the guard (a transform) and after validation; a body that failed validation
-    // because it was held back is answered with its refusal by the errors plugin instead.
-    .onBeforeHandle({ as: "global" }, ({ request }) => {
-      const refused = peekRequestState(request)?.refusedBody;
-      if (refused) throw refused;
-    });
+/**
+ * `streamedRoutes`: full route paths that read their own body as a stream (file upload); untouched here.
+ * A body with a text over its field's maxLength is refused here, on lengths alone: Elysia's check
+ * would pass it whole through every pattern and format (and, outside production, print it).
+ */
+export const bodyParser = (maxBodyBytes: number, routes: RouteTable, streamedRoutes: readonly string[] = []) => {
+  // Per method and route: its body schema, or null (looked up once).
+  const schemas = new Map<string, TSchema | null>();
+  const schemaOf = (method: string, route: string) => {
+    const key = `${method} ${route}`;
+    let schema = schemas.get(key);
+    if (schema === undefined) {
+      schema = routes.schemaOf(method, route, "body") ?? null;
+      schemas.set(key, schema);
+    }
+    return schema;
+  };
+  return (
+    new Elysia({ name: "body-parser" })
+      .onParse({ as: "global" }, async ({ request, contentType, route }) => {
+        // Returning the request keeps Elysia's own parsers (formData(), which buffers) off the stream.
+        if (streamedRoutes.includes(route)) return request;
+        try {
+          const parsed = await parse(request, (contentType ?? "").toLowerCase(), maxBodyBytes);
+          const schema = schemaOf(request.method, route);
+          const overLength = schema && overLengthViolations(schema, parsed);
+          if (overLength) throw new Violations("body", overLength);
+          return parsed;
+        } catch (error) {
+          if (!isRefusal(error)) throw error;
+          // Elysia parses before the access guard runs, so a refused body (malformed, too large, not
+          // an object, of a type no route takes) is held back: the route sees {} and the refusal is
+          // raised once the guard has let the caller through. An anonymous caller gets 401, not a verdict on the body.
+          requestState(request).refusedBody = error;
+          return {};
+        }
+      })
+      // Runs after the guard (a transform) and after validation; a body that failed validation
+      // because it was held back is answered with its refusal by the errors plugin instead.
+      .onBeforeHandle({ as: "global" }, ({ request }) => {
+        const refused = peekRequestState(request)?.refusedBody;
+        if (refused) throw refused;
+      })
+  );
+};
 
 async function parse(request: Request, type: string, maxBodyBytes: number): Promise<unknown> {
   if (isJson(type)) {

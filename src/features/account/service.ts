@@ -19,7 +19,7 @@ import type { Caller } from "../auth/guard";
 import { hashPassword } from "../auth/passwords";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { windowCounter } from "../auth/throttle";
-import { enqueueNotification, notificationStatement } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
 import { consumeToken, liveTokenOwner, revokeTokens, tokenUpsert, tokenValues } from "./tokens";
 
@@ -108,7 +108,7 @@ export async function requestPasswordReset(deps: AccountDeps, rawEmail: string, 
 
 /**
  * Sets the new password, revokes every bearer token and every earlier e-mail token of the user,
- * and sends PASSWORD_CHANGED. Completing a reset proves the mailbox is the user's, so the
+ * and sends PASSWORD_CHANGED (audited PASSWORD_RESET). Completing a reset proves the mailbox is the user's, so the
  * address counts as verified too (a user whose verification link expired is never locked out).
  */
 export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfirmBody) {
@@ -129,5 +129,6 @@ export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfir
       .returning({ email: users.email });
     await revokeTokens(tx, id);
     await enqueueNotification(tx, "PASSWORD_CHANGED", user.email, { userId: id }, new Date(now));
+    await writeAudit(tx, { action: "PASSWORD_RESET", actor: user.email, subjectType: "User", subjectId: id }, new Date(now));
   });
 }

@@ -12,6 +12,7 @@ import { documentedHeaders } from "../docs/headers";
 import { AppError } from "../../errors";
 import type { LogLevel } from "../../config";
 import { VERSION } from "../../version";
+import { type AuditRecord, writeAudit } from "../notifications/outbox";
 import { bearerToken, isAdmin, satisfies, unauthorized } from "../auth/guard";
 import {
   Health,
@@ -59,6 +60,8 @@ export const actuatorRoutes = (ctx: AppContext) => {
       return false;
     }
   };
+
+  const audit = (entry: AuditRecord) => ctx.db.write((tx) => writeAudit(tx, entry, new Date(ctx.now())));
 
   const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] })
     .use(ctx.auth)
@@ -146,9 +149,16 @@ export const actuatorRoutes = (ctx: AppContext) => {
         )
         .post(
           "/loggers/:name",
-          ({ params, body, set }) => {
+          async ({ params, body, caller, set }) => {
             const level = body.configuredLevel ? toPino(body.configuredLevel) : null;
             if (!ctx.logging.setLevel(params.name, level)) throw new AppError("LOGGER_NOT_FOUND", { name: params.name });
+            await audit({
+              action: "LOG_LEVEL_CHANGED",
+              actor: caller.email,
+              subjectType: "logger",
+              subjectId: params.name,
+              details: { configuredLevel: body.configuredLevel ?? null },
+            });
             set.status = 204;
           },
           {
@@ -164,14 +174,18 @@ export const actuatorRoutes = (ctx: AppContext) => {
         })
         .get(
           "/heapdump",
-          () =>
-            new Response(generateHeapSnapshot("v8", "arraybuffer"), {
+          async ({ caller }) => {
+            const name = `usersvc-${process.pid}-${Date.now()}.heapsnapshot`;
+            // Audited before it is taken: a snapshot holds whatever the process holds (tokens, keys).
+            await audit({ action: "HEAP_DUMP_DOWNLOADED", actor: caller.email, subjectType: "heapdump", subjectId: name });
+            return new Response(generateHeapSnapshot("v8", "arraybuffer"), {
               headers: {
                 "content-type": "application/octet-stream",
-                "content-disposition": `attachment; filename="usersvc-${process.pid}-${Date.now()}.heapsnapshot"`,
+                "content-disposition": `attachment; filename="${name}"`,
                 "cache-control": "no-store",
               },
-            }),
+            });
+          },
           {
             response: { 200: t.File({ description: "V8 heap snapshot (opens in Chrome DevTools)" }), ...adminErrors },
             detail: { summary: "Heap snapshot download", ...documentedHeaders({ 200: ["Content-Disposition"] }) },

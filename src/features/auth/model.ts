@@ -6,7 +6,7 @@
  */
 import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
-import { NotBlankString, type Violation } from "../../validation";
+import { NotBlankString, PatternString, type Violation } from "../../validation";
 import { CurrentPassword, Email, Password, Phone, User } from "../users/model";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -33,7 +33,7 @@ export const Address = t.Object(
       maxLength: 200,
       messages: { required: "field.detail.blank", blank: "field.detail.blank", maxLength: "field.detail.length" },
     }),
-    zipCode: t.Optional(t.String({ pattern: "^\\d{5}$", messages: { pattern: "field.zipCode.pattern" } })),
+    zipCode: t.Optional(PatternString({ pattern: "^\\d{5}$", messages: { pattern: "field.zipCode.pattern" } })),
   },
   { messages: { required: "field.address.missing" } },
 );

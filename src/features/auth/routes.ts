@@ -16,6 +16,7 @@ import { clientAddress } from "../../http/client-address";
 import { withPasswordPolicy } from "./password-policy";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh } from "./service";
+import { countEmailCheck, countRegistration } from "./throttle";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
 function dropNulls(value: unknown) {
@@ -35,7 +36,8 @@ const accountRoutes = (ctx: AppContext) =>
     .use(ctx.auth)
     .post(
       "/register",
-      async ({ body, request, set }) => {
+      async ({ body, request, server, set }) => {
+        await countRegistration(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.registerMaxPerIp);
         const user = await register(ctx, body, langOf(request));
         set.status = 201;
         return ok(user, translate("auth.registered", langOf(request)));
@@ -44,19 +46,26 @@ const accountRoutes = (ctx: AppContext) =>
         body: withPasswordPolicy(RegistrationBody, ctx.config.passwordPolicy),
         transform: ({ body }) => dropNulls(body),
         response: { 201: EnvelopeOf(User), ...errors },
-        detail: { summary: "Register an account", description: "Every violated rule is listed at once. The new user has role USER." },
+        detail: {
+          summary: "Register an account",
+          description: "Every violated rule is listed at once. The new user has role USER. 429: REGISTER_MAX_PER_IP.",
+        },
       },
     )
     .get(
       "/validate-email",
-      async ({ query, request }) => {
+      async ({ query, request, server }) => {
+        await countEmailCheck(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.emailCheckMaxPerIp);
         const free = await emailAvailable(ctx.db, query.email);
         return ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
       },
       {
         query: ValidateEmailQuery,
-        response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 503) },
-        detail: { summary: "Whether an e-mail is free", description: "data is true when no account uses the address." },
+        response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 429, 503) },
+        detail: {
+          summary: "Whether an e-mail is free",
+          description: "data is true when no account uses the address. 429: EMAIL_CHECK_MAX_PER_IP.",
+        },
       },
     )
     .post(

@@ -19,6 +19,7 @@ import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-polic
 import { hashPassword, needsRehash, verifyPassword } from "./passwords";
 import { assertNotThrottled, clearFailures, oneAtATime, recordFailure, throttleRows, type ThrottleDeps } from "./throttle";
 import { TOKEN_TTL_SECONDS, type Tokens } from "./tokens";
+import { type AuditRecord, auditStatement } from "../notifications/outbox";
 
 export interface SessionDeps extends ThrottleDeps, PasswordPolicyDeps {
   db: Database;
@@ -72,7 +73,7 @@ const setPassword = prepared((tx: Db) =>
 /**
  * Runs `matched` with the account if `password` is its password, handing it the statement
  * that clears the e-mail's failures when it has any (for the unit it writes anyway); answers undefined otherwise
- * (a failure, counted). Refused with 429 while the e-mail or the address is throttled. The
+ * (a failure, counted and audited as `failure`). Refused with 429 while the e-mail or the address is throttled. The
  * throttle rows and the account are one read unit (one round trip to a remote primary).
  * Attempts for one e-mail, `matched` included, are serialized so parallel guesses see each
  * other's failures.
@@ -82,6 +83,7 @@ function checkPassword<R>(
   email: string,
   password: string,
   address: string,
+  failure: AuditRecord,
   matched: (account: Account, clear: ((tx: Db) => Statement) | undefined) => Promise<R>,
 ): Promise<R | undefined> {
   return oneAtATime(email, async () => {
@@ -93,7 +95,7 @@ function checkPassword<R>(
     const stored = account?.passwordHash;
     const matches = await verifyPassword(stored ?? (await dummy()), password);
     if (!account || !stored || !matches) {
-      await recordFailure(deps, email, address);
+      await recordFailure(deps, email, address, failure);
       return undefined;
     }
     return matched({ ...account, passwordHash: stored }, emailHasFailures ? (tx) => clearFailures(tx, email) : undefined);
@@ -105,23 +107,35 @@ async function tokenFor(deps: SessionDeps, id: number, email: string, tokenVersi
   return { token, tokenType: "Bearer", expiresIn: TOKEN_TTL_SECONDS, user };
 }
 
+/**
+ * Sign-ins are audited, never with the password: LOGIN with the client address, LOGIN_FAILED
+ * with the e-mail tried and the address (and the reason when the password was right).
+ */
 export async function login(deps: SessionDeps, input: LoginBody, address: string): Promise<TokenResponse> {
   const email = normalizeEmail(input.email);
-  const response = await checkPassword(deps, email, input.password, address, async (account, clear) => {
+  const failed = (reason?: string): AuditRecord => ({
+    action: "LOGIN_FAILED",
+    actor: email,
+    subjectType: "User",
+    subjectId: email,
+    details: { email, address, ...(reason && { reason }) },
+  });
+  const response = await checkPassword(deps, email, input.password, address, failed(), async (account, clear) => {
     // The password was right, so not a failure (its failures are cleared); but no token either.
     const refused = !account.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !account.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
     if (refused) {
-      if (clear) await deps.db.writeAll((tx) => [clear(tx)]);
+      await deps.db.writeAll((tx) => [...(clear ? [clear(tx)] : []), auditStatement(tx, failed(refused), new Date(deps.now()))] as unknown as [Statement, ...Statement[]]);
       throw new AppError(refused);
     }
     const lastLogin = new Date(deps.now());
     const rehash = needsRehash(account.passwordHash) ? await hashPassword(input.password) : undefined;
-    // One list unit: failures cleared, last login, a rehash, and the answer's user read back.
+    // One list unit: failures cleared, last login, a rehash, the audit row, and the answer's user read back.
     const results = await deps.db.writeAll(
       (tx) =>
         [
           ...(clear ? [clear(tx)] : []),
           bound(setLastLogin(tx), { lastLogin, id: account.id }),
+          auditStatement(tx, { action: "LOGIN", actor: email, subjectType: "User", subjectId: account.id, details: { address } }, lastLogin),
           ...(rehash ? [bound(rehashPassword(tx), { rehash, id: account.id, passwordHash: account.passwordHash })] : []),
           bound(findById(tx), { id: account.id }),
         ] as unknown as [Statement, ...Statement[]],
@@ -138,9 +152,10 @@ export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenRespons
   return tokenFor(deps, caller.id, caller.email, caller.tokenVersion);
 }
 
-/** Revokes every token issued to the caller so far. */
+/** Revokes every token issued to the caller so far (audited LOGOUT, in the same unit). */
 export async function logout(deps: SessionDeps, caller: Caller) {
-  await deps.db.writeAll((tx) => [bound(bumpTokenVersion(tx), { id: caller.id })]);
+  const audit = { action: "LOGOUT", actor: caller.email, subjectType: "User", subjectId: caller.id };
+  await deps.db.writeAll((tx) => [bound(bumpTokenVersion(tx), { id: caller.id }), auditStatement(tx, audit, new Date(deps.now()))]);
 }
 
 /**
@@ -149,10 +164,19 @@ export async function logout(deps: SessionDeps, caller: Caller) {
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
   await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
-  const updated = await checkPassword(deps, caller.email, input.currentPassword, address, async (account, clear) => {
+  const subject = { actor: caller.email, subjectType: "User", subjectId: caller.id };
+  const failure = { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } };
+  const updated = await checkPassword(deps, caller.email, input.currentPassword, address, failure, async (account, clear) => {
     const passwordHash = await hashPassword(input.newPassword);
+    const now = new Date(deps.now());
+    // The audit row before the update: the answer is the last statement's.
     const results = await deps.db.writeAll(
-      (tx) => [...(clear ? [clear(tx)] : []), bound(setPassword(tx), { passwordHash, updatedAt: new Date(deps.now()), id: account.id })] as unknown as [Statement, ...Statement[]],
+      (tx) =>
+        [
+          ...(clear ? [clear(tx)] : []),
+          auditStatement(tx, { ...subject, action: "PASSWORD_CHANGED" }, now),
+          bound(setPassword(tx), { passwordHash, updatedAt: now, id: account.id }),
+        ] as unknown as [Statement, ...Statement[]],
     );
     return (results[results.length - 1] as { tokenVersion: number }[])[0];
   });
@@ -168,7 +192,8 @@ const wrongCurrentPassword = () => new Violations("body", [{ path: "currentPassw
  * 400 on `currentPassword`, as in the password change.
  */
 export async function confirmPassword(deps: SessionDeps, caller: Caller, password: string, address: string) {
-  const confirmed = await checkPassword(deps, caller.email, password, address, async (_account, clear) => {
+  const failure = { action: "PASSWORD_CHECK_FAILED", actor: caller.email, subjectType: "User", subjectId: caller.id, details: { address } };
+  const confirmed = await checkPassword(deps, caller.email, password, address, failure, async (_account, clear) => {
     if (clear) await deps.db.writeAll((tx) => [clear(tx)]);
     return true;
   });

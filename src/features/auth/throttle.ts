@@ -17,8 +17,9 @@ import { and, eq, getTableColumns, gt, inArray, sql, type AnyColumn } from "driz
 import type { Database, Db, Reader } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import type { Statement } from "../../db/database";
-import { loginThrottle, type resetThrottle } from "../../db/schema";
+import { loginThrottle, resetThrottle } from "../../db/schema";
 import { AppError } from "../../errors";
+import { type AuditRecord, auditStatement } from "../notifications/outbox";
 
 export const THROTTLE_WINDOW_MS = 15 * 60 * 1000;
 
@@ -69,11 +70,15 @@ export function assertNotThrottled(deps: ThrottleDeps, email: string, rows: (typ
   const now = deps.now();
   const limitOf = (key: string) => (key.startsWith("email:") ? deps.config.loginMaxFailures : deps.config.loginMaxFailuresPerIp);
   const blockedUntil = Math.max(0, ...rows.filter((row) => row.failures >= limitOf(row.key)).map((row) => row.windowStartedAt.getTime() + THROTTLE_WINDOW_MS));
-  if (blockedUntil > now) {
-    const seconds = Math.max(1, Math.ceil((blockedUntil - now) / 1000));
-    throw new AppError("TOO_MANY_REQUESTS", {}, { headers: { "retry-after": String(seconds) } });
-  }
+  refuseUntil(blockedUntil, now);
   return { emailHasFailures: rows.some((row) => row.key === emailKey(email)) };
+}
+
+/** 429 TOO_MANY_REQUESTS with Retry-After (whole seconds, at least one) while `blockedUntil` is ahead. */
+export function refuseUntil(blockedUntil: number, now: number) {
+  if (blockedUntil <= now) return;
+  const seconds = Math.max(1, Math.ceil((blockedUntil - now) / 1000));
+  throw new AppError("TOO_MANY_REQUESTS", {}, { headers: { "retry-after": String(seconds) } });
 }
 
 /** A fixed-window counter table: login's failures and password reset's requests. */
@@ -111,10 +116,15 @@ export function windowCounter<T extends CounterTable>(table: T, count: CountColu
 
 const countFailure = windowCounter(loginThrottle, "failures", THROTTLE_WINDOW_MS);
 
-/** One more failure for the e-mail and for the address, each in its own window. */
-export async function recordFailure(deps: ThrottleDeps, email: string, address: string) {
+/**
+ * One more failure for the e-mail and for the address, each in its own window, and its audit
+ * row, in the one unit (a batch: no more round trips than the counters alone).
+ */
+export async function recordFailure(deps: ThrottleDeps, email: string, address: string, audit: AuditRecord) {
   const now = deps.now();
-  await deps.db.writeAll((tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now)] as unknown as [Statement, Statement]);
+  await deps.db.writeAll(
+    (tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now), auditStatement(tx, audit, new Date(now))] as unknown as [Statement, Statement],
+  );
 }
 
 const deleteCounter = prepared((tx: Db) =>
@@ -126,3 +136,22 @@ const deleteCounter = prepared((tx: Db) =>
 
 /** A successful login clears the e-mail's count (the address keeps its own): a statement for its unit. */
 export const clearFailures = (tx: Db, email: string) => bound(deleteCounter(tx), { key: emailKey(email) });
+
+/**
+ * A limit per client address on an open route (e-mail checks, registrations): every request
+ * counts, in its own fixed window, in reset_throttle under the route's own key prefix (so
+ * every worker shares it); one over `max` is refused with 429 and Retry-After until the window ends.
+ */
+export function addressLimit(prefix: string, windowMs: number) {
+  const count = windowCounter(resetThrottle, "requests", windowMs);
+  return async (deps: { db: Database; now: () => number }, address: string, max: number) => {
+    const now = deps.now();
+    const [[row]] = (await deps.db.writeAll((tx) => [count(tx, `${prefix}:ip:${address}`, now)] as unknown as [Statement])) as unknown as [(typeof resetThrottle.$inferSelect)[]];
+    if (row.requests > max) refuseUntil(row.windowStartedAt.getTime() + windowMs, now);
+  };
+}
+
+/** GET /api/auth/validate-email: EMAIL_CHECK_MAX_PER_IP a minute. */
+export const countEmailCheck = addressLimit("email-check", 60 * 1000);
+/** Registration attempts that passed validation (409s too): REGISTER_MAX_PER_IP in 10 minutes. */
+export const countRegistration = addressLimit("register", 10 * 60 * 1000);

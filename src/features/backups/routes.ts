@@ -36,7 +36,7 @@ export const backupsRoutes = (ctx: AppContext) => {
           },
         },
       )
-      .get("/:name", ({ params }) => downloadBackup(ctx.config, params.name), {
+      .get("/:name", ({ params, caller }) => downloadBackup(deps, params.name, caller.email), {
         params: BackupNameParams,
         response: { 200: t.File({ description: "The archive (application/gzip)" }), ...errors },
         detail: { summary: "Download a backup", description: "Streamed as an attachment. It holds password hashes and the signing key: keep it safe." },

@@ -98,8 +98,10 @@ async function existing(config: Config, name: string): Promise<{ destination: De
 }
 
 /** The archive as a streamed attachment. */
-export async function downloadBackup(config: Config, name: string): Promise<Response> {
-  const { destination, size } = await existing(config, name);
+/** The archive, streamed; audited BACKUP_DOWNLOADED (it holds password hashes and the signing key). */
+export async function downloadBackup(deps: BackupDeps, name: string, actor: string): Promise<Response> {
+  const { destination, size } = await existing(deps.config, name);
+  await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DOWNLOADED", actor, subjectType: "backup", subjectId: name }));
   return new Response(destination.read(name), {
     headers: {
       "content-type": "application/gzip",

@@ -91,11 +91,14 @@ export function mailChannel({ db, smtpUrl, from, publicBase, timeoutMs }: MailOp
       if (kind in TOKEN_KINDS && !row.token) throw new GiveUp("the token expired before the mail could be sent");
       const payload = row.payload as Record<string, unknown>;
       const userId = typeof payload.userId === "number" ? payload.userId : undefined;
-      const [user] = userId === undefined ? [] : await db.select({ name: users.name, language: users.language }).from(users).where(eq(users.id, userId));
+      const [user] =
+        userId === undefined ? [] : await db.select({ name: users.name, language: users.language, emailVerified: users.emailVerified }).from(users).where(eq(users.id, userId));
+      // A name typed at registration reaches only an address its owner confirmed: anyone can register anyone's address.
+      const name = user?.emailVerified ? user.name : "";
       const mail = renderMail({
         kind,
         lang: (user?.language ?? "en") as Lang,
-        name: user?.name ?? (typeof payload.name === "string" ? payload.name : ""),
+        name,
         payload,
         token: row.token ?? undefined,
         publicBase,

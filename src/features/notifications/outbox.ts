@@ -5,7 +5,7 @@
  */
 import { getTableColumns, is, Placeholder, sql, SQL } from "drizzle-orm";
 import type { Db } from "../../db/client";
-import { prepared } from "../../db/prepared";
+import { bound, prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
 
 export type NotificationKind =
@@ -117,10 +117,19 @@ export function notificationSelection(kind: NotificationKind, recipient: string 
   return Object.fromEntries(fields) as Record<keyof typeof outbox.$inferSelect, SQL.Aliased>;
 }
 
-export async function writeAudit(
-  tx: Db,
-  entry: { action: string; actor: string; subjectType: string; subjectId: string | number; details?: Record<string, unknown> },
-  now = new Date(),
-) {
-  await insertAudit(tx).run({ ...entry, subjectId: String(entry.subjectId), details: entry.details ?? null, at: now });
+export interface AuditRecord {
+  action: string;
+  actor: string;
+  subjectType: string;
+  subjectId: string | number;
+  details?: Record<string, unknown>;
 }
+
+const auditValues = (entry: AuditRecord, now: Date) => ({ ...entry, subjectId: String(entry.subjectId), details: entry.details ?? null, at: now });
+
+export async function writeAudit(tx: Db, entry: AuditRecord, now = new Date()) {
+  await insertAudit(tx).run(auditValues(entry, now));
+}
+
+/** The same row as a (prepared) statement of a list unit: it commits with the change it describes, in the same batch. */
+export const auditStatement = (tx: Db, entry: AuditRecord, now = new Date()) => bound(insertAudit(tx), auditValues(entry, now));

@@ -1,6 +1,6 @@
 /** TypeBox shapes of the orders API. Amounts are decimals in JSON, integer cents inside. */
 import { t, type Static } from "elysia";
-import { MAX_PAGE } from "../../validation";
+import { MAX_PAGE, PatternString } from "../../validation";
 
 /** What clients see; PROCESSING (claimed for payment) is internal and shown as PENDING. */
 export const OrderStatus = t.Union([t.Literal("PENDING"), t.Literal("PAID"), t.Literal("PAYMENT_FAILED")]);
@@ -19,7 +19,7 @@ export const PaymentRequest = t.Object(
   {
     // An enum (not a literal), so a wrong method is reported as "must be one of CARD".
     method: t.UnionEnum(["CARD"]),
-    cardNumber: t.String({
+    cardNumber: PatternString({
       pattern: "^[0-9]{12,19}$",
       description: "12 to 19 digits passing the Luhn check; 4000000000000002 is always declined",
       messages: { pattern: "field.cardNumber.luhn" },

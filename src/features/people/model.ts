@@ -34,7 +34,9 @@ export type RolesBody = Static<typeof RolesBody>;
 export const ProfileBody = t.Object({
   avatarUrl: t.Optional(t.Nullable(HttpUrl({ maxLength: 500, description: "An http or https address" }))),
   bio: t.Optional(t.Nullable(t.String({ maxLength: 5000 }))),
-  birthDate: t.Optional(t.Nullable(t.String({ format: "date", messages: { format: "field.type" }, description: "yyyy-MM-dd, in the past" }))),
+  birthDate: t.Optional(
+    t.Nullable(t.String({ format: "date", maxLength: 10, messages: { format: "field.type", maxLength: "field.birthDate.format" }, description: "yyyy-MM-dd, in the past" })),
+  ),
   address: t.Optional(t.Nullable(t.String({ maxLength: 500 }))),
 });
 export type ProfileBody = Static<typeof ProfileBody>;

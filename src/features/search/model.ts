@@ -1,7 +1,7 @@
 /** TypeBox shapes of the search API. */
 import { t, type Static } from "elysia";
 import { SORTABLE_FIELDS } from "../users/model";
-import { Instant, MAX_PAGE, QueryBoolean, QueryInteger } from "../../validation";
+import { Instant, MAX_PAGE, PatternString, QueryBoolean, QueryInteger } from "../../validation";
 
 export const MAX_PAGE_SIZE = 100;
 
@@ -9,7 +9,7 @@ export const MAX_PAGE_SIZE = 100;
  * Free text matched with LIKE or FTS5, both of which read a NUL as the end of the text: `%\0%`
  * matched every user and an FTS phrase cut at a NUL was a syntax error (500). No name holds one.
  */
-const SearchText = (description: string) => t.String({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
+const SearchText = (description: string) => PatternString({ pattern: "^[^\\u0000]*$", messages: { pattern: "field.searchText" }, description });
 
 /** SearchCriteria (name, age, active, page, size) plus the rest of UserSearchCriteria; numbers and flags as QueryInteger / QueryBoolean (src/validation.ts). */
 export const UserSearchQuery = t.Object({

@@ -1,6 +1,6 @@
 /** TypeBox shapes of the users API: what clients send and what they get back. */
 import { t, type Static } from "elysia";
-import { MAX_PAGE, NotBlankString, QueryInteger, queryInteger } from "../../validation";
+import { MAX_PAGE, NotBlankString, PatternString, QueryInteger, queryInteger } from "../../validation";
 
 export const PHONE_PATTERN = "^[0-9-+()\\s]*$";
 export const PASSWORD_PATTERN = "^(?=.*[a-z])(?=.*[A-Z])(?=.*\\d)(?=.*[@$!%*?&])[A-Za-z\\d@$!%*?&]+$";
@@ -89,7 +89,7 @@ export const SORTABLE_FIELDS = ["id", "name", "email", "createdAt", "updatedAt",
 export const UserListQuery = t.Object({
   page: t.Optional(t.Integer({ minimum: 0, maximum: MAX_PAGE })),
   size: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
-  sort: t.Optional(t.String({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } })),
+  sort: t.Optional(PatternString({ pattern: `^(${SORTABLE_FIELDS.join("|")})(,(asc|desc|ASC|DESC))?$`, messages: { pattern: "field.sort" } })),
   // The console's filters (beyond the seed): absent ones filter nothing, so today's answers stay.
   name: t.Optional(t.String({ maxLength: 100, description: "Substring of the name, case-insensitive" })),
   email: t.Optional(t.String({ maxLength: 255, description: "Substring of the e-mail, case-insensitive" })),

@@ -150,8 +150,8 @@ export const usersRoutes = (ctx: AppContext) =>
     })
     .delete(
       "/:id",
-      async ({ params, set }) => {
-        await deleteUser(ctx, userId(params));
+      async ({ params, caller, set }) => {
+        await deleteUser(ctx, userId(params), caller.email);
         set.status = 204;
       },
       { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },

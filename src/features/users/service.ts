@@ -470,12 +470,14 @@ export async function keepAnAdmin(tx: Reader, userId: number) {
   if (others.n === 0) throw new AppError("LAST_ADMIN");
 }
 
-export async function deleteUser(deps: UsersDeps, id: number) {
+/** Deletes the user (audited USER_DELETED with the e-mail it had, in the same unit). */
+export async function deleteUser(deps: UsersDeps, id: number, actor: string) {
   await timed(deps.metrics, "delete", () =>
     deps.db.write(async (tx) => {
       await keepAnAdmin(tx, id);
-      const deleted = await tx.delete(users).where(eq(users.id, id)).returning({ id: users.id });
-      if (deleted.length === 0) throw new AppError("USER_NOT_FOUND", { id });
+      const [deleted] = await tx.delete(users).where(eq(users.id, id)).returning({ email: users.email });
+      if (!deleted) throw new AppError("USER_NOT_FOUND", { id });
+      await writeAudit(tx, { action: "USER_DELETED", actor, subjectType: "User", subjectId: id, details: { email: deleted.email } }, new Date(deps.now()));
     }),
   );
 }

@@ -10,7 +10,7 @@ import type { NotificationKind } from "../outbox";
 export interface MailInput {
   kind: NotificationKind;
   lang: Lang;
-  /** The recipient's name, as stored. */
+  /** The recipient's name, as stored; empty for an unverified address (the mail greets without it). */
   name: string;
   /** The row's payload (order id, amounts, payment id…). */
   payload: Record<string, unknown>;
@@ -33,16 +33,22 @@ type Template = Record<Lang, (v: Values) => Texts>;
 /** The kinds whose mail carries a token, and how long the token lives. */
 export const TOKEN_KINDS = { VERIFY_EMAIL: 24 * 60 * 60 * 1000, PASSWORD_RESET: 30 * 60 * 1000 } as const;
 
+/** The greeting, by name when there is one (never for an address nobody has confirmed: the name is the registrant's free text). */
+const hello: Record<Lang, (v: Values) => string> = {
+  en: (v) => (v.name ? `Hello ${v.name},` : "Hello,"),
+  "zh-TW": (v) => (v.name ? `${v.name} 您好：` : "您好："),
+};
+
 const TEMPLATES: Record<NotificationKind, Template> = {
   WELCOME: {
-    en: (v) => ({ subject: "Welcome to usersvc", paragraphs: [`Hello ${v.name},`, "Your account has been created. You can sign in with this e-mail address."] }),
-    "zh-TW": (v) => ({ subject: "歡迎加入 usersvc", paragraphs: [`${v.name} 您好：`, "您的帳號已建立，可以使用這個 Email 地址登入。"] }),
+    en: (v) => ({ subject: "Welcome to usersvc", paragraphs: [hello.en(v), "Your account has been created. You can sign in with this e-mail address."] }),
+    "zh-TW": (v) => ({ subject: "歡迎加入 usersvc", paragraphs: [hello["zh-TW"](v), "您的帳號已建立，可以使用這個 Email 地址登入。"] }),
   },
   VERIFY_EMAIL: {
     en: (v) => ({
       subject: "Confirm your e-mail address",
       paragraphs: [
-        `Hello ${v.name},`,
+        hello.en(v),
         "Please confirm that this address belongs to you. The link works once and expires in 24 hours.",
         "If you did not create an account, ignore this message.",
       ],
@@ -51,7 +57,7 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
     "zh-TW": (v) => ({
       subject: "請確認您的 Email 地址",
-      paragraphs: [`${v.name} 您好：`, "請確認這個地址屬於您。連結只能使用一次，24 小時後失效。", "如果您沒有建立帳號，請忽略這封郵件。"],
+      paragraphs: [hello["zh-TW"](v), "請確認這個地址屬於您。連結只能使用一次，24 小時後失效。", "如果您沒有建立帳號，請忽略這封郵件。"],
       link: { label: "確認我的地址", path: "/account/verify-email" },
       codeLabel: "您的驗證碼",
     }),
@@ -60,7 +66,7 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     en: (v) => ({
       subject: "Reset your password",
       paragraphs: [
-        `Hello ${v.name},`,
+        hello.en(v),
         "Someone asked to reset the password of your account. The link works once and expires in 30 minutes.",
         "If it was not you, ignore this message: your password stays as it is.",
       ],
@@ -69,7 +75,7 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
     "zh-TW": (v) => ({
       subject: "重設您的密碼",
-      paragraphs: [`${v.name} 您好：`, "有人要求重設您帳號的密碼。連結只能使用一次，30 分鐘後失效。", "如果不是您本人，請忽略這封郵件，您的密碼不會變更。"],
+      paragraphs: [hello["zh-TW"](v), "有人要求重設您帳號的密碼。連結只能使用一次，30 分鐘後失效。", "如果不是您本人，請忽略這封郵件，您的密碼不會變更。"],
       link: { label: "設定新密碼", path: "/account/reset-password" },
       codeLabel: "您的重設碼",
     }),
@@ -78,59 +84,59 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     en: (v) => ({
       subject: "Your password was changed",
       paragraphs: [
-        `Hello ${v.name},`,
+        hello.en(v),
         "The password of your account was just changed, and every earlier sign-in has ended.",
         "If you did not do this, reset your password now and tell your administrator.",
       ],
     }),
     "zh-TW": (v) => ({
       subject: "您的密碼已變更",
-      paragraphs: [`${v.name} 您好：`, "您帳號的密碼剛剛已變更，先前的登入皆已失效。", "如果不是您本人操作，請立即重設密碼並通知管理員。"],
+      paragraphs: [hello["zh-TW"](v), "您帳號的密碼剛剛已變更，先前的登入皆已失效。", "如果不是您本人操作，請立即重設密碼並通知管理員。"],
     }),
   },
   EMAIL_CHANGED: {
     en: (v) => ({
       subject: "Your e-mail address was changed",
       paragraphs: [
-        `Hello ${v.name},`,
+        hello.en(v),
         "The e-mail address of your account was just changed; this address no longer signs in to it, and every earlier sign-in has ended.",
         "If you did not do this, tell your administrator now.",
       ],
     }),
     "zh-TW": (v) => ({
       subject: "您的 Email 地址已變更",
-      paragraphs: [`${v.name} 您好：`, "您帳號的 Email 地址剛剛已變更，這個地址已無法再登入該帳號，先前的登入皆已失效。", "如果不是您本人操作，請立即通知管理員。"],
+      paragraphs: [hello["zh-TW"](v), "您帳號的 Email 地址剛剛已變更，這個地址已無法再登入該帳號，先前的登入皆已失效。", "如果不是您本人操作，請立即通知管理員。"],
     }),
   },
   USER_UPDATED: {
     en: (v) => ({
       subject: "Your account details were changed",
-      paragraphs: [`Hello ${v.name},`, "The details of your account (name, e-mail address or department) were just changed."],
+      paragraphs: [hello.en(v), "The details of your account (name, e-mail address or department) were just changed."],
     }),
-    "zh-TW": (v) => ({ subject: "您的帳號資料已變更", paragraphs: [`${v.name} 您好：`, "您帳號的資料（姓名、Email 或部門）剛剛已變更。"] }),
+    "zh-TW": (v) => ({ subject: "您的帳號資料已變更", paragraphs: [hello["zh-TW"](v), "您帳號的資料（姓名、Email 或部門）剛剛已變更。"] }),
   },
   ORDER_CREATED: {
     en: (v) => ({
       subject: `Order ${v.orderId} received`,
-      paragraphs: [`Hello ${v.name},`, `We received your order ${v.orderId} for a total of ${v.amount}. It waits for payment.`],
+      paragraphs: [hello.en(v), `We received your order ${v.orderId} for a total of ${v.amount}. It waits for payment.`],
     }),
-    "zh-TW": (v) => ({ subject: `已收到訂單 ${v.orderId}`, paragraphs: [`${v.name} 您好：`, `我們已收到您的訂單 ${v.orderId}，總金額 ${v.amount}，等待付款中。`] }),
+    "zh-TW": (v) => ({ subject: `已收到訂單 ${v.orderId}`, paragraphs: [hello["zh-TW"](v), `我們已收到您的訂單 ${v.orderId}，總金額 ${v.amount}，等待付款中。`] }),
   },
   PAYMENT_SUCCESS: {
     en: (v) => ({
       subject: `Order ${v.orderId} is paid`,
-      paragraphs: [`Hello ${v.name},`, `Your payment of ${v.amount} for order ${v.orderId} succeeded. Payment reference: ${v.paymentId}.`],
+      paragraphs: [hello.en(v), `Your payment of ${v.amount} for order ${v.orderId} succeeded. Payment reference: ${v.paymentId}.`],
     }),
-    "zh-TW": (v) => ({ subject: `訂單 ${v.orderId} 已付款`, paragraphs: [`${v.name} 您好：`, `您的訂單 ${v.orderId} 已成功付款 ${v.amount}。付款編號：${v.paymentId}。`] }),
+    "zh-TW": (v) => ({ subject: `訂單 ${v.orderId} 已付款`, paragraphs: [hello["zh-TW"](v), `您的訂單 ${v.orderId} 已成功付款 ${v.amount}。付款編號：${v.paymentId}。`] }),
   },
   PAYMENT_FAILED: {
     en: (v) => ({
       subject: `Order ${v.orderId} was not paid`,
-      paragraphs: [`Hello ${v.name},`, `Your order ${v.orderId} for ${v.amount} was cancelled (${v.reason}); its items went back in stock. You may order again.`],
+      paragraphs: [hello.en(v), `Your order ${v.orderId} for ${v.amount} was cancelled (${v.reason}); its items went back in stock. You may order again.`],
     }),
     "zh-TW": (v) => ({
       subject: `訂單 ${v.orderId} 未付款`,
-      paragraphs: [`${v.name} 您好：`, `您的訂單 ${v.orderId}（${v.amount}）已取消（${v.reason === "payment timeout" ? "付款逾時" : v.reason}），商品已退回庫存，您可以重新下單。`],
+      paragraphs: [hello["zh-TW"](v), `您的訂單 ${v.orderId}（${v.amount}）已取消（${v.reason === "payment timeout" ? "付款逾時" : v.reason}），商品已退回庫存，您可以重新下單。`],
     }),
   },
 };
