@@ -4,17 +4,20 @@
  *
  * - The lean floor (../shared/bench/lean-floor.ts, LEAN_FLOOR to point elsewhere) is a hand-tuned
  *   Elysia server doing what GET /api/users/{id} must do. It is copied under node_modules/.cache
- *   and run with this project's bun and --no-install, so it imports the elysia and prom-client
- *   pinned here (never an auto-installed latest). usersvc is compared with it at LOG_LEVEL=warn,
- *   as its header says, in alternating rounds on the same 2 cores.
+ *   and run with --no-install, so it imports the elysia and prom-client pinned here (never an
+ *   auto-installed latest), on this project's bun and on every other Bun pinned as an optional
+ *   dependency "bun-<version>" (Bun 1.4.4: bun:sqlite re-prepares a join on 1.4.5, README). usersvc
+ *   is compared with the faster floor at LOG_LEVEL=warn, as its header says, in alternating
+ *   rounds on the same 2 cores; the table names the floor's Bun.
  * - usersvc is the compiled binary (USERSVC_BINARY, default dist/usersvc, rebuilt when older
  *   than src/) started from an empty temp folder (default embedded database) with 10,000 users
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes] [--reads]
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
+ *     --reads       only the user read against the floors (about a minute): for iterating on the read path
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, backup.ts, remote.ts)
  *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
  *
@@ -30,6 +33,7 @@ const ROOT = resolve(import.meta.dir, "..");
 const BINARY = process.env.USERSVC_BINARY ? resolve(process.env.USERSVC_BINARY) : join(ROOT, "dist/usersvc");
 const LEAN_FLOOR = process.env.LEAN_FLOOR ?? [resolve(ROOT, "../shared/bench/lean-floor.ts"), resolve(ROOT, "../../shared/bench/lean-floor.ts")].find(existsSync);
 const flags = new Set(process.argv.slice(2));
+const readsOnly = flags.has("--reads");
 const idleOnly = flags.has("--idle") ? Number(process.argv[process.argv.indexOf("--idle") + 1]) : null;
 if (idleOnly !== null && !(Number.isInteger(idleOnly) && idleOnly > 0)) throw new Error("--idle takes a sample count, e.g. --idle 9");
 /** Fresh servers whose idle RSS the full run takes the median of (RSS varies a few MiB from start to start). */
@@ -154,6 +158,8 @@ interface Load {
   body?: string;
   maxId?: number;
   countStatuses?: boolean;
+  /** The one status every answer must have: a run with any other (or a socket error) fails the bench. */
+  expect?: number;
   /** Every Nth request's "{email}" is one address shared by the whole run: all but its first are duplicates. */
   duplicateEvery?: number;
   /** wrk threads and connections, when not 1 and CONNECTIONS. */
@@ -254,7 +260,18 @@ async function autocannon(url: string, load: Load, seconds: number): Promise<Mea
   };
 }
 
-const generate = HAVE_WRK ? wrk : autocannon;
+const generator = HAVE_WRK ? wrk : autocannon;
+
+/** One run of the load generator; a load with `expect` is checked answer by answer (a fast 401 is no read). */
+async function generate(url: string, load: Load, seconds: number): Promise<Measured> {
+  if (load.expect === undefined) return generator(url, load, seconds);
+  const measured = await generator(url, { ...load, countStatuses: true }, seconds);
+  const others = Object.keys(measured.statuses ?? {}).filter((status) => Number(status) !== load.expect);
+  if (others.length > 0 || measured.errors > 0) {
+    throw new Error(`${url}${load.path} answered ${JSON.stringify(measured.statuses)} with ${measured.errors} socket errors; every answer must be ${load.expect}`);
+  }
+  return measured;
+}
 
 /** Warm-up, then the measured run, sampling the server's RSS while it is loaded. */
 async function measure(server: Server, load: Load): Promise<Measured & { rssMiB: number }> {
@@ -274,7 +291,7 @@ async function measure(server: Server, load: Load): Promise<Measured & { rssMiB:
  * median round, its server's peak RSS, and `ratio`, the median of its rounds' req/s against
  * the first pair's in the same round. A change of load on the machine hits them all alike.
  */
-async function alternate(pairs: [Server, Load][]): Promise<(Measured & { rssMiB: number; ratio: number })[]> {
+async function alternate(pairs: [Server, Load][]): Promise<(Measured & { rssMiB: number; ratio: number; roundsRps: number[] })[]> {
   for (const [server, load] of pairs) await generate(server.url, load, WARMUP_S);
   const runs: Measured[][] = pairs.map(() => []);
   const peaks = pairs.map(() => 0);
@@ -288,7 +305,7 @@ async function alternate(pairs: [Server, Load][]): Promise<(Measured & { rssMiB:
   return runs.map((rounds, i) => {
     const byRps = [...rounds].sort((a, b) => a.rps - b.rps);
     const ratio = median(rounds.map((r, round) => r.rps / runs[0][round].rps));
-    return { ...byRps[Math.floor(byRps.length / 2)], rssMiB: peaks[i], ratio };
+    return { ...byRps[Math.floor(byRps.length / 2)], rssMiB: peaks[i], ratio, roundsRps: rounds.map((r) => r.rps) };
   });
 }
 
@@ -480,8 +497,8 @@ interface Row {
   statuses?: Record<string, number>;
 }
 
-/** The lean floor, run from a copy next to this project's node_modules (see the header). */
-async function startLeanFloor(dbFile: string): Promise<{ server: Server; token: string; versions: string }> {
+/** The lean floor, run from a copy next to this project's node_modules (see the header), on the Bun at `bun`. */
+async function startLeanFloor(dbFile: string, bun: string): Promise<{ server: Server; token: string; versions: string }> {
   if (!LEAN_FLOOR) throw new Error("lean floor not found: set LEAN_FLOOR to lean-floor.ts");
   const pinned = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).dependencies as Record<string, string>;
   const installed = (name: string) => JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")).version as string;
@@ -492,13 +509,51 @@ async function startLeanFloor(dbFile: string): Promise<{ server: Server; token: 
   mkdirSync(dir, { recursive: true });
   const script = join(dir, "lean-floor.ts");
   copyFileSync(LEAN_FLOOR, script);
-  const bun = [process.execPath, "--no-install", script];
+  const command = [bun, "--no-install", script];
   // It has no health route: an anonymous user read (401) says it is up.
-  const server = await start((port) => [...bun, String(port), dbFile], {}, ROOT, "/api/users/1", 401);
-  const token = Bun.spawnSync([...bun, "token"], { cwd: ROOT, stdout: "pipe" })
+  const server = await start((port) => [...command, String(port), dbFile], {}, ROOT, "/api/users/1", 401);
+  const token = Bun.spawnSync([...command, "token"], { cwd: ROOT, stdout: "pipe" })
     .stdout.toString()
     .trim();
   return { server, token, versions: `elysia ${installed("elysia")}, prom-client ${installed("prom-client")}` };
+}
+
+/**
+ * The Buns the floor runs on: this project's, then each one pinned as an optional dependency
+ * "bun-<version>" (npm:@oven/bun-linux-x64@<version>: the bare binary, no postinstall and no
+ * `bun` bin link to clash with the project's own) that npm installed on this platform.
+ */
+function floorBuns(): { version: string; path: string }[] {
+  const optional = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).optionalDependencies ?? {}) as Record<string, string>;
+  const others = Object.keys(optional)
+    .filter((name) => /^bun-\d/.test(name))
+    .map((name) => ({ version: name.slice("bun-".length), path: join(ROOT, "node_modules", name, "bin/bun") }))
+    .filter((bun) => existsSync(bun.path) && bun.version !== Bun.version);
+  return [{ version: Bun.version, path: process.execPath }, ...others];
+}
+
+/**
+ * Target 1: the user read against the lean floor on each of floorBuns(), all alternated in the
+ * same rounds; usersvc's ratio is the median of its rounds against the faster floor's.
+ */
+async function readAgainstFloors(home: string, usersvcServer: Server, userLoad: Load, add: (name: string, m: Measured, note: string) => void) {
+  const floors = [];
+  for (const bun of floorBuns()) floors.push({ bun, ...(await startLeanFloor(join(home, `lean-floor-${bun.version}.db`), bun.path)) });
+  const measured = await alternate([
+    ...floors.map((floor): [Server, Load] => [floor.server, { path: "/api/users/{id}", token: floor.token, maxId: 1000, expect: 200 }]),
+    [usersvcServer, userLoad],
+  ]);
+  for (const floor of floors) await floor.server.stop();
+  const read = measured.pop()!;
+  const fastest = measured.reduce((best, m, i) => (m.rps > measured[best].rps ? i : best), 0);
+  const floorRead = measured[fastest];
+  const ratio = median(read.roundsRps.map((rps, round) => rps / floorRead.roundsRps[round]));
+  for (const [i, m] of measured.entries()) {
+    const note = `Bun ${floors[i].bun.version}${i === 0 ? " (this project's)" : ""}, ${floors[i].versions}${i === fastest ? "; the faster floor" : `; ${(m.ratio / measured[fastest].ratio).toFixed(2)}× the faster`}`;
+    add(`lean floor GET /api/users/{id}, Bun ${floors[i].bun.version}`, m, note);
+  }
+  add("usersvc GET /api/users/{id} (auth, LOG_LEVEL=warn)", read, `${ratio.toFixed(2)}× the lean floor on Bun ${floors[fastest].bun.version}`);
+  return { read, floorRead, ratio, floorBun: floors[fastest].bun.version, floorVersions: floors[fastest].versions };
 }
 
 async function main() {
@@ -523,14 +578,14 @@ async function main() {
   seed(dbFile);
   log(`seeded ${SEEDED_USERS} users into ${dbFile}`);
 
-  if (idleOnly === null) {
+  if (idleOnly === null && !readsOnly) {
     const jsonServer = await startCeiling(join(import.meta.dir, "ceiling.ts"), "json");
     add("ceiling: Bun.serve fixed JSON", await measure(jsonServer, { path: "/" }));
     await jsonServer.stop();
   }
 
   // Idle RSS: fresh servers that have answered nothing but their readiness probe.
-  const idle = await idleRss(home, idleOnly ?? IDLE_SAMPLES);
+  const idle = await idleRss(home, idleOnly ?? (readsOnly ? 1 : IDLE_SAMPLES));
   const quiet = idle.server;
   results.idleRssMiB = idle.median;
   results.idleRssSamplesMiB = idle.all;
@@ -542,19 +597,19 @@ async function main() {
     return;
   }
   const token = cli(["token", "--email", ADMIN.email], home);
-  const userLoad: Load = { path: "/api/users/{id}", token, maxId: SEEDED_USERS };
+  const userLoad: Load = { path: "/api/users/{id}", token, maxId: SEEDED_USERS, expect: 200 };
 
-  // Target 1: the user read against the lean floor, side by side.
-  const floor = await startLeanFloor(join(home, "lean-floor.db"));
-  results.leanFloor = floor.versions;
-  const [floorRead, quietRead] = await alternate([
-    [floor.server, { path: "/api/users/{id}", token: floor.token, maxId: 1000 }],
-    [quiet, userLoad],
-  ]);
-  await floor.server.stop();
-  add("lean floor GET /api/users/{id}", floorRead, floor.versions);
-  add("usersvc GET /api/users/{id} (auth, LOG_LEVEL=warn)", quietRead, `${quietRead.ratio.toFixed(2)}× the lean floor`);
+  // Target 1: the user read against the lean floor on each Bun, side by side.
+  const reads = await readAgainstFloors(home, quiet, userLoad, add);
+  const quietRead = reads.read;
+  results.leanFloor = `Bun ${reads.floorBun}, ${reads.floorVersions}`;
   results.loadRssMiB = quietRead.rssMiB;
+  if (readsOnly) {
+    await quiet.stop();
+    rmSync(home, { recursive: true, force: true });
+    printRows(rows);
+    return;
+  }
 
   // Target 2: name search against the user read, side by side on the same server.
   const searchPath = "/api/search/users?name=Ann&size=10";
@@ -562,13 +617,13 @@ async function main() {
   if (await routeAnswers(quiet, searchPath, { headers: { authorization: `Bearer ${token}` } })) {
     const [, search] = await alternate([
       [quiet, userLoad],
-      [quiet, { path: searchPath, token }],
+      [quiet, { path: searchPath, token, expect: 200 }],
     ]);
     searchRatio = search.ratio;
     add("usersvc GET /api/search/users?name=Ann", search, `${search.ratio.toFixed(2)}× GET user`);
   } else add("usersvc GET /api/search/users?name=Ann", null, "n/a (route not there yet)");
 
-  add("usersvc GET /actuator/health", await measure(quiet, { path: "/actuator/health" }));
+  add("usersvc GET /actuator/health", await measure(quiet, { path: "/actuator/health", expect: 200 }));
 
   // Target 3: creates on one process.
   const create = await measure(quiet, { method: "POST", path: "/api/users", token, body: '{"name":"Bench User","email":"{email}"}', countStatuses: true });
@@ -611,7 +666,11 @@ async function main() {
   rmSync(home, { recursive: true, force: true });
 
   const targets = {
-    "GET /api/users/{id} vs the lean floor": target(quietRead.ratio >= 0.85, `${quietRead.ratio.toFixed(2)} (${quietRead.rps} vs ${floorRead.rps}/s)`, "≥ 0.85"),
+    "GET /api/users/{id} vs the faster lean floor": target(
+      reads.ratio >= 0.85,
+      `${reads.ratio.toFixed(2)} (${quietRead.rps} vs ${reads.floorRead.rps}/s, Bun ${reads.floorBun})`,
+      "≥ 0.85",
+    ),
     "GET /api/search/users?name=Ann vs GET user": target(searchRatio !== null && searchRatio >= 0.5, searchRatio === null ? "n/a" : searchRatio.toFixed(2), "≥ 0.5"),
     "POST /api/users": target(create.rps >= 3000, `${create.rps}/s`, "≥ 3,000/s"),
     "idle RSS": target(results.idleRssMiB < 60, `${results.idleRssMiB} MiB`, "< 60 MiB"),
@@ -709,19 +768,29 @@ interface Figures {
   coldStartMs: { median: number; all: number[]; firstStartMedian: number; firstStartAll: number[] };
 }
 
-function printTable(rows: Row[], results: Figures, targets: Record<string, { met: boolean | null; measured: string; goal: string }>) {
-  const out: string[] = [""];
-  const pad = (s: string, n: number) => s.padEnd(n);
+/** The scenarios' rows as table lines, under their header. */
+function rowLines(rows: Row[]): string[] {
   const num = (n: number | undefined, digits = 2) => (n === undefined ? "" : n.toFixed(digits));
-  out.push(`${pad("scenario", 52)} ${"req/s".padStart(8)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)}  note`);
+  const lines = [`${"scenario".padEnd(52)} ${"req/s".padStart(8)} ${"p50 ms".padStart(8)} ${"p99 ms".padStart(8)}  note`];
   for (const r of rows) {
     const status = r.statuses
       ? Object.entries(r.statuses)
           .map(([k, v]) => `${k}×${v}`)
           .join(" ")
       : "";
-    out.push(`${pad(r.name, 52)} ${String(r.rps ?? "—").padStart(8)} ${num(r.p50Ms).padStart(8)} ${num(r.p99Ms).padStart(8)}  ${[r.note, status].filter(Boolean).join("; ")}`);
+    lines.push(`${r.name.padEnd(52)} ${String(r.rps ?? "—").padStart(8)} ${num(r.p50Ms).padStart(8)} ${num(r.p99Ms).padStart(8)}  ${[r.note, status].filter(Boolean).join("; ")}`);
   }
+  return lines;
+}
+
+/** --reads: the read rows only, with the machine's load (ratios mean little on a busy machine). */
+function printRows(rows: Row[]) {
+  console.log(["", ...rowLines(rows), "", `load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`].join("\n"));
+}
+
+function printTable(rows: Row[], results: Figures, targets: Record<string, { met: boolean | null; measured: string; goal: string }>) {
+  const out: string[] = ["", ...rowLines(rows)];
+  const pad = (s: string, n: number) => s.padEnd(n);
   out.push("");
   out.push(
     `idle RSS ${results.idleRssMiB} MiB, under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`,

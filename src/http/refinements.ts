@@ -23,6 +23,8 @@ export const refinements = (routes: RouteTable) => {
     return schema;
   };
   return new Elysia({ name: "refinements" }).onBeforeHandle({ as: "global" }, ({ request, route, body }) => {
+    // No body, nothing to refine: a read builds no route key.
+    if (body === undefined) return;
     const schema = schemaOf(request.method, route);
     if (!schema) return;
     const violations = refinementViolationsOf(schema, body);

@@ -6,7 +6,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
-import { User, UserIdParams } from "../users/model";
+import { User, UserIdParams, userId } from "../users/model";
 import { parseInstant } from "../../validation";
 import { DeactivateQuery, DeactivateResult, Department, DepartmentBody, ProfileBody, Role, RolesBody, UserProfile } from "./model";
 import { createDepartment, deactivateInactive, getProfile, listDepartments, listRoles, putProfile, setRoles } from "./service";
@@ -45,7 +45,7 @@ export const peopleRoutes = (ctx: AppContext) =>
       response: { 200: t.Array(Role), ...errors },
       detail: { summary: "List roles", tags: ["Roles"] },
     })
-    .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, params.id, body, caller.email, new Date(ctx.now())), {
+    .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, userId(params), body, caller.email, new Date(ctx.now())), {
       auth: "ADMIN",
       params: UserIdParams,
       body: RolesBody,
@@ -56,13 +56,13 @@ export const peopleRoutes = (ctx: AppContext) =>
         description: 'Replaces the whole set, e.g. {"roles":["USER","ADMIN"]}; an unknown role name is a 400 validation failure. Returns the User (version +1).',
       },
     })
-    .get("/users/:id/profile", ({ params }) => getProfile(ctx.db, params.id), {
+    .get("/users/:id/profile", ({ params }) => getProfile(ctx.db, userId(params)), {
       auth: "SELF_OR_ADMIN",
       params: UserIdParams,
       response: { 200: UserProfile, ...errors },
       detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
     })
-    .put("/users/:id/profile", ({ params, body }) => putProfile(ctx.db, params.id, body, new Date(ctx.now()).toISOString().slice(0, 10)), {
+    .put("/users/:id/profile", ({ params, body }) => putProfile(ctx.db, userId(params), body, new Date(ctx.now()).toISOString().slice(0, 10)), {
       auth: "SELF_OR_ADMIN",
       params: UserIdParams,
       body: ProfileBody,

@@ -3,7 +3,7 @@ import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { errorResponses } from "../../envelope";
 import { documentedHeaders } from "../docs/headers";
-import { User, UserBody, UserIdParams, UserListQuery, UserPatch } from "./model";
+import { User, UserBody, UserIdParams, UserListQuery, UserPatch, userId } from "./model";
 import { createUser, deleteUser, findUser, listUsers, normalizeEmail, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
 import { countUsers, filterUsers, listCriteria, userChunks } from "../search/service";
 import { type Caller, isAdmin } from "../auth/guard";
@@ -54,7 +54,7 @@ async function mayChange(ctx: AppContext, caller: Caller, id: number, body: { em
 
 type ChangeBody = Parameters<typeof mayChange>[3];
 interface ChangeContext<B> {
-  params: { id: number };
+  params: { id: number | string };
   body: B;
   caller: Caller;
   request: Request;
@@ -66,8 +66,9 @@ interface ChangeContext<B> {
 const changeUser =
   <B extends ChangeBody>(ctx: AppContext, apply: (deps: AppContext, id: number, body: B, ifMatch: string | null) => Promise<User>) =>
   async ({ params, body, caller, request, server, set }: ChangeContext<B>) => {
-    await mayChange(ctx, caller, params.id, body, () => clientAddress(server, request, ctx.config.trustProxy));
-    return tagged(set, await apply(ctx, params.id, body, request.headers.get("if-match")));
+    const id = userId(params);
+    await mayChange(ctx, caller, id, body, () => clientAddress(server, request, ctx.config.trustProxy));
+    return tagged(set, await apply(ctx, id, body, request.headers.get("if-match")));
   };
 /** What PUT and PATCH share besides their body. */
 const changeRoute = { params: UserIdParams, transform: normalizeBody, response: { 200: User, ...errors, ...errorResponses(429) } };
@@ -111,7 +112,7 @@ export const usersRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, params.id)), {
+    .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, userId(params))), {
       auth: "authenticated",
       params: UserIdParams,
       response: { 200: User, ...errors },
@@ -150,18 +151,18 @@ export const usersRoutes = (ctx: AppContext) =>
     .delete(
       "/:id",
       async ({ params, caller, set }) => {
-        await deleteUser(ctx, params.id, caller.email);
+        await deleteUser(ctx, userId(params), caller.email);
         set.status = 204;
       },
       { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
     )
-    .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, true, caller.email)), {
+    .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
       auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
-    .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, params.id, false, caller.email)), {
+    .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
       auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
@@ -176,7 +177,7 @@ export const usersRoutes = (ctx: AppContext) =>
     .post(
       "/:id/revoke-tokens",
       async ({ params, caller, set }) => {
-        await revokeAccessTokens(ctx, params.id, caller.email);
+        await revokeAccessTokens(ctx, userId(params), caller.email);
         set.status = 204;
       },
       {

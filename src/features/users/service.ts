@@ -117,9 +117,10 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 export const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.placeholder("id"))).prepare());
 
 export async function findUser(db: Reader, id: number): Promise<User> {
-  const [row] = await findById(db).all({ id });
+  // Raw values, mapped by position: drizzle's per-field row mapping was a tenth of GET /api/users/{id}.
+  const [row] = (await findById(db).values({ id })) as ArrayLike<unknown>[];
   if (!row) throw new AppError("USER_NOT_FOUND", { id });
-  return toUser(row);
+  return toUserFromValues(row);
 }
 
 const SORT_COLUMNS: Record<(typeof SORTABLE_FIELDS)[number], AnyColumn> = {
