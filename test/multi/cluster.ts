@@ -58,8 +58,6 @@ export interface Instance {
   name: string;
   port: number;
   url: string;
-  dir: string;
-  pid(): number;
   /** Every log line this instance wrote, over all its starts. */
   logLines(): Record<string, unknown>[];
   start(): Promise<void>;
@@ -200,8 +198,8 @@ export interface Cluster {
   url: string;
   instances: Instance[];
   hrana: HranaServer;
-  /** The primary's database file, and a client of it for the checks (reads the truth, not an instance). */
-  primary: { file: string; port: number; client(): Client; restart(): Promise<void> };
+  /** A client of the primary for the checks (the truth, not an instance's view), and a restart on its port and file. */
+  primary: { client(): Client; restart(): Promise<void> };
   webhooks: WebhookReceiver;
   mailbox?: Mailbox;
   /** Why there is no mailbox / no S3, when there is none. */
@@ -289,8 +287,6 @@ export async function startCluster(): Promise<Cluster> {
       name,
       port,
       url,
-      dir,
-      pid: () => proc?.pid ?? 0,
       logLines: () => readLines(logs),
       async start() {
         const log = join(root, `${name}-${logs.length + 1}.log`);
@@ -380,8 +376,6 @@ export async function startCluster(): Promise<Cluster> {
       return hrana;
     },
     primary: {
-      file: dbFile,
-      port: hranaPort,
       client: () => (primaryClient ??= createClient({ url: hranaUrl })),
       async restart() {
         hrana = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
