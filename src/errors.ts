@@ -11,7 +11,7 @@ import { languageOf, type Lang, type TextParams } from "./i18n";
 import { parameterViolationsOf, violationsOf, Violations, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
 import { peekRequestState } from "./http/request-state";
-import { integrityKind, isBusy } from "./db/errors";
+import { classifyDatabaseError, integrityKind, isUnavailable } from "./db/errors";
 
 /** Database failures are classified in src/db/errors.ts, for every driver. */
 export { integrityKind };
@@ -94,8 +94,8 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
     const unexpected = (error: unknown) => {
       const integrity = integrityKind(error);
       if (integrity) return reply(409, failure(INTEGRITY_MESSAGE[integrity](lang), "DATA_INTEGRITY_VIOLATION"));
-      if (isBusy(error)) {
-        logger.warn({ err: error }, "database busy");
+      if (isUnavailable(error)) {
+        logger.warn({ err: error }, `database ${classifyDatabaseError(error)}`);
         return replyCode("SERVICE_UNAVAILABLE", { "retry-after": "1" });
       }
       logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");

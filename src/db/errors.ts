@@ -9,10 +9,13 @@
  * | @libsql/client, remote  | LibsqlError code, text   | code SQLITE_CONSTRAINT[_UNIQUE], "UNIQUE constraint failed" |
  *
  * drizzle wraps each in a DrizzleQueryError (the driver's error is its cause), so the chain is walked.
+ * A remote primary that cannot be reached (refused, reset, a proxy's 5xx, a stream it forgot in a
+ * restart) is "unreachable": answered 503 like "busy", but never retried, since a write whose
+ * answer was lost may have committed.
  */
 
 export type IntegrityKind = "duplicate" | "foreignKey" | "other";
-export type Failure = IntegrityKind | "busy";
+export type Failure = IntegrityKind | "busy" | "unreachable";
 
 /** SQLite's extended result codes (https://sqlite.org/rescode.html). */
 const BY_CODE: Record<string, Failure> = {
@@ -22,6 +25,22 @@ const BY_CODE: Record<string, Failure> = {
   SQLITE_BUSY: "busy",
   SQLITE_LOCKED: "busy",
 };
+/** Bun's fetch and the socket layer (code), and @libsql/client's own codes for a lost server. */
+const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ConnectionRefused",
+  "ConnectionClosed",
+  "FailedToOpenSocket",
+  "SERVER_ERROR",
+  "HRANA_WEBSOCKET_ERROR",
+  "HRANA_CLOSED_ERROR",
+  "STREAM_EXPIRED",
+]);
 const BY_NUMBER: Record<number, Failure> = { 2067: "duplicate", 1555: "duplicate", 787: "foreignKey" };
 const PRIMARY_CONSTRAINT = 19;
 const PRIMARY_BUSY = 5;
@@ -42,6 +61,7 @@ function classifyOne(e: DriverError): Failure | undefined {
   for (const code of codes) {
     const known = BY_CODE[code] ?? (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") ? "busy" : undefined);
     if (known) return known;
+    if (UNREACHABLE.has(code)) return "unreachable";
   }
   const number = typeof e.rawCode === "number" ? e.rawCode : typeof e.errno === "number" && codes.some((c) => c.startsWith("SQLITE_")) ? e.errno : undefined;
   if (number !== undefined) {
@@ -67,10 +87,16 @@ export function classifyDatabaseError(error: unknown): Failure | undefined {
 
 export function integrityKind(error: unknown): IntegrityKind | undefined {
   const kind = classifyDatabaseError(error);
-  return kind === "busy" ? undefined : kind;
+  return kind === "busy" || kind === "unreachable" ? undefined : kind;
 }
 
 export const isBusy = (error: unknown) => classifyDatabaseError(error) === "busy";
+
+/** Busy or unreachable: the database cannot serve this request now (503 with Retry-After). */
+export const isUnavailable = (error: unknown) => {
+  const kind = classifyDatabaseError(error);
+  return kind === "busy" || kind === "unreachable";
+};
 
 /** A unit of work that could not get the write lock within DATABASE_BUSY_TIMEOUT_MS; nothing was written. */
 export class DatabaseBusyError extends Error {

@@ -3,7 +3,7 @@
  * a 2xx, or a 4xx envelope with nothing internal in it; never a 5xx, never a hang.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import type { Reader } from "../../src/db/client";
 import type { Envelope } from "../../src/envelope";
@@ -159,22 +159,32 @@ export async function startBinary(dir: string, port: number, env: Record<string,
     stderr: "pipe",
   });
   const url = `http://127.0.0.1:${port}`;
+  await untilAnswering(`${url}/actuator/health/readiness`, proc, "usersvc", 300);
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
+  return { url, proc, rss };
+}
+
+/**
+ * Polls `url` every 50 ms until it answers 2xx; after `tries`, or when `proc` exits first, kills it
+ * and throws with the end of its stderr and of `log` (a file it wrote), if any.
+ */
+export async function untilAnswering(url: string, proc: Bun.Subprocess, what: string, tries: number, log?: string) {
   for (let i = 0; ; i++) {
     if (
-      await fetch(`${url}/actuator/health/readiness`).then(
+      await fetch(url).then(
         (r) => r.ok,
         () => false,
       )
     )
-      break;
-    if (i > 300 || proc.exitCode !== null) {
+      return;
+    if (i > tries || proc.exitCode !== null) {
       proc.kill("SIGKILL");
-      throw new Error(`usersvc did not start: ${(await new Response(proc.stderr as ReadableStream).text()).slice(-800)}`);
+      const stderr = proc.stderr instanceof ReadableStream ? await new Response(proc.stderr).text() : "";
+      const written = log && existsSync(log) ? readFileSync(log, "utf8") : "";
+      throw new Error(`${what} did not start: ${stderr.slice(-800)} ${written.slice(-800)}`);
     }
     await Bun.sleep(50);
   }
-  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
-  return { url, proc, rss };
 }
 
 export async function loginToken(url: string, email = ADMIN.email, password = ADMIN.password): Promise<string> {

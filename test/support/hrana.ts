@@ -19,6 +19,8 @@ export interface HranaServer {
   /** Every later pipeline request waits this long before it runs. */
   setDelay(ms: number): Promise<void>;
   stop(): Promise<void>;
+  /** SIGKILL, as a crash: the database file stays as the kill left it (for a restart on it). */
+  kill(): Promise<void>;
 }
 
 export interface HranaOptions {
@@ -26,11 +28,15 @@ export interface HranaOptions {
   busyTimeoutMs?: number;
   /** Idle HTTP streams are rolled back and closed after this long. */
   streamIdleMs?: number;
+  /** A fixed port and database file, to start it again where a killed one was (default: free port, fresh file). */
+  port?: number;
+  file?: string;
 }
 
 export async function startHranaServer(options: HranaOptions = {}): Promise<HranaServer> {
-  const env: Record<string, string> = { ...(process.env as Record<string, string>), HRANA_EXIT_WITH_STDIN: "1", PORT: "0" };
+  const env: Record<string, string> = { ...(process.env as Record<string, string>), HRANA_EXIT_WITH_STDIN: "1", PORT: String(options.port ?? 0) };
   delete env.HRANA_DB;
+  if (options.file) env.HRANA_DB = options.file;
   if (options.delayMs !== undefined) env.HRANA_DELAY_MS = String(options.delayMs);
   if (options.busyTimeoutMs !== undefined) env.HRANA_BUSY_TIMEOUT_MS = String(options.busyTimeoutMs);
   if (options.streamIdleMs !== undefined) env.HRANA_STREAM_IDLE_MS = String(options.streamIdleMs);
@@ -52,6 +58,10 @@ export async function startHranaServer(options: HranaOptions = {}): Promise<Hran
     setDelay: async (ms) => void (await control(`delay?ms=${ms}`, { method: "POST" })),
     async stop() {
       proc.kill("SIGTERM");
+      await proc.exited;
+    },
+    async kill() {
+      proc.kill("SIGKILL");
       await proc.exited;
     },
   };

@@ -29,7 +29,7 @@ import {
   ThreadDump,
   Version,
 } from "./model";
-import { countActiveUsers, health, metricNames, metricView, threadDump } from "./service";
+import { countActiveUsers, health, metricNames, metricView, primaryReachable, threadDump } from "./service";
 
 const adminErrors = errorResponses(401, 403);
 
@@ -86,14 +86,14 @@ export const actuatorRoutes = (ctx: AppContext) => {
     })
     .get(
       "/health/readiness",
-      ({ set }) => {
-        if (ctx.lifecycle.ready) return { status: "UP" as const };
+      async ({ set }) => {
+        if (ctx.lifecycle.ready && (await primaryReachable(ctx))) return { status: "UP" as const };
         set.status = 503;
         return { status: "DOWN" as const };
       },
       {
         response: { 200: ProbeHealth, 503: ProbeHealth },
-        detail: { summary: "Readiness probe", description: "DOWN (503) while starting or draining after SIGTERM." },
+        detail: { summary: "Readiness probe", description: "DOWN (503) while starting, while draining after SIGTERM, and while a remote primary cannot be reached." },
       },
     )
     .get(

@@ -41,6 +41,19 @@ async function dbHealth({ db, logger }: Deps, details: boolean): Promise<Compone
   }
 }
 
+/**
+ * Whether a remote primary answers (one round trip, given DATABASE_BUSY_TIMEOUT_MS; a file database
+ * is always at hand), for readiness: an instance that cannot reach it leaves rotation, and comes back by itself.
+ */
+export function primaryReachable({ db, config }: Pick<Deps, "db" | "config">): Promise<boolean> {
+  if (config.databaseUrl.startsWith("file:")) return Promise.resolve(true);
+  const answered = Promise.resolve(db.get(sql`select 1`)).then(
+    () => true,
+    () => false,
+  );
+  return Promise.race([answered, Bun.sleep(config.databaseBusyTimeoutMs).then(() => false)]);
+}
+
 function errorName(error: unknown): string {
   const code = (error as { code?: unknown })?.code;
   return typeof code === "string" && /^[A-Z_]+$/.test(code) ? code : ((error as Error)?.name ?? "Error");

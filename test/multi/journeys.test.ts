@@ -1,0 +1,529 @@
+/**
+ * Three instances of dist/usersvc on one primary behind nginx (test/multi/cluster.ts): what one
+ * instance does, the others see. Heavy (real processes, a Ceph cluster when it can start): it runs
+ * only under `npm run test:multi` (MULTI_INSTANCE=1), after `npm run build`.
+ *
+ * Journeys go through nginx's round robin, so consecutive requests land on different instances;
+ * each answer names its instance (nginx's X-Upstream), and the last test checks that each answer's
+ * X-Request-Id is in that instance's own log. The journey table is printed at the end.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ADMIN, BUSY_TIMEOUT_MS, clusterUnavailable, eventually, sha256, startCluster, writeReport, type Answer, type Cluster, type Instance, type Receipt } from "./cluster";
+
+const MULTI = process.env.MULTI_INSTANCE === "1";
+const missing = clusterUnavailable();
+if (!MULTI) console.warn("multi-instance: skipped: heavy, run it with npm run test:multi");
+else if (missing) console.warn(`multi-instance: skipped: ${missing}`);
+const RUN = MULTI && !missing;
+
+const GOOD_CARD = "4111111111111111";
+const PASSWORD = "Passw0rd!";
+const registration = (email: string, name = "Multi User") => ({
+  name,
+  email,
+  password: PASSWORD,
+  confirmPassword: PASSWORD,
+  age: 30,
+  birthDate: "1995-04-01",
+  phone: "+886 2 1234-5678",
+  salary: 52000.5,
+  address: { city: "台北市", district: "大安區", detail: "復興南路一段 390 號", zipCode: "10617" },
+  skills: ["TypeScript"],
+});
+/** A log line at warn, error or fatal (pino's labels, as LOG_FORMAT=json writes them). */
+const warnOrWorse = (line: Record<string, unknown>) => ["warn", "error", "fatal"].includes(String(line.level));
+const unique = (tag: string) => `${tag}-${crypto.randomUUID().slice(0, 8)}@multi.example.com`;
+
+let c: Cluster;
+let admin = "";
+/** journey → its steps as "step: instance status" (printed at the end, and in the report). */
+const journeys = new Map<string, string[]>();
+const note = (journey: string, step: string, a?: Pick<Answer, "instance" | "status">) => {
+  const steps = journeys.get(journey) ?? journeys.set(journey, []).get(journey)!;
+  steps.push(a ? `${step}: ${a.instance} ${a.status}` : step);
+};
+
+describe.skipIf(!RUN)("three instances on one primary, behind nginx", () => {
+  beforeAll(async () => {
+    c = await startCluster();
+    const login = await c.call("admin login", "POST", "/api/auth/login", { body: ADMIN });
+    expect(login.status).toBe(200);
+    admin = login.body.data.token;
+  }, 240_000);
+
+  afterAll(async () => {
+    const lines = ["", "== multi-instance journeys (instance each step landed on, status)"];
+    for (const [journey, steps] of journeys) lines.push(`- ${journey}`, ...steps.map((s) => `    ${s}`));
+    if (c?.s3Missing) lines.push(`- files on S3: SKIPPED: ${c.s3Missing}`);
+    if (c?.mailboxMissing) lines.push(`- mailbox: SKIPPED: ${c.mailboxMissing}`);
+    writeReport(lines);
+    await c?.stop();
+  }, 120_000);
+
+  const direct = () => c.instances;
+  const newProduct = async (name: string, price: number, stock: number): Promise<number> => {
+    const created = await c.call("product", "POST", "/api/products", { token: admin, body: { name, code: `MULTI-${crypto.randomUUID().slice(0, 8)}`, price, stock } });
+    expect(created.status).toBe(201);
+    return created.body.id;
+  };
+  const readUserAs = (token: string, id: number, via?: Instance) => c.call("use", "GET", `/api/users/${id}`, { token, via });
+
+  test("sign in, use, refresh, log out: every step works; the logged-out tokens are refused by every instance at once", async () => {
+    const J = "sign in, use, refresh, log out";
+    const email = unique("session");
+    /** One step through nginx: noted with its instance, and its status checked. */
+    const step = async (label: string, status: number, method: string, path: string, options: { token?: string; body?: unknown } = {}) => {
+      const answer = await c.call(label, method, path, options);
+      note(J, label, answer);
+      expect(answer.status).toBe(status);
+      return answer;
+    };
+    const registered = await step("register", 201, "POST", "/api/auth/register", { body: registration(email) });
+    const id = registered.body.data.id;
+    const login = await step("login", 200, "POST", "/api/auth/login", { body: { email, password: PASSWORD } });
+    const first = login.body.data.token;
+    const used = await step("use (GET own user)", 200, "GET", `/api/users/${id}`, { token: first });
+    const refreshed = await step("refresh", 200, "POST", "/api/auth/refresh", { token: first });
+    const second = refreshed.body.data.token;
+    const usedAgain = await step("use the refreshed token", 200, "GET", `/api/users/${id}`, { token: second });
+    const out = await step("logout", 200, "POST", "/api/auth/logout", { token: second });
+    // At once, both tokens, on every instance directly and three times through nginx.
+    const after = await Promise.all(
+      [first, second].flatMap((token) => [...direct().map((i) => readUserAs(token, id, i)), readUserAs(token, id), readUserAs(token, id), readUserAs(token, id)]),
+    );
+    for (const [n, a] of after.entries()) note(J, `${n < after.length / 2 ? "login" : "refreshed"} token after logout`, a);
+    expect(after.map((a) => a.status)).toEqual(Array(after.length).fill(401));
+    expect(new Set(after.map((a) => a.instance))).toEqual(new Set(["i1", "i2", "i3"]));
+    // Round robin: the six steps landed on every instance, never twice in a row on one.
+    const steps = [registered, login, used, refreshed, usedAgain, out].map((a) => a.instance);
+    expect(new Set(steps).size).toBe(3);
+    for (let n = 1; n < steps.length; n++) expect(steps[n]).not.toBe(steps[n - 1]);
+  }, 60_000);
+
+  describe("throttles count across instances", () => {
+    test("login: the 6th failure for one e-mail is refused (429) whichever instance gets it", async () => {
+      const J = "login throttle (LOGIN_MAX_FAILURES=5, per e-mail)";
+      const email = unique("guessed");
+      expect((await c.call("register", "POST", "/api/auth/register", { body: registration(email) })).status).toBe(201);
+      for (let n = 1; n <= 5; n++) {
+        const failed = await c.callFrom("wrong password", "127.0.1.9", "POST", "/api/auth/login", { email, password: "Wrong-Pass-1!" });
+        note(J, `failure ${n}`, failed);
+        expect(failed.status).toBe(401);
+      }
+      // The 6th attempt, with the right password even, on each instance directly and through nginx.
+      const sixth = await Promise.all([
+        ...direct().map((i) => c.call("6th attempt", "POST", "/api/auth/login", { via: i, body: { email, password: PASSWORD } })),
+        c.call("6th attempt", "POST", "/api/auth/login", { body: { email, password: PASSWORD } }),
+      ]);
+      for (const a of sixth) note(J, "6th attempt (right password)", a);
+      for (const a of sixth) {
+        expect(a.status).toBe(429);
+        expect(a.headers.get("retry-after")).toMatch(/^\d+$/);
+      }
+    }, 60_000);
+
+    test("login per client address: taken from X-Forwarded-For (nginx's), counted across instances", async () => {
+      const J = "login throttle per address (LOGIN_MAX_FAILURES_PER_IP=8, address from X-Forwarded-For)";
+      for (let n = 1; n <= 8; n++) {
+        const failed = await c.callFrom("unknown e-mail", "127.0.3.9", "POST", "/api/auth/login", { email: unique("nobody"), password: "Wrong-Pass-1!" });
+        note(J, `127.0.3.9 failure ${n}`, failed);
+        expect(failed.status).toBe(401);
+      }
+      const ninth = await c.callFrom("9th", "127.0.3.9", "POST", "/api/auth/login", { email: unique("nobody"), password: "Wrong-Pass-1!" });
+      note(J, "127.0.3.9 9th attempt", ninth);
+      expect(ninth.status).toBe(429);
+      // Another client (another address in X-Forwarded-For; the same nginx peer for the instance) is not throttled.
+      const other = await c.callFrom("other client", "127.0.4.9", "POST", "/api/auth/login", { email: unique("nobody"), password: "Wrong-Pass-1!" });
+      note(J, "127.0.4.9 attempt", other);
+      expect(other.status).toBe(401);
+    }, 60_000);
+
+    test("password reset: the 6th request for one e-mail is refused (429) whichever instance gets it", async () => {
+      const J = "password-reset throttle (RESET_MAX_REQUESTS=5, per e-mail)";
+      const email = unique("reset");
+      expect((await c.call("register", "POST", "/api/auth/register", { body: registration(email) })).status).toBe(201);
+      for (let n = 1; n <= 5; n++) {
+        const asked = await c.call("reset request", "POST", "/api/auth/password-reset/request", { body: { email } });
+        note(J, `request ${n}`, asked);
+        expect(asked.status).toBe(200);
+      }
+      const sixth = await Promise.all(direct().map((i) => c.call("6th reset", "POST", "/api/auth/password-reset/request", { via: i, body: { email } })));
+      for (const a of sixth) note(J, "6th request", a);
+      expect(sixth.map((a) => a.status)).toEqual([429, 429, 429]);
+    }, 60_000);
+  });
+
+  describe("orders and payments spread over instances", () => {
+    let productId = 0;
+    let buyers: { email: string; token: string }[] = [];
+    beforeAll(async () => {
+      productId = await newProduct("Scarce", 10, 5);
+      buyers = await Promise.all(
+        Array.from({ length: 20 }, async (_, n) => {
+          const email = unique(`buyer${n}`);
+          const created = await c.call("buyer", "POST", "/api/users", { token: admin, body: { name: `Buyer ${n}`, email, password: PASSWORD } });
+          expect(created.status).toBe(201);
+          return { email, token: "" };
+        }),
+      );
+      for (const buyer of buyers) {
+        const login = await c.call("buyer login", "POST", "/api/auth/login", { body: { email: buyer.email, password: PASSWORD } });
+        expect(login.status).toBe(200);
+        buyer.token = login.body.data.token;
+      }
+    }, 120_000);
+
+    test("20 concurrent orders on stock 5: exactly 5 placed, stock 0", async () => {
+      const J = "20 concurrent orders on stock 5";
+      const placed = await Promise.all(buyers.map((b) => c.call("order", "POST", "/api/orders", { token: b.token, body: { items: [{ productId, quantity: 1 }] } })));
+      const by = (status: number) => placed.filter((a) => a.status === status);
+      for (const status of new Set(placed.map((a) => a.status))) {
+        const answers = by(status);
+        note(J, `${answers.length} × ${status}${status === 201 ? "" : ` ${answers[0].body.errorCode}`} on`, {
+          instance: [...new Set(answers.map((a) => a.instance))].sort().join(","),
+          status,
+        });
+      }
+      expect(by(201)).toHaveLength(5);
+      expect(placed.filter((a) => a.status !== 201).map((a) => a.body.errorCode)).toEqual(Array(15).fill("INSUFFICIENT_INVENTORY"));
+      expect(new Set(placed.map((a) => a.instance)).size).toBe(3);
+      const product = await c.call("stock", "GET", `/api/products/${productId}`, { token: admin });
+      note(J, "stock read", product);
+      expect(product.body.stock).toBe(0);
+    }, 60_000);
+
+    test("10 concurrent payments of one order: one charge", async () => {
+      const J = "10 concurrent payments of one order";
+      const productId = await newProduct("Paid", 12.5, 3);
+      const buyer = buyers[0];
+      const order = await c.call("order", "POST", "/api/orders", { token: buyer.token, body: { items: [{ productId, quantity: 1 }] } });
+      note(J, "order", order);
+      expect(order.status).toBe(201);
+      const paid = await Promise.all(
+        Array.from({ length: 10 }, () => c.call("pay", "POST", `/api/orders/${order.body.id}/pay`, { token: buyer.token, body: { method: "CARD", cardNumber: GOOD_CARD } })),
+      );
+      for (const a of paid) note(J, `pay → ${a.status === 200 ? "PAID" : a.body.errorCode}`, a);
+      expect(paid.filter((a) => a.status === 200)).toHaveLength(1);
+      expect(paid.filter((a) => a.status !== 200).map((a) => a.body.errorCode)).toEqual(Array(9).fill("INVALID_ORDER_STATUS"));
+      expect(new Set(paid.map((a) => a.instance)).size).toBe(3);
+      // One charge: one payment id on the order, one PAYMENT_SUCCESS notification for it.
+      const { rows } = await c.primary.client().execute({
+        sql: "SELECT count(*) AS n FROM outbox WHERE kind = 'PAYMENT_SUCCESS' AND json_extract(payload, '$.orderId') = ?",
+        args: [order.body.id],
+      });
+      expect(Number(rows[0].n)).toBe(1);
+      const read = await c.call("order read", "GET", `/api/orders/${order.body.id}`, { token: buyer.token });
+      note(J, "order read", read);
+      expect(read.body).toMatchObject({ status: "PAID", paymentId: paid.find((a) => a.status === 200)!.body.paymentId });
+    }, 60_000);
+  });
+
+  test("a file uploaded through one instance downloads byte-identical through every other (S3)", async () => {
+    const J = "file on S3";
+    if (c.s3Missing) {
+      console.warn(`multi-instance: files on S3 skipped: ${c.s3Missing}`);
+      note(J, `SKIPPED: ${c.s3Missing}`);
+      return;
+    }
+    const bytes = crypto.getRandomValues(new Uint8Array(3 * 1024 * 1024 + 17));
+    const form = new FormData();
+    form.append("file", new Blob([bytes], { type: "application/octet-stream" }), "multi.bin");
+    const uploaded = await c.call("upload", "POST", "/api/files/upload", { token: admin, form });
+    note(J, "upload", uploaded);
+    expect(uploaded.status).toBe(201);
+    const others = c.instances.filter((i) => i.name !== uploaded.instance);
+    for (const instance of others) {
+      const res = await fetch(`${instance.url}/api/files/download/${uploaded.body.fileName}`, { headers: { authorization: `Bearer ${admin}` } });
+      note(J, "download", { instance: instance.name, status: res.status });
+      expect(res.status).toBe(200);
+      expect(sha256(await res.arrayBuffer())).toBe(sha256(bytes));
+    }
+  }, 120_000);
+
+  test("search index upkeep in three instances: no error, the index whole, no repeated work, per-instance metrics add up", async () => {
+    const J = "search index upkeep (each instance merges every 10 s)";
+    const db = c.primary.client();
+    const segments = async () => Number((await db.execute("SELECT count(DISTINCT segid) AS n FROM users_name_fts_idx")).rows[0].n);
+    const tag = crypto.randomUUID().slice(0, 6);
+    for (let n = 0; n < 30; n++) {
+      const created = await c.call("create user", "POST", "/api/users", { token: admin, body: { name: `Zephyrine ${tag} ${n}`, email: unique(`fts${n}`) } });
+      if (n < 3) note(J, `create user ${n + 1} of 30`, created);
+      expect(created.status).toBe(201);
+    }
+    const before = await segments();
+    note(J, `segments after 30 single writes: ${before}`);
+    expect(before).toBeGreaterThan(1);
+    await eventually(60_000, "the name index merged into one segment", async () => ((await segments()) === 1 ? true : undefined));
+    // Two more periods of every instance's step on a whole index: not a page of it rewritten.
+    const pages = async () => JSON.stringify((await db.execute("SELECT id, hex(block) AS b FROM users_name_fts_data ORDER BY id")).rows);
+    const whole = await pages();
+    await Bun.sleep(21_000);
+    expect(await pages()).toBe(whole);
+    await db.execute("INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('integrity-check', 1)");
+    for (const instance of c.instances) {
+      const found = await c.call("search", "GET", `/api/search/users?name=${tag}&size=100`, { token: admin, via: instance });
+      note(J, "search finds all 30", found);
+      expect(found.body).toHaveLength(30);
+    }
+    for (const instance of c.instances) {
+      // No error at all, and no warning from the upkeep (a failed merge step warns).
+      const problems = instance.logLines().filter((line) => ["error", "fatal"].includes(String(line.level)) || (line.logger === "search" && warnOrWorse(line)));
+      expect({ instance: instance.name, problems }).toEqual({ instance: instance.name, problems: [] });
+    }
+    // Metrics are per instance: users_created_total summed over the three is every user made through the API, once.
+    const created = await Promise.all(c.instances.map((i) => scrape(i, "users_created_total")));
+    const users = Number((await db.execute("SELECT count(*) AS n FROM users")).rows[0].n);
+    note(J, `users_created_total per instance ${created.join(" + ")} = ${created.reduce((a, b) => a + b, 0)}; users in the primary ${users} (1 bootstrap ADMIN)`);
+    expect(created.reduce((a, b) => a + b, 0)).toBe(users - 1);
+    expect(created.every((n) => n > 0)).toBe(true);
+  }, 180_000);
+
+  /** One counter (no labels) from an instance's /actuator/prometheus. */
+  async function scrape(instance: Instance, family: string): Promise<number> {
+    const text = await (await fetch(`${instance.url}/actuator/prometheus`, { headers: { authorization: `Bearer ${admin}` } })).text();
+    const line = text.split("\n").find((l) => l.startsWith(`${family} `));
+    return Number(line?.split(" ").pop() ?? Number.NaN);
+  }
+
+  type Row = { id: number; kind: string; webhook: string; mail: string };
+  const outboxRows = async (): Promise<Row[]> =>
+    (await c.primary.client().execute("SELECT id, kind, webhook_status AS webhook, mail_status AS mail FROM outbox ORDER BY id")).rows.map((r) => ({
+      id: Number(r.id),
+      kind: String(r.kind),
+      webhook: String(r.webhook),
+      mail: String(r.mail),
+    }));
+  const UNSETTLED = new Set(["pending", "resolving"]);
+  /** Every row settled on both channels (none pending), or undefined. */
+  const settled = async () => {
+    const rows = await outboxRows();
+    return rows.some((r) => UNSETTLED.has(r.webhook) || UNSETTLED.has(r.mail)) ? undefined : rows;
+  };
+  const mailsByOutboxId = async () => {
+    const byId = new Map<number, { messageId: string; sender: string }[]>();
+    for (const mail of (await c.mailbox?.messages()) ?? []) {
+      const id = Number(mail.headers.get("x-usersvc-outbox-id"));
+      (byId.get(id) ?? byId.set(id, []).get(id)!).push({ messageId: mail.messageId ?? "", sender: mail.from?.value[0]?.name ?? "" });
+    }
+    return byId;
+  };
+  const receiptsByOutboxId = () => {
+    const byId = new Map<number, Receipt[]>();
+    for (const r of c.webhooks.receipts) (byId.get(r.outboxId) ?? byId.set(r.outboxId, []).get(r.outboxId)!).push(r);
+    return byId;
+  };
+  const countBy = (values: string[]) =>
+    [...values.reduce((m, v) => m.set(v, (m.get(v) ?? 0) + 1), new Map<string, number>())]
+      .sort()
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ");
+
+  test("every notification delivered exactly once with three senders (webhook ids, the mailbox's Message-IDs)", async () => {
+    const J = "notifications, three senders, no fault";
+    await Promise.all(Array.from({ length: 20 }, (_, n) => c.call("notify", "POST", "/api/users", { token: admin, body: { name: `Notified ${n}`, email: unique(`notify${n}`) } })));
+    const rows = await eventually(90_000, "every outbox row settled", settled);
+    const receipts = receiptsByOutboxId();
+    const sentHooks = rows.filter((r) => r.webhook === "sent");
+    expect(sentHooks.length).toBeGreaterThan(40);
+    for (const row of sentHooks) {
+      const got = receipts.get(row.id) ?? [];
+      expect({ id: row.id, deliveries: got.length }).toEqual({ id: row.id, deliveries: 1 });
+      expect(got[0]).toMatchObject({ webhookId: String(row.id), signatureValid: true, answered: true });
+    }
+    expect(c.webhooks.receipts).toHaveLength(sentHooks.length);
+    note(J, `${sentHooks.length} webhooks, each once; sent by ${countBy(c.webhooks.receipts.map((r) => r.sender))}`);
+    if (c.mailbox) {
+      const mails = await mailsByOutboxId();
+      const sentMails = rows.filter((r) => r.mail === "sent");
+      expect(sentMails.length).toBeGreaterThan(40);
+      for (const row of sentMails) expect({ id: row.id, mails: mails.get(row.id)?.length ?? 0 }).toEqual({ id: row.id, mails: 1 });
+      expect([...mails.values()].flat()).toHaveLength(sentMails.length);
+      note(J, `${sentMails.length} mails, each Message-ID once; sent by ${countBy([...mails.values()].flat().map((m) => m.sender))}`);
+    }
+  }, 120_000);
+
+  test("an instance killed -9 mid-delivery: nothing lost; a redelivery carries the same webhook-id and Message-ID", async () => {
+    const J = "notifications, i2 killed -9 mid-delivery";
+    const [i1, i2] = c.instances;
+    const seen = c.webhooks.receipts.length;
+    c.webhooks.hold("i2");
+    // Bursts until i2's sender has claimed a batch and is stuck delivering it.
+    const heldNow = () => c.webhooks.receipts.slice(seen).filter((r) => r.sender === "i2" && !r.answered);
+    await eventually(60_000, "i2 delivering a webhook", async () => {
+      await Promise.all(
+        Array.from({ length: 4 }, (_, n) => c.call("notify", "POST", "/api/users", { token: admin, via: i1, body: { name: `Burst ${n}`, email: unique(`burst${n}`) } })),
+      );
+      await Bun.sleep(1500);
+      return heldNow().length > 0 ? true : undefined;
+    });
+    await i2.kill();
+    const held = new Set(heldNow().map((r) => r.outboxId));
+    note(J, `i2 killed holding the webhooks of outbox rows ${[...held].join(",")}`);
+    // Its claims expire (the sender's 60 s lease), then i1 or i3 deliver them.
+    const rows = await eventually(150_000, "every outbox row settled after the kill", settled);
+    expect(rows.filter((r) => r.webhook === "failed" || r.mail === "failed")).toEqual([]);
+    const receipts = receiptsByOutboxId();
+    for (const row of rows.filter((r) => r.webhook === "sent")) {
+      const got = receipts.get(row.id) ?? [];
+      // Delivered (answered) at least once, always under its own webhook-id.
+      expect({ id: row.id, answered: got.some((r) => r.answered) }).toEqual({ id: row.id, answered: true });
+      expect(new Set(got.map((r) => r.webhookId))).toEqual(new Set([String(row.id)]));
+      // More than once only when i2 was holding it at its death.
+      if (got.length > 1) expect({ id: row.id, held: held.has(row.id) }).toEqual({ id: row.id, held: true });
+    }
+    const redelivered = [...held].map((id) => `${id}: ${(receipts.get(id) ?? []).map((r) => `${r.sender}${r.answered ? "" : " (unanswered)"}`).join(" → ")}`);
+    note(J, `webhook redeliveries (same webhook-id): ${redelivered.join("; ")}`);
+    if (c.mailbox) {
+      const mails = await mailsByOutboxId();
+      for (const row of rows.filter((r) => r.mail === "sent")) {
+        const got = mails.get(row.id) ?? [];
+        expect({ id: row.id, mailed: got.length > 0 }).toEqual({ id: row.id, mailed: true });
+        expect(new Set(got.map((m) => m.messageId)).size).toBe(1);
+      }
+      const twice = [...mails].filter(([, got]) => got.length > 1).map(([id, got]) => `${id}: ${got.map((m) => m.sender).join(" → ")}`);
+      note(J, `mails delivered twice (same Message-ID): ${twice.length ? twice.join("; ") : "none"}`);
+    }
+    c.webhooks.hold(undefined);
+    await i2.start();
+    const back = await c.call("i2 back", "GET", "/actuator/health/readiness", { via: i2 });
+    note(J, "i2 started again, readiness", back);
+    expect(back.status).toBe(200);
+  }, 240_000);
+
+  test("the primary restarts mid-burst: 503 with Retry-After meanwhile, readiness DOWN then UP, liveness 200; acknowledged writes all there", async () => {
+    const J = "primary (Hrana server) killed -9 mid-burst, started again on its file";
+    const productId = await newProduct("Burst stock", 1, 1_000_000);
+    const buyerEmail = unique("burst-buyer");
+    expect((await c.call("buyer", "POST", "/api/users", { token: admin, body: { name: "Burst Buyer", email: buyerEmail, password: PASSWORD } })).status).toBe(201);
+    const buyer = (await c.call("buyer login", "POST", "/api/auth/login", { body: { email: buyerEmail, password: PASSWORD } })).body.data.token;
+    const prefix = `primary-${crypto.randomUUID().slice(0, 6)}`;
+    type Sent = { kind: "user" | "order"; email?: string; quantity?: number; answer: Answer; phase: string };
+    const sent: Sent[] = [];
+    let phase = "before";
+    let stop = false;
+    const worker = async (w: number) => {
+      for (let n = 0; !stop; n++) {
+        if (n % 2 === 0) {
+          const email = `${prefix}-${w}-${n}@multi.example.com`;
+          const answer = await c.call("burst user", "POST", "/api/users", { token: admin, body: { name: `Burst ${w} ${n}`, email } });
+          sent.push({ kind: "user", email, answer, phase });
+        } else {
+          const quantity = 1 + (n % 3);
+          const answer = await c.call("burst order", "POST", "/api/orders", { token: buyer, body: { items: [{ productId, quantity }] } });
+          sent.push({ kind: "order", quantity, answer, phase });
+        }
+        if (phase === "down") await Bun.sleep(50);
+      }
+    };
+    const workers = Promise.all(Array.from({ length: 6 }, (_, w) => worker(w)));
+    await Bun.sleep(1500);
+    const killedAt = Date.now();
+    phase = "down";
+    await c.hrana.kill();
+    // Every instance takes itself out of rotation by itself; liveness stays 200 throughout.
+    const down = await eventually(30_000, "readiness DOWN on every instance", async () => {
+      const states = await Promise.all(
+        c.instances.map(async (i) => [
+          await c.call("readiness", "GET", "/actuator/health/readiness", { via: i }),
+          await c.call("liveness", "GET", "/actuator/health/liveness", { via: i }),
+        ]),
+      );
+      for (const [, live] of states) expect(live.status).toBe(200);
+      return states.every(([ready]) => ready.status === 503) ? states : undefined;
+    });
+    for (const [ready, live] of down) note(J, `down: readiness ${ready.status} ${ready.body.status}, liveness ${live.status}`, ready);
+    const reads = await Promise.all(c.instances.map((i) => c.call("read while down", "GET", "/api/users/1", { token: admin, via: i })));
+    for (const a of reads) note(J, `GET /api/users/1 while down → ${a.body.errorCode}, Retry-After ${a.headers.get("retry-after")}`, a);
+    for (const a of reads) {
+      expect(a.status).toBe(503);
+      expect(a.body.errorCode).toBe("SERVICE_UNAVAILABLE");
+    }
+    await Bun.sleep(2000);
+    await c.primary.restart();
+    phase = "after";
+    const up = await eventually(30_000, "readiness UP on every instance by itself", async () => {
+      const states = await Promise.all(c.instances.map((i) => c.call("readiness", "GET", "/actuator/health/readiness", { via: i })));
+      return states.every((a) => a.status === 200) ? states : undefined;
+    });
+    for (const a of up) note(J, `back: readiness ${a.status} ${a.body.status}`, a);
+    await Bun.sleep(1500);
+    stop = true;
+    await workers;
+
+    for (const p of ["before", "down", "after"]) {
+      const answers = sent.filter((s) => s.phase === p).map((s) => s.answer);
+      note(J, `burst ${p}: statuses ${countBy(answers.map((a) => `${a.status}`))}; instances ${countBy(answers.map((a) => a.instance))}`);
+    }
+    // Only 201, or 503 SERVICE_UNAVAILABLE with Retry-After; each answered well inside the busy timeout plus a loaded machine's slack: never a 500, never a hang.
+    for (const { answer } of sent) {
+      expect({ status: answer.status, ok: [201, 503].includes(answer.status) }).toEqual({ status: answer.status, ok: true });
+      if (answer.status === 503) {
+        expect(answer.body.errorCode).toBe("SERVICE_UNAVAILABLE");
+        expect(answer.headers.get("retry-after")).toMatch(/^\d+$/);
+      }
+      expect(answer.ms).toBeLessThan(BUSY_TIMEOUT_MS + 10_000);
+    }
+    const slowest = Math.max(0, ...sent.filter((s) => s.answer.status === 503).map((s) => s.answer.ms));
+    note(J, `slowest 503: ${Math.round(slowest)} ms (DATABASE_BUSY_TIMEOUT_MS=${BUSY_TIMEOUT_MS})`);
+    expect(sent.some((s) => s.phase === "down" && s.answer.status === 503)).toBe(true);
+    expect(sent.some((s) => s.phase === "after" && s.answer.status === 201)).toBe(true);
+
+    // Acknowledged: all there. Half-written: nothing (each user has its role and welcome, each order its items, the stock adds up).
+    const db = c.primary.client();
+    expect((await db.execute("PRAGMA integrity_check")).rows[0][0]).toBe("ok");
+    const users = new Set((await db.execute({ sql: "SELECT email FROM users WHERE email LIKE ?", args: [`${prefix}-%`] })).rows.map((r) => String(r.email)));
+    const ackedUsers = sent.filter((s) => s.kind === "user" && s.answer.status === 201).map((s) => s.email!);
+    expect(ackedUsers.filter((e) => !users.has(e))).toEqual([]);
+    const incomplete = await db.execute({
+      sql: `SELECT u.email FROM users u WHERE u.email LIKE ? AND (NOT EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = u.id)
+              OR NOT EXISTS (SELECT 1 FROM outbox o WHERE o.kind = 'WELCOME' AND o.recipient = u.email))`,
+      args: [`${prefix}-%`],
+    });
+    expect(incomplete.rows).toEqual([]);
+    const buyerOrders = await db.execute({
+      sql: "SELECT o.id, count(i.id) AS lines, coalesce(sum(i.quantity), 0) AS q FROM orders o JOIN users u ON u.id = o.user_id LEFT JOIN order_items i ON i.order_id = o.id WHERE u.email = ? GROUP BY o.id",
+      args: [buyerEmail],
+    });
+    const orders = new Map(buyerOrders.rows.map((r) => [Number(r.id), { lines: Number(r.lines), quantity: Number(r.q) }]));
+    expect([...orders].filter(([, o]) => o.lines !== 1)).toEqual([]);
+    const ackedOrders = sent.filter((s) => s.kind === "order" && s.answer.status === 201);
+    for (const s of ackedOrders) expect({ id: s.answer.body.id, quantity: orders.get(s.answer.body.id)?.quantity }).toEqual({ id: s.answer.body.id, quantity: s.quantity });
+    const reserved = [...orders.values()].reduce((sum, o) => sum + o.quantity, 0);
+    const stock = Number((await db.execute({ sql: "SELECT stock FROM products WHERE id = ?", args: [productId] })).rows[0].stock);
+    expect(stock + reserved).toBe(1_000_000);
+    note(
+      J,
+      `acknowledged ${ackedUsers.length} users and ${ackedOrders.length} orders: all there; in the primary ${users.size} users, ${orders.size} orders (an unacknowledged write may have committed), each whole; stock + reserved = 1,000,000; integrity_check ok`,
+    );
+    // What the instances logged meanwhile (warnings and errors by message): never an unhandled error.
+    const outage = c.instances.flatMap((i) =>
+      i
+        .logLines()
+        .filter((l) => warnOrWorse(l) && Date.parse(String(l.time)) >= killedAt)
+        .map((l) => `${i.name} ${l.msg}`),
+    );
+    note(J, `logged from the kill on: ${countBy(outage) || "nothing at warn or above"}`);
+    expect(outage.filter((line) => line.endsWith("unhandled error"))).toEqual([]);
+  }, 240_000);
+
+  test("each answer's instance (nginx's X-Upstream) is the one whose own log has its X-Request-Id", () => {
+    const logged = new Map(
+      c.instances.map((i) => [
+        i.name,
+        new Set(
+          i
+            .logLines()
+            .map((l) => l.requestId as string | undefined)
+            .filter(Boolean),
+        ),
+      ]),
+    );
+    const checked = c.answers.filter((a) => logged.has(a.instance) && a.requestId);
+    expect(checked.length).toBeGreaterThan(200);
+    const wrong = checked.filter((a) => !logged.get(a.instance)!.has(a.requestId)).map((a) => `${a.label}: ${a.instance} ${a.requestId}`);
+    expect(wrong).toEqual([]);
+    // And no instance ever answered a 500.
+    expect(c.instances.flatMap((i) => i.logLines().filter((l) => l.msg === "unhandled error"))).toEqual([]);
+    note("answers checked against the instances' logs", `${checked.length} answers: each X-Request-Id is in the log of the instance that answered`);
+  });
+});
