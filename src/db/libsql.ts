@@ -47,7 +47,7 @@ export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, b
   if (local && !syncUrl) await client.execute("PRAGMA journal_mode = WAL");
   if (syncUrl) await client.sync();
   const db = drizzle(client, { schema });
-  const handle = db as unknown as Db;
+  const handle: Db = db;
   // The embedded engine is synchronous: a second writer of this process would wait for the lock
   // in SQLite's busy handler ON the event loop, where the unit holding it can never finish.
   // So units of one process take turns on a file, as on the native driver.
@@ -62,7 +62,7 @@ export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, b
     ...readSurface(handle),
     driver: "libsql",
     unguarded: handle,
-    write: (work) => unit(() => db.transaction((tx) => work(tx as unknown as Db))),
+    write: (work) => unit(() => db.transaction((tx) => work(tx))),
     // drizzle's db.batch() passes no mode (a deferred transaction that takes the lock only at its
     // first write); a list unit is a write: one Hrana batch that begins with BEGIN IMMEDIATE.
     writeAll: (build) => unit(() => runUnit(handle, build, (statements) => batch(client, statements(), "write"))),

@@ -33,9 +33,16 @@ function answersOf<U extends Unit>(unit: U, results: readonly unknown[]): UnitAn
  * A list unit on a driver: `run` runs the flat list of statements `build` makes (it may build them
  * more than once, e.g. to run a group again) and answers their results, which come back in the unit's shape.
  */
-export async function runUnit<H, U extends Unit>(handle: H, build: (handle: H) => U, run: (statements: () => readonly Statement[]) => Promise<readonly unknown[]>): Promise<UnitAnswers<U>> {
+export async function runUnit<H, U extends Unit>(
+  handle: H,
+  build: (handle: H) => U,
+  run: (statements: () => readonly Statement[]) => Promise<readonly unknown[]>,
+): Promise<UnitAnswers<U>> {
   let unit: U | undefined;
-  const results = await run(() => statementsOf((unit = build(handle))));
+  const results = await run(() => {
+    unit = build(handle);
+    return statementsOf(unit);
+  });
   return answersOf(unit as U, results);
 }
 
