@@ -1,3 +1,4 @@
+/** Feature folder account/: e-mail verification and password reset: their /api/auth routes, service and the two /account pages. */
 /**
  * Account e-mail over HTTP: the verification and password-reset routes under /api/auth
  * (envelopes, like the rest of /api/auth) and the open pages under /account that complete the

@@ -1,3 +1,4 @@
+/** Feature folder actuator/: the operations endpoints under /actuator: health, info, metrics, loggers, thread and heap dumps. */
 /**
  * Operational endpoints: /actuator/** in Spring Boot actuator shapes, and /api/version.
  * Open: health (details for ADMIN only), probes, info, version. ADMIN: metrics, loggers,

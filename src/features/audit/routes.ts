@@ -1,3 +1,4 @@
+/** Feature folder audit/: reading the audit trail (GET /api/audit); every feature writes it through store/audit.ts. */
 /** /api/audit: the audit trail, for ADMIN only. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";

@@ -1,3 +1,4 @@
+/** Feature folder auth/: registration, login, refresh, logout and password change under /api/auth, and the ADMIN bootstrap. */
 /**
  * /api/auth: registration and sessions (open in the access table: the session routes
  * authenticate their bearer through the guard themselves). Answers are envelopes.

@@ -1,3 +1,4 @@
+/** Feature folder backups/: backups and restores: archives, destinations, the schedule, the CLI commands and /api/admin/backups. */
 /** /api/admin/backups: list, create, download (streamed) and delete archives; ADMIN only. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";

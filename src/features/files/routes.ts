@@ -1,3 +1,4 @@
+/** Feature folder files/: uploads and downloads of files (/api/files), with the orphan sweep. */
 /** /api/files: streamed upload and download, and file info, for any authenticated caller; the list of every file, for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";

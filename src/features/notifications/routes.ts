@@ -1,3 +1,4 @@
+/** Feature folder notifications/: delivering the outbox (the sender, its webhook and mail channels, the mail templates) and GET /api/admin/outbox. */
 /**
  * GET /api/admin/outbox (ADMIN): the notifications and each channel's delivery state, so an
  * ADMIN sees what was sent, what still waits and what failed for good, with its last error.

@@ -1,3 +1,4 @@
+/** Feature folder orders/: orders and their payment workflow (/api/orders), with the payment gateway. */
 /** /api/orders: thin HTTP over the order workflow; every caller sees and pays only their own orders unless ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";

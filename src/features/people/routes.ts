@@ -1,3 +1,4 @@
+/** Feature folder people/: departments, roles, profiles and bulk deactivation. */
 /**
  * Departments, roles, profiles and bulk deactivation over HTTP: bare resources, 201 on
  * creation. Reading is for any authenticated caller; writing roles, departments and

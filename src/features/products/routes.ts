@@ -1,3 +1,4 @@
+/** Feature folder products/: the product catalogue (/api/products). */
 /** /api/products: reads for any authenticated caller, writes for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";

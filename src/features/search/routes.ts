@@ -1,3 +1,4 @@
+/** Feature folder search/: user search (/api/search), the caller's own profile, and the upkeep of the name index. */
 /** /api/search: thin HTTP over the user search; any authenticated caller. Bare JSON arrays of User, and the caller's own User. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";

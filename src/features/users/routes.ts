@@ -1,3 +1,4 @@
+/** Feature folder users/: the /api/users resource: list, read, create, change, activate, deactivate, revoke tokens, delete. */
 /** /api/users: thin HTTP over the users service, with the interface's access rules. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
