@@ -57,6 +57,66 @@ function errorText(error: unknown, row: OutboxRow) {
   return row.recipient ? message.replaceAll(row.recipient, "<recipient>") : message;
 }
 
+/**
+ * Runs each pass in a loop of its own until stopped: again at once after a full batch (more may
+ * be due), after the poll interval otherwise, and backing off while the database is busy.
+ */
+function runLoops(
+  passes: (() => Promise<number>)[],
+  {
+    batchSize,
+    pollIntervalMs,
+    maxDelayMs,
+    logger,
+    metrics,
+  }: { batchSize: number; pollIntervalMs: number; maxDelayMs: number; logger: Logger; metrics: OutboxSenderOptions["metrics"] },
+): OutboxSender {
+  let stopped = false;
+  const wakers = new Set<() => void>();
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        wakers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      wakers.add(wake);
+    });
+  const repeat = async (pass: () => Promise<number>) => {
+    let backoffMs = 0;
+    while (!stopped) {
+      let attempted = 0;
+      try {
+        attempted = await pass();
+        backoffMs = 0;
+      } catch (error) {
+        if (isBusy(error)) {
+          // Another writer kept the lock: normal under load, and the rows wait in the table.
+          // Back off (doubling, up to maxDelayMs) instead of competing with the requests.
+          backoffMs = Math.min(backoffMs ? backoffMs * 2 : pollIntervalMs * 2, maxDelayMs);
+          metrics?.outboxContention.inc();
+          logger.debug({ retryInMs: backoffMs }, "outbox pass met a busy database; backing off");
+        } else {
+          // The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses).
+          const reason = (error as { cause?: unknown })?.cause ?? error;
+          logger.error({ error: String((reason as Error)?.message ?? reason) }, "outbox pass failed");
+        }
+      }
+      // A full batch means more may be due: go again at once (unless the database was busy).
+      if ((attempted < batchSize || backoffMs > 0) && !stopped) await pause(backoffMs || pollIntervalMs);
+    }
+  };
+  const loops = Promise.all(passes.map(repeat));
+  return {
+    async stop() {
+      stopped = true;
+      for (const wake of [...wakers]) wake();
+      await loops;
+    },
+  };
+}
+
 export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   const { db, logger, channels, metrics } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
@@ -111,49 +171,5 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   }
 
   // Each channel runs its own loop, so a slow webhook never slows the mail down (or the other way round).
-  let stopped = false;
-  const wakers = new Set<() => void>();
-  const repeat = async (pass: () => Promise<number>) => {
-    let backoffMs = 0;
-    while (!stopped) {
-      let attempted = 0;
-      try {
-        attempted = await pass();
-        backoffMs = 0;
-      } catch (error) {
-        if (isBusy(error)) {
-          // Another writer kept the lock: normal under load, and the rows wait in the table.
-          // Back off (doubling, up to maxDelayMs) instead of competing with the requests.
-          backoffMs = Math.min(backoffMs ? backoffMs * 2 : pollIntervalMs * 2, maxDelayMs);
-          metrics?.outboxContention.inc();
-          logger.debug({ retryInMs: backoffMs }, "outbox pass met a busy database; backing off");
-        } else {
-          // The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses).
-          const reason = (error as { cause?: unknown })?.cause ?? error;
-          logger.error({ error: String((reason as Error)?.message ?? reason) }, "outbox pass failed");
-        }
-      }
-      // A full batch means more may be due: go again at once (unless the database was busy).
-      if ((attempted < batchSize || backoffMs > 0) && !stopped) {
-        await new Promise<void>((resolve) => {
-          const wake = () => {
-            clearTimeout(timer);
-            wakers.delete(wake);
-            resolve();
-          };
-          const timer = setTimeout(wake, backoffMs || pollIntervalMs);
-          wakers.add(wake);
-        });
-      }
-    }
-  };
-  const loops = Promise.all([repeat(housekeeping), ...channels.map((channel) => repeat(() => runChannel(channel)))]);
-
-  return {
-    async stop() {
-      stopped = true;
-      for (const wake of [...wakers]) wake();
-      await loops;
-    },
-  };
+  return runLoops([housekeeping, ...channels.map((channel) => () => runChannel(channel))], { batchSize, pollIntervalMs, maxDelayMs, logger, metrics });
 }
