@@ -16,7 +16,7 @@ import { Violations } from "./errors";
 import { resolveJwtSecret } from "./security/jwt-secret";
 import { createTokens } from "./security/bearer-tokens";
 import { createLogging, logStream } from "./logging/logger";
-import { callerByEmail, normalizeEmail } from "./store/users";
+import { normalizeEmail, tokenHolder } from "./store/users";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
 import { channelsFor } from "./features/notifications/channels";
@@ -277,7 +277,7 @@ async function main(argv: string[]): Promise<number> {
       if (typeof values.email !== "string") throw new UsageError("token needs --email");
       const config = configFrom(values);
       const database = await openMigrated(config);
-      const [user] = await callerByEmail(database).all({ email: normalizeEmail(values.email) });
+      const user = await tokenHolder(database, normalizeEmail(values.email));
       database.close();
       if (!user?.active) {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
