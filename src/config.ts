@@ -47,7 +47,7 @@ export interface Config {
   /** Password-reset requests allowed per hour for one e-mail, and from one client address. */
   readonly resetMaxRequests: number;
   readonly resetMaxRequestsPerIp: number;
-  /** seed: the seed's password rules alone; strict: NIST SP 800-63B (src/features/auth/password-policy.ts). */
+  /** seed: the seed's password rules alone; strict: NIST SP 800-63B (src/security/password-policy.ts). */
   readonly passwordPolicy: "seed" | "strict";
   /** Have I Been Pwned's range API (…/range/), asked by k-anonymity under the strict policy; undefined: not asked. */
   readonly hibpRangeUrl?: string;

@@ -56,6 +56,3 @@ export const ErrorEnvelope = t.Object(
   },
   { title: "ErrorEnvelope" },
 );
-
-/** The `response` entries of the error statuses a route can answer, all the envelope. */
-export const errorResponses = <S extends number>(...statuses: S[]) => Object.fromEntries(statuses.map((status) => [status, ErrorEnvelope])) as Record<S, typeof ErrorEnvelope>;

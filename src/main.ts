@@ -4,20 +4,19 @@
  * migrations, listening) and the only place that exits. `usersvc --help` lists the commands.
  */
 import { parseArgs } from "node:util";
-import { eq } from "drizzle-orm";
 import type { Logger } from "pino";
 import { createApp } from "./app";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import type { Lifecycle } from "./context";
-import { openDatabase } from "./db/client";
+import { openDatabase } from "./db/open";
 import { migrate } from "./db/migrate";
-import { users } from "./db/schema";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { translate } from "./catalogue";
 import { Violations } from "./errors";
-import { resolveJwtSecret } from "./features/auth/secret";
-import { createTokens } from "./features/auth/tokens";
+import { resolveJwtSecret } from "./security/jwt-secret";
+import { createTokens } from "./security/bearer-tokens";
 import { createLogging, logStream } from "./logging/logger";
+import { normalizeEmail, tokenHolder } from "./store/users";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
 import { channelsFor } from "./features/notifications/channels";
@@ -278,10 +277,7 @@ async function main(argv: string[]): Promise<number> {
       if (typeof values.email !== "string") throw new UsageError("token needs --email");
       const config = configFrom(values);
       const database = await openMigrated(config);
-      const [user] = await database
-        .select({ id: users.id, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
-        .from(users)
-        .where(eq(users.email, values.email.trim().toLowerCase()));
+      const user = await tokenHolder(database, normalizeEmail(values.email));
       database.close();
       if (!user?.active) {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);

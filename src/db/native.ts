@@ -13,7 +13,7 @@ import type { Database, Db, Statement } from "./database";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
 import { isBusy } from "./errors";
-import { createTurns, retryWhileBusy } from "./units";
+import { createTurns, retryWhileBusy, runUnit } from "./units";
 
 /**
  * SQLite's own wait for a lock, spent blocking the event loop: kept short, since a unit that
@@ -112,7 +112,7 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   type Queued = {
     statements: () => readonly Statement[];
     failsMidway: boolean;
-    resolve: (value: unknown) => void;
+    resolve: (value: unknown[]) => void;
     reject: (reason: unknown) => void;
   };
   let queue: Queued[] = [];
@@ -177,7 +177,7 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   }
 
   function grouped(statements: () => readonly Statement[], failsMidway: boolean) {
-    return new Promise((resolve, reject) => {
+    return new Promise<unknown[]>((resolve, reject) => {
       queue.push({ statements, failsMidway, resolve, reject });
       // The first of a group takes a turn after this tick, so the units that arrive meanwhile join it.
       if (queue.length === 1) setImmediate(() => inTurn(flush));
@@ -189,14 +189,14 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
     driver: "native",
     unguarded: writer,
     write: (work) => unit(() => work(writer)),
-    // The statements run one by one, in order: their results are the batch response drizzle types per tuple.
-    writeAll: (build, options) => grouped(() => build(writer), options?.failsMidway === true) as never,
+    writeAll: (build, options) => runUnit(writer, build, (statements) => grouped(statements, options?.failsMidway === true)),
     // Reads on the reader connection, one after another: each is a synchronous call anyway.
-    readAll: async (build) => {
-      const results = [];
-      for (const statement of build(reader)) results.push(await statement);
-      return results as never;
-    },
+    readAll: (build) =>
+      runUnit(reader, build, async (statements) => {
+        const results = [];
+        for (const statement of statements()) results.push(await statement);
+        return results;
+      }),
     migrate: (statements) =>
       inTurn(async () => {
         // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.
