@@ -32,6 +32,7 @@ export async function s3Fetch(target: S3Target, method: string, key: string, que
     .sort()
     .map((name) => `${encode(name)}=${encode(query[name])}`)
     .join("&");
+  // The machine's clock, not the app's: S3 refuses a signature dated more than 15 minutes from its own clock.
   const amzDate = new Date().toISOString().replace(/[-:]|\.\d{3}/g, "");
   const day = amzDate.slice(0, 8);
   const headers: Record<string, string> = { host: url.host, "x-amz-content-sha256": UNSIGNED, "x-amz-date": amzDate };
