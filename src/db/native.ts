@@ -22,8 +22,8 @@ import { createTurns, retryWhileBusy } from "./units";
 const SQLITE_BUSY_TIMEOUT_MS = 20;
 /**
  * A create appends ~15 pages to the WAL (bench/writes.ts counts them by table and index), so
- * the default checkpoint every 1,000 pages ran every ~65 creates, copying the same hot pages
- * back each time and fsyncing. Measured, sequential creates in-process: 1,000 pages ~1,000/s,
+ * SQLite's default checkpoint every 1,000 pages would run every ~65 creates, copying the same hot
+ * pages back each time and fsyncing. Sequential creates in-process: 1,000 pages ~1,000/s,
  * 10,000 (~40 MB of WAL, kept for reuse) ~1,270/s, 40,000 no better (~800–1,200/s).
  */
 export const WAL_AUTOCHECKPOINT_PAGES = 10_000;
