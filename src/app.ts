@@ -61,6 +61,7 @@ export function createApp(deps: AppDeps) {
         logger: deps.logging.get("http"),
         isAuthenticated: async (request) => (await authenticator.callerOf(request)) !== undefined,
         routes,
+        now: ctx.now,
       }),
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
