@@ -79,7 +79,7 @@ export async function createUser(deps: UsersDeps & PasswordPolicyDeps, input: Us
     const department = input.department?.trim() || undefined;
     if (input.password) await assertPasswordAllowed(deps, input.password, email);
     const passwordHash = input.password ? await hashPassword(input.password) : null;
-    const now = new Date();
+    const now = new Date(deps.now());
     try {
       // One list unit (one round trip to a remote primary): the user, its role, the welcome and
       // the audit row commit together, and the user is read back. The unique index on e-mail
@@ -143,7 +143,7 @@ async function applyUpdate(
           await enqueueNotification(tx, "PASSWORD_CHANGED", email ?? current.email, { userId: id }, at);
         }
         if (emailChanges || passwordHash !== undefined) set.endBearerTokens = true;
-        if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
+        if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined, at);
         if (!(await updateAtVersion(tx, id, current.version, set))) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
       });
     } catch (error) {
@@ -189,7 +189,7 @@ export async function deleteUser(deps: UsersDeps, id: number, actor: string) {
  * Asking for the state the user is already in changes nothing.
  */
 export async function setActive(deps: UsersDeps, id: number, active: boolean, actor: string): Promise<User> {
-  const now = new Date();
+  const now = new Date(deps.now());
   await timed(deps.metrics, active ? "activate" : "deactivate", () =>
     deps.db.write(async (tx) => {
       if (!active) await keepAnAdmin(tx, id);
@@ -205,7 +205,7 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
 
 /** Every bearer token issued to the user so far stops working (the guard checks the token version). */
 export async function revokeBearerTokens(deps: UsersDeps, id: number, actor: string) {
-  const now = new Date();
+  const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     const revoked = await tokenVersionBump(tx, id);
     if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
