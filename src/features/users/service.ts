@@ -106,8 +106,9 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
 
 /**
  * An e-mail change ends every token issued so far (the address may pass to another account,
- * and a token must not follow it) and tells the old address; a password set by an ADMIN ends
- * them too. Whether the caller may make the change (their password, their role) is the route's.
+ * and a token must not follow it), tells the old address and is audited EMAIL_CHANGED (by
+ * `actor`, with both addresses, as USER_CREATED and USER_DELETED keep theirs); a password set by
+ * an ADMIN ends them too. Whether the caller may make the change (their password, their role) is the route's.
  */
 async function applyUpdate(
   deps: UsersDeps & PasswordPolicyDeps,
@@ -115,6 +116,7 @@ async function applyUpdate(
   changes: { name?: string; email?: string; department?: string | null; password?: string },
   expected: number | undefined,
   operation: string,
+  actor: string,
 ): Promise<User> {
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
@@ -137,6 +139,7 @@ async function applyUpdate(
           Object.assign(set, { email, emailVerified: false, emailChangedAt: at });
           await revokeAccountTokens(tx, id);
           await enqueueNotification(tx, "EMAIL_CHANGED", current.email, { userId: id }, at);
+          await writeAudit(tx, { action: "EMAIL_CHANGED", actor, subjectType: "User", subjectId: id, details: { oldEmail: current.email, newEmail: email } }, at);
         }
         if (passwordHash !== undefined) {
           set.passwordHash = passwordHash;
@@ -160,15 +163,16 @@ async function applyUpdate(
   });
 }
 
-/** PUT: replaces name, email and department (absent department clears it); sets a given password. */
-export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch?: string | null) {
+/** PUT: replaces name, email and department (absent department clears it); sets a given password. `actor`: the caller's e-mail. */
+export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch: string | null, actor: string) {
   const changes = { name: input.name, email: input.email, department: input.department ?? null, password: input.password };
-  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update");
+  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update", actor);
 }
 
-/** PATCH: changes only the supplied fields among name, email, department and password. */
-export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch?: string | null) {
-  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department, password: input.password }, expectedVersion(input.version, ifMatch), "patch");
+/** PATCH: changes only the supplied fields among name, email, department and password. `actor`: the caller's e-mail. */
+export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch: string | null, actor: string) {
+  const changes = { name: input.name, email: input.email, department: input.department, password: input.password };
+  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "patch", actor);
 }
 
 /** Deletes the user (audited USER_DELETED with the e-mail it had, in the same unit). */
