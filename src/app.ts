@@ -6,6 +6,7 @@ import { Elysia, type AnyElysia } from "elysia";
 import type { AppContext, AppDeps } from "./context";
 import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./security/guard";
+import { createSessionActivity } from "./security/session-activity";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { authRoutes } from "./features/auth/routes";
 import { accountRoutes } from "./features/account/routes";
@@ -14,6 +15,7 @@ import { docsRoutes } from "./features/docs/routes";
 import { consoleRoutes } from "./features/console/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
+import { sessionsRoutes } from "./features/sessions/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
@@ -30,12 +32,15 @@ import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
 
 export function createApp(deps: AppDeps) {
-  const authenticator = createAuthenticator(deps.db, deps.tokens);
+  const now = deps.now ?? Date.now;
+  const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
+  const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity });
   const ctx: AppContext = {
     ...deps,
-    now: deps.now ?? Date.now,
+    now,
     logger: deps.logging.root,
     authenticator,
+    sessionActivity,
     auth: authPlugin(authenticator),
   };
   const { config } = deps;
@@ -78,6 +83,7 @@ export function createApp(deps: AppDeps) {
     .use(docsRoutes(config.basePath, () => self!))
     .use(consoleRoutes(config.basePath))
     .use(usersRoutes(ctx))
+    .use(sessionsRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
     .use(auditRoutes(ctx))

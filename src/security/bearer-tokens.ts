@@ -1,7 +1,8 @@
 /**
  * Bearer tokens: HS512 over the UTF-8 bytes of JWT_SECRET, claims sub (the e-mail), iat,
- * exp = iat + 18000, ver (the user's token version, so logout can revoke) and uid (the
- * account's id: after an e-mail change the address may belong to another account). Signing and
+ * exp = iat + ACCESS_TOKEN_TTL (18000 s by default), ver (the user's token version, so logout can
+ * revoke), uid (the account's id: after an e-mail change the address may belong to another
+ * account) and sid (the session a sign-in opened; tokens of earlier releases carry none). Signing and
  * verifying are @elysiajs/jwt's (jose underneath); verification pins the algorithm, so
  * alg:none, HS256 or RS* tokens never pass whatever their signature.
  */
@@ -17,11 +18,21 @@ export interface TokenClaims {
   iat?: number;
   /** The account the token was issued to; tokens of other libraries and earlier releases carry none. */
   uid?: number;
+  /** The session the token belongs to (store/sessions.ts); tokens of other libraries and earlier releases carry none. */
+  sid?: string;
+}
+
+/** A session token's session, and the instant (seconds) no token of it may outlive. */
+export interface TokenSession {
+  sid: string;
+  notAfter: number;
 }
 
 export interface Tokens {
   /** `userId` is always given by the service; without it the token is like one minted by another JWT library. */
-  issue(email: string, tokenVersion: number, userId?: number): Promise<string>;
+  issue(email: string, tokenVersion: number, userId?: number, session?: TokenSession): Promise<string>;
+  /** The exp a token issued now gets (seconds), within the session's lifetime. */
+  expiryOf(session?: TokenSession): number;
   /** The claims of a valid, unexpired HS512 token; undefined for anything else. */
   verify(token: string): Promise<TokenClaims | undefined>;
 }
@@ -35,13 +46,15 @@ const MAX_TOKEN_LENGTH = 4096;
  */
 const VERIFIED_CACHE_SIZE = 10_000;
 
-export function createTokens(secret: string, now: () => number = Date.now): Tokens {
+export function createTokens(secret: string, now: () => number = Date.now, ttlSeconds = TOKEN_TTL_SECONDS): Tokens {
   const codec = jwt({ name: "jwt", secret, alg: "HS512" }).decorator.jwt;
   const verified = new Map<string, TokenClaims>();
+  const expiryOf = (session?: TokenSession) => Math.min(Math.floor(now() / 1000) + ttlSeconds, session?.notAfter ?? Number.POSITIVE_INFINITY);
   return {
-    issue(email, tokenVersion, userId) {
+    expiryOf,
+    issue(email, tokenVersion, userId, session) {
       // The library stamps iat itself; exp is absolute, from our clock.
-      return codec.sign({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), exp: Math.floor(now() / 1000) + TOKEN_TTL_SECONDS });
+      return codec.sign({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid }), exp: expiryOf(session) });
     },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;
@@ -64,6 +77,7 @@ export function createTokens(secret: string, now: () => number = Date.now): Toke
       const result: TokenClaims = { sub: claims.sub, ver, exp: claims.exp };
       if (typeof claims.iat === "number") result.iat = claims.iat;
       if (typeof claims.uid === "number") result.uid = claims.uid;
+      if (typeof claims.sid === "string") result.sid = claims.sid;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
       verified.set(token, result);
       return result;
