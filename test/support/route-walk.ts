@@ -157,7 +157,7 @@ export async function prepareRouteWalk(t: TestApp) {
     "POST /api/users/:id/deactivate": { path: `/api/users/${registered.id}/deactivate`, status: 200 },
     "GET /api/account/sessions": { path: "/api/account/sessions", token: device.token, status: 200 },
     "POST /api/account/sessions/revoke-others": { path: "/api/account/sessions/revoke-others", token: another.token, status: 204 },
-    "DELETE /api/account/sessions/:sessionId": { path: `/api/account/sessions/${ended.sid}`, token: device.token, status: 204 },
+    "DELETE /api/account/sessions/:id": { path: `/api/account/sessions/${ended.sid}`, token: device.token, status: 204 },
     "GET /api/users/:id/sessions": { path: `/api/users/${devices.id}/sessions`, status: 200 },
     "DELETE /api/users/:id/sessions/:sid": { path: `/api/users/${devices.id}/sessions/${endedByAdmin.sid}`, status: 204 },
     "POST /api/users/:id/revoke-tokens": { path: `/api/users/${registered.id}/revoke-tokens`, status: 204 },

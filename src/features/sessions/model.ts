@@ -1,5 +1,6 @@
 /** What a session list shows of a signed-in device: never a token or a token's hash. */
 import { t, type Static } from "elysia";
+import { UserIdParams } from "../../models/user";
 
 export const Session = t.Object(
   {
@@ -17,5 +18,6 @@ export const Session = t.Object(
 );
 export type Session = Static<typeof Session>;
 
-export const SessionIdParams = t.Object({ sessionId: t.String({ minLength: 1, maxLength: 64 }) });
-export const UserSessionParams = t.Object({ id: t.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }), sid: t.String({ minLength: 1, maxLength: 64 }) });
+const SessionId = t.String({ minLength: 1, maxLength: 64 });
+export const SessionIdParams = t.Object({ id: SessionId });
+export const UserSessionParams = t.Object({ ...UserIdParams.properties, sid: SessionId });

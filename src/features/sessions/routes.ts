@@ -31,22 +31,22 @@ export const sessionsRoutes = (ctx: AppContext) =>
       },
     )
     .delete(
-      "/api/account/sessions/:sessionId",
+      "/api/account/sessions/:id",
       async ({ caller, params, set }) => {
-        await endSession(ctx, caller.id, params.sessionId, caller);
+        await endSession(ctx, caller.id, params.id, caller);
         set.status = 204;
       },
       {
         auth: "authenticated",
         params: SessionIdParams,
-        response: { 204: t.Void(), ...errorResponses(401, 404, 503) },
+        response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
         detail: { summary: "End one of the caller's sessions", description: "Its tokens are refused at once." },
       },
     )
     .get("/api/users/:id/sessions", ({ caller, params }) => listUserSessions(ctx, userId(params), caller), {
       auth: "ADMIN",
       params: UserIdParams,
-      response: { 200: t.Array(Session), ...errorResponses(401, 403, 404, 503) },
+      response: { 200: t.Array(Session), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's open sessions" },
     })
     .delete(
@@ -58,7 +58,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
       {
         auth: "ADMIN",
         params: UserSessionParams,
-        response: { 204: t.Void(), ...errorResponses(401, 403, 404, 503) },
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "End one of a user's sessions" },
       },
     );
