@@ -338,6 +338,20 @@ describe("lifetimes on a moved clock", () => {
     expect((await refreshWith(refreshToken)).status).toBe(401);
   });
 
+  test("sessions ended more than 30 days ago are pruned, with their refresh tokens; the rest stay", async () => {
+    const { user, laptop, phone } = await twoDevices();
+    expect((await t.request("POST", "/api/auth/logout", { token: laptop.token })).status).toBe(200);
+    clock += 31 * DAY;
+    const today = await login(user.email);
+    clock += 61_000;
+    expect(await statusOf(today.token)).toBe(200); // noted: the batch that writes it prunes too
+    await lastSeenOf(today.sid, clock);
+    const left = await t.db.select({ id: sessions.id }).from(sessions).where(eq(sessions.userId, user.id));
+    // The phone's ended by idleness 7 days after sign-in, 24 days ago: kept for now.
+    expect(left.map((row) => row.id).sort()).toEqual([today.sid, phone.sid].sort());
+    expect(await t.db.$count(refreshTokens, eq(refreshTokens.sessionId, laptop.sid))).toBe(0);
+  });
+
   test("lastSeenAt is written at most once a minute under 1,000 requests", async () => {
     const { laptop } = await twoDevices();
     const started = clock;

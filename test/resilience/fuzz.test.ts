@@ -92,7 +92,8 @@ const TARGETS: Record<string, Target> = {
     token: async () => undefined,
     valid: () => ({ refreshToken }),
     async after(status, _body, response) {
-      if (status === 200) refreshToken = (response?.data as { refreshToken: string }).refreshToken;
+      const answer = response?.data as { refreshToken?: string } | undefined;
+      if (status === 200 && answer?.refreshToken) refreshToken = answer.refreshToken;
     },
   },
   "POST /api/auth/change-password": {
