@@ -7,6 +7,7 @@ import type { AppContext, AppDeps } from "./context";
 import { successOn } from "./envelope";
 import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./security/guard";
+import { createSessionActivity } from "./security/session-activity";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { authRoutes } from "./features/auth/routes";
 import { accountRoutes } from "./features/account/routes";
@@ -15,6 +16,7 @@ import { docsRoutes } from "./features/docs/routes";
 import { consoleRoutes } from "./features/console/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
+import { sessionsRoutes } from "./features/sessions/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
@@ -31,14 +33,16 @@ import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
 
 export function createApp(deps: AppDeps) {
-  const authenticator = createAuthenticator(deps.db, deps.tokens);
   const now = deps.now ?? Date.now;
+  const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
+  const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity });
   const ctx: AppContext = {
     ...deps,
     now,
     ok: successOn(now),
     logger: deps.logging.root,
     authenticator,
+    sessionActivity,
     auth: authPlugin(authenticator),
   };
   const { config } = deps;
@@ -81,6 +85,7 @@ export function createApp(deps: AppDeps) {
     .use(docsRoutes(config.basePath, () => self!))
     .use(consoleRoutes(config.basePath))
     .use(usersRoutes(ctx))
+    .use(sessionsRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
     .use(auditRoutes(ctx))

@@ -14,6 +14,7 @@ import { ordersErrors, ordersTexts } from "./features/orders/errors";
 import { peopleErrors } from "./features/people/errors";
 import { productsErrors, productsTexts } from "./features/products/errors";
 import { searchTexts } from "./features/search/errors";
+import { sessionsErrors } from "./features/sessions/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -65,7 +66,19 @@ function merge<const T extends readonly object[]>(...parts: T): Merged<T> {
   return out as Merged<T>;
 }
 
-export const ERRORS = merge(serviceErrors, usersErrors, authErrors, productsErrors, ordersErrors, filesErrors, peopleErrors, actuatorErrors, accountErrors, backupsErrors);
+export const ERRORS = merge(
+  serviceErrors,
+  usersErrors,
+  authErrors,
+  productsErrors,
+  ordersErrors,
+  filesErrors,
+  peopleErrors,
+  actuatorErrors,
+  accountErrors,
+  backupsErrors,
+  sessionsErrors,
+);
 const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts);
 
 export type ErrorCode = keyof typeof ERRORS;

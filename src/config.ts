@@ -74,6 +74,15 @@ export interface Config {
   readonly orderPaymentTimeoutMs?: number;
   /** PENDING orders a user may hold at once (409 TOO_MANY_PENDING_ORDERS beyond); undefined: any number. */
   readonly orderMaxPending?: number;
+  /** Seconds an access token lives (its exp; the login answer's expiresIn). */
+  readonly accessTokenTtlS: number;
+  /** A session's absolute lifetime, and how long it lives without a request or refresh (ms). */
+  readonly sessionMaxAgeMs: number;
+  readonly sessionIdleTimeoutMs: number;
+  /** Open sessions one user may hold: the least recently used ends. */
+  readonly sessionMaxPerUser: number;
+  /** Seconds a rotated refresh token is accepted once more (a lost answer) before its replay ends the session. */
+  readonly refreshReuseGraceS: number;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -331,6 +340,11 @@ function accountSettings(r: SettingsReader) {
     loginMaxFailuresPerIp: r.integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
     emailCheckMaxPerIp: r.integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
     registerMaxPerIp: r.integer("REGISTER_MAX_PER_IP", 20, 1, 1_000_000),
+    accessTokenTtlS: r.integer("ACCESS_TOKEN_TTL", 18_000, 60, 30 * 86_400),
+    sessionMaxAgeMs: r.duration("SESSION_MAX_AGE", 60_000, 3650 * 86_400_000) ?? 30 * 86_400_000,
+    sessionIdleTimeoutMs: r.duration("SESSION_IDLE_TIMEOUT", 60_000, 3650 * 86_400_000) ?? 7 * 86_400_000,
+    sessionMaxPerUser: r.integer("SESSION_MAX_PER_USER", 50, 1, 10_000),
+    refreshReuseGraceS: r.integer("REFRESH_REUSE_GRACE_S", 10, 0, 3600),
   } satisfies Partial<Config>;
 }
 

@@ -9,6 +9,7 @@ import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import type { Authenticator, authPlugin } from "./security/guard";
 import type { Tokens } from "./security/bearer-tokens";
+import type { SessionActivity } from "./security/session-activity";
 import type { PaymentGateway } from "./features/orders/payment-gateway";
 import type { FileStore } from "./storage/files";
 
@@ -44,6 +45,8 @@ export interface AppContext extends AppDeps {
   ok: <T>(data: T, message?: string) => Success<T>;
   logger: Logging["root"];
   authenticator: Authenticator;
+  /** Notes when sessions were used; written in batches (security/session-activity.ts). */
+  sessionActivity: SessionActivity;
   /** The access guard plugin: `.use(ctx.auth)` then `{ auth: "USER" }` on a route or group. */
   auth: ReturnType<typeof authPlugin>;
 }

@@ -275,7 +275,7 @@ async function serve(config: Config) {
   const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup"), now }, { primary: !child });
   const lifecycle = startingLifecycle();
   const { metrics, peers } = sharedMetrics(config);
-  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now), lifecycle, files, now });
+  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now, config.accessTokenTtlS), lifecycle, files, now });
   listen(app, config);
   lifecycle.ready = true;
   const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now });
@@ -358,7 +358,7 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write(`${await createTokens(secret, Date.now).issue(user.email, user.tokenVersion, user.id)}\n`);
+      process.stdout.write(`${await createTokens(secret, Date.now, config.accessTokenTtlS).issue(user.email, user.tokenVersion, user.id)}\n`);
       return 0;
     }
     case "backup": {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, remote, test } from "./legs";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { decodeJwt } from "jose";
 import { issueToken } from "../src/store/account-tokens";
 import type { AuditEntry } from "../src/features/audit/model";
 import { cli } from "./backup-support";
@@ -74,7 +75,8 @@ describe("sign-ins and sign-outs", () => {
     expect(session.status).toBe(200);
     expect((await audited("LOGIN"))[0]).toEqual(entry({ action: "LOGIN", actor: user.email, subjectType: "User", subjectId: String(user.id), details: { address: "local" } }));
     expect((await t.request("POST", "/api/auth/logout", { token: session.body.data.token })).status).toBe(200);
-    expect((await audited("LOGOUT"))[0]).toEqual(entry({ action: "LOGOUT", actor: user.email, subjectType: "User", subjectId: String(user.id) }));
+    const sessionId = decodeJwt(session.body.data.token).sid as string;
+    expect((await audited("LOGOUT"))[0]).toEqual(entry({ action: "LOGOUT", actor: user.email, subjectType: "User", subjectId: String(user.id), details: { sessionId } }));
   });
 });
 

@@ -36,6 +36,8 @@ describe("login", () => {
         token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/),
         tokenType: "Bearer",
         expiresIn: 18000,
+        refreshToken: expect.stringMatching(/^[\w-]{43}$/),
+        refreshExpiresIn: 7 * 86_400,
         user: expect.objectContaining({ id: user.id, email: "login.ok@example.com", roles: ["USER"], lastLogin: expect.stringMatching(ISO_Z) }),
       },
       timestamp: expect.stringMatching(ISO_Z),
@@ -276,19 +278,28 @@ describe("refresh, logout and password change", () => {
     })),
   );
 
-  test("logout revokes every token issued so far; a new login works", async () => {
+  test("logout ends the caller's session: its tokens and those refreshed from it; another sign-in's stays; a new login works", async () => {
     const s = await session();
     const second = (await login(t, s.email, PASSWORD)).body.data.token;
     const refreshed = (await t.request("POST", "/api/auth/refresh", { token: s.token })).body.data.token;
     const res = await t.request("POST", "/api/auth/logout", { token: s.token, headers: { "accept-language": "zh-TW" } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ success: true, message: "已登出，先前的權杖皆已失效", data: null, timestamp: expect.stringMatching(ISO_Z) });
-    for (const token of [s.token, second, refreshed]) {
+    expect(res.body).toEqual({ success: true, message: "已登出，此工作階段的權杖皆已失效", data: null, timestamp: expect.stringMatching(ISO_Z) });
+    for (const token of [s.token, refreshed]) {
       expectFailure(await profile(token), 401, UNAUTHORIZED);
       expectFailure(await t.request("POST", "/api/auth/refresh", { token }), 401, UNAUTHORIZED);
     }
+    expect((await profile(second)).status).toBe(200);
     const again = await login(t, s.email, PASSWORD);
     expect((await profile(again.body.data.token)).status).toBe(200);
+  });
+
+  test("logout with a token from before sessions revokes every token issued so far", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    const signedIn = (await login(t, user.email, PASSWORD)).body.data.token;
+    const res = await t.request("POST", "/api/auth/logout", { token: user.token, headers: { "accept-language": "zh-TW" } });
+    expect(res.body).toEqual({ success: true, message: "已登出，先前的權杖皆已失效", data: null, timestamp: expect.stringMatching(ISO_Z) });
+    for (const token of [user.token, signedIn]) expectFailure(await profile(token), 401, UNAUTHORIZED);
   });
 
   test("a password change revokes earlier tokens and answers a new one", async () => {
@@ -301,7 +312,14 @@ describe("refresh, logout and password change", () => {
     expect(res.body).toEqual({
       success: true,
       message: "Password changed; every earlier token is revoked",
-      data: { token: expect.any(String), tokenType: "Bearer", expiresIn: 18000, user: expect.objectContaining({ id: s.id }) },
+      data: {
+        token: expect.any(String),
+        tokenType: "Bearer",
+        expiresIn: 18000,
+        refreshToken: expect.any(String),
+        refreshExpiresIn: 7 * 86_400,
+        user: expect.objectContaining({ id: s.id }),
+      },
       timestamp: expect.stringMatching(ISO_Z),
     });
     expectFailure(await profile(s.token), 401, UNAUTHORIZED);

@@ -114,6 +114,23 @@ describe("loadConfig", () => {
     expect(loadConfig({ ORDER_PAYMENT_TIMEOUT: value, ORDER_MAX_PENDING: "5" }, 4)).toMatchObject({ orderPaymentTimeoutMs: ms, orderMaxPending: 5 });
   });
 
+  test("the session settings: defaults, and durations with units", () => {
+    expect(loadConfig({}, 4)).toMatchObject({
+      accessTokenTtlS: 18_000,
+      sessionMaxAgeMs: 30 * 86_400_000,
+      sessionIdleTimeoutMs: 7 * 86_400_000,
+      sessionMaxPerUser: 50,
+      refreshReuseGraceS: 10,
+    });
+    expect(loadConfig({ ACCESS_TOKEN_TTL: "900", SESSION_MAX_AGE: "2d", SESSION_IDLE_TIMEOUT: "12h", SESSION_MAX_PER_USER: "3", REFRESH_REUSE_GRACE_S: "0" }, 4)).toMatchObject({
+      accessTokenTtlS: 900,
+      sessionMaxAgeMs: 2 * 86_400_000,
+      sessionIdleTimeoutMs: 12 * 3_600_000,
+      sessionMaxPerUser: 3,
+      refreshReuseGraceS: 0,
+    });
+  });
+
   test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
     expect(loadConfig({ HOST: host }, 4).host).toBe(host);
   });
@@ -176,6 +193,11 @@ describe("loadConfig", () => {
     ["EMAIL_CHECK_MAX_PER_IP", "0"],
     ["REGISTER_MAX_PER_IP", "many"],
     ["PASSWORD_POLICY", "nist"],
+    ["ACCESS_TOKEN_TTL", "5"],
+    ["SESSION_MAX_AGE", "forever"],
+    ["SESSION_IDLE_TIMEOUT", "0"],
+    ["SESSION_MAX_PER_USER", "0"],
+    ["REFRESH_REUSE_GRACE_S", "-1"],
     ["ORDER_PAYMENT_TIMEOUT", "soon"],
     ["ORDER_PAYMENT_TIMEOUT", "0"],
     ["ORDER_PAYMENT_TIMEOUT", "30 minutes"],

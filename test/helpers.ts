@@ -113,7 +113,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const database = await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, driver: config.databaseDriver, busyTimeoutMs: config.databaseBusyTimeoutMs });
   await migrate(database);
   const now = options.now ?? Date.now;
-  const tokens = createTokens(config.jwtSecret!, now);
+  const tokens = createTokens(config.jwtSecret!, now, config.accessTokenTtlS);
   const metrics = createMetrics({ defaultMetrics: false });
   const logging = createLogging(config.logLevel, "json", options.logs);
   const lifecycle: Lifecycle = { ready: true };

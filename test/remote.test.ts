@@ -86,7 +86,7 @@ describe.skipIf(!remote)("a remote primary", () => {
       const trips = await t.hrana!.roundTrips();
       return { status: res.status, trips, expected };
     };
-    test.if(countsRoundTrips)("GET user ≤ 2, list ≤ 2, search ≤ 2, login ≤ 2, POST user ≤ 2, order ≤ 3, payment ≤ 3", async () => {
+    test.if(countsRoundTrips)("GET user ≤ 2, list ≤ 2, search ≤ 2, login ≤ 2, a session token's profile ≤ 2, refresh ≤ 2, POST user ≤ 2, order ≤ 3, payment ≤ 3", async () => {
       const user = await t.createUser({ password: "Passw0rd!", name: "Ann Remote" });
       const p = await product(100);
       const rows: Record<string, { status: number; trips: number; expected: number }> = {};
@@ -94,6 +94,10 @@ describe.skipIf(!remote)("a remote primary", () => {
       rows["GET /api/users (list)"] = await roundTripsOf(() => t.request("GET", "/api/users?page=0&size=10", { token: admin.token }), 2);
       rows["GET /api/search/users?name=Ann"] = await roundTripsOf(() => t.request("GET", "/api/search/users?name=Ann", { token: admin.token }), 2);
       rows["POST /api/auth/login"] = await roundTripsOf(() => t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Passw0rd!" } }), 2);
+      const signedIn = (await t.request("POST", "/api/auth/login", { body: { email: user.email, password: "Passw0rd!" } })).body.data;
+      // The guard's one read (the session with its user), then the profile's.
+      rows["GET /api/search/profile (session token)"] = await roundTripsOf(() => t.request("GET", "/api/search/profile", { token: signedIn.token }), 2);
+      rows["POST /api/auth/refresh {refreshToken}"] = await roundTripsOf(() => t.request("POST", "/api/auth/refresh", { body: { refreshToken: signedIn.refreshToken } }), 2);
       rows["POST /api/users"] = await roundTripsOf(
         () => t.request("POST", "/api/users", { token: admin.token, body: { name: "Rt User", email: `rt-${crypto.randomUUID().slice(0, 8)}@x.io`, department: "Sales" } }),
         2,

@@ -273,3 +273,53 @@ export const leases = sqliteTable("leases", {
   holder: text("holder").notNull(),
   expiresAt: millis("expires_at").notNull(),
 });
+
+/**
+ * Signed-in devices: a row per completed sign-in. A session is open while it has not ended, is
+ * younger than its absolute expiry, was seen within SESSION_IDLE_TIMEOUT, and carries the user's
+ * token version: whatever bumps the version (password change or reset, an e-mail change,
+ * revoke-tokens, deactivation, logout with a sid-less token) ends every session of the user at once.
+ */
+export const sessions = sqliteTable(
+  "sessions",
+  {
+    /** 16 random bytes, base64url: the access token's `sid`. */
+    id: text("id").primaryKey(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    /** The user's token version the session belongs to. */
+    tokenVersion: integer("token_version").notNull(),
+    createdAt: millis("created_at").notNull(),
+    /** Written at most once a minute (security/session-activity.ts). */
+    lastSeenAt: millis("last_seen_at").notNull(),
+    /** The absolute end: createdAt + SESSION_MAX_AGE. */
+    expiresAt: millis("expires_at").notNull(),
+    /** Set by logout, by ending it from a list, by the per-user cap and by a replayed refresh token. */
+    endedAt: millis("ended_at"),
+    address: text("address").notNull(),
+    userAgent: text("user_agent"),
+    /** "Chrome 142 on Linux", from the user agent. */
+    device: text("device"),
+    /** How it signed in, comma-separated (pwd, otp, hwk, rec). */
+    amr: text("amr").notNull(),
+  },
+  (t) => [index("sessions_user_idx").on(t.userId, t.lastSeenAt)],
+);
+
+/** Rotating refresh tokens: only a SHA-256 of each; a rotated one names its successor (and the one sibling its grace answered). */
+export const refreshTokens = sqliteTable(
+  "refresh_tokens",
+  {
+    /** base64url SHA-256 of the raw token (32 random bytes, base64url). */
+    tokenHash: text("token_hash").primaryKey(),
+    sessionId: text("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    createdAt: millis("created_at").notNull(),
+    rotatedAt: millis("rotated_at"),
+    successor: text("successor"),
+    sibling: text("sibling"),
+  },
+  (t) => [index("refresh_tokens_session_idx").on(t.sessionId)],
+);

@@ -1,10 +1,11 @@
 /**
  * Bearer tokens: HS512 over the UTF-8 bytes of JWT_SECRET, claims sub (the e-mail), iat,
- * exp = iat + 18000, ver (the user's token version, so logout can revoke) and uid (the
- * account's id: after an e-mail change the address may belong to another account). Signing is
- * jose's SignJWT, so iat comes from the app's clock (@elysiajs/jwt's sign stamps iat from the
- * machine's); verifying is @elysiajs/jwt's, and pins the algorithm, so alg:none, HS256 or RS*
- * tokens never pass whatever their signature.
+ * exp = iat + ACCESS_TOKEN_TTL (18000 s by default, never past the session's end), ver (the user's
+ * token version, so logout can revoke), uid (the account's id: after an e-mail change the address
+ * may belong to another account) and sid (the session a sign-in opened; tokens of earlier releases
+ * carry none). Signing is jose's SignJWT, so iat comes from the app's clock (@elysiajs/jwt's sign
+ * stamps iat from the machine's); verifying is @elysiajs/jwt's, and pins the algorithm, so
+ * alg:none, HS256 or RS* tokens never pass whatever their signature.
  */
 import { jwt } from "@elysiajs/jwt";
 import { SignJWT } from "jose";
@@ -19,11 +20,21 @@ export interface TokenClaims {
   iat?: number;
   /** The account the token was issued to; tokens of other libraries and earlier releases carry none. */
   uid?: number;
+  /** The session the token belongs to (store/sessions.ts); tokens of other libraries and earlier releases carry none. */
+  sid?: string;
+}
+
+/** A session token's session, and the instant (seconds) no token of it may outlive. */
+export interface TokenSession {
+  sid: string;
+  notAfter: number;
 }
 
 export interface Tokens {
   /** `userId` is always given by the service; without it the token is like one minted by another JWT library. */
-  issue(email: string, tokenVersion: number, userId?: number): Promise<string>;
+  issue(email: string, tokenVersion: number, userId?: number, session?: TokenSession): Promise<string>;
+  /** The exp a token issued now gets (seconds), within the session's lifetime. */
+  expiryOf(session?: TokenSession): number;
   /** The claims of a valid, unexpired HS512 token; undefined for anything else. */
   verify(token: string): Promise<TokenClaims | undefined>;
 }
@@ -38,17 +49,19 @@ const MAX_TOKEN_LENGTH = 4096;
 const VERIFIED_CACHE_SIZE = 10_000;
 
 /** `now`: the clock of iat, exp and expiry checks (the app's; a CLI passes the system's). */
-export function createTokens(secret: string, now: () => number): Tokens {
+export function createTokens(secret: string, now: () => number, ttlSeconds = TOKEN_TTL_SECONDS): Tokens {
   const codec = jwt({ name: "jwt", secret, alg: "HS512" }).decorator.jwt;
   const key = new TextEncoder().encode(secret);
   const verified = new Map<string, TokenClaims>();
+  const expiryOf = (session?: TokenSession) => Math.min(Math.floor(now() / 1000) + ttlSeconds, session?.notAfter ?? Number.POSITIVE_INFINITY);
   return {
-    issue(email, tokenVersion, userId) {
+    expiryOf,
+    issue(email, tokenVersion, userId, session) {
       const iat = Math.floor(now() / 1000);
-      // The header and claims in @elysiajs/jwt's order (sub, ver, uid, exp, iat), so tokens look as before.
-      return new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }) })
+      // The header and claims in @elysiajs/jwt's order (sub, ver, uid, sid, exp, iat), so tokens look as before.
+      return new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid }) })
         .setProtectedHeader({ alg: "HS512", typ: "JWT" })
-        .setExpirationTime(iat + TOKEN_TTL_SECONDS)
+        .setExpirationTime(expiryOf(session))
         .setIssuedAt(iat)
         .sign(key);
     },
@@ -73,6 +86,7 @@ export function createTokens(secret: string, now: () => number): Tokens {
       const result: TokenClaims = { sub: claims.sub, ver, exp: claims.exp };
       if (typeof claims.iat === "number") result.iat = claims.iat;
       if (typeof claims.uid === "number") result.uid = claims.uid;
+      if (typeof claims.sid === "string") result.sid = claims.sid;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
       verified.set(token, result);
       return result;

@@ -10,6 +10,8 @@ export interface Caller {
   roles: RoleName[];
   /** The version the caller's token carries (current, or the guard would have refused it). */
   tokenVersion: number;
+  /** The session of a session token (its id and absolute end, ms); tokens without `sid` have none. */
+  session?: { id: string; expiresAt: number };
 }
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");

@@ -3,15 +3,19 @@
  * (`{ auth: "authenticated" | "USER" | "ADMIN" }`, usually on a group); the guard turns the
  * bearer token into a `caller` or answers 401 / 403 through the errors plugin.
  * A token counts only if it verifies, its subject exists and is active, it carries the
- * user's current token version, and it was issued to that account: its `uid` is the account's,
- * or (a token without one) it was issued after the account's e-mail last changed.
+ * user's current token version, and it was issued to that account. A session token (`sid`)
+ * resolves through its session, which must be open (store/sessions.ts), to the user; a token
+ * without one names its account by `uid`, or (naming none) was issued after the account's e-mail
+ * last changed. Either way it is one read.
  */
 import { Elysia } from "elysia";
 import type { Reader } from "../db/database";
 import { AppError } from "../errors";
 import { requestState } from "../http/request-state";
 import { tokenHolder } from "../store/users";
-import type { Tokens } from "./bearer-tokens";
+import { isOpen, sessionHolder } from "../store/sessions";
+import type { TokenClaims, Tokens } from "./bearer-tokens";
+import type { SessionActivity } from "./session-activity";
 import { satisfies, type AccessRule, type Caller, type RoleName } from "./caller";
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
@@ -34,13 +38,35 @@ export interface Authenticator {
 
 const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
 
-export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
+const rolesOf = (roles: string | null) => (roles?.split(",") ?? []) as RoleName[];
+
+export interface SessionRules {
+  now: () => number;
+  idleMs: number;
+  activity: SessionActivity;
+}
+
+export function createAuthenticator(db: Reader, tokens: Tokens, sessions: SessionRules): Authenticator {
+  async function sessionCaller(claims: TokenClaims & { sid: string }): Promise<Caller | undefined> {
+    const session = await sessionHolder(db, claims.sid);
+    const now = sessions.now();
+    if (!session || !isOpen(session, now, sessions.idleMs) || session.tokenVersion !== claims.ver) return undefined;
+    sessions.activity.seen(claims.sid, session.lastSeenAt, now);
+    return {
+      id: session.userId,
+      email: session.email,
+      roles: rolesOf(session.roles),
+      tokenVersion: session.tokenVersion,
+      session: { id: claims.sid, expiresAt: session.expiresAt },
+    };
+  }
   return {
     async callerOf(request) {
       const token = bearerToken(request);
       if (!token) return undefined;
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
+      if (claims.sid !== undefined) return sessionCaller(claims as TokenClaims & { sid: string });
       const user = await tokenHolder(db, claims.sub);
       if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
@@ -50,7 +76,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
       // was issued to, or, naming none (another library's, an earlier release's), must be younger
       // than the move: iat counts whole seconds, so one of the move's own second may be older, and is refused.
       if (claims.uid === undefined ? user.emailChangedAt && (claims.iat === undefined || claims.iat <= seconds(user.emailChangedAt)) : claims.uid !== user.id) return undefined;
-      return { id: user.id, email: user.email, roles: (user.roles?.split(",") ?? []) as RoleName[], tokenVersion: user.tokenVersion };
+      return { id: user.id, email: user.email, roles: rolesOf(user.roles), tokenVersion: user.tokenVersion };
     },
   };
 }

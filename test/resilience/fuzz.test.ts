@@ -48,6 +48,8 @@ let admin: { id: number; email: string; token: string };
 let victim: { id: number; email: string };
 let password: { id: number; email: string; current: string };
 const loginUser = { email: "", password: "LoginPassw0rd!" };
+/** The live refresh token of a session of its own (a rotation that answers 200 hands out the next). */
+let refreshToken = "";
 let productId = 0;
 let orderProductId = 0;
 let pendingOrderId = 0;
@@ -84,6 +86,15 @@ const TARGETS: Record<string, Target> = {
     token: async () => undefined,
     valid: () => ({ email: loginUser.email, password: loginUser.password }),
     auditsOn4xx: true,
+  },
+  "POST /api/auth/refresh": {
+    url: () => "/api/auth/refresh",
+    token: async () => undefined,
+    valid: () => ({ refreshToken }),
+    async after(status, _body, response) {
+      const answer = response?.data as { refreshToken?: string } | undefined;
+      if (status === 200 && answer?.refreshToken) refreshToken = answer.refreshToken;
+    },
   },
   "POST /api/auth/change-password": {
     url: () => "/api/auth/change-password",
@@ -521,6 +532,8 @@ beforeAll(async () => {
   password = { id: p.id, email: p.email, current: "StartPassw0rd!" };
   const l = await t.createUser({ name: "Login User", password: loginUser.password });
   loginUser.email = l.email;
+  const r = await t.createUser({ name: "Refresh User", password: loginUser.password });
+  refreshToken = (await t.request("POST", "/api/auth/login", { body: { email: r.email, password: loginUser.password } })).body.data.refreshToken;
   emailTokens.verifyUser = (await t.createUser({ name: "Verify Me" })).id;
   emailTokens.verify = await issueToken(t.db, emailTokens.verifyUser, "VERIFY_EMAIL", Date.now());
   emailTokens.resetUser = (await t.createUser({ name: "Reset Me" })).id;

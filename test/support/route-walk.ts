@@ -39,6 +39,13 @@ export async function prepareRouteWalk(t: TestApp) {
   /** Their tokens are revoked by the logout and change-password samples, so no other sample uses them. */
   const leaving = await t.createUser({ password: "Passw0rd!" });
   const changing = await t.createUser({ password: "Passw0rd!" });
+  /** Signed in three times (the session routes list one and end the others), and once more elsewhere (revoke-others). */
+  const [devices, elsewhere] = [await t.createUser({ password: "Passw0rd!" }), await t.createUser({ password: "Passw0rd!" })];
+  const signIn = async (email: string) => {
+    const token = (await t.request("POST", "/api/auth/login", { body: { email, password: "Passw0rd!" } })).body.data.token as string;
+    return { token, sid: JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).sid as string };
+  };
+  const [device, ended, endedByAdmin, another] = [await signIn(devices.email), await signIn(devices.email), await signIn(devices.email), await signIn(elsewhere.email)];
   const registration = validRegistration("mei.lin@example.com");
   const signUp = await t.request("POST", "/api/auth/register", { body: registration });
   expect(signUp.status).toBe(201);
@@ -148,6 +155,11 @@ export async function prepareRouteWalk(t: TestApp) {
     "POST /api/users/deactivate-inactive": { path: "/api/users/deactivate-inactive?before=2000-01-01", status: 200 },
     "POST /api/users/:id/activate": { path: `/api/users/${registered.id}/activate`, status: 200 },
     "POST /api/users/:id/deactivate": { path: `/api/users/${registered.id}/deactivate`, status: 200 },
+    "GET /api/account/sessions": { path: "/api/account/sessions", token: device.token, status: 200 },
+    "POST /api/account/sessions/revoke-others": { path: "/api/account/sessions/revoke-others", token: another.token, status: 204 },
+    "DELETE /api/account/sessions/:id": { path: `/api/account/sessions/${ended.sid}`, token: device.token, status: 204 },
+    "GET /api/users/:id/sessions": { path: `/api/users/${devices.id}/sessions`, status: 200 },
+    "DELETE /api/users/:id/sessions/:sid": { path: `/api/users/${devices.id}/sessions/${endedByAdmin.sid}`, status: 204 },
     "POST /api/users/:id/revoke-tokens": { path: `/api/users/${registered.id}/revoke-tokens`, status: 204 },
     "GET /api/files": { path: "/api/files", status: 200 },
     "GET /admin": { path: "/admin", token: undefined, status: 200 },

@@ -117,8 +117,17 @@ export const TokenResponse = t.Object(
     token: t.String(),
     tokenType: t.Literal("Bearer"),
     expiresIn: t.Integer({ description: "Seconds until the token expires" }),
+    refreshToken: t.Optional(t.String({ description: "Shown once; for POST /api/auth/refresh" })),
+    refreshExpiresIn: t.Optional(t.Integer()),
     user: User,
   },
   { title: "TokenResponse" },
 );
 export type TokenResponse = Static<typeof TokenResponse>;
+
+export const RefreshBody = t.Object({
+  refreshToken: t.String({ minLength: 1, maxLength: 200, messages: { required: "field.refreshToken.blank", minLength: "field.refreshToken.blank" } }),
+});
+export type RefreshBody = Static<typeof RefreshBody>;
+
+export const LogoutQuery = t.Object({ scope: t.Optional(t.Literal("all")) });

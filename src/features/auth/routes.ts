@@ -10,11 +10,13 @@ import { errorResponses } from "../../http/route-docs";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
 import { User } from "../../models/user";
-import { ChangePasswordBody, LoginBody, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
+import { ChangePasswordBody, LoginBody, LogoutQuery, RefreshBody, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
 import { clientAddress } from "../../http/client-address";
+import { deviceOf } from "../../security/device-label";
+import { unauthorized } from "../../security/guard";
 import { withPasswordPolicy } from "../../security/password-policy";
 import { emailAvailable, register } from "./register";
-import { changePassword, login, logout, refresh } from "./service";
+import { changePassword, login, logout, refresh, refreshWithToken } from "./service";
 import { countEmailCheck, countRegistration } from "./address-limits";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
@@ -69,31 +71,53 @@ export const authRoutes = (ctx: AppContext) =>
     )
     .post(
       "/login",
-      async ({ body, request, server }) => ctx.ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.loggedIn", langOf(request))),
+      async ({ body, request, server }) => {
+        const client = { address: clientAddress(server, request, ctx.config.trustProxy), ...(await deviceOf(request)) };
+        return ctx.ok(await login(ctx, body, client), translate("auth.loggedIn", langOf(request)));
+      },
       {
         body: LoginBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "Exchange e-mail and password for a bearer token",
-          description: "401 INVALID_CREDENTIALS for a wrong e-mail or password alike; 403 ACCOUNT_DISABLED; 429 with Retry-After after too many failures.",
+          description: "Opens a session. 401 INVALID_CREDENTIALS for a wrong e-mail or password alike; 403 ACCOUNT_DISABLED; 429 with Retry-After after too many failures.",
         },
       },
     )
-    .post("/refresh", async ({ caller, request }) => ctx.ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request))), {
-      auth: "authenticated",
-      response: { 200: EnvelopeOf(TokenResponse), ...errors },
-      detail: { summary: "A fresh token for the bearer" },
-    })
+    .post(
+      "/refresh",
+      async ({ body, request }) => {
+        if (body?.refreshToken !== undefined) return ctx.ok(await refreshWithToken(ctx, body.refreshToken), translate("auth.refreshed", langOf(request)));
+        // Old clients: the bearer alone, checked by the guard as any route's.
+        const caller = await ctx.authenticator.callerOf(request);
+        if (!caller) throw unauthorized();
+        return ctx.ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request)));
+      },
+      {
+        body: t.Optional(RefreshBody),
+        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        detail: {
+          summary: "A new pair for {refreshToken}, or a fresh token for the bearer",
+          description: "A spent refresh token answers once more within REFRESH_REUSE_GRACE_S; later it ends its session.",
+          security: [{ bearerAuth: [] }, {}],
+        },
+      },
+    )
     .post(
       "/logout",
-      async ({ caller, request }) => {
-        await logout(ctx, caller);
-        return ctx.ok(null, translate("auth.loggedOut", langOf(request)));
+      async ({ caller, query, request }) => {
+        const all = query.scope === "all" || !caller.session;
+        await logout(ctx, caller, all);
+        return ctx.ok(null, translate(all ? "auth.loggedOut" : "auth.loggedOutSession", langOf(request)));
       },
       {
         auth: "authenticated",
+        query: LogoutQuery,
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errors },
-        detail: { summary: "Revoke every token issued to the caller so far" },
+        detail: {
+          summary: "End the caller's session",
+          description: "?scope=all (or a token without sid): every session and token.",
+        },
       },
     )
     .post(
@@ -106,7 +130,7 @@ export const authRoutes = (ctx: AppContext) =>
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "Change the caller's password",
-          description: "Revokes every earlier token and answers with a new one. A wrong currentPassword is a 400 on that field, throttled like a login.",
+          description: "Revokes every earlier token and every other session; answers a new pair. A wrong currentPassword is a 400 on that field, throttled like a login.",
         },
       },
     );

@@ -1,32 +1,71 @@
 /**
- * Sessions: login, refresh, logout and password change. Tokens are stateless; revocation is
- * the user's token version, which logout and a password change bump (the guard refuses a
- * token carrying an older one).
+ * Sign-in, refresh, logout and password change. A login opens a session (store/sessions.ts)
+ * with a rotating refresh token; access tokens are signed bearer tokens naming the session
+ * (`sid`) and the user's token version. Ending a session refuses its tokens at once (the guard
+ * reads the session with the user); bumping the token version (a password change, logout with a
+ * sid-less token or `?scope=all`) ends every session and every sid-less token of the user.
  *
  * Wrong e-mail and wrong password take the same path and the same time (security/password-check.ts),
  * and both answer 401 INVALID_CREDENTIALS.
  */
 import { AppError } from "../../errors";
 import type { User } from "../../models/user";
-import { TOKEN_TTL_SECONDS, type Tokens } from "../../security/bearer-tokens";
+import type { Tokens } from "../../security/bearer-tokens";
 import type { Caller } from "../../security/caller";
+import { unauthorized } from "../../security/guard";
 import { attemptTurn, checkPassword, wrongCurrentPassword, type PasswordCheckDeps } from "../../security/password-check";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword, needsRehash } from "../../security/passwords";
 import { auditStatement, type AuditRecord } from "../../store/audit";
+import { endSessionStatement, isOpen, keptSessionRows, openSessionRows, randomToken, refreshStateOf, rotationRows } from "../../store/sessions";
 import { clearLoginFailures } from "../../store/throttle";
 import { findUser, lastLoginStatement, newPasswordStatement, normalizeEmail, rehashStatement, tokenVersionBump, userById, userOf } from "../../store/users";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 
 export interface SessionDeps extends PasswordCheckDeps, PasswordPolicyDeps {
   tokens: Tokens;
-  config: PasswordCheckDeps["config"] & PasswordPolicyDeps["config"] & { requireEmailVerification: boolean };
+  config: PasswordCheckDeps["config"] &
+    PasswordPolicyDeps["config"] & {
+      requireEmailVerification: boolean;
+      sessionMaxAgeMs: number;
+      sessionIdleTimeoutMs: number;
+      sessionMaxPerUser: number;
+      refreshReuseGraceS: number;
+    };
 }
 
-/** The one token answer: a bearer token for the account (its id, e-mail and token version), and the user. */
-async function tokenAnswer(deps: SessionDeps, account: { id: number; email: string; tokenVersion: number }, user: User | Promise<User>): Promise<TokenResponse> {
-  const [token, shown] = await Promise.all([deps.tokens.issue(account.email, account.tokenVersion, account.id), user]);
-  return { token, tokenType: "Bearer", expiresIn: TOKEN_TTL_SECONDS, user: shown };
+/** Where a sign-in comes from: the client address and its user agent with the device label (security/device-label.ts). */
+export interface SignInClient {
+  address: string;
+  userAgent: string | null;
+  device: string | null;
+}
+
+/** A session an answer's tokens belong to: its id, absolute end (ms) and, when one is handed out, its new refresh token. */
+interface AnswerSession {
+  id: string;
+  expiresAt: number;
+  refreshToken?: string;
+}
+
+/**
+ * The one token answer: a bearer token for the account (its id, e-mail and token version) and,
+ * in a session, never outliving it, with the refresh token being handed out; and the user.
+ */
+async function tokenAnswer(
+  deps: SessionDeps,
+  account: { id: number; email: string; tokenVersion: number },
+  user: User | Promise<User>,
+  session?: AnswerSession,
+): Promise<TokenResponse> {
+  const bound = session && { sid: session.id, notAfter: Math.floor(session.expiresAt / 1000) };
+  const [token, shown] = await Promise.all([deps.tokens.issue(account.email, account.tokenVersion, account.id, bound), user]);
+  const now = deps.now();
+  const answer: TokenResponse = { token, tokenType: "Bearer", expiresIn: deps.tokens.expiryOf(bound) - Math.floor(now / 1000), user: shown };
+  if (session?.refreshToken === undefined) return answer;
+  // The refresh token lives while its session does: until the absolute end, unless left idle.
+  const refreshExpiresIn = Math.floor((Math.min(session.expiresAt, now + deps.config.sessionIdleTimeoutMs) - now) / 1000);
+  return { ...answer, refreshToken: session.refreshToken, refreshExpiresIn };
 }
 
 /**
@@ -36,7 +75,8 @@ async function tokenAnswer(deps: SessionDeps, account: { id: number; email: stri
  * Sign-ins are audited, never with the password: LOGIN with the client address, LOGIN_FAILED
  * with the e-mail tried and the address (and the reason when the password was right).
  */
-async function signIn(deps: SessionDeps, email: string, password: string, address: string) {
+async function signIn(deps: SessionDeps, email: string, password: string, client: SignInClient) {
+  const { address } = client;
   const failed = (reason?: string): AuditRecord => ({
     action: "LOGIN_FAILED",
     actor: email,
@@ -58,36 +98,80 @@ async function signIn(deps: SessionDeps, email: string, password: string, addres
   }
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
+  const session = { id: randomToken(16), expiresAt: lastLogin.getTime() + deps.config.sessionMaxAgeMs, refreshToken: randomToken(32) };
+  const opened = { id: session.id, userId: account.id, tokenVersion: account.tokenVersion, ...client, amr: ["pwd"] };
   const { user } = await deps.db.writeAll((tx) => ({
+    session: openSessionRows(tx, opened, session.refreshToken, { now: lastLogin, expiresAt: new Date(session.expiresAt) }, deps.config.sessionMaxPerUser),
     cleared: emailHasFailures ? clearLoginFailures(tx, email) : undefined,
     lastLogin: lastLoginStatement(tx, account.id, lastLogin),
     audited: auditStatement(tx, { action: "LOGIN", actor: email, subjectType: "User", subjectId: account.id, details: { address } }, lastLogin),
     rehashed: rehash ? rehashStatement(tx, account.id, account.passwordHash, rehash) : undefined,
     user: userById(tx, account.id),
   }));
-  return { id: account.id, tokenVersion: account.tokenVersion, user: userOf(user) };
+  return { id: account.id, tokenVersion: account.tokenVersion, user: userOf(user), session };
 }
 
-export async function login(deps: SessionDeps, input: LoginBody, address: string): Promise<TokenResponse> {
+export async function login(deps: SessionDeps, input: LoginBody, client: SignInClient): Promise<TokenResponse> {
   const email = normalizeEmail(input.email);
-  const { id, tokenVersion, user } = await signIn(deps, email, input.password, address);
+  const { id, tokenVersion, user, session } = await signIn(deps, email, input.password, client);
   // Signed after the e-mail's turn: the next attempt for it need not wait for the signature.
-  return tokenAnswer(deps, { id, email, tokenVersion }, user);
+  return tokenAnswer(deps, { id, email, tokenVersion }, user, session);
 }
 
-/** A fresh token for the version the caller's token carries (so a refresh racing a logout cannot outlive it). */
+/**
+ * Today's refresh, by the bearer alone: a fresh token for the version the caller's token carries
+ * (so a refresh racing a logout cannot outlive it), in the caller's session and never beyond its
+ * end; a sid-less token refreshes to a sid-less token.
+ */
 export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenResponse> {
-  return tokenAnswer(deps, caller, findUser(deps.db, caller.id));
+  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), caller.session);
 }
 
-/** Revokes every token issued to the caller so far (audited LOGOUT, in the same unit). */
-export async function logout(deps: SessionDeps, caller: Caller) {
-  const audit = { action: "LOGOUT", actor: caller.email, subjectType: "User", subjectId: caller.id };
-  await deps.db.writeAll((tx) => [tokenVersionBump(tx, caller.id), auditStatement(tx, audit, new Date(deps.now()))]);
+/**
+ * A refresh token exchanged for a fresh access token and a new refresh token (rotation), in two
+ * round trips: the token with its session and user, then one unit. A rotated token presented
+ * again within REFRESH_REUSE_GRACE_S is answered once more with a sibling (an answer lost on the
+ * way); after that, or a second time, it is taken for stolen: its whole session ends, audited.
+ */
+export async function refreshWithToken(deps: SessionDeps, refreshToken: string): Promise<TokenResponse> {
+  const state = await refreshStateOf(deps.db, refreshToken);
+  const now = new Date(deps.now());
+  if (!state || !isOpen(state, now.getTime(), deps.config.sessionIdleTimeoutMs)) throw unauthorized();
+  const graceFrom = new Date(now.getTime() - deps.config.refreshReuseGraceS * 1000);
+  const reused = state.rotatedAt !== null && (state.sibling !== null || state.rotatedAt < graceFrom.getTime());
+  if (reused) {
+    const audit = { action: "REFRESH_TOKEN_REUSED", actor: state.email, subjectType: "User", subjectId: state.userId, details: { sessionId: state.sessionId } };
+    await deps.db.writeAll((tx) => [endSessionStatement(tx, state.userId, state.sessionId, now), auditStatement(tx, audit, now)]);
+    throw unauthorized();
+  }
+  const next = randomToken(32);
+  const { issued, user } = await deps.db.writeAll((tx) => ({
+    ...rotationRows(tx, state.sessionId, refreshToken, next, now, state.rotatedAt === null ? undefined : graceFrom),
+    user: userById(tx, state.userId),
+  }));
+  // Another request rotated the same token meanwhile: it got the successor, this one nothing.
+  if (issued.length === 0) throw unauthorized();
+  const session = { id: state.sessionId, expiresAt: state.expiresAt, refreshToken: next };
+  return tokenAnswer(deps, { id: state.userId, email: state.email, tokenVersion: state.tokenVersion }, userOf(user), session);
 }
 
-/** The new password stored, in the caller's turn, after checking the current one like a login: the new token version. */
-async function storeNewPassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<number> {
+/**
+ * Ends the caller's session (its access and refresh tokens); with `all`, or for a sid-less token,
+ * every session and sid-less token of the caller (token version +1). Audited LOGOUT, in the same unit.
+ */
+export async function logout(deps: SessionDeps, caller: Caller, all: boolean) {
+  const now = new Date(deps.now());
+  const one = !all && caller.session;
+  const audit = { action: "LOGOUT", actor: caller.email, subjectType: "User", subjectId: caller.id, details: one ? { sessionId: one.id } : { scope: "all" } };
+  await deps.db.writeAll((tx) => [one ? endSessionStatement(tx, caller.id, one.id, now) : tokenVersionBump(tx, caller.id), auditStatement(tx, audit, now)]);
+}
+
+/**
+ * The new password stored, in the caller's turn, after checking the current one like a login:
+ * the new token version. The caller's session is carried over to it with `refreshToken` as its
+ * only refresh token; every other session ends with the version.
+ */
+async function storeNewPassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string, refreshToken: string): Promise<number> {
   const subject = { actor: caller.email, subjectType: "User", subjectId: caller.id };
   using _turn = await attemptTurn(caller.email);
   const checked = await checkPassword(deps, caller.email, input.currentPassword, address, { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } });
@@ -98,16 +182,19 @@ async function storeNewPassword(deps: SessionDeps, caller: Caller, input: Change
     cleared: checked.emailHasFailures ? clearLoginFailures(tx, caller.email) : undefined,
     audited: auditStatement(tx, { ...subject, action: "PASSWORD_CHANGED" }, now),
     updated: newPasswordStatement(tx, checked.account.id, passwordHash, now),
+    kept: caller.session ? keptSessionRows(tx, caller.session.id, refreshToken, now) : undefined,
   }));
   return updated[0].tokenVersion;
 }
 
 /**
  * Checks the current password (throttled like a login, since a stolen token must not become a
- * password oracle), stores the new one and revokes every earlier token; answers with a new token.
+ * password oracle), stores the new one and revokes every earlier token and every other session;
+ * answers with a new token (and, in a session, a new refresh token: the caller stays signed in).
  */
 export async function changePassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string): Promise<TokenResponse> {
   await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
-  const tokenVersion = await storeNewPassword(deps, caller, input, address);
-  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id));
+  const refreshToken = randomToken(32);
+  const tokenVersion = await storeNewPassword(deps, caller, input, address, refreshToken);
+  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id), caller.session && { ...caller.session, refreshToken });
 }
