@@ -74,6 +74,22 @@ export interface Config {
   readonly orderPaymentTimeoutMs?: number;
   /** PENDING orders a user may hold at once (409 TOO_MANY_PENDING_ORDERS beyond); undefined: any number. */
   readonly orderMaxPending?: number;
+  /** Traces over OTLP/HTTP (src/tracing); undefined without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: nothing is loaded. */
+  readonly tracing?: TracingConfig;
+}
+
+/** OTEL_TRACES_SAMPLER's values (the OpenTelemetry SDK's names). */
+export const TRACE_SAMPLERS = ["parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio", "always_on", "always_off", "traceidratio"] as const;
+
+export interface TracingConfig {
+  /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  readonly tracesUrl: string;
+  /** OTEL_EXPORTER_OTLP_HEADERS: `key=value,…` sent with every export (a vendor's API key). */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly serviceName: string;
+  readonly sampler: (typeof TRACE_SAMPLERS)[number];
+  /** OTEL_TRACES_SAMPLER_ARG: the share of traces kept by the ratio samplers. */
+  readonly samplerRatio: number;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -130,6 +146,12 @@ export const CONFIG_VARIABLES = [
   "BACKUP_KEEP",
   "ORDER_PAYMENT_TIMEOUT",
   "ORDER_MAX_PENDING",
+  "OTEL_EXPORTER_OTLP_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_HEADERS",
+  "OTEL_SERVICE_NAME",
+  "OTEL_TRACES_SAMPLER",
+  "OTEL_TRACES_SAMPLER_ARG",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -285,6 +307,37 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     if (canonical !== origin) problems.push(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
   }
 
+  const otlpEndpoint = url("OTEL_EXPORTER_OTLP_ENDPOINT", ["http:", "https:"]);
+  const tracesUrl = url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ["http:", "https:"]) ?? (otlpEndpoint && `${otlpEndpoint.replace(/\/+$/, "")}/v1/traces`);
+  const otlpHeaders: Record<string, string> = {};
+  // Values are percent-encoded (the OTLP exporter specification): "Authorization=Basic%20…".
+  const percentDecoded = (value: string) => {
+    try {
+      return decodeURIComponent(value);
+    } catch {
+      problems.push("OTEL_EXPORTER_OTLP_HEADERS has a value that is not percent-encoded properly");
+      return value;
+    }
+  };
+  for (const pair of (read("OTEL_EXPORTER_OTLP_HEADERS") ?? "").split(",").filter((p) => p.trim() !== "")) {
+    const at = pair.indexOf("=");
+    if (at <= 0) problems.push(`OTEL_EXPORTER_OTLP_HEADERS must be key=value pairs, comma-separated (got "${pair.trim()}")`);
+    else otlpHeaders[pair.slice(0, at).trim()] = percentDecoded(pair.slice(at + 1).trim());
+  }
+  const sampler = oneOf("OTEL_TRACES_SAMPLER", TRACE_SAMPLERS, "parentbased_always_on");
+  const samplerArg = read("OTEL_TRACES_SAMPLER_ARG");
+  const samplerRatio = samplerArg === undefined ? 1 : Number(samplerArg);
+  if (!(samplerRatio >= 0 && samplerRatio <= 1)) problems.push(`OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (got "${samplerArg}")`);
+  const tracing: TracingConfig | undefined = tracesUrl
+    ? {
+        tracesUrl,
+        headers: Object.freeze(otlpHeaders),
+        serviceName: read("OTEL_SERVICE_NAME") ?? "usersvc",
+        sampler,
+        samplerRatio,
+      }
+    : undefined;
+
   const config: Config = {
     port,
     host,
@@ -328,6 +381,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     backupKeep: integer("BACKUP_KEEP", 7, 1, 10_000),
     orderPaymentTimeoutMs: duration("ORDER_PAYMENT_TIMEOUT", 1000, 365 * 86_400_000),
     orderMaxPending: read("ORDER_MAX_PENDING") === undefined ? undefined : integer("ORDER_MAX_PENDING", 0, 1, 1_000_000),
+    tracing,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
