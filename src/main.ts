@@ -26,6 +26,7 @@ import { sweepOrphanedFiles } from "./features/files/service";
 import { startNameIndexUpkeep } from "./features/search/index-upkeep";
 import { ordersDeps, startPaymentTimeoutSweep } from "./features/orders/service";
 import { VERSION } from "./version";
+import { startTracing, type Tracing } from "./tracing";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { startBackupDuties } from "./features/backups/schedule";
 import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
@@ -90,17 +91,21 @@ function configFrom(values: Record<string, unknown>): Config {
   return loadConfig(env);
 }
 
-const openConfigured = (config: Config) =>
-  openDatabase({
+/** With tracing, the database makes a span per unit of work inside a trace, counting its round trips. */
+async function openConfigured(config: Config, tracing?: Tracing) {
+  const database = await openDatabase({
     url: config.databaseUrl,
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
+    onRoundTrip: tracing?.roundTrip,
   });
+  return tracing ? tracing.database(database) : database;
+}
 
-async function openMigrated(config: Config) {
-  const database = await openConfigured(config);
+async function openMigrated(config: Config, tracing?: Tracing) {
+  const database = await openConfigured(config, tracing);
   await migrate(database);
   return database;
 }
@@ -109,8 +114,8 @@ async function openMigrated(config: Config) {
  * The data folder as serve and `admin create` leave it: database migrated, JWT key kept, upload
  * storage there. A --workers child (`runMigrations: false`) finds the database migrated by its primary.
  */
-async function prepareDataFolder(config: Config, logger: Logger, { runMigrations = true } = {}) {
-  const database = runMigrations ? await openMigrated(config) : await openConfigured(config);
+async function prepareDataFolder(config: Config, logger: Logger, { runMigrations = true, tracing }: { runMigrations?: boolean; tracing?: Tracing } = {}) {
+  const database = runMigrations ? await openMigrated(config, tracing) : await openConfigured(config, tracing);
   try {
     const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, logger);
     const files = await createFileStore(config.fileStorage, config.s3);
@@ -125,11 +130,13 @@ async function prepareDataFolder(config: Config, logger: Logger, { runMigrations
 const commandLogger = (config: Config) => createLogging(config.logLevel, config.logFormat, logStream(config.logFormat, 2)).get("cli");
 
 async function serve(config: Config) {
-  const logging = createLogging(config.logLevel, config.logFormat);
+  // Loads the OpenTelemetry SDK only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
+  const tracing = await startTracing(config.tracing, VERSION.version);
+  const logging = createLogging(config.logLevel, config.logFormat, undefined, tracing?.logFields);
   const logger = logging.get("main");
   // A --workers child finds the database migrated and the admin ensured by its primary.
   const child = isWorkerChild();
-  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child });
+  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
   if (!child && config.adminEmail && config.adminPassword) {
     const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword }, Date.now, { config, logger }).catch(
       refusedPassword((problem) => new ConfigError([`ADMIN_PASSWORD ${problem}`])),
@@ -154,7 +161,7 @@ async function serve(config: Config) {
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
   const now = Date.now;
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files, now });
+  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files, now, tracing });
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
   try {
@@ -166,7 +173,7 @@ async function serve(config: Config) {
   lifecycle.ready = true;
   // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
   const channels = child ? [] : channelsFor(config, database, logging.get("outbox"));
-  const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics });
+  const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics, tracing });
   if (!child && config.notifyWebhookUrl && !config.notifyWebhookSecret) {
     logger.warn("NOTIFY_WEBHOOK_SECRET is not set: webhook deliveries are unsigned, so the receiver cannot tell them from forgeries");
   }
@@ -221,6 +228,7 @@ async function serve(config: Config) {
     await upkeep?.stop();
     await backups.stop();
     database.close();
+    await tracing?.shutdown();
     logger.info("stopped");
     logging.root.flush();
     process.exit(0);

@@ -7,6 +7,7 @@ import { getTableColumns, is, Placeholder, sql, SQL } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import { bound, prepared } from "../../db/prepared";
 import { auditLog, outbox } from "../../db/schema";
+import { currentTraceparent } from "../../tracing";
 
 export type NotificationKind =
   | "WELCOME"
@@ -32,6 +33,7 @@ const insertNotification = prepared((tx: Db) =>
       webhookNextAttemptAt: sql.placeholder("at"),
       mailStatus: sql.placeholder("status"),
       mailNextAttemptAt: sql.placeholder("at"),
+      traceparent: sql.placeholder("traceparent"),
     })
     .prepare(),
 );
@@ -76,6 +78,7 @@ const notificationValues = <P>(kind: NotificationKind, recipient: string | null,
   token: options.token ?? null,
   status: options.resolve ? "resolving" : "pending",
   at,
+  traceparent: currentTraceparent(),
 });
 
 /** The outbox row's columns with their values when a notification is enqueued (id, sent and error columns NULL). */

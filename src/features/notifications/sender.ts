@@ -23,6 +23,7 @@ import { isBusy } from "../../db/errors";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import { outbox, users } from "../../db/schema";
 import type { Metrics } from "../../metrics";
+import type { Tracing } from "../../tracing";
 import { forgetExpired } from "../account/service";
 import { issueToken } from "../account/tokens";
 import { GiveUp, type Channel, type Outcome, type Row } from "./channels";
@@ -34,6 +35,8 @@ export interface OutboxSenderOptions {
   channels: Channel[];
   /** notificationsFailed counts give-ups; outboxContention counts passes that met a busy database and backed off. */
   metrics?: Pick<Metrics, "notificationsFailed" | "outboxContention">;
+  /** A span per delivery, continuing the trace that wrote the row. */
+  tracing?: Tracing;
   /** Pause between passes when nothing is due. */
   pollIntervalMs?: number;
   batchSize?: number;
@@ -157,7 +160,7 @@ const tokensToErase = prepared((tx: Db) => {
 export const eraseTokens = (tx: Db, now: number) => bound(tokensToErase(tx), { VERIFY_EMAIL: now - TOKEN_KINDS.VERIFY_EMAIL, PASSWORD_RESET: now - TOKEN_KINDS.PASSWORD_RESET });
 
 export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
-  const { db, logger, channels, metrics } = options;
+  const { db, logger, channels, metrics, tracing } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
   const batchSize = options.batchSize ?? 20;
   const baseDelayMs = options.baseDelayMs ?? 1000;
@@ -209,7 +212,13 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   async function runChannel(channel: Channel) {
     const at = now();
     const [claimed] = (await db.writeAll((tx) => [bound(claimDue(tx, channel.name), { now: at, limit: batchSize, leaseUntil: new Date(at + leaseMs) })])) as unknown as [Row[]];
-    const outcomes = await Promise.allSettled(claimed.map((row) => channel.deliver(row)));
+    const deliver = (row: Row) =>
+      tracing
+        ? tracing.delivery(`outbox ${channel.name}`, row.traceparent, { "usersvc.outbox.id": row.id, "usersvc.outbox.kind": row.kind }, (traceparent) =>
+            channel.deliver({ ...row, traceparent: traceparent ?? null }),
+          )
+        : channel.deliver(row);
+    const outcomes = await Promise.allSettled(claimed.map(deliver));
     const delivered: Record<Outcome, number[]> = { sent: [], skipped: [] };
     for (const [i, outcome] of outcomes.entries()) {
       if (outcome.status === "fulfilled") delivered[outcome.value].push(claimed[i].id);
