@@ -58,7 +58,7 @@ describe("a request with a traceparent", () => {
     expect(res.status).toBe(201);
     requestId = res.headers.get("x-request-id") ?? "";
     // The request's span ends after its answer has gone out (onAfterResponse).
-    spans = await receiver.trace(traceId, (found) => found.some((s) => s.kind === 2), tracing);
+    spans = await receiver.trace(traceId, (found) => found.some((s) => s.kind === 2), { flush: tracing.flush });
     requestSpan = spans.find((s) => s.kind === 2)!;
   });
 
@@ -121,7 +121,7 @@ describe("a request with a traceparent", () => {
     const welcome = delivered.find((d) => d.body.recipient === email && d.body.kind === "WELCOME");
     expect(welcome?.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
     const deliverySpanId = welcome?.traceparent?.split("-")[2];
-    const all = await receiver.trace(traceId, (found) => found.some((s) => s.spanId === deliverySpanId), tracing);
+    const all = await receiver.trace(traceId, (found) => found.some((s) => s.spanId === deliverySpanId), { flush: tracing.flush });
     const span = all.find((s) => s.spanId === deliverySpanId);
     expect(span).toMatchObject({ name: "outbox webhook", kind: 4, attributes: { "usersvc.outbox.kind": "WELCOME" }, statusCode: 0 });
     // Its parent: the request's unit of work that wrote the outbox row.

@@ -115,11 +115,14 @@ export function startOtlpReceiver() {
     /** OTEL_EXPORTER_OTLP_ENDPOINT for the service. */
     endpoint: `http://127.0.0.1:${server.port}`,
     spans,
-    /** The spans of one trace once `complete` holds for them, flushing the service's exporter meanwhile (or throws after `timeoutMs`). */
-    async trace(traceId: string, complete: (spans: ReceivedSpan[]) => boolean, exporter: { flush(): Promise<void> }, timeoutMs = 10_000) {
+    /**
+     * The spans of one trace once `complete` holds for them (or throws after `timeoutMs`); `flush`:
+     * the in-process service's exporter, flushed meanwhile (a server process sends every 5 s itself).
+     */
+    async trace(traceId: string, complete: (spans: ReceivedSpan[]) => boolean, { flush, timeoutMs = 10_000 }: { flush?: () => Promise<void>; timeoutMs?: number } = {}) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        await exporter.flush();
+        await flush?.();
         const found = spans.filter((s) => s.traceId === traceId);
         if (complete(found)) return found;
         if (Date.now() > deadline) throw new Error(`trace ${traceId} incomplete after ${timeoutMs} ms: ${found.map((s) => s.name).join(", ")}`);
