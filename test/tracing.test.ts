@@ -95,7 +95,14 @@ describe("a request with a traceparent", () => {
   test("its log lines carry the trace_id", () => {
     const line = lines.find((l) => l.requestId === requestId && l.msg === "request");
     expect(line).toMatchObject({ route: "/api/auth/register", status: 201, trace_id: traceId, span_id: requestSpan.spanId });
-    expect(lines.filter((l) => l.msg === "usersvc listening" || (l.trace_id === undefined && l.requestId === requestId))).toEqual([]);
+    expect(lines.filter((l) => l.trace_id === undefined && l.requestId === requestId)).toEqual([]);
+    // Outside a span a line is as it was.
+    t.logging.get("tracing-test").info({ n: 1 }, "outside");
+    t.logging.get("tracing-test").info({ n: 2 }, "outside");
+    expect(lines.filter((l) => l.msg === "outside").map(({ time: _time, ...rest }) => rest)).toEqual([
+      { level: "info", logger: "tracing-test", n: 1, msg: "outside" },
+      { level: "info", logger: "tracing-test", n: 2, msg: "outside" },
+    ]);
   });
 
   test("the webhook delivery of its notification continues the trace, and the webhook carries it on", async () => {

@@ -27,7 +27,6 @@ const ROUND_TRIPS = createContextKey("usersvc.db.round_trips");
 
 const fromHeaders: TextMapGetter<Headers> = { get: (headers, key) => headers.get(key) ?? undefined, keys: (headers) => [...headers.keys()] };
 const fromRecord: TextMapGetter<Record<string, string>> = { get: (carrier, key) => carrier[key], keys: (carrier) => Object.keys(carrier) };
-const NO_FIELDS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 export function openTelemetry(config: TracingConfig, version: string): Tracing {
   const contexts = new AsyncLocalStorageContextManager().enable();
@@ -121,9 +120,10 @@ export function openTelemetry(config: TracingConfig, version: string): Tracing {
       return within(span, context, () => deliver(traceparentOf(context)));
     },
     traceparent: () => traceparentOf(contexts.active()),
+    // A new object each time: pino merges the line's own fields into it.
     logFields() {
       const span = trace.getSpan(contexts.active());
-      if (!span) return NO_FIELDS;
+      if (!span) return {};
       const { traceId, spanId } = span.spanContext();
       return { trace_id: traceId, span_id: spanId };
     },
