@@ -92,6 +92,13 @@ describe("a request with a traceparent", () => {
     } else expect(requestTrips).toBe(0); // a file: nothing goes over a network
   });
 
+  test("health probes make no trace", async () => {
+    const probeTrace = hex(16);
+    expect((await t.request("GET", "/actuator/health/liveness", { headers: { traceparent: `00-${probeTrace}-${hex(8)}-01` } })).status).toBe(200);
+    await tracing.flush();
+    expect(receiver.spans.filter((s) => s.traceId === probeTrace || s.name.includes("/actuator/health"))).toEqual([]);
+  });
+
   test("its log lines carry the trace_id", () => {
     const line = lines.find((l) => l.requestId === requestId && l.msg === "request");
     expect(line).toMatchObject({ route: "/api/auth/register", status: 201, trace_id: traceId, span_id: requestSpan.spanId });

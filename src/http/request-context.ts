@@ -58,8 +58,12 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
 
   const plugin = new Elysia({ name: "request-context" });
   // With tracing, each request runs inside its span (Elysia's wrap: the one hook around the whole
-  // handling, so database units and log lines of every later hook see the span); without, no wrapper at all.
-  if (tracing) plugin.wrap((handle) => (request: Request) => tracing.request(request, () => handle(request)));
+  // handling, so database units and log lines of every later hook see the span); without, no wrapper
+  // at all. Health probes make no trace: an orchestrator's every few seconds would drown the rest.
+  const probes = `${basePath}/actuator/health`;
+  if (tracing) {
+    plugin.wrap((handle) => (request: Request) => (new URL(request.url).pathname.startsWith(probes) ? handle(request) : tracing.request(request, () => handle(request))));
+  }
   return plugin
     .onRequest((context) => {
       const given = context.request.headers.get("x-request-id");

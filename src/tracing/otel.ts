@@ -121,7 +121,7 @@ export function openTelemetry(config: TracingConfig, version: string): Tracing {
     },
     traceparent: () => traceparentOf(contexts.active()),
     // A new object each time: pino merges the line's own fields into it.
-    logFields() {
+    logFields(): Record<string, string> {
       const span = trace.getSpan(contexts.active());
       if (!span) return {};
       const { traceId, spanId } = span.spanContext();
