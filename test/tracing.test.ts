@@ -144,6 +144,22 @@ describe("a request with a traceparent", () => {
   });
 });
 
+test("each request's outbox rows keep that request's trace, also where the statement is prepared once (POST /api/users, register)", async () => {
+  const admin = await t.admin();
+  const writes = [
+    (email: string) => ({ path: "/api/users", token: admin.token, body: { name: "Traced User", email } }),
+    (email: string) => ({ path: "/api/auth/register", token: undefined, body: validRegistration(email) }),
+  ];
+  for (const write of [...writes, ...writes]) {
+    const [email, traceId] = [uniqueEmail("rows"), hex(16)];
+    const { path, ...options } = write(email);
+    expect((await t.request("POST", path, { ...options, headers: { traceparent: `00-${traceId}-${hex(8)}-01` } })).status).toBe(201);
+    const rows = await t.db.select({ kind: outbox.kind, traceparent: outbox.traceparent }).from(outbox).where(eq(outbox.recipient, email));
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) expect({ kind: row.kind, trace: row.traceparent?.split("-")[1] }).toEqual({ kind: row.kind, trace: traceId });
+  }
+});
+
 describe("without OTEL_EXPORTER_OTLP_ENDPOINT", () => {
   test("no request or unit makes a span, and no traceparent is stored", async () => {
     const plain = await makeTestApp();

@@ -19,7 +19,7 @@ import type { Caller } from "../auth/guard";
 import { hashPassword } from "../auth/passwords";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { windowCounter } from "../auth/throttle";
-import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement, traced, writeAudit } from "../notifications/outbox";
 import type { ResetConfirmBody } from "./model";
 import { consumeToken, liveTokenOwner, revokeTokens, tokenUpsert, tokenValues } from "./tokens";
 
@@ -48,7 +48,7 @@ const verificationStatements = prepared((tx: Db, shape: string) => {
 export function verificationRows(tx: Db, userId: number | "new", email: string, now: number) {
   const { raw, values } = tokenValues("VERIFY_EMAIL", now);
   const shape = userId === "new" ? "new" : "id";
-  return verificationStatements(tx, shape).map((statement) => bound(statement, { ...values, userId, email, at: new Date(now), token: raw }));
+  return verificationStatements(tx, shape).map((statement) => bound(statement, traced({ ...values, userId, email, at: new Date(now), token: raw })));
 }
 
 export async function enqueueVerification(tx: Db, userId: number, email: string, now: number) {

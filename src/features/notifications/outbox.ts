@@ -81,10 +81,27 @@ const notificationValues = <P>(kind: NotificationKind, recipient: string | null,
   traceparent: currentTraceparent(),
 });
 
-/** The outbox row's columns with their values when a notification is enqueued (id, sent and error columns NULL). */
+/**
+ * The values of a prepared statement that writes an outbox row (notificationStatement,
+ * notificationSelection): its own placeholders' and the trace context of the unit it runs in,
+ * given each time it is bound (a prepared statement must not keep the first caller's).
+ */
+export const traced = <V extends Record<string, unknown>>(values: V) => ({ ...values, traceparent: currentTraceparent() });
+
+/** The outbox row's columns with their values when a notification is enqueued (id, sent and error columns NULL); its trace context a placeholder (`traced`). */
 function newRow(kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now: Date, options: EnqueueOptions) {
   const { status, at, ...row } = notificationValues(kind, recipient, payload, now, options);
-  return { ...row, createdAt: at, webhookStatus: status, webhookAttempts: 0, webhookNextAttemptAt: at, mailStatus: status, mailAttempts: 0, mailNextAttemptAt: at };
+  return {
+    ...row,
+    traceparent: sql.placeholder("traceparent"),
+    createdAt: at,
+    webhookStatus: status,
+    webhookAttempts: 0,
+    webhookNextAttemptAt: at,
+    mailStatus: status,
+    mailAttempts: 0,
+    mailNextAttemptAt: at,
+  };
 }
 
 /**

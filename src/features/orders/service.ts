@@ -31,7 +31,7 @@ import { orderItems, orders, outbox, products, users } from "../../db/schema";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { limitOffset, pageIfAsked, withPlaceholderPage, type Page } from "../../paging";
 import { isAdmin, type Caller } from "../auth/guard";
-import { enqueueNotification, notificationSelection, notificationStatement, writeAudit } from "../notifications/outbox";
+import { enqueueNotification, notificationSelection, notificationStatement, traced, writeAudit } from "../notifications/outbox";
 import { fromCents } from "../products/money";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
 import { createSimulatedGateway, luhnValid, type PaymentGateway } from "./payment-gateway";
@@ -359,7 +359,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
             ...lines.map((line) => bound(reserve(tx), line)),
             bound(insertOrder(tx, cap.maxPending === undefined ? "" : "capped"), { ...cap, totalCents, now }),
             ...lines.map((line) => bound(insertItem(tx), line)),
-            bound(orderCreated(tx), { recipient: owner.email, userId, totalAmount: fromCents(totalCents), now }),
+            bound(orderCreated(tx), traced({ recipient: owner.email, userId, totalAmount: fromCents(totalCents), now })),
             bound(newestOrder(tx), {}),
           ] as unknown as [Statement, ...Statement[]],
         // A later line's reservation can be refused after an earlier one reserved.
@@ -478,7 +478,10 @@ export async function payOrder(deps: OrdersDeps, caller: Caller, id: number, pay
         (tx) =>
           [
             move(tx, id, "succeed", at, { paymentId }),
-            bound(paymentSucceeded(tx), { id, recipient: owner?.email ?? null, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents), at: at.getTime() }),
+            bound(
+              paymentSucceeded(tx),
+              traced({ id, recipient: owner?.email ?? null, userId: claimed.userId, paymentId, totalAmount: fromCents(claimed.totalCents), at: at.getTime() }),
+            ),
             bound(orderRow(tx), { id }),
             bound(orderItemRows(tx), { id }),
           ] as unknown as [Statement, ...Statement[]],

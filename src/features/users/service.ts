@@ -13,7 +13,7 @@ import { auditLog, departments, roles, userRoles, users } from "../../db/schema"
 import { AppError, integrityKind } from "../../errors";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import { enqueueNotification, notificationStatement, writeAudit } from "../notifications/outbox";
+import { enqueueNotification, notificationStatement, traced, writeAudit } from "../notifications/outbox";
 import { hashPassword } from "../auth/passwords";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../auth/password-policy";
 import { revokeTokens } from "../account/tokens";
@@ -252,7 +252,7 @@ const newUserStatements = prepared((tx: Db) => {
  */
 export function newUserRows(tx: Db, email: string, name: string, audit: { actor: string; details: Record<string, unknown> }, now: Date) {
   const values = { email, name, actor: audit.actor, details: audit.details, now };
-  return newUserStatements(tx).map((statement) => bound(statement, values));
+  return newUserStatements(tx).map((statement) => bound(statement, traced(values)));
 }
 
 /**
