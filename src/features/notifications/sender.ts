@@ -175,6 +175,12 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
     const waiting = await db.select({ id: outbox.id, recipient: outbox.recipient }).from(outbox).where(eq(outbox.webhookStatus, "resolving")).limit(batchSize);
     for (const row of waiting) {
       await db.write(async (tx) => {
+        // Another instance's sender may have resolved it since the read: resolved (and sent) once.
+        const [waits] = await tx
+          .select({ id: outbox.id })
+          .from(outbox)
+          .where(and(eq(outbox.id, row.id), eq(outbox.webhookStatus, "resolving")));
+        if (!waits) return;
         const [user] = row.recipient ? await tx.select({ id: users.id, active: users.active }).from(users).where(eq(users.email, row.recipient)) : [];
         if (!user?.active) {
           await tx.update(outbox).set({ webhookStatus: "skipped", mailStatus: "skipped" }).where(eq(outbox.id, row.id));
