@@ -11,9 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Database as Connection, type SQLQueryBindings } from "bun:sqlite";
 import { sql } from "drizzle-orm";
-import { openDatabase } from "../src/db/client";
+import { openDatabase } from "../src/db/open";
 import { migrate } from "../src/db/migrate";
-import { eraseTokens } from "../src/features/notifications/sender";
+import { eraseTokens } from "../src/store/account-tokens";
 
 const ROWS = Number(process.argv[2] ?? 20_000);
 const PASSES = Number(process.argv[3] ?? 200);

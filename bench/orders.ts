@@ -15,10 +15,10 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { eq } from "drizzle-orm";
-import { openDatabase } from "../src/db/client";
+import { openDatabase } from "../src/db/open";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
-import { createTokens } from "../src/features/auth/tokens";
+import { createTokens } from "../src/security/bearer-tokens";
 import { answerOf } from "../test/answers";
 
 const ROOT = resolve(import.meta.dir, "..");

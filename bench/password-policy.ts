@@ -13,7 +13,7 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { passwordViolations } from "../src/features/auth/password-policy";
+import { passwordViolations } from "../src/security/password-policy";
 import { freePort, rssOf } from "../test/server-process";
 
 const ROOT = resolve(import.meta.dir, "..");

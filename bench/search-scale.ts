@@ -15,10 +15,11 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { createServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { openDatabase, type Reader } from "../src/db/client";
+import type { Reader } from "../src/db/database";
+import { openDatabase } from "../src/db/open";
 import { migrate } from "../src/db/migrate";
-import { createTokens } from "../src/features/auth/tokens";
-import { searchUsers } from "../src/features/search/service";
+import { createTokens } from "../src/security/bearer-tokens";
+import { searchUsers } from "../src/store/user-search";
 import { seedUsers } from "../test/fixtures/users-dataset";
 
 const ROOT = resolve(import.meta.dir, "..");

@@ -5,7 +5,7 @@
 import { Elysia, type AnyElysia } from "elysia";
 import type { AppContext, AppDeps } from "./context";
 import { errorsPlugin } from "./errors";
-import { authPlugin, createAuthenticator } from "./features/auth/guard";
+import { authPlugin, createAuthenticator } from "./security/guard";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { authRoutes } from "./features/auth/routes";
 import { accountRoutes } from "./features/account/routes";
@@ -17,7 +17,7 @@ import { usersRoutes } from "./features/users/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
-import { searchRoutes } from "./features/search/routes";
+import { profileRoutes, searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
 import { bodyParser } from "./http/body-parser";
@@ -61,6 +61,7 @@ export function createApp(deps: AppDeps) {
         logger: deps.logging.get("http"),
         isAuthenticated: async (request) => (await authenticator.callerOf(request)) !== undefined,
         routes,
+        now: ctx.now,
       }),
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
@@ -72,6 +73,7 @@ export function createApp(deps: AppDeps) {
     .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
+    .use(profileRoutes(ctx))
     .use(accountRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))
     .use(consoleRoutes(config.basePath))

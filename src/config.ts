@@ -47,7 +47,7 @@ export interface Config {
   /** Password-reset requests allowed per hour for one e-mail, and from one client address. */
   readonly resetMaxRequests: number;
   readonly resetMaxRequestsPerIp: number;
-  /** seed: the seed's password rules alone; strict: NIST SP 800-63B (src/features/auth/password-policy.ts). */
+  /** seed: the seed's password rules alone; strict: NIST SP 800-63B (src/security/password-policy.ts). */
   readonly passwordPolicy: "seed" | "strict";
   /** Have I Been Pwned's range API (…/range/), asked by k-anonymity under the strict policy; undefined: not asked. */
   readonly hibpRangeUrl?: string;
@@ -160,7 +160,8 @@ export const looksLikeEmail = (value: string) => /^[^\s@]+@[^\s@]+\.[^\s@]+$/.te
 const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 const DATABASE_SCHEMES = ["file:", "libsql:", "http:", "https:", "ws:", "wss:"];
 
-export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Config {
+/** The environment's values, converted and checked; each check that fails adds to `problems` and gives the fallback. */
+function settingsReader(env: Env) {
   const problems: string[] = [];
   const read = (key: string) => {
     const value = env[key]?.trim();
@@ -209,180 +210,217 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     if (!schemes.includes(scheme)) problems.push(`${key} must be a ${schemes.join(" / ")} URL (got "${raw}")`);
     return raw;
   };
+  return { env, problems, read, integer, oneOf, duration, url };
+}
+type SettingsReader = ReturnType<typeof settingsReader>;
 
-  const port = integer("PORT", 8080, 0, 65535);
-  const host = read("HOST") ?? "0.0.0.0";
+/** Where the service listens and what it answers browsers; its logs and metrics. */
+function serverSettings(r: SettingsReader, cores: number) {
+  const host = r.read("HOST") ?? "0.0.0.0";
   const dotted = /^[\d.]+$/.test(host);
-  if (isIP(host) === 0 && (dotted || !HOST_NAME.test(host))) problems.push(`HOST must be an IP address or a host name (got "${host}")`);
+  if (isIP(host) === 0 && (dotted || !HOST_NAME.test(host))) r.problems.push(`HOST must be an IP address or a host name (got "${host}")`);
+  const rawWorkers = r.read("WORKERS");
+  return {
+    port: r.integer("PORT", 8080, 0, 65535),
+    host,
+    basePath: basePathOf(r),
+    workers: rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : r.integer("WORKERS", 1, 1, 64),
+    trustProxy: r.integer("TRUST_PROXY", 0, 0, 10),
+    maxBodyBytes: r.integer("MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 2 ** 31),
+    hstsMaxAge: r.read("HSTS_MAX_AGE") === undefined ? undefined : r.integer("HSTS_MAX_AGE", 0, 0, 2 ** 31 - 1),
+    corsOrigins: Object.freeze(corsOriginsOf(r)),
+    logLevel: r.oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
+    logFormat: r.oneOf("LOG_FORMAT", ["json", "pretty"] as const, "json"),
+    metricsToken: r.read("METRICS_TOKEN"),
+  } satisfies Partial<Config>;
+}
 
-  // "svc", "/svc/" → "/svc"; "/" alone is the root, like no prefix at all.
-  const trimmedBase = (read("BASE_PATH") ?? "").replace(/^\/+|\/+$/g, "");
-  let basePath = trimmedBase === "" ? "" : `/${trimmedBase}`;
-  if (basePath !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(basePath)) {
-    problems.push(`BASE_PATH must be a path such as /svc (got "${env.BASE_PATH}")`);
-    basePath = "";
-  }
+/** "svc", "/svc/" → "/svc"; "/" alone is the root, like no prefix at all. */
+function basePathOf(r: SettingsReader) {
+  const trimmed = (r.read("BASE_PATH") ?? "").replace(/^\/+|\/+$/g, "");
+  const basePath = trimmed === "" ? "" : `/${trimmed}`;
+  if (basePath === "" || /^(\/[A-Za-z0-9._~-]+)+$/.test(basePath)) return basePath;
+  r.problems.push(`BASE_PATH must be a path such as /svc (got "${r.env.BASE_PATH}")`);
+  return "";
+}
 
-  const dataDir = read("DATA_DIR") ?? "./data";
-  const databaseUrl = url("DATABASE_URL", DATABASE_SCHEMES) ?? `file:${dataDir}/usersvc.db`;
-  const databaseSyncUrl = url("DATABASE_SYNC_URL", ["libsql:", "http:", "https:", "ws:", "wss:"]);
-  if (databaseSyncUrl && !databaseUrl.startsWith("file:")) {
-    problems.push("DATABASE_SYNC_URL needs a file: DATABASE_URL for the embedded replica");
-  }
-
-  const jwtSecret = read("JWT_SECRET");
-  if (jwtSecret !== undefined && new TextEncoder().encode(jwtSecret).length < MIN_JWT_SECRET_BYTES) {
-    problems.push(`JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes for HS512`);
-  }
-
-  const S3_URL = /^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/;
-  const fileStorage = read("FILE_STORAGE") ?? `${dataDir}/uploads`;
-  if (fileStorage.startsWith("s3:") && !S3_URL.test(fileStorage)) {
-    problems.push(`FILE_STORAGE must be a folder or s3://bucket/prefix (got "${fileStorage}")`);
-  }
-  const backupDir = read("BACKUP_DIR") ?? `${dataDir}/backups`;
-  if (backupDir.startsWith("s3:") && !S3_URL.test(backupDir)) {
-    problems.push(`BACKUP_DIR must be a folder or s3://bucket/prefix (got "${backupDir}")`);
-  }
-  const backupSchedule = read("BACKUP_SCHEDULE");
-  if (backupSchedule !== undefined) {
-    try {
-      new Cron(backupSchedule, { paused: true, timezone: "Etc/UTC" }).stop();
-    } catch (error) {
-      problems.push(`BACKUP_SCHEDULE must be a cron expression such as "0 3 * * *" (got "${backupSchedule}": ${(error as Error).message})`);
-    }
-  }
-  const s3 = {
-    endpoint: url("S3_ENDPOINT", ["http:", "https:"]) ?? url("AWS_ENDPOINT_URL_S3", ["http:", "https:"]) ?? url("AWS_ENDPOINT_URL", ["http:", "https:"]),
-    region: read("S3_REGION") ?? read("AWS_REGION") ?? read("AWS_DEFAULT_REGION"),
-    accessKeyId: read("S3_ACCESS_KEY_ID") ?? read("AWS_ACCESS_KEY_ID"),
-    secretAccessKey: read("S3_SECRET_ACCESS_KEY") ?? read("AWS_SECRET_ACCESS_KEY"),
-    sessionToken: read("S3_SESSION_TOKEN") ?? read("AWS_SESSION_TOKEN"),
-  };
-  for (const [key, value] of [
-    ["FILE_STORAGE", fileStorage],
-    ["BACKUP_DIR", backupDir],
-  ]) {
-    if (value.startsWith("s3:") && (!s3.accessKeyId || !s3.secretAccessKey)) {
-      problems.push(`${key}=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`);
-    }
-  }
-
-  const adminEmail = read("ADMIN_EMAIL");
-  const adminPassword = read("ADMIN_PASSWORD");
-  if (adminEmail !== undefined && !looksLikeEmail(adminEmail)) problems.push(`ADMIN_EMAIL must be an e-mail address (got "${adminEmail}")`);
-  if ((adminEmail === undefined) !== (adminPassword === undefined)) {
-    problems.push("ADMIN_EMAIL and ADMIN_PASSWORD must be set together");
-  }
-
-  const notifyWebhookSecret = read("NOTIFY_WEBHOOK_SECRET");
-  if (notifyWebhookSecret !== undefined && !/^whsec_[A-Za-z0-9+/]{32,}={0,2}$/.test(notifyWebhookSecret)) {
-    problems.push("NOTIFY_WEBHOOK_SECRET must be whsec_ followed by at least 24 bytes in base64");
-  }
-  const publicUrl = url("PUBLIC_URL", ["http:", "https:"])?.replace(/\/+$/, "");
-  const mailFrom = read("MAIL_FROM") ?? "usersvc <no-reply@localhost>";
-  if (!/^[^<>]*<[^\s@<>]+@[^\s@<>]+>$|^[^\s@<>]+@[^\s@<>]+$/.test(mailFrom)) problems.push(`MAIL_FROM must be an address, or a name and <address> (got "${mailFrom}")`);
-  const requireEmailVerification = oneOf("REQUIRE_EMAIL_VERIFICATION", ["true", "false"] as const, "false") === "true";
-
-  const passwordPolicy = oneOf("PASSWORD_POLICY", ["seed", "strict"] as const, "seed");
-  const hibpRangeUrl = url("HIBP_RANGE_URL", ["http:", "https:"]);
-  if (hibpRangeUrl && passwordPolicy !== "strict") problems.push("HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)");
-
-  const rawWorkers = read("WORKERS");
-  const workers = rawWorkers?.toLowerCase() === "auto" ? Math.max(1, cores) : integer("WORKERS", 1, 1, 64);
-
-  const hstsMaxAge = read("HSTS_MAX_AGE") === undefined ? undefined : integer("HSTS_MAX_AGE", 0, 0, 2 ** 31 - 1);
-  // An Origin header is scheme://host[:port], nothing more: anything else could never match one.
-  const corsOrigins = (read("CORS_ORIGINS") ?? "")
+/** An Origin header is scheme://host[:port], nothing more: anything else could never match one. */
+function corsOriginsOf(r: SettingsReader) {
+  const origins = (r.read("CORS_ORIGINS") ?? "")
     .split(",")
     .map((o) => o.trim())
     .filter((o) => o !== "");
-  for (const origin of corsOrigins) {
+  for (const origin of origins) {
     let canonical = "";
     try {
       canonical = new URL(origin).origin;
     } catch {
       // reported below
     }
-    if (canonical !== origin) problems.push(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
+    if (canonical !== origin) r.problems.push(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
   }
+  return origins;
+}
 
-  const otlpEndpoint = url("OTEL_EXPORTER_OTLP_ENDPOINT", ["http:", "https:"]);
-  const tracesUrl = url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ["http:", "https:"]) ?? (otlpEndpoint && `${otlpEndpoint.replace(/\/+$/, "")}/v1/traces`);
-  const otlpHeaders: Record<string, string> = {};
+function databaseSettings(r: SettingsReader, dataDir: string) {
+  const databaseUrl = r.url("DATABASE_URL", DATABASE_SCHEMES) ?? `file:${dataDir}/usersvc.db`;
+  const databaseSyncUrl = r.url("DATABASE_SYNC_URL", ["libsql:", "http:", "https:", "ws:", "wss:"]);
+  if (databaseSyncUrl && !databaseUrl.startsWith("file:")) {
+    r.problems.push("DATABASE_SYNC_URL needs a file: DATABASE_URL for the embedded replica");
+  }
+  return {
+    databaseUrl,
+    databaseAuthToken: r.read("DATABASE_AUTH_TOKEN"),
+    databaseSyncUrl,
+    databaseDriver: r.oneOf("DATABASE_DRIVER", ["native", "libsql"] as const, "native"),
+    databaseBusyTimeoutMs: r.integer("DATABASE_BUSY_TIMEOUT_MS", 5000, 0, 600_000),
+  } satisfies Partial<Config>;
+}
+
+const S3_URL = /^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/;
+
+/** Uploaded files and backups: each a folder, or s3:// with the S3 settings. */
+function storageSettings(r: SettingsReader, dataDir: string) {
+  const fileStorage = r.read("FILE_STORAGE") ?? `${dataDir}/uploads`;
+  if (fileStorage.startsWith("s3:") && !S3_URL.test(fileStorage)) {
+    r.problems.push(`FILE_STORAGE must be a folder or s3://bucket/prefix (got "${fileStorage}")`);
+  }
+  const backupDir = r.read("BACKUP_DIR") ?? `${dataDir}/backups`;
+  if (backupDir.startsWith("s3:") && !S3_URL.test(backupDir)) {
+    r.problems.push(`BACKUP_DIR must be a folder or s3://bucket/prefix (got "${backupDir}")`);
+  }
+  const backupSchedule = r.read("BACKUP_SCHEDULE");
+  if (backupSchedule !== undefined) {
+    try {
+      new Cron(backupSchedule, { paused: true, timezone: "Etc/UTC" }).stop();
+    } catch (error) {
+      r.problems.push(`BACKUP_SCHEDULE must be a cron expression such as "0 3 * * *" (got "${backupSchedule}": ${(error as Error).message})`);
+    }
+  }
+  const s3 = s3SettingsOf(r);
+  for (const [key, value] of [
+    ["FILE_STORAGE", fileStorage],
+    ["BACKUP_DIR", backupDir],
+  ]) {
+    if (value.startsWith("s3:") && (!s3.accessKeyId || !s3.secretAccessKey)) {
+      r.problems.push(`${key}=s3://… needs S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)`);
+    }
+  }
+  return {
+    fileStorage,
+    s3,
+    maxUploadBytes: r.integer("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 2 ** 40),
+    backupDir,
+    backupSchedule,
+    backupKeep: r.integer("BACKUP_KEEP", 7, 1, 10_000),
+  } satisfies Partial<Config>;
+}
+
+/** S3_* first, else the AWS_* names the AWS tools use. */
+const s3SettingsOf = (r: SettingsReader): Config["s3"] => ({
+  endpoint: r.url("S3_ENDPOINT", ["http:", "https:"]) ?? r.url("AWS_ENDPOINT_URL_S3", ["http:", "https:"]) ?? r.url("AWS_ENDPOINT_URL", ["http:", "https:"]),
+  region: r.read("S3_REGION") ?? r.read("AWS_REGION") ?? r.read("AWS_DEFAULT_REGION"),
+  accessKeyId: r.read("S3_ACCESS_KEY_ID") ?? r.read("AWS_ACCESS_KEY_ID"),
+  secretAccessKey: r.read("S3_SECRET_ACCESS_KEY") ?? r.read("AWS_SECRET_ACCESS_KEY"),
+  sessionToken: r.read("S3_SESSION_TOKEN") ?? r.read("AWS_SESSION_TOKEN"),
+});
+
+/** Tokens, the bootstrap admin, passwords and the limits on guessing them. */
+function accountSettings(r: SettingsReader) {
+  const jwtSecret = r.read("JWT_SECRET");
+  if (jwtSecret !== undefined && new TextEncoder().encode(jwtSecret).length < MIN_JWT_SECRET_BYTES) {
+    r.problems.push(`JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes for HS512`);
+  }
+  const adminEmail = r.read("ADMIN_EMAIL");
+  const adminPassword = r.read("ADMIN_PASSWORD");
+  if (adminEmail !== undefined && !looksLikeEmail(adminEmail)) r.problems.push(`ADMIN_EMAIL must be an e-mail address (got "${adminEmail}")`);
+  if ((adminEmail === undefined) !== (adminPassword === undefined)) {
+    r.problems.push("ADMIN_EMAIL and ADMIN_PASSWORD must be set together");
+  }
+  const passwordPolicy = r.oneOf("PASSWORD_POLICY", ["seed", "strict"] as const, "seed");
+  const hibpRangeUrl = r.url("HIBP_RANGE_URL", ["http:", "https:"]);
+  if (hibpRangeUrl && passwordPolicy !== "strict") r.problems.push("HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)");
+  return {
+    jwtSecret,
+    adminEmail,
+    adminPassword,
+    requireEmailVerification: r.oneOf("REQUIRE_EMAIL_VERIFICATION", ["true", "false"] as const, "false") === "true",
+    resetMaxRequests: r.integer("RESET_MAX_REQUESTS", 5, 1, 1_000_000),
+    resetMaxRequestsPerIp: r.integer("RESET_MAX_REQUESTS_PER_IP", 20, 1, 1_000_000),
+    passwordPolicy,
+    hibpRangeUrl,
+    loginMaxFailures: r.integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
+    loginMaxFailuresPerIp: r.integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
+    emailCheckMaxPerIp: r.integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
+    registerMaxPerIp: r.integer("REGISTER_MAX_PER_IP", 20, 1, 1_000_000),
+  } satisfies Partial<Config>;
+}
+
+/** Where notifications go: the webhook, and mail through SMTP with links to PUBLIC_URL. */
+function notificationSettings(r: SettingsReader) {
+  const notifyWebhookSecret = r.read("NOTIFY_WEBHOOK_SECRET");
+  if (notifyWebhookSecret !== undefined && !/^whsec_[A-Za-z0-9+/]{32,}={0,2}$/.test(notifyWebhookSecret)) {
+    r.problems.push("NOTIFY_WEBHOOK_SECRET must be whsec_ followed by at least 24 bytes in base64");
+  }
+  const mailFrom = r.read("MAIL_FROM") ?? "usersvc <no-reply@localhost>";
+  if (!/^[^<>]*<[^\s@<>]+@[^\s@<>]+>$|^[^\s@<>]+@[^\s@<>]+$/.test(mailFrom)) r.problems.push(`MAIL_FROM must be an address, or a name and <address> (got "${mailFrom}")`);
+  return {
+    notifyWebhookUrl: r.url("NOTIFY_WEBHOOK_URL", ["http:", "https:"]),
+    notifyWebhookSecret,
+    smtpUrl: r.url("SMTP_URL", ["smtp:", "smtps:"]),
+    mailFrom,
+    publicUrl: r.url("PUBLIC_URL", ["http:", "https:"])?.replace(/\/+$/, ""),
+  } satisfies Partial<Config>;
+}
+
+const orderSettings = (r: SettingsReader) =>
+  ({
+    orderPaymentTimeoutMs: r.duration("ORDER_PAYMENT_TIMEOUT", 1000, 365 * 86_400_000),
+    orderMaxPending: r.read("ORDER_MAX_PENDING") === undefined ? undefined : r.integer("ORDER_MAX_PENDING", 0, 1, 1_000_000),
+  }) satisfies Partial<Config>;
+
+/** Traces over OTLP/HTTP: only with an endpoint; the OpenTelemetry SDK's own names for the rest. */
+function tracingSettings(r: SettingsReader) {
+  const otlpEndpoint = r.url("OTEL_EXPORTER_OTLP_ENDPOINT", ["http:", "https:"]);
+  const tracesUrl = r.url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ["http:", "https:"]) ?? (otlpEndpoint && `${otlpEndpoint.replace(/\/+$/, "")}/v1/traces`);
+  const headers: Record<string, string> = {};
   // Values are percent-encoded (the OTLP exporter specification): "Authorization=Basic%20…".
   const percentDecoded = (value: string) => {
     try {
       return decodeURIComponent(value);
     } catch {
-      problems.push("OTEL_EXPORTER_OTLP_HEADERS has a value that is not percent-encoded properly");
+      r.problems.push("OTEL_EXPORTER_OTLP_HEADERS has a value that is not percent-encoded properly");
       return value;
     }
   };
-  for (const pair of (read("OTEL_EXPORTER_OTLP_HEADERS") ?? "").split(",").filter((p) => p.trim() !== "")) {
+  for (const pair of (r.read("OTEL_EXPORTER_OTLP_HEADERS") ?? "").split(",").filter((p) => p.trim() !== "")) {
     const at = pair.indexOf("=");
-    if (at <= 0) problems.push(`OTEL_EXPORTER_OTLP_HEADERS must be key=value pairs, comma-separated (got "${pair.trim()}")`);
-    else otlpHeaders[pair.slice(0, at).trim()] = percentDecoded(pair.slice(at + 1).trim());
+    if (at <= 0) r.problems.push(`OTEL_EXPORTER_OTLP_HEADERS must be key=value pairs, comma-separated (got "${pair.trim()}")`);
+    else headers[pair.slice(0, at).trim()] = percentDecoded(pair.slice(at + 1).trim());
   }
-  const sampler = oneOf("OTEL_TRACES_SAMPLER", TRACE_SAMPLERS, "parentbased_always_on");
-  const samplerArg = read("OTEL_TRACES_SAMPLER_ARG");
+  const sampler = r.oneOf("OTEL_TRACES_SAMPLER", TRACE_SAMPLERS, "parentbased_always_on");
+  const samplerArg = r.read("OTEL_TRACES_SAMPLER_ARG");
   const samplerRatio = samplerArg === undefined ? 1 : Number(samplerArg);
-  if (!(samplerRatio >= 0 && samplerRatio <= 1)) problems.push(`OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (got "${samplerArg}")`);
+  if (!(samplerRatio >= 0 && samplerRatio <= 1)) r.problems.push(`OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (got "${samplerArg}")`);
   const tracing: TracingConfig | undefined = tracesUrl
-    ? {
-        tracesUrl,
-        headers: Object.freeze(otlpHeaders),
-        serviceName: read("OTEL_SERVICE_NAME") ?? "usersvc",
-        sampler,
-        samplerRatio,
-      }
+    ? { tracesUrl, headers: Object.freeze(headers), serviceName: r.read("OTEL_SERVICE_NAME") ?? "usersvc", sampler, samplerRatio }
     : undefined;
+  return { tracing } satisfies Partial<Config>;
+}
 
+export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Config {
+  const r = settingsReader(env);
+  const dataDir = r.read("DATA_DIR") ?? "./data";
   const config: Config = {
-    port,
-    host,
-    basePath,
-    databaseUrl,
-    databaseAuthToken: read("DATABASE_AUTH_TOKEN"),
-    databaseSyncUrl,
-    databaseDriver: oneOf("DATABASE_DRIVER", ["native", "libsql"] as const, "native"),
-    databaseBusyTimeoutMs: integer("DATABASE_BUSY_TIMEOUT_MS", 5000, 0, 600_000),
-    jwtSecret,
+    ...serverSettings(r, cores),
+    ...databaseSettings(r, dataDir),
     dataDir,
-    fileStorage,
-    s3,
-    maxUploadBytes: integer("MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 2 ** 40),
-    maxBodyBytes: integer("MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 2 ** 31),
-    adminEmail,
-    adminPassword,
-    logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
-    logFormat: oneOf("LOG_FORMAT", ["json", "pretty"] as const, "json"),
-    notifyWebhookUrl: url("NOTIFY_WEBHOOK_URL", ["http:", "https:"]),
-    notifyWebhookSecret,
-    smtpUrl: url("SMTP_URL", ["smtp:", "smtps:"]),
-    mailFrom,
-    publicUrl,
-    requireEmailVerification,
-    resetMaxRequests: integer("RESET_MAX_REQUESTS", 5, 1, 1_000_000),
-    resetMaxRequestsPerIp: integer("RESET_MAX_REQUESTS_PER_IP", 20, 1, 1_000_000),
-    passwordPolicy,
-    hibpRangeUrl,
-    loginMaxFailures: integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
-    loginMaxFailuresPerIp: integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
-    emailCheckMaxPerIp: integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
-    registerMaxPerIp: integer("REGISTER_MAX_PER_IP", 20, 1, 1_000_000),
-    trustProxy: integer("TRUST_PROXY", 0, 0, 10),
-    metricsToken: read("METRICS_TOKEN"),
-    workers,
-    hstsMaxAge,
-    corsOrigins: Object.freeze(corsOrigins),
-    backupDir,
-    backupSchedule,
-    backupKeep: integer("BACKUP_KEEP", 7, 1, 10_000),
-    orderPaymentTimeoutMs: duration("ORDER_PAYMENT_TIMEOUT", 1000, 365 * 86_400_000),
-    orderMaxPending: read("ORDER_MAX_PENDING") === undefined ? undefined : integer("ORDER_MAX_PENDING", 0, 1, 1_000_000),
-    tracing,
+    ...storageSettings(r, dataDir),
+    ...accountSettings(r),
+    ...notificationSettings(r),
+    ...orderSettings(r),
+    ...tracingSettings(r),
   };
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);
 }

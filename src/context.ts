@@ -3,11 +3,11 @@
  * imported as a global), so tests and worker processes can build as many apps as they like.
  */
 import type { Config } from "./config";
-import type { Database } from "./db/client";
+import type { Database } from "./db/database";
 import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
-import type { Authenticator, authPlugin } from "./features/auth/guard";
-import type { Tokens } from "./features/auth/tokens";
+import type { Authenticator, authPlugin } from "./security/guard";
+import type { Tokens } from "./security/bearer-tokens";
 import type { PaymentGateway } from "./features/orders/payment-gateway";
 import type { FileStore } from "./storage/files";
 import type { Tracing } from "./tracing";

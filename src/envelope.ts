@@ -18,12 +18,17 @@ export interface Success<T> {
   timestamp: string;
 }
 
-export function ok<T>(data: T, message = "OK"): Success<T> {
-  return { success: true, message, data, timestamp: new Date().toISOString() };
+/**
+ * `at`: the instant of the answer, from the app's clock (`ctx.now()`), so that a test that moves
+ * the clock sees the envelope move with it; without it, the machine's clock.
+ */
+export function ok<T>(data: T, message = "OK", at = Date.now()): Success<T> {
+  return { success: true, message, data, timestamp: new Date(at).toISOString() };
 }
 
-export function failure(message: string, errorCode?: string, errors?: string[]): Envelope<never> {
-  const body: Envelope<never> = { success: false, message, timestamp: new Date().toISOString() };
+/** `at`: the instant of the answer, from the app's clock (errorsPlugin's `now`). */
+export function failure(at: number, message: string, errorCode?: string, errors?: string[]): Envelope<never> {
+  const body: Envelope<never> = { success: false, message, timestamp: new Date(at).toISOString() };
   if (errorCode) body.errorCode = errorCode;
   if (errors) body.errors = errors;
   return body;
@@ -56,6 +61,3 @@ export const ErrorEnvelope = t.Object(
   },
   { title: "ErrorEnvelope" },
 );
-
-/** The `response` entries of the error statuses a route can answer, all the envelope. */
-export const errorResponses = <S extends number>(...statuses: S[]) => Object.fromEntries(statuses.map((status) => [status, ErrorEnvelope])) as Record<S, typeof ErrorEnvelope>;

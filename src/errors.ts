@@ -58,6 +58,8 @@ export interface ErrorsPluginDeps {
   /** Unknown paths answer 401 to anonymous callers and 404 (or 405) to authenticated ones. */
   isAuthenticated(request: Request): Promise<boolean>;
   routes: RouteTable;
+  /** The app's clock: an envelope's timestamp. */
+  now: () => number;
 }
 
 /** The schema a failed check ran: Elysia's validator wraps it (a TypeCheck's `schema`). */
@@ -74,7 +76,7 @@ function queryOf(url: string): Record<string, string | string[]> {
   return out;
 }
 
-export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDeps) =>
+export const errorsPlugin = ({ logger, isAuthenticated, routes, now }: ErrorsPluginDeps) =>
   new Elysia({ name: "errors" }).onError({ as: "global" }, async ({ code, error: raised, set, request, route, params }) => {
     // Elysia wraps whatever a body parser throws in a ParseError; our own (413, 415, a body that is not an object) keep their meaning.
     const cause = (raised as Error).cause;
@@ -83,17 +85,18 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
     const kind = refused instanceof ParseError ? "PARSE" : code;
     const error = refused ?? (code === "PARSE" && (cause instanceof AppError || cause instanceof Violations) ? cause : raised);
     const lang = languageOf(request.headers.get("accept-language"));
+    const envelope = (message: string, errorCode?: string, errors?: string[]) => failure(now(), message, errorCode, errors);
     const reply = (status: number, body: ReturnType<typeof failure>, headers?: Record<string, string>) => {
       set.status = status;
       if (headers) Object.assign(set.headers, headers);
       return body;
     };
     /** The envelope of a catalogue code, with the code's own status. */
-    const replyCode = (code: ErrorCode, headers?: Record<string, string>) => reply(ERRORS[code].status, failure(messageOf(code, lang), code), headers);
+    const replyCode = (code: ErrorCode, headers?: Record<string, string>) => reply(ERRORS[code].status, envelope(messageOf(code, lang), code), headers);
     /** Anything not a client's mistake: a constraint, a busy database, or a 500 with the detail only in the log. */
     const unexpected = (error: unknown) => {
       const integrity = integrityKind(error);
-      if (integrity) return reply(409, failure(INTEGRITY_MESSAGE[integrity](lang), "DATA_INTEGRITY_VIOLATION"));
+      if (integrity) return reply(409, envelope(INTEGRITY_MESSAGE[integrity](lang), "DATA_INTEGRITY_VIOLATION"));
       if (isUnavailable(error)) {
         logger.warn({ err: error }, `database ${classifyDatabaseError(error)}`);
         return replyCode("SERVICE_UNAVAILABLE", { "retry-after": "1" });
@@ -111,17 +114,17 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
     async function answer() {
       if (error instanceof AppError) {
         const errors = error.options.errors;
-        return reply(error.status, failure(error.messageIn(lang), error.code, errors), error.options.headers);
+        return reply(error.status, envelope(error.messageIn(lang), error.code, errors), error.options.headers);
       }
       if (error instanceof Violations) {
         const key = error.on === "body" ? "validation.body" : "validation.params";
-        return reply(400, failure(translate(key, lang), undefined, formatViolations(error.violations, lang)));
+        return reply(400, envelope(translate(key, lang), undefined, formatViolations(error.violations, lang)));
       }
       if (kind === "VALIDATION" && error instanceof ValidationError) {
         if (error.type === "body") {
           const schema = validatorSchema(error) ?? (error.validator as TSchema);
           const sent = peekRequestState(request)?.sentBody;
-          return reply(400, failure(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, sent === undefined ? error.value : sent), lang)));
+          return reply(400, envelope(translate("validation.body", lang), undefined, formatViolations(violationsOf(schema, sent === undefined ? error.value : sent), lang)));
         }
         if (error.type === "response") {
           // A response that does not fit its schema is our bug, not the client's.
@@ -136,9 +139,9 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes }: ErrorsPluginDe
           const raw = part === "query" ? queryOf(request.url) : part === "params" ? params : (error.value as Record<string, unknown>);
           return schema ? parameterViolationsOf(schema, raw ?? {}) : [];
         });
-        return reply(400, failure(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
+        return reply(400, envelope(translate("validation.params", lang), undefined, formatViolations(violations, lang)));
       }
-      if (kind === "PARSE") return reply(400, failure(translate("error.malformedJson", lang)));
+      if (kind === "PARSE") return reply(400, envelope(translate("error.malformedJson", lang)));
       if (kind === "NOT_FOUND") {
         if (!(await isAuthenticated(request))) {
           return replyCode("UNAUTHORIZED", { "www-authenticate": "Bearer" });

@@ -1,6 +1,6 @@
 /**
  * The languages a client can read, and the shape of a text in both: English (default) and the
- * original service's Traditional Chinese (../shared/spec/messages-zh-TW.md), chosen by
+ * original service's Traditional Chinese, word for word (its clients show them as they are), chosen by
  * Accept-Language. The texts themselves live in each feature's errors.ts, merged in
  * src/catalogue.ts, so a key that is used exists in both languages.
  */

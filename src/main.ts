@@ -4,27 +4,29 @@
  * migrations, listening) and the only place that exits. `usersvc --help` lists the commands.
  */
 import { parseArgs } from "node:util";
-import { eq } from "drizzle-orm";
 import type { Logger } from "pino";
 import { createApp } from "./app";
 import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
 import type { Lifecycle } from "./context";
-import { openDatabase } from "./db/client";
+import { openDatabase } from "./db/open";
 import { migrate } from "./db/migrate";
-import { users } from "./db/schema";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { translate } from "./catalogue";
 import { Violations } from "./errors";
-import { resolveJwtSecret } from "./features/auth/secret";
-import { createTokens } from "./features/auth/tokens";
+import { resolveJwtSecret } from "./security/jwt-secret";
+import { createTokens } from "./security/bearer-tokens";
 import { createLogging, logStream } from "./logging/logger";
+import { normalizeEmail, tokenHolder } from "./store/users";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
 import { channelsFor } from "./features/notifications/channels";
-import { createFileStore } from "./storage/files";
+import { createFileStore, type FileStore } from "./storage/files";
 import { sweepOrphanedFiles } from "./features/files/service";
 import { startNameIndexUpkeep } from "./features/search/index-upkeep";
 import { ordersDeps, startPaymentTimeoutSweep } from "./features/orders/service";
+import type { Database } from "./db/database";
+import type { Logging } from "./logging/logger";
+import type { Metrics } from "./metrics";
 import { VERSION } from "./version";
 import { startTracing, type Tracing } from "./tracing";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
@@ -129,27 +131,22 @@ async function prepareDataFolder(config: Config, logger: Logger, { runMigrations
 /** A one-shot command's logs: stderr, so stdout carries only its result (`TOKEN=$(usersvc token …)`). */
 const commandLogger = (config: Config) => createLogging(config.logLevel, config.logFormat, logStream(config.logFormat, 2)).get("cli");
 
-async function serve(config: Config) {
-  // Loads the OpenTelemetry SDK only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
-  const tracing = await startTracing(config.tracing, VERSION.version);
-  const logging = createLogging(config.logLevel, config.logFormat, undefined, tracing?.logFields);
-  const logger = logging.get("main");
-  // A --workers child finds the database migrated and the admin ensured by its primary.
-  const child = isWorkerChild();
-  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
-  if (!child && config.adminEmail && config.adminPassword) {
-    const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword }, Date.now, { config, logger }).catch(
-      refusedPassword((problem) => new ConfigError([`ADMIN_PASSWORD ${problem}`])),
-    );
-    logger.info({ email: config.adminEmail, created }, "admin account ensured");
-  }
-  const tokens = createTokens(secret);
-  // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
-  const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup") }, { primary: !child });
-  // The binary starts with a reluctant JIT (scripts/build.ts), kept while only start-up code and
-  // health probes have run: their call counts would otherwise tier up hundreds of functions right
-  // after listening, ~5 MiB of compiled code and compiler pages in a server nobody uses yet
-  // (npm run bench -- --idle 9). The first answer to anything else gives the normal policy.
+/** The bootstrap admin of ADMIN_EMAIL and ADMIN_PASSWORD, created or promoted (the primary's step: a child finds it done). */
+async function ensureConfiguredAdmin(config: Config, database: Database, logger: Logger, now: () => number) {
+  if (!config.adminEmail || !config.adminPassword) return;
+  const { created } = await ensureAdmin(database, { email: config.adminEmail, password: config.adminPassword }, now, { config, logger }).catch(
+    refusedPassword((problem) => new ConfigError([`ADMIN_PASSWORD ${problem}`])),
+  );
+  logger.info({ email: config.adminEmail, created }, "admin account ensured");
+}
+
+/**
+ * The binary starts with a reluctant JIT (scripts/build.ts), kept while only start-up code and
+ * health probes have run: their call counts would otherwise tier up hundreds of functions right
+ * after listening, ~5 MiB of compiled code and compiler pages in a server nobody uses yet
+ * (npm run bench -- --idle 9). The first answer to anything else gives the normal policy.
+ */
+function startingLifecycle(): Lifecycle {
   const lifecycle: Lifecycle = {
     ready: false,
     serving: () => {
@@ -157,11 +154,18 @@ async function serve(config: Config) {
       lifecycle.serving = undefined;
     },
   };
+  return lifecycle;
+}
+
+/** The metrics registry; under --workers, joined with the other processes' so any of them answers for all. */
+function sharedMetrics(config: Config) {
   const metrics = createMetrics();
   const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
-  const now = Date.now;
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files, now, tracing });
+  return { metrics, peers };
+}
+
+function listen(app: ReturnType<typeof createApp>, config: Config) {
   // SO_REUSEPORT only for --workers (their children share the setting): otherwise a second
   // instance started by mistake would silently share the port instead of failing to start.
   try {
@@ -170,49 +174,87 @@ async function serve(config: Config) {
     // Bun's own text ("ENOENT … listen" for an unknown host) does not say what it tried.
     throw new Error(`cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`);
   }
-  lifecycle.ready = true;
-  // One process (the primary) delivers the outbox; its state is in the table, so a restart resumes it.
-  const channels = child ? [] : channelsFor(config, database, logging.get("outbox"));
-  const sender = child ? undefined : startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics, tracing });
-  if (!child && config.notifyWebhookUrl && !config.notifyWebhookSecret) {
+}
+
+/** Removes uploaded bytes whose row a crash kept from committing; logs what it did. */
+const orphanedFileSweep = (deps: { database: Database; files: FileStore; logger: Logger; now: () => number }) => () =>
+  sweepOrphanedFiles({ db: deps.database, files: deps.files }, deps.now()).then(
+    ({ removed, kept }) => {
+      if (removed > 0) deps.logger.info({ removed }, "removed stored files that had no record");
+      if (kept > 0) deps.logger.info({ kept }, "kept stored files without a record: uploaded after the restored backup was taken");
+    },
+    (error) => deps.logger.warn({ err: error }, "orphaned-file sweep failed"),
+  );
+
+/**
+ * What only the primary process does, once for the whole service: deliver the outbox (its state
+ * is in the table, so a restart resumes it), supervise the --workers children, sweep orphaned
+ * files (now and hourly), fail orders left unpaid past ORDER_PAYMENT_TIMEOUT, and keep the
+ * name-search index in one piece after bursts of writes.
+ */
+function startPrimaryDuties(deps: {
+  config: Config;
+  database: Database;
+  files: FileStore;
+  logging: Logging;
+  metrics: Metrics;
+  logger: Logger;
+  now: () => number;
+  tracing?: Tracing;
+}) {
+  const { config, database, logging, logger, now } = deps;
+  const channels = channelsFor(config, database, logging.get("outbox"), now);
+  const sender = startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics: deps.metrics, now, tracing: deps.tracing });
+  if (config.notifyWebhookUrl && !config.notifyWebhookSecret) {
     logger.warn("NOTIFY_WEBHOOK_SECRET is not set: webhook deliveries are unsigned, so the receiver cannot tell them from forgeries");
   }
-  const supervisor = config.workers > 1 && !child ? superviseWorkers(config.workers - 1, logger) : undefined;
-  // The primary also removes uploaded bytes whose row a crash kept from committing, now and hourly.
-  const sweep = () =>
-    sweepOrphanedFiles({ db: database, files }).then(
-      ({ removed, kept }) => {
-        if (removed > 0) logger.info({ removed }, "removed stored files that had no record");
-        if (kept > 0) logger.info({ kept }, "kept stored files without a record: uploaded after the restored backup was taken");
-      },
-      (error) => logger.warn({ err: error }, "orphaned-file sweep failed"),
-    );
-  const sweeper = child ? undefined : setInterval(sweep, 60 * 60 * 1000);
-  // The primary also fails orders left unpaid past ORDER_PAYMENT_TIMEOUT (when set), releasing their stock.
-  const paymentTimeouts = child ? undefined : startPaymentTimeoutSweep(ordersDeps({ db: database, logging, config, now }));
-  // The primary also keeps the name-search index in one piece after bursts of writes.
-  const upkeep = child ? undefined : startNameIndexUpkeep(database, logging.get("search"));
-  // Start-up is over once the first sweep has settled. A full collection, then Bun.shrink (JSC's
-  // shrinkFootprintWhenIdle: frees code and heap blocks it can rebuild; typed deprecated, no successor)
-  // hand back what migrations, route building and run-once code left: ~1.5 MiB of idle RSS.
-  void (child ? Promise.resolve() : sweep()).then(() => {
+  const supervisor = config.workers > 1 ? superviseWorkers(config.workers - 1, logger) : undefined;
+  const sweep = orphanedFileSweep({ ...deps, logger });
+  const sweeper = setInterval(sweep, 60 * 60 * 1000);
+  const paymentTimeouts = startPaymentTimeoutSweep(ordersDeps({ db: database, logging, config, now }));
+  const upkeep = startNameIndexUpkeep(database, logging.get("search"));
+  return {
+    firstSweep: sweep(),
+    /** Starts stopping the worker children; settles once they have exited. */
+    stopWorkers: () => supervisor?.stop(),
+    async stop() {
+      await sender.stop();
+      for (const channel of channels) channel.close?.();
+      clearInterval(sweeper);
+      await paymentTimeouts?.stop();
+      await upkeep.stop();
+    },
+  };
+}
+
+/**
+ * Start-up is over once the first sweep has settled. A full collection, then Bun.shrink (JSC's
+ * shrinkFootprintWhenIdle: frees code and heap blocks it can rebuild; typed deprecated, no
+ * successor) hand back what migrations, route building and run-once code left: ~1.5 MiB of idle RSS.
+ */
+const settleAfterStart = (started: Promise<unknown>) =>
+  void started.then(() => {
     Bun.gc(true);
     Bun.shrink();
   });
-  if (!child) {
-    logger.info(
-      { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version },
-      "usersvc listening",
-    );
-  }
 
+/** SIGTERM or SIGINT (or, for a child, its primary gone): stop taking requests, drain them for up to 20 s, stop every duty, exit 0. */
+function stopOnSignal(steps: {
+  app: ReturnType<typeof createApp>;
+  lifecycle: Lifecycle;
+  logging: Logging;
+  logger: Logger;
+  stopWorkers?: () => Promise<void> | undefined;
+  stopDuties: () => Promise<void>;
+}) {
+  const { app, lifecycle, logger } = steps;
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     lifecycle.ready = false;
     logger.info({ signal }, "draining in-flight requests");
-    const children = supervisor?.stop();
+    const children = steps.stopWorkers?.();
     const drained = app.server?.stop(false);
     const timedOut = await Promise.race([drained?.then(() => false), Bun.sleep(20_000).then(() => true)]);
     if (timedOut) {
@@ -220,21 +262,60 @@ async function serve(config: Config) {
       await app.server?.stop(true);
     }
     await children;
-    peers?.close();
-    await sender?.stop();
-    for (const channel of channels) channel.close?.();
-    clearInterval(sweeper);
-    await paymentTimeouts?.stop();
-    await upkeep?.stop();
-    await backups.stop();
-    database.close();
-    await tracing?.shutdown();
+    await steps.stopDuties();
     logger.info("stopped");
-    logging.root.flush();
+    steps.logging.root.flush();
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+  return shutdown;
+}
+
+/**
+ * Serves until a signal. The primary (or the only process) migrates the database and ensures the
+ * admin before listening, then runs the service-wide duties; a --workers child finds both done
+ * and only answers requests, stopping when its primary is gone.
+ */
+async function serve(config: Config) {
+  // Loads the OpenTelemetry SDK only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
+  const tracing = await startTracing(config.tracing, VERSION.version);
+  const logging = createLogging(config.logLevel, config.logFormat, undefined, tracing?.logFields);
+  const logger = logging.get("main");
+  // The app's one clock: every timestamp the service makes comes from here.
+  const now = Date.now;
+  const child = isWorkerChild();
+  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
+  if (!child) await ensureConfiguredAdmin(config, database, logger, now);
+  // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
+  const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup") }, { primary: !child });
+  const lifecycle = startingLifecycle();
+  const { metrics, peers } = sharedMetrics(config);
+  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now), lifecycle, files, now, tracing });
+  listen(app, config);
+  lifecycle.ready = true;
+  const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now, tracing });
+  settleAfterStart(duties?.firstSweep ?? Promise.resolve());
+  if (!child) {
+    logger.info(
+      { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version },
+      "usersvc listening",
+    );
+  }
+  const shutdown = stopOnSignal({
+    app,
+    lifecycle,
+    logging,
+    logger,
+    stopWorkers: duties?.stopWorkers,
+    async stopDuties() {
+      peers?.close();
+      await duties?.stop();
+      await backups.stop();
+      database.close();
+      await tracing?.shutdown();
+    },
+  });
   if (child) stopWhenOrphaned(() => void shutdown("primary gone"));
 }
 
@@ -286,10 +367,7 @@ async function main(argv: string[]): Promise<number> {
       if (typeof values.email !== "string") throw new UsageError("token needs --email");
       const config = configFrom(values);
       const database = await openMigrated(config);
-      const [user] = await database
-        .select({ id: users.id, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
-        .from(users)
-        .where(eq(users.email, values.email.trim().toLowerCase()));
+      const user = await tokenHolder(database, normalizeEmail(values.email));
       database.close();
       if (!user?.active) {
         process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);

@@ -1,6 +1,6 @@
 /**
- * The access table (service-interface.md, completed by decisions.md), row by row, for an
- * anonymous caller, an authenticated caller without roles, a USER and an ADMIN. Each cell is
+ * The access table, the contract of who may call each route, row by row, for an anonymous
+ * caller, an authenticated caller without roles, a USER and an ADMIN. Each cell is
  * the status the row allows: the route's own answer when access passes, 401 UNAUTHORIZED
  * (with WWW-Authenticate: Bearer) without a valid token, 403 ACCESS_DENIED without the role.
  */

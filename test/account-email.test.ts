@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
-import { openDatabase } from "../src/db/client";
+import { openDatabase } from "../src/db/open";
 import { migrate } from "../src/db/migrate";
 import { Webhook } from "standardwebhooks";
 import { outbox, users } from "../src/db/schema";

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, remote, test } from "./legs";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { issueToken } from "../src/features/account/tokens";
+import { issueToken } from "../src/store/account-tokens";
 import type { AuditEntry } from "../src/features/audit/model";
 import { cli } from "./backup-support";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";

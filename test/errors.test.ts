@@ -194,7 +194,7 @@ describe("conflicts", () => {
     // Each route provokes a genuine constraint failure on the test database; the errors plugin classifies it.
     const now = new Date();
     const probe: AnyElysia = new Elysia()
-      .use(errorsPlugin({ logger: createLogging("silent", "json").root, isAuthenticated: async () => true, routes: routeTable(() => probe) }))
+      .use(errorsPlugin({ logger: createLogging("silent", "json").root, isAuthenticated: async () => true, routes: routeTable(() => probe), now: Date.now }))
       .get("/duplicate", () => t.db.insert(roles).values({ name: "USER" }))
       .get("/foreign-key", () => t.db.insert(orders).values({ userId: 987654, status: "PENDING", totalCents: 1, createdAt: now, updatedAt: now }))
       .get("/other", () => t.db.insert(products).values({ name: "P", code: `C${Date.now()}`, priceCents: 100, stock: -1, status: "ACTIVE", createdAt: now, updatedAt: now }));

@@ -9,7 +9,7 @@
 import Ajv2020, { type ValidateFunction } from "ajv/dist/2020";
 import addFormats from "ajv-formats";
 import type { AnyElysia } from "elysia";
-import { RESPONSE_HEADERS } from "../src/features/docs/headers";
+import { RESPONSE_HEADERS } from "../src/http/route-docs";
 import { buildSpec } from "../src/features/docs/spec";
 
 /** An OpenAPI document (or a part of it) walked generically, typed as src/features/docs/spec.ts types it. */

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq, isNull, sql } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
 import type { AuditEntry } from "../src/features/audit/model";
-import { enqueueNotification } from "../src/features/notifications/outbox";
+import { enqueueNotification } from "../src/store/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
 import { webhookChannel } from "../src/features/notifications/channels";
 import { createLogging } from "../src/logging/logger";

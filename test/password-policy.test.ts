@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { issueToken } from "../src/features/account/tokens";
+import { issueToken } from "../src/store/account-tokens";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { makeTestApp, type TestApp, uniqueEmail, validRegistration } from "./helpers";
 import { expectFailure, invalidBody } from "./scenario";

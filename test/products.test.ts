@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { products } from "../src/db/schema";
-import { fromCents, toCents } from "../src/features/products/money";
+import { fromCents, toCents } from "../src/money";
 import type { Product } from "../src/features/products/model";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 import { DENIED, expectFailure, invalidBody, scenarios, UNAUTHORIZED } from "./scenario";

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
-import type { Database } from "../src/db/client";
+import type { Database } from "../src/db/database";
 import { classifyDatabaseError, DatabaseBusyError } from "../src/db/errors";
 import { orders, products, roles, users } from "../src/db/schema";
 import { countingGateway, holdDatabaseLock, makeTestApp, validRegistration, type TestApp } from "./helpers";

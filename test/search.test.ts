@@ -8,7 +8,7 @@ import { Database as Connection, type SQLQueryBindings } from "bun:sqlite";
 import { createClient } from "@libsql/client";
 import { fillPlaceholders } from "drizzle-orm";
 import type { Page } from "../src/paging";
-import { searchStatement, TRIGRAM, type UserSearchCriteria } from "../src/features/search/service";
+import { searchStatement, TRIGRAM, type UserSearchCriteria } from "../src/store/user-search";
 import { seedUsers, type SeededUser } from "./fixtures/users-dataset";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 import { expectFailure, invalidParams, scenarios, UNAUTHORIZED } from "./scenario";

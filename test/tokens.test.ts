@@ -1,6 +1,6 @@
 /** Token verification, including the cache of verified tokens: it must never outlive exp. */
 import { expect, test } from "bun:test";
-import { createTokens, TOKEN_TTL_SECONDS } from "../src/features/auth/tokens";
+import { createTokens, TOKEN_TTL_SECONDS } from "../src/security/bearer-tokens";
 import { TEST_SECRET } from "./helpers";
 
 test("a remembered token stops verifying once it expires, like a fresh one", async () => {

@@ -11,12 +11,12 @@ import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { eq, lt } from "drizzle-orm";
 import { users } from "../src/db/schema";
-import type { User } from "../src/features/users/model";
-import { LIST_CHUNK_ROWS } from "../src/features/search/service";
+import type { User } from "../src/models/user";
+import { LIST_CHUNK_ROWS } from "../src/store/user-search";
 import { seedUsers } from "./fixtures/users-dataset";
 import { jsonOf, makeTestApp, type TestApp } from "./helpers";
 import { peakRss, startServer, type ServerProcess } from "./server-process";
-import { openDatabase } from "../src/db/client";
+import { openDatabase } from "../src/db/open";
 import { migrate } from "../src/db/migrate";
 
 let t: TestApp;

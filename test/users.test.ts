@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq, like } from "drizzle-orm";
 import { departments, outbox, users } from "../src/db/schema";
 import { renderMail } from "../src/features/notifications/templates";
-import type { User } from "../src/features/users/model";
+import type { User } from "../src/models/user";
 import { freshUser, makeTestApp, uniqueEmail, type TestApp } from "./helpers";
 import { DENIED, expectFailure, invalidBody, invalidParams, scenarios, UNAUTHORIZED } from "./scenario";
 

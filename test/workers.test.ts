@@ -8,7 +8,7 @@ import { afterAll, expect, test } from "./legs";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { createTokens } from "../src/features/auth/tokens";
+import { createTokens } from "../src/security/bearer-tokens";
 import { TEST_SECRET } from "./helpers";
 
 const ROOT = resolve(import.meta.dir, "..");

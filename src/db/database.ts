@@ -11,8 +11,9 @@
  *
  * Writes: only inside a unit of work, one of two shapes:
  *
- *   await db.write(async (tx) => { … })            // a closure, when statements need earlier answers
- *   await db.writeAll((tx) => [tx.insert(…), …])   // a list, when they don't
+ *   await db.write(async (tx) => { … })                      // a closure, when statements need earlier answers
+ *   const [a, b] = await db.writeAll((tx) => [tx.insert(…), …])  // a list, when they don't: a tuple of answers
+ *   const { user } = await db.writeAll((tx) => ({ role: …, user: … }))  // or named: answers by name
  *
  * A unit commits as a whole or not at all. `tx` reads see the unit's own writes. On the native
  * driver a unit is BEGIN IMMEDIATE … COMMIT on the writer connection, units of one process
@@ -29,7 +30,7 @@
  * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
  * Hot paths prepare their statements once per handle and shape: prepared.ts.
  */
-import type { BatchItem, BatchResponse } from "drizzle-orm/batch";
+import type { RunnableQuery } from "drizzle-orm/runnable-query";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
 import type * as schema from "./schema";
 
@@ -39,8 +40,20 @@ export type Db = BaseSQLiteDatabase<"sync" | "async", unknown, typeof schema>;
 /** What reads need: the Database (the reader connection) and a unit's `tx` both are one. */
 export type Reader = Pick<Db, "select" | "selectDistinct" | "$count" | "$with" | "with" | "all" | "get" | "values">;
 
-/** One statement of a list unit: a drizzle query built on the unit's `tx`, not yet run. */
-export type Statement = BatchItem<"sqlite">;
+/** One statement of a list unit: a drizzle query built on the unit's `tx` (or a bound prepared one), not yet run; `R` is its answer. */
+export type Statement<R = unknown> = RunnableQuery<R, "sqlite"> & PromiseLike<R>;
+
+/**
+ * The statements of a list unit, run in the order written: a list, answered as a tuple (one
+ * answer per statement), or named entries, answered under the same names. A named entry is a
+ * statement, a list of them (answered as a list), or undefined (nothing runs; answered undefined).
+ */
+export type Unit = readonly Statement[] | { readonly [name: string]: Statement | readonly Statement[] | undefined };
+
+type Answers<L extends readonly Statement[]> = { -readonly [I in keyof L]: L[I]["_"]["result"] };
+type Answer<E> = E extends readonly Statement[] ? Answers<E> : E extends Statement ? E["_"]["result"] : undefined;
+/** What a unit answers: each statement's result, in the unit's own shape. */
+export type UnitAnswers<U extends Unit> = U extends readonly Statement[] ? Answers<U> : { -readonly [K in keyof U]: Answer<U[K]> };
 
 /**
  * `failsMidway`: a statement after one that wrote can fail as a matter of course (an order's
@@ -60,13 +73,13 @@ export interface Database extends Reader {
   readonly driver: DatabaseDriver;
   /** A unit of work as a closure: committed when the promise resolves, rolled back when it rejects. */
   write<T>(work: (tx: Db) => Promise<T>): Promise<T>;
-  /** A unit of work as a list of independent statements, run in order; answers each statement's result. */
-  writeAll<T extends readonly [Statement, ...Statement[]]>(build: (tx: Db) => T, options?: WriteAllOptions): Promise<BatchResponse<T>>;
+  /** A unit of work as independent statements (a Unit), run in order; answers each statement's result in the unit's shape. */
+  writeAll<const U extends Unit>(build: (tx: Db) => U, options?: WriteAllOptions): Promise<UnitAnswers<U>>;
   /**
    * Independent reads as one unit, outside any unit of work: one round trip to a remote primary
    * (a read batch, one consistent snapshot), plain reads on the reader connection otherwise.
    */
-  readAll<T extends readonly [Statement, ...Statement[]]>(build: (db: Reader) => T): Promise<BatchResponse<T>>;
+  readAll<const U extends Unit>(build: (db: Reader) => U): Promise<UnitAnswers<U>>;
   /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
   migrate(statements: string[]): Promise<void>;
   /**

@@ -9,7 +9,7 @@ import type { Database, DatabaseOptions, Db } from "./database";
 import { tuneEmbeddedConnections } from "./embedded-tuning";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
-import { createTurns, retryWhileBusy } from "./units";
+import { createTurns, retryWhileBusy, runUnit } from "./units";
 
 /** SQLite's own wait for a lock on a file: it blocks the event loop, so it stays short (see units.ts). */
 const SQLITE_BUSY_TIMEOUT_MS = 20;
@@ -67,7 +67,7 @@ export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: Datab
   if (local && !syncUrl) await client.execute("PRAGMA journal_mode = WAL");
   if (syncUrl) await client.sync();
   const db = drizzle(client, { schema });
-  const handle = db as unknown as Db;
+  const handle: Db = db;
   // The embedded engine is synchronous: a second writer of this process would wait for the lock
   // in SQLite's busy handler ON the event loop, where the unit holding it can never finish.
   // So units of one process take turns on a file, as on the native driver.
@@ -82,12 +82,11 @@ export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: Datab
     ...readSurface(handle),
     driver: "libsql",
     unguarded: handle,
-    write: (work) => unit(() => db.transaction((tx) => work(tx as unknown as Db))),
+    write: (work) => unit(() => db.transaction((tx) => work(tx))),
     // drizzle's db.batch() passes no mode (a deferred transaction that takes the lock only at its
     // first write); a list unit is a write: one Hrana batch that begins with BEGIN IMMEDIATE.
-    // Cast (both): drizzle types batch results per tuple of its own builders; ours are the same statements, typed for either driver.
-    writeAll: (build) => unit(() => batch(client, build(handle), "write") as never),
-    readAll: (build) => batch(client, build(handle), "read") as never,
+    writeAll: (build) => unit(() => runUnit(handle, build, (statements) => batch(client, statements(), "write"))),
+    readAll: (build) => runUnit(handle, build, (statements) => batch(client, statements(), "read")),
     migrate: (statements) =>
       unit(async () => {
         // The client's migrate() runs the batch atomically with foreign keys off, as drizzle-kit's migrator does.

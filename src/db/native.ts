@@ -13,7 +13,7 @@ import type { Database, Db, Statement } from "./database";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
 import { isBusy } from "./errors";
-import { createTurns, retryWhileBusy } from "./units";
+import { createTurns, retryWhileBusy, runUnit } from "./units";
 
 /**
  * SQLite's own wait for a lock, spent blocking the event loop: kept short, since a unit that
@@ -22,8 +22,8 @@ import { createTurns, retryWhileBusy } from "./units";
 const SQLITE_BUSY_TIMEOUT_MS = 20;
 /**
  * A create appends ~15 pages to the WAL (bench/writes.ts counts them by table and index), so
- * the default checkpoint every 1,000 pages ran every ~65 creates, copying the same hot pages
- * back each time and fsyncing. Measured, sequential creates in-process: 1,000 pages ~1,000/s,
+ * SQLite's default checkpoint every 1,000 pages would run every ~65 creates, copying the same hot
+ * pages back each time and fsyncing. Sequential creates in-process: 1,000 pages ~1,000/s,
  * 10,000 (~40 MB of WAL, kept for reuse) ~1,270/s, 40,000 no better (~800–1,200/s).
  */
 export const WAL_AUTOCHECKPOINT_PAGES = 10_000;
@@ -58,6 +58,143 @@ function handleOf(connection: Connection): Db {
   return drizzle({ client: client as unknown as Connection, schema }) as unknown as Db;
 }
 
+/** The writer's transaction control, prepared once; total_changes() tells whether a failed unit wrote anything. */
+function transactionControl(connection: Connection) {
+  const begin = connection.prepare("BEGIN IMMEDIATE");
+  const commit = connection.prepare("COMMIT");
+  const rollback = connection.prepare("ROLLBACK");
+  const savepoint = connection.prepare("SAVEPOINT unit");
+  const release = connection.prepare("RELEASE unit");
+  const rollbackToSavepoint = connection.prepare("ROLLBACK TO unit");
+  // Rows changed by every INSERT, UPDATE and DELETE this connection has completed; a failed statement adds none.
+  const changes = connection.prepare<[number], []>("SELECT total_changes()");
+  return {
+    connection,
+    /** One attempt: all of `work` committed, or (whatever it throws) nothing. */
+    async attempt<T>(work: () => T | Promise<T>): Promise<T> {
+      begin.run();
+      try {
+        const result = await work();
+        commit.run();
+        return result;
+      } catch (error) {
+        if (connection.inTransaction) rollback.run();
+        throw error;
+      }
+    },
+    savepoint: () => savepoint.run(),
+    release: () => release.run(),
+    rollbackToSavepoint() {
+      rollbackToSavepoint.run();
+      release.run();
+    },
+    totalChanges: () => changes.values()[0][0],
+  };
+}
+type TransactionControl = ReturnType<typeof transactionControl>;
+
+/**
+ * Group commit for list units: those that arrive in the same tick or while the writer is busy
+ * share one BEGIN IMMEDIATE … COMMIT. The pages every create touches (indexes, FTS segments,
+ * outbox, audit) are then written to the WAL once per commit, not once per unit. Every caller
+ * is answered after the shared COMMIT: nothing is acknowledged before it is durable.
+ *
+ * One unit's failure must undo only that unit, and cost the others nothing:
+ * - A failing statement undoes itself, so a unit that had changed no row when it failed (SQLite's
+ *   total_changes() did not move: its first statement failed, or the ones before it wrote
+ *   nothing, as a department upsert that finds its department) leaves nothing behind.
+ * - A unit declared `failsMidway` (a statement after one that wrote can fail as a matter of
+ *   course) runs under its own SAVEPOINT, and a failure rolls back to it.
+ * - Any other unit that fails after writing (undeclared, or a failure that ended the whole
+ *   transaction) is the fallback: the transaction is rolled back and the group runs again
+ *   without it (list units are plain statements, so they run the same twice).
+ * Not a SAVEPOINT per unit: FTS5 flushes its pending index to disk at every savepoint, which
+ * made each create write and merge its own FTS segment again (bench/writes.ts: ~35% fewer
+ * creates per CPU-second with a department, each create savepointed).
+ */
+function groupCommit(control: TransactionControl, inTurn: ReturnType<typeof createTurns>, busyTimeoutMs: number) {
+  let queue: Queued[] = [];
+  const flush = () => {
+    const group = queue;
+    queue = [];
+    return commitGroup(control, group, busyTimeoutMs);
+  };
+  return (statements: () => readonly Statement[], failsMidway: boolean) =>
+    new Promise<unknown[]>((resolve, reject) => {
+      queue.push({ statements, failsMidway, resolve, reject });
+      // The first of a group takes a turn after this tick, so the units that arrive meanwhile join it.
+      if (queue.length === 1) setImmediate(() => inTurn(flush));
+    });
+}
+
+type Queued = {
+  statements: () => readonly Statement[];
+  failsMidway: boolean;
+  resolve: (value: unknown[]) => void;
+  reject: (reason: unknown) => void;
+};
+type Outcome = { ok: true; value: unknown[] } | { ok: false; error: unknown };
+
+/** A unit that failed after writing part of itself, to be left out of its group's next run. */
+class PartlyWritten {
+  constructor(
+    readonly unit: Queued,
+    readonly error: unknown,
+  ) {}
+}
+
+/** Commits `group`, leaving out every unit that fails after writing, and answers each unit. */
+async function commitGroup(control: TransactionControl, queued: Queued[], busyTimeoutMs: number) {
+  let group = queued;
+  const partlyWritten: PartlyWritten[] = [];
+  try {
+    for (;;) {
+      try {
+        const outcomes = await retryWhileBusy(() => runGroup(control, group), busyTimeoutMs);
+        for (const [i, outcome] of outcomes.entries()) {
+          if (outcome.ok) group[i].resolve(outcome.value);
+          else group[i].reject(outcome.error);
+        }
+        break;
+      } catch (error) {
+        if (!(error instanceof PartlyWritten)) throw error;
+        partlyWritten.push(error);
+        group = group.filter((unit) => unit !== error.unit);
+        if (group.length === 0) break;
+      }
+    }
+  } catch (error) {
+    for (const unit of group) unit.reject(error);
+  }
+  for (const { unit, error } of partlyWritten) unit.reject(error);
+}
+
+/** Runs `group` in one transaction: each unit's results, or the error of a unit that left nothing behind. */
+const runGroup = (control: TransactionControl, group: Queued[]) =>
+  control.attempt(async () => {
+    const outcomes: Outcome[] = [];
+    for (const unit of group) outcomes.push(await runGrouped(control, unit));
+    return outcomes;
+  });
+
+/** One unit inside its group's transaction; throws PartlyWritten when its failure left rows behind. */
+async function runGrouped(control: TransactionControl, unit: Queued): Promise<Outcome> {
+  const changesBefore = control.totalChanges();
+  if (unit.failsMidway) control.savepoint();
+  const results: unknown[] = [];
+  try {
+    for (const statement of unit.statements()) results.push(await statement);
+    if (unit.failsMidway) control.release();
+    return { ok: true, value: results };
+  } catch (error) {
+    if (isBusy(error)) throw error;
+    if (!control.connection.inTransaction) throw new PartlyWritten(unit, error);
+    if (unit.failsMidway) control.rollbackToSavepoint();
+    else if (control.totalChanges() !== changesBefore) throw new PartlyWritten(unit, error);
+    return { ok: false, error };
+  }
+}
+
 export function openNative(path: string, busyTimeoutMs: number): Database {
   const writerConnection = connect(path, WRITER_PRAGMAS);
   // An in-memory database exists only on the connection that made it: one for both roles.
@@ -65,138 +202,24 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   const readerConnection = inMemory ? writerConnection : connect(path, READER_PRAGMAS);
   const writer = handleOf(writerConnection);
   const reader = inMemory ? writer : handleOf(readerConnection);
-  const begin = writerConnection.prepare("BEGIN IMMEDIATE");
-  const commit = writerConnection.prepare("COMMIT");
-  const rollback = writerConnection.prepare("ROLLBACK");
-  const savepoint = writerConnection.prepare("SAVEPOINT unit");
-  const release = writerConnection.prepare("RELEASE unit");
-  const rollbackToSavepoint = writerConnection.prepare("ROLLBACK TO unit");
-  // Rows changed by every INSERT, UPDATE and DELETE this connection has completed; a failed statement adds none.
-  const changes = writerConnection.prepare<[number], []>("SELECT total_changes()");
-  const totalChanges = () => changes.values()[0][0];
+  const control = transactionControl(writerConnection);
   const inTurn = createTurns();
-
-  /** One attempt: all of `work` committed, or (whatever it throws) nothing. */
-  async function attempt<T>(work: () => T | Promise<T>): Promise<T> {
-    begin.run();
-    try {
-      const result = await work();
-      commit.run();
-      return result;
-    } catch (error) {
-      if (writerConnection.inTransaction) rollback.run();
-      throw error;
-    }
-  }
-  const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => attempt(work), busyTimeoutMs));
-
-  /**
-   * Group commit for list units: those that arrive in the same tick or while the writer is busy
-   * share one BEGIN IMMEDIATE … COMMIT. The pages every create touches (indexes, FTS segments,
-   * outbox, audit) are then written to the WAL once per commit, not once per unit. Every caller
-   * is answered after the shared COMMIT: nothing is acknowledged before it is durable.
-   *
-   * One unit's failure must undo only that unit, and cost the others nothing:
-   * - A failing statement undoes itself, so a unit that had changed no row when it failed (SQLite's
-   *   total_changes() did not move: its first statement failed, or the ones before it wrote
-   *   nothing, as a department upsert that finds its department) leaves nothing behind.
-   * - A unit declared `failsMidway` (a statement after one that wrote can fail as a matter of
-   *   course) runs under its own SAVEPOINT, and a failure rolls back to it.
-   * - Any other unit that fails after writing (undeclared, or a failure that ended the whole
-   *   transaction) is the fallback: the transaction is rolled back and the group runs again
-   *   without it (list units are plain statements, so they run the same twice).
-   * Not a SAVEPOINT per unit: FTS5 flushes its pending index to disk at every savepoint, which
-   * made each create write and merge its own FTS segment again (bench/writes.ts: ~35% fewer
-   * creates per CPU-second with a department, each create savepointed).
-   */
-  type Queued = {
-    statements: () => readonly Statement[];
-    failsMidway: boolean;
-    resolve: (value: unknown) => void;
-    reject: (reason: unknown) => void;
-  };
-  let queue: Queued[] = [];
-  /** A unit that failed after writing part of itself, to be left out of its group's next run. */
-  class PartlyWritten {
-    constructor(
-      readonly unit: Queued,
-      readonly error: unknown,
-    ) {}
-  }
-
-  /** Runs `group` in one transaction: each unit's results, or the error of a unit that left nothing behind. */
-  function runGroup(group: Queued[]) {
-    return attempt(async () => {
-      const outcomes: ({ ok: true; value: unknown[] } | { ok: false; error: unknown })[] = [];
-      for (const unit of group) {
-        const changesBefore = totalChanges();
-        if (unit.failsMidway) savepoint.run();
-        const results: unknown[] = [];
-        try {
-          for (const statement of unit.statements()) results.push(await statement);
-          if (unit.failsMidway) release.run();
-          outcomes.push({ ok: true, value: results });
-        } catch (error) {
-          if (isBusy(error)) throw error;
-          if (!writerConnection.inTransaction) throw new PartlyWritten(unit, error);
-          if (unit.failsMidway) {
-            rollbackToSavepoint.run();
-            release.run();
-          } else if (totalChanges() !== changesBefore) throw new PartlyWritten(unit, error);
-          outcomes.push({ ok: false, error });
-        }
-      }
-      return outcomes;
-    });
-  }
-
-  async function flush() {
-    let group = queue;
-    queue = [];
-    const partlyWritten: PartlyWritten[] = [];
-    try {
-      for (;;) {
-        try {
-          const outcomes = await retryWhileBusy(() => runGroup(group), busyTimeoutMs);
-          for (const [i, outcome] of outcomes.entries()) {
-            if (outcome.ok) group[i].resolve(outcome.value);
-            else group[i].reject(outcome.error);
-          }
-          break;
-        } catch (error) {
-          if (!(error instanceof PartlyWritten)) throw error;
-          partlyWritten.push(error);
-          group = group.filter((unit) => unit !== error.unit);
-          if (group.length === 0) break;
-        }
-      }
-    } catch (error) {
-      for (const unit of group) unit.reject(error);
-    }
-    for (const { unit, error } of partlyWritten) unit.reject(error);
-  }
-
-  function grouped(statements: () => readonly Statement[], failsMidway: boolean) {
-    return new Promise((resolve, reject) => {
-      queue.push({ statements, failsMidway, resolve, reject });
-      // The first of a group takes a turn after this tick, so the units that arrive meanwhile join it.
-      if (queue.length === 1) setImmediate(() => inTurn(flush));
-    });
-  }
+  const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => control.attempt(work), busyTimeoutMs));
+  const grouped = groupCommit(control, inTurn, busyTimeoutMs);
 
   return {
     ...readSurface(reader),
     driver: "native",
     unguarded: writer,
     write: (work) => unit(() => work(writer)),
-    // The statements run one by one, in order: their results are the batch response drizzle types per tuple.
-    writeAll: (build, options) => grouped(() => build(writer), options?.failsMidway === true) as never,
+    writeAll: (build, options) => runUnit(writer, build, (statements) => grouped(statements, options?.failsMidway === true)),
     // Reads on the reader connection, one after another: each is a synchronous call anyway.
-    readAll: async (build) => {
-      const results = [];
-      for (const statement of build(reader)) results.push(await statement);
-      return results as never;
-    },
+    readAll: (build) =>
+      runUnit(reader, build, async (statements) => {
+        const results = [];
+        for (const statement of statements()) results.push(await statement);
+        return results;
+      }),
     migrate: (statements) =>
       inTurn(async () => {
         // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.
@@ -204,7 +227,7 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
         try {
           await retryWhileBusy(
             () =>
-              attempt(() => {
+              control.attempt(() => {
                 for (const statement of statements) writerConnection.run(statement);
               }),
             busyTimeoutMs,

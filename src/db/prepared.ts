@@ -5,7 +5,7 @@
  * transaction: once per unit). Shapes must come from a bounded set (sort orders, which
  * criteria are present), never from values.
  */
-import { fillPlaceholders } from "drizzle-orm";
+import { fillPlaceholders, sql } from "drizzle-orm";
 import type { Statement } from "./database";
 export function prepared<H extends object, P>(build: (db: H, shape: string) => P): (db: H, shape?: string) => P {
   const byHandle = new WeakMap<H, Map<string, P>>();
@@ -24,6 +24,12 @@ export function prepared<H extends object, P>(build: (db: H, shape: string) => P
   };
 }
 
+/**
+ * A placeholder where drizzle's types want a column's value (a `set` or `values` of a prepared
+ * statement): drizzle fills the value in, through the column's encoder, when the statement runs.
+ */
+export const placeholder = <T>(name: string) => sql.placeholder(name) as unknown as T;
+
 /** What `bound` needs of a drizzle prepared query (either driver's). */
 interface PreparedQuery {
   execute(values?: Record<string, unknown>): unknown;
@@ -37,7 +43,7 @@ interface PreparedQuery {
  * the prepared statement (no SQL built per call); libsql's batch takes its SQL and the filled-in
  * values through `_prepare()`, as it does from a query builder, into the unit's one round trip.
  */
-export function bound(statement: PreparedQuery, values: Record<string, unknown>): Statement {
+export function bound<P extends PreparedQuery>(statement: P, values: Record<string, unknown>): Statement<Awaited<ReturnType<P["execute"]>>> {
   return {
     // biome-ignore lint/suspicious/noThenProperty: a Statement is awaited like drizzle's own query builders, which are thenables too
     then: (resolve: (value: unknown) => unknown, reject: (reason: unknown) => unknown) => Promise.resolve(statement.execute(values)).then(resolve, reject),
@@ -48,5 +54,5 @@ export function bound(statement: PreparedQuery, values: Record<string, unknown>)
       },
       mapResult: (result: unknown, isFromBatch?: boolean) => statement.mapResult(result, isFromBatch),
     }),
-  } as unknown as Statement;
+  } as unknown as Statement<Awaited<ReturnType<P["execute"]>>>;
 }

@@ -2,7 +2,49 @@
  * What both drivers need to run units of work: turn-taking inside the process, and retrying
  * a whole unit while another process holds the write lock.
  */
+import type { Statement, Unit, UnitAnswers } from "./database";
 import { DatabaseBusyError, isBusy } from "./errors";
+
+type Entry = Statement | readonly Statement[] | undefined;
+const isList = (value: unknown): value is readonly Statement[] => Array.isArray(value);
+
+/** A unit's statements as one flat list, in the order written. */
+function statementsOf(unit: Unit): readonly Statement[] {
+  if (isList(unit)) return unit;
+  return Object.values<Entry>(unit).flatMap((entry) => (entry === undefined ? [] : isList(entry) ? entry : [entry]));
+}
+
+/** The flat list's results back in the unit's shape: a tuple, or the same names. */
+function answersOf<U extends Unit>(unit: U, results: readonly unknown[]): UnitAnswers<U> {
+  if (isList(unit)) return results as UnitAnswers<U>;
+  let next = 0;
+  const answers: Record<string, unknown> = {};
+  for (const [name, entry] of Object.entries<Entry>(unit)) {
+    if (entry === undefined) answers[name] = undefined;
+    else if (isList(entry)) {
+      answers[name] = results.slice(next, next + entry.length);
+      next += entry.length;
+    } else answers[name] = results[next++];
+  }
+  return answers as UnitAnswers<U>;
+}
+
+/**
+ * A list unit on a driver: `run` runs the flat list of statements `build` makes (it may build them
+ * more than once, e.g. to run a group again) and answers their results, which come back in the unit's shape.
+ */
+export async function runUnit<H, U extends Unit>(
+  handle: H,
+  build: (handle: H) => U,
+  run: (statements: () => readonly Statement[]) => Promise<readonly unknown[]>,
+): Promise<UnitAnswers<U>> {
+  let unit: U | undefined;
+  const results = await run(() => {
+    unit = build(handle);
+    return statementsOf(unit);
+  });
+  return answersOf(unit as U, results);
+}
 
 /** An async mutex: one unit at a time, in arrival order. */
 export function createTurns() {

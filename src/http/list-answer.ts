@@ -1,5 +1,5 @@
 /**
- * An unpaged list's answer from its chunks (each read on its own, see search/service.ts
+ * An unpaged list's answer from its chunks (each read on its own, see store/user-search.ts
  * userChunks): the array itself when the list fits one chunk, the answer small lists have always
  * had (Content-Length included); else the same JSON text, streamed. The stream pulls: the next
  * chunk is read only when the client has taken the last, so the server holds about one chunk

@@ -3,7 +3,7 @@
  * guard, validation and the errors plugin as separate hooks, and some of them need what an
  * earlier one found. Kept beside the Request (a WeakMap, so it goes with the request).
  */
-import type { Caller } from "../features/auth/guard";
+import type { Caller } from "../security/caller";
 
 export interface RequestState {
   /** The JSON body as the client sent it, before Elysia normalises it in place for its schema. */

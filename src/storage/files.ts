@@ -87,6 +87,7 @@ export async function localFileStore(folder: string): Promise<FileStore> {
   for (const entry of await readdir(root)) {
     if (!entry.startsWith(TEMP_PREFIX)) continue;
     const info = await statFile(join(root, entry)).catch(() => undefined);
+    // The machine's clock, not the app's: the file system stamped mtime with it.
     if (info && Date.now() - info.mtimeMs > STALE_TEMP_MS) await rm(join(root, entry), { force: true });
   }
   const pathOf = (name: string) => join(root, checked(name));

@@ -1,8 +1,8 @@
 /**
  * A streamed S3 upload with one part buffer: CreateMultipartUpload, then 5 MiB parts sent one by
  * one from a single reused buffer, then Complete (or Abort on any failure, so no object and no
- * orphaned parts remain). Bun's own S3 writer reads ahead and held 40–70 MiB per upload in
- * measurements; this keeps an upload near one part. Requests are signed with AWS Signature V4.
+ * orphaned parts remain). Bun's own S3 writer reads ahead, 40–70 MiB per upload measured; this
+ * keeps an upload near one part. Requests are signed with AWS Signature V4.
  */
 import { createHash, createHmac } from "node:crypto";
 
@@ -32,6 +32,7 @@ export async function s3Fetch(target: S3Target, method: string, key: string, que
     .sort()
     .map((name) => `${encode(name)}=${encode(query[name])}`)
     .join("&");
+  // The machine's clock, not the app's: S3 refuses a signature dated more than 15 minutes from its own clock.
   const amzDate = new Date().toISOString().replace(/[-:]|\.\d{3}/g, "");
   const day = amzDate.slice(0, 8);
   const headers: Record<string, string> = { host: url.host, "x-amz-content-sha256": UNSIGNED, "x-amz-date": amzDate };

@@ -11,7 +11,7 @@ import { resourceFromAttributes } from "@opentelemetry/resources";
 import { AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type Sampler } from "@opentelemetry/sdk-trace";
 import type { TracingConfig } from "../config";
 import type { Database } from "../db/database";
-import type { Tracing } from "./index";
+import type { Tracing } from "./tracing";
 
 function samplerOf({ sampler, samplerRatio }: TracingConfig): Sampler {
   const root = sampler.endsWith("always_off") ? new AlwaysOffSampler() : sampler.endsWith("traceidratio") ? new TraceIdRatioBasedSampler(samplerRatio) : new AlwaysOnSampler();

@@ -19,7 +19,7 @@ import { join } from "node:path";
 import type { Envelope } from "../../src/envelope";
 import { unpackVerified } from "../../src/features/backups/archive";
 import { jsonOf } from "../answers";
-import { LEASE_TTL_MS } from "../../src/features/backups/leases";
+import { LEASE_TTL_MS } from "../../src/store/leases";
 import { cli, descendants, integrity } from "../backup-support";
 import { alive } from "../s3-server";
 import { ADMIN, ensureBinary, freePort, HEAVY, loginToken, startBinary } from "./support";

@@ -16,7 +16,7 @@ import type { Envelope } from "../../src/envelope";
 import type { FileUploadResponse } from "../../src/features/files/model";
 import type { Order } from "../../src/features/orders/model";
 import type { Product } from "../../src/features/products/model";
-import type { User } from "../../src/features/users/model";
+import type { User } from "../../src/models/user";
 import { jsonOf } from "../answers";
 import { freePort, HEAVY, loginToken, startBinary, type Service } from "./support";
 

@@ -16,7 +16,7 @@ import type { Envelope } from "../../src/envelope";
 import type { FileUploadResponse } from "../../src/features/files/model";
 import { jsonOf, makeTestApp, validRegistration, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
-import { issueToken } from "../../src/features/account/tokens";
+import { issueToken } from "../../src/store/account-tokens";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 250);

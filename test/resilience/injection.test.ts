@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { User } from "../../src/features/users/model";
+import type { User } from "../../src/models/user";
 import { makeTestApp, type TestApp } from "../helpers";
 import { counts, HEAVY, leakIn, problemWith } from "./support";
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { User } from "../../src/features/users/model";
+import type { User } from "../../src/models/user";
 import { jsonOf } from "../answers";
 import { freePort, HEAVY, loginToken, startBinary, type Service } from "./support";
 

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
-import type { Reader } from "../../src/db/client";
+import type { Reader } from "../../src/db/database";
 import type { Envelope } from "../../src/envelope";
 import type { TokenResponse } from "../../src/features/auth/model";
 import { jsonOf } from "../answers";

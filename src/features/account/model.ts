@@ -1,8 +1,7 @@
 /** TypeBox shapes of the account e-mail routes (/api/auth/verify-email/*, /api/auth/password-reset/*). */
 import { t, type Static } from "elysia";
 import { NotBlankString } from "../../validation";
-import { matchingNewPassword } from "../auth/model";
-import { Email, Password } from "../users/model";
+import { Email, matchingNewPassword, Password } from "../../models/user";
 
 const Token = t.String({
   minLength: 1,

@@ -1,3 +1,4 @@
+/** Feature folder account/: e-mail verification and password reset: their /api/auth routes, service and the two /account pages. */
 /**
  * Account e-mail over HTTP: the verification and password-reset routes under /api/auth
  * (envelopes, like the rest of /api/auth) and the open pages under /account that complete the
@@ -5,13 +6,14 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { EnvelopeOf, errorResponses, ok } from "../../envelope";
+import { EnvelopeOf, ok } from "../../envelope";
+import { errorResponses } from "../../http/route-docs";
 import { clientAddress } from "../../http/client-address";
 import { pageHeaders } from "../../http/security-headers";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
-import { User } from "../users/model";
-import { type PasswordPolicy, withPasswordPolicy } from "../auth/password-policy";
+import { User } from "../../models/user";
+import { type PasswordPolicy, withPasswordPolicy } from "../../security/password-policy";
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
 import { ACCOUNT_PAGE_POLICY, renderAccountPage, script, styles, type AccountPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";

@@ -1,3 +1,4 @@
+/** Feature folder actuator/: the operations endpoints under /actuator: health, info, metrics, loggers, thread and heap dumps. */
 /**
  * Operational endpoints: /actuator/** in Spring Boot actuator shapes, and /api/version.
  * Open: health (details for ADMIN only), probes, info, version. ADMIN: metrics, loggers,
@@ -7,13 +8,14 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { generateHeapSnapshot } from "bun";
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope, errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import { ErrorEnvelope } from "../../envelope";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { AppError } from "../../errors";
 import type { LogLevel } from "../../config";
 import { VERSION } from "../../version";
-import { type AuditRecord, writeAudit } from "../notifications/outbox";
-import { bearerToken, isAdmin, satisfies, unauthorized } from "../auth/guard";
+import { isAdmin, satisfies } from "../../security/caller";
+import { bearerToken, unauthorized } from "../../security/guard";
+import { type AuditRecord, writeAudit } from "../../store/audit";
 import {
   Health,
   Info,
@@ -29,7 +31,8 @@ import {
   ThreadDump,
   Version,
 } from "./model";
-import { countActiveUsers, health, metricNames, metricView, primaryReachable, threadDump } from "./service";
+import { countActiveUsers } from "../../store/users";
+import { health, metricNames, metricView, primaryReachable, threadDump } from "./service";
 
 const adminErrors = errorResponses(401, 403);
 

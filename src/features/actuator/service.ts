@@ -7,22 +7,19 @@ import type { StatsFs } from "node:fs";
 import { statfs } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
-import { count, eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { MetricObjectWithValues, MetricValue } from "prom-client";
 import type { AppContext } from "../../context";
-import { users } from "../../db/schema";
 import { AppError } from "../../errors";
 import type { Metrics } from "../../metrics";
-import { backupHealth } from "../backups/operations";
+import { backupHealth } from "../../store/backups";
+import { countUsers } from "../../store/users";
 import type { ComponentHealth, Health, MetricView } from "./model";
 
 type Deps = Pick<AppContext, "db" | "config" | "lifecycle" | "logger">;
 
 /** Free space below this marks diskSpace DOWN (Spring Boot's default threshold). */
 const DISK_THRESHOLD_BYTES = 10 * 1024 * 1024;
-
-/** Active users through users_active_age_idx (a covering index range, never the table). */
-export const countActiveUsers = async (db: Deps["db"]) => (await db.select({ n: count() }).from(users).where(eq(users.active, true)))[0].n;
 
 async function dbHealth({ db, logger }: Deps, details: boolean): Promise<ComponentHealth> {
   // What runs the data: Bun's own SQLite for a file by default, libSQL for the client's URLs.
@@ -32,7 +29,7 @@ async function dbHealth({ db, logger }: Deps, details: boolean): Promise<Compone
       await db.get(sql`select 1`);
       return { status: "UP" };
     }
-    const [{ n }] = await db.select({ n: count() }).from(users);
+    const n = await countUsers(db);
     return { status: "UP", details: { database, userCount: n, timestamp: new Date().toISOString() } };
   } catch (error) {
     logger.warn({ err: error }, "database health check failed");
@@ -102,7 +99,7 @@ export async function health(deps: Deps, { details }: { details: boolean }): Pro
     dbHealth(deps, details),
     diskHealth(deps.config),
     // Only when backups are scheduled: then a failing one is something to be told about.
-    deps.config.backupSchedule ? backupHealth(deps.db, deps.config).catch((): ComponentHealth => ({ status: "DOWN" })) : undefined,
+    deps.config.backupSchedule ? backupHealth(deps.db, deps.config.backupSchedule).catch((): ComponentHealth => ({ status: "DOWN" })) : undefined,
   ]);
   const components = { db, diskSpace, ping: { status: "UP" as const }, ...(backup ? { backup } : {}) };
   const status = Object.values(components).every((c) => c.status === "UP") ? "UP" : "DOWN";

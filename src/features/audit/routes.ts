@@ -1,8 +1,8 @@
+/** Feature folder audit/: reading the audit trail (GET /api/audit); every feature writes it through store/audit.ts. */
 /** /api/audit: the audit trail, for ADMIN only. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { AuditEntry, AuditQuery } from "./model";
 import { listAudit } from "./service";
 

@@ -7,7 +7,7 @@
 import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, PatternString, type Violation } from "../../validation";
-import { CurrentPassword, Email, Password, Phone, User } from "../users/model";
+import { CurrentPassword, Email, matchingNewPassword, Password, Phone, User } from "../../models/user";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -98,12 +98,6 @@ export const LoginBody = t.Object({
 });
 export type LoginBody = Static<typeof LoginBody>;
 
-/** confirmNewPassword repeats newPassword (change-password and password-reset bodies). */
-export const matchingNewPassword = (v: Record<string, unknown>): Violation[] =>
-  typeof v.newPassword === "string" && typeof v.confirmNewPassword === "string" && v.confirmNewPassword.trim() !== "" && v.newPassword !== v.confirmNewPassword
-    ? [{ path: "confirmNewPassword", key: "field.confirmPassword.mismatch" }]
-    : [];
-
 export const ChangePasswordBody = t.Object(
   {
     currentPassword: CurrentPassword,
@@ -124,7 +118,3 @@ export const TokenResponse = t.Object(
   { title: "TokenResponse" },
 );
 export type TokenResponse = Static<typeof TokenResponse>;
-
-export const ProfileHeaders = t.Object({
-  "x-client-version": t.Optional(t.String({ pattern: "^[A-Za-z0-9._-]{1,32}$", default: "1.0", description: "Echoed back; default 1.0" })),
-});

@@ -3,21 +3,17 @@
  * salary, the welcome and verification mails and the audit record, all in one transaction. The
  * unique index on users.email decides races between two registrations of one address.
  */
-import { sql } from "drizzle-orm";
-import type { Database, Db, Reader } from "../../db/client";
-import { bound, prepared } from "../../db/prepared";
-import type { Statement } from "../../db/database";
-import { userProfiles, userSkills, users } from "../../db/schema";
+import type { Database, Reader } from "../../db/database";
 import { AppError, integrityKind } from "../../errors";
+import type { Lang } from "../../i18n";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import type { User } from "../users/model";
-import { emailTaken, idOfEmail, newUserRows, normalizeEmail, toUser, userByEmail } from "../users/service";
-import type { Lang } from "../../i18n";
-import { verificationRows } from "../account/service";
+import type { User } from "../../models/user";
+import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
+import { hashPassword } from "../../security/passwords";
+import { verificationRows } from "../../store/account-tokens";
+import { emailTaken, normalizeEmail, registeredUserRows, userByEmail, userOf } from "../../store/users";
 import type { Address, RegistrationBody } from "./model";
-import { assertPasswordAllowed, type PasswordPolicyDeps } from "./password-policy";
-import { hashPassword } from "./passwords";
 
 export interface RegisterDeps extends PasswordPolicyDeps {
   db: Database;
@@ -45,38 +41,6 @@ export function distinctSkills(names: string[]) {
 
 export const salaryCents = (salary: number | undefined) => (salary === undefined ? null : Math.round(salary * 100));
 
-/** The statements of a registration's list unit, prepared once per handle; the new user is found by its e-mail. */
-const insertRegistered = prepared((tx: Db) =>
-  tx
-    .insert(users)
-    .values({
-      name: sql.placeholder("name"),
-      email: sql.placeholder("email"),
-      phone: sql.placeholder("phone"),
-      age: sql.placeholder("age"),
-      salaryCents: sql.placeholder("salaryCents"),
-      passwordHash: sql.placeholder("passwordHash"),
-      language: sql.placeholder("language"),
-      active: true,
-      createdAt: sql.placeholder("now"),
-      updatedAt: sql.placeholder("now"),
-    })
-    .prepare(),
-);
-const insertProfile = prepared((tx: Db) =>
-  tx
-    .insert(userProfiles)
-    .values({ userId: idOfEmail(sql.placeholder("email")), birthDate: sql.placeholder("birthDate"), address: sql.placeholder("address") })
-    .prepare(),
-);
-/** One skill a statement: one prepared statement serves any number of them. */
-const insertSkill = prepared((tx: Db) =>
-  tx
-    .insert(userSkills)
-    .values({ userId: idOfEmail(sql.placeholder("email")), name: sql.placeholder("name"), nameKey: sql.placeholder("nameKey") })
-    .prepare(),
-);
-
 /** `language` (from Accept-Language) picks the language of the user's e-mails. */
 export async function register(deps: RegisterDeps, input: RegistrationBody, language: Lang = "en"): Promise<User> {
   return timed(deps.metrics, "register", async () => {
@@ -87,35 +51,32 @@ export async function register(deps: RegisterDeps, input: RegistrationBody, lang
     const passwordHash = await hashPassword(input.password);
     const now = new Date(deps.now());
     const name = input.name.trim();
-    const skills = distinctSkills(input.skills);
     try {
       // One list unit, as POST /api/users: the account, its role, profile, skills, welcome,
-      // verification token and mail, audit row, and the answer read back. The unique index on
+      // verification token and mail, audit row, and the user read back. The unique index on
       // e-mail settles a race.
-      // Every statement is prepared: no SQL is built per registration.
-      const results = await deps.db.writeAll(
-        (tx) =>
-          [
-            bound(insertRegistered(tx), {
-              name,
-              email,
-              phone: input.phone ?? null,
-              age: input.age ?? null,
-              salaryCents: salaryCents(input.salary),
-              passwordHash,
-              language,
-              now,
-            }),
-            ...newUserRows(tx, email, name, { actor: email, details: { email, via: "registration" } }, now),
-            bound(insertProfile(tx), { email, birthDate: input.birthDate ?? null, address: addressLine(input.address) }),
-            ...skills.map((skill) => bound(insertSkill(tx), { email, ...skill })),
-            ...verificationRows(tx, "new", email, now.getTime()),
-            bound(userByEmail(tx), { email }),
-          ] as unknown as [Statement, ...Statement[]],
-      );
+      const { user } = await deps.db.writeAll((tx) => ({
+        registered: registeredUserRows(
+          tx,
+          {
+            name,
+            email,
+            phone: input.phone ?? null,
+            age: input.age ?? null,
+            salaryCents: salaryCents(input.salary),
+            passwordHash,
+            language,
+            birthDate: input.birthDate ?? null,
+            address: addressLine(input.address),
+            skills: distinctSkills(input.skills),
+          },
+          now,
+        ),
+        verification: verificationRows(tx, "new", email, now.getTime()),
+        user: userByEmail(tx, email),
+      }));
       deps.metrics.usersCreated.inc();
-      const [row] = results[results.length - 1] as Parameters<typeof toUser>[0][];
-      return toUser(row);
+      return userOf(user);
     } catch (error) {
       throw integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
     }

@@ -1,22 +1,21 @@
+/** Feature folder auth/: registration, login, refresh, logout and password change under /api/auth, and the ADMIN bootstrap. */
 /**
- * /api/auth (open in the access table: the session routes authenticate their bearer through
- * the guard themselves) and GET /api/search/profile. Answers are envelopes, except the
- * profile, which is a bare User like the rest of /api/search.
+ * /api/auth: registration and sessions (open in the access table: the session routes
+ * authenticate their bearer through the guard themselves). Answers are envelopes.
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { EnvelopeOf, errorResponses, ok } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import { EnvelopeOf, ok } from "../../envelope";
+import { errorResponses } from "../../http/route-docs";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
-import { User } from "../users/model";
-import { findUser } from "../users/service";
-import { ChangePasswordBody, LoginBody, ProfileHeaders, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
+import { User } from "../../models/user";
+import { ChangePasswordBody, LoginBody, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
 import { clientAddress } from "../../http/client-address";
-import { withPasswordPolicy } from "./password-policy";
+import { withPasswordPolicy } from "../../security/password-policy";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh } from "./service";
-import { countEmailCheck, countRegistration } from "./throttle";
+import { countEmailCheck, countRegistration } from "./address-limits";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
 function dropNulls(value: unknown) {
@@ -31,7 +30,7 @@ const langOf = (request: Request) => languageOf(request.headers.get("accept-lang
 // Open routes that read the database: a busy one answers 503 with Retry-After.
 const errors = errorResponses(400, 401, 403, 409, 429, 503);
 
-const accountRoutes = (ctx: AppContext) =>
+export const authRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/auth", tags: ["Authentication"] })
     .use(ctx.auth)
     .post(
@@ -111,20 +110,3 @@ const accountRoutes = (ctx: AppContext) =>
         },
       },
     );
-
-const profileRoutes = (ctx: AppContext) =>
-  new Elysia({ prefix: "/api/search", tags: ["Search"] }).use(ctx.auth).get(
-    "/profile",
-    ({ caller, headers, set }) => {
-      set.headers["x-client-version"] = headers["x-client-version"] ?? "1.0";
-      return findUser(ctx.db, caller.id);
-    },
-    {
-      auth: "authenticated",
-      headers: ProfileHeaders,
-      response: { 200: User, ...errorResponses(400, 401, 404) },
-      detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back.", ...documentedHeaders({ 200: ["X-Client-Version"] }) },
-    },
-  );
-
-export const authRoutes = (ctx: AppContext) => new Elysia().use(accountRoutes(ctx)).use(profileRoutes(ctx));

@@ -118,7 +118,7 @@ async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: 
   const gunzip = new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>;
   const tar = (ReadableStream as unknown as { from(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> }).from(source).pipeThrough(gunzip);
   try {
-    for await (const chunk of tar as unknown as AsyncIterable<Uint8Array>) {
+    for await (const chunk of tar) {
       parser.write(Buffer.from(chunk));
       if (failure || stopped || ended) break;
     }

@@ -1,7 +1,7 @@
 /** `usersvc backup` and `usersvc restore`: what each prints on stdout (logs go to the logger: stderr). */
 import type { Logger } from "pino";
 import type { Config } from "../../config";
-import type { Database } from "../../db/client";
+import type { Database } from "../../db/database";
 import { AppError } from "../../errors";
 import { restoreArchive } from "./restore";
 import { createBackup } from "./service";

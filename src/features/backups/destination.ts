@@ -140,7 +140,7 @@ export function s3Destination(location: string, settings: S3Settings, dataDir: s
         const name = archiveName(stamp, attempt);
         if (await stat(name)) continue;
         // A multipart upload becomes an object only when Complete succeeds: whole or not at all.
-        await multipartUpload(target, keyOf(name), Bun.file(tempFile).stream() as unknown as AsyncIterable<Uint8Array>);
+        await multipartUpload(target, keyOf(name), Bun.file(tempFile).stream());
         rmSync(tempFile, { force: true });
         return name;
       }

@@ -1,35 +1,13 @@
 /**
- * What operators see of backups: the health component `backup` (when scheduled) and the three
- * metrics. Both read the newest BACKUP_CREATED / BACKUP_FAILED audit entries, so every worker
- * process reports the same, whichever of them (or the CLI) took the backup.
+ * What operators see of backups: the three metrics (the health component `backup` is
+ * store/backups.ts backupHealth). Both read the newest BACKUP_CREATED / BACKUP_FAILED audit
+ * entries, so every worker process reports the same, whichever of them (or the CLI) took the backup.
  */
 // prom-client's part, not its index (which loads the Pushgateway and node:http): see src/metrics.ts.
 import Gauge from "prom-client/lib/gauge";
 import type { Registry } from "prom-client";
-import type { Config } from "../../config";
-import type { Database } from "../../db/client";
-import { lastRecord, type BackupRecord } from "./service";
-
-export interface BackupHealth {
-  status: "UP" | "DOWN";
-  details: { schedule?: string; lastSuccess?: string; lastBackup?: string; lastFailure?: string; lastError?: string };
-}
-
-/** DOWN while the newest attempt failed; UP otherwise (also before the first scheduled run). */
-export async function backupHealth(db: Database, config: Config): Promise<BackupHealth> {
-  const [success, failure] = await Promise.all([lastRecord(db, "BACKUP_CREATED"), lastRecord(db, "BACKUP_FAILED")]);
-  const failing = failure !== undefined && (success === undefined || failure.at > success.at);
-  return {
-    status: failing ? "DOWN" : "UP",
-    details: {
-      schedule: config.backupSchedule,
-      lastSuccess: success?.at.toISOString(),
-      lastBackup: success?.name,
-      lastFailure: failure?.at.toISOString(),
-      lastError: failure ? String(failure.details.error ?? "") : undefined,
-    },
-  };
-}
+import type { Database } from "../../db/database";
+import { lastRecord, type BackupRecord } from "../../store/backups";
 
 /** A scrape reads the three gauges at once: they share one query (memoized for a second). */
 const MEMO_MS = 1000;

@@ -6,19 +6,18 @@
  * objects uploaded after the backup (they have no row now).
  */
 import { Database } from "bun:sqlite";
-import { sql } from "drizzle-orm";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { S3Client } from "bun";
 import type { Logger } from "pino";
 import type { Config } from "../../config";
-import { openDatabase } from "../../db/client";
+import { openDatabase } from "../../db/open";
 import { migrate } from "../../db/migrate";
 import { createFileStore } from "../../storage/files";
 import { privateFolder } from "../../storage/private-paths";
-import { writeAudit } from "../notifications/outbox";
+import { writeAudit } from "../../store/audit";
 import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBER, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
-import { acquireLease, BACKUP_LEASE, claimLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "./leases";
+import { acquireLease, BACKUP_LEASE, claimLease, hasLeaseTable, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "../../store/leases";
 import { localDatabasePath } from "./service";
 import { LATEST_MIGRATION, migrationTag } from "./snapshot";
 import journal from "../../../drizzle/meta/_journal.json";
@@ -42,11 +41,11 @@ async function sourceOf(archive: string, config: Config): Promise<{ stream: Asyn
     const url = new URL(archive);
     const client = new S3Client({ bucket: url.hostname, ...config.s3, region: config.s3.region ?? "us-east-1" });
     const file = client.file(decodeURIComponent(url.pathname).replace(/^\/+/, ""));
-    return { stream: file.stream() as unknown as AsyncIterable<Uint8Array>, size: (await file.stat()).size };
+    return { stream: file.stream(), size: (await file.stat()).size };
   }
   if (!existsSync(archive)) throw new RestoreRefused(`no archive at ${archive}`);
   const file = Bun.file(archive);
-  return { stream: file.stream() as unknown as AsyncIterable<Uint8Array>, size: file.size };
+  return { stream: file.stream(), size: file.size };
 }
 
 /** Refuses an archive of a schema this program does not know (a newer usersvc wrote it). */
@@ -73,8 +72,7 @@ async function claimDataFolder(databasePath: string) {
   if (!existsSync(databasePath)) return;
   const database = await openDatabase({ url: `file:${databasePath}` });
   try {
-    const hasLeases = (await database.all(sql`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'leases'`)).length > 0;
-    if (!hasLeases) return;
+    if (!(await hasLeaseTable(database))) return;
     const serving = await liveLeases(database, SERVE_LEASE_PREFIX);
     if (serving.length > 0) {
       const seconds = Math.ceil(Math.max(...serving.map((l) => l.remainingMs)) / 1000);
@@ -149,7 +147,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
           const staged = join(staging, path);
           // Stored names are never reused, so bytes already there under the name are these bytes.
           if ((await files.stat(name))?.size === Bun.file(staged).size) continue;
-          await files.put(name, Bun.file(staged).stream() as unknown as AsyncIterable<Uint8Array>, Number.MAX_SAFE_INTEGER);
+          await files.put(name, Bun.file(staged).stream(), Number.MAX_SAFE_INTEGER);
           uploads++;
         }
       }

@@ -1,7 +1,9 @@
+/** Feature folder backups/: backups and restores: archives, destinations, the schedule, the CLI commands and /api/admin/backups. */
 /** /api/admin/backups: list, create, download (streamed) and delete archives; ADMIN only. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope, errorResponses } from "../../envelope";
+import { ErrorEnvelope } from "../../envelope";
+import { errorResponses } from "../../http/route-docs";
 import { Backup, BackupNameParams } from "./model";
 import { registerBackupMetrics } from "./operations";
 import { createBackup, deleteBackup, downloadBackup, listBackups } from "./service";

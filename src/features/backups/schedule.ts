@@ -4,7 +4,7 @@
  */
 import { Cron } from "croner";
 import { AppError } from "../../errors";
-import { acquireLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "./leases";
+import { acquireLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "../../store/leases";
 import { createBackup, localDatabasePath, pruneScheduled, type BackupDeps } from "./service";
 
 export interface BackupDuties {

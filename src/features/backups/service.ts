@@ -4,17 +4,15 @@
  * BACKUP_DELETED), which health and the metrics read back so every worker process reports the same.
  */
 import { resolve } from "node:path";
-import { and, desc, eq, sql } from "drizzle-orm";
 import type { Logger } from "pino";
 import type { Config } from "../../config";
-import type { Database } from "../../db/client";
-import { auditLog } from "../../db/schema";
+import type { Database } from "../../db/database";
 import { AppError } from "../../errors";
 import { VERSION } from "../../version";
-import { writeAudit } from "../notifications/outbox";
+import { writeAudit } from "../../store/audit";
 import { createdAtOf, isArchiveName, readManifest, type Trigger } from "./archive";
 import { openDestination, type ArchiveInfo, type Destination } from "./destination";
-import { acquireLease, BACKUP_LEASE } from "./leases";
+import { acquireLease, BACKUP_LEASE } from "../../store/leases";
 import { snapshotInChild } from "./snapshot-process";
 
 export interface BackupDeps {
@@ -127,7 +125,7 @@ export async function pruneScheduled(deps: BackupDeps): Promise<string[]> {
   for (const archive of await destination.list()) {
     let trigger: Trigger;
     try {
-      trigger = (await readManifest(destination.read(archive.name) as unknown as AsyncIterable<Uint8Array>)).trigger;
+      trigger = (await readManifest(destination.read(archive.name))).trigger;
     } catch (error) {
       deps.logger.warn({ name: archive.name, err: error }, "could not read a backup's manifest: left as it is");
       continue;
@@ -139,24 +137,4 @@ export async function pruneScheduled(deps: BackupDeps): Promise<string[]> {
   }
   if (removed.length > 0) deps.logger.info({ removed, keep: deps.config.backupKeep }, "pruned old scheduled backups");
   return removed;
-}
-
-export interface BackupRecord {
-  at: Date;
-  name: string;
-  details: Record<string, unknown>;
-}
-
-/** The partial index audit_log_backups_idx serves a query only with its condition spelled out, not bound. */
-export const BACKUP_ENTRIES = sql`${auditLog.subjectType} = 'backup'`;
-
-/** The newest audit entry of `action` (BACKUP_CREATED or BACKUP_FAILED), through audit_log_action_idx. */
-export async function lastRecord(db: Database, action: "BACKUP_CREATED" | "BACKUP_FAILED"): Promise<BackupRecord | undefined> {
-  const [row] = await db
-    .select({ at: auditLog.createdAt, name: auditLog.subjectId, details: auditLog.details })
-    .from(auditLog)
-    .where(and(eq(auditLog.action, action), BACKUP_ENTRIES))
-    .orderBy(desc(auditLog.id))
-    .limit(1);
-  return row && { at: row.at, name: row.name, details: (row.details ?? {}) as Record<string, unknown> };
 }

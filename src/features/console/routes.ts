@@ -1,3 +1,4 @@
+/** Feature folder console/: the admin console: its Preact bundle (ui/) and the routes that serve it. */
 /**
  * /admin: the admin console, a single page that talks only to the public API with the ADMIN's
  * token. Open (the page holds no data; the API decides what the token may see). The shell is

@@ -1,3 +1,4 @@
+/** Feature folder docs/: the OpenAPI document and the Swagger UI built from every route's own schemas. */
 /**
  * Interactive API documentation: /swagger (Swagger UI) and /swagger/json (OpenAPI 3.1).
  * The UI's script and stylesheet are imported as files, so `bun build --compile` embeds

@@ -18,7 +18,7 @@
 import { toOpenAPISchema } from "@elysiajs/openapi";
 import type { AnyElysia } from "elysia";
 import { ErrorEnvelope } from "../../envelope";
-import { HEADERS_KEY, RESPONSE_HEADERS, type ResponseHeader } from "./headers";
+import { HEADERS_KEY, RESPONSE_HEADERS, type ResponseHeader } from "../../http/route-docs";
 import { VERSION } from "../../version";
 
 // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document walked and patched generically, whatever its shape.

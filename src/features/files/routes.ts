@@ -1,8 +1,9 @@
+/** Feature folder files/: uploads and downloads of files (/api/files), with the orphan sweep. */
 /** /api/files: streamed upload and download, and file info, for any authenticated caller; the list of every file, for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { ErrorEnvelope, errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import { ErrorEnvelope } from "../../envelope";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { FileIdParams, FileInfo, FileListQuery, FileNameParams, FileUploadResponse, UploadBody } from "./model";
 import { downloadFile, fileInfo, listFiles, uploadFile } from "./service";
 

@@ -2,13 +2,12 @@
  * The files business layer: stores an upload under a generated name, records who sent what,
  * and finds stored files again. Client file names are kept as data only, never as paths.
  */
-import { count, desc, eq, sql } from "drizzle-orm";
-import { limitOffset, pageOf, withPlaceholderPage } from "../../paging";
-import type { Database, Reader } from "../../db/client";
-import { bound, prepared } from "../../db/prepared";
-import { auditLog, files } from "../../db/schema";
+import type { Database } from "../../db/database";
 import { AppError, Violations } from "../../errors";
+import { pageOf } from "../../paging";
 import { isStoredName, SizeLimitExceeded, StorageUnavailable, type ByteRange, type FileStore } from "../../storage/files";
+import { restoreRecords } from "../../store/backups";
+import { fileRow, fileRowExists, insertFileRow, readFiles, type FileRow } from "../../store/files";
 import type { FileInfo, FileListQuery, FileUploadResponse } from "./model";
 
 /** busboy and node:stream once something is uploaded, not in every idle server. */
@@ -75,17 +74,15 @@ export async function uploadFile(deps: FilesDeps, request: Request, uploaderId: 
     });
     if (upload.size === 0) throw new Violations("body", [{ path: "file", key: "field.file.empty" }]);
     const createdAt = new Date(deps.now());
-    await deps.db.writeAll((tx) => [
-      tx.insert(files).values({
-        id: name!,
-        originalName: upload.originalName,
-        contentType: upload.contentType,
-        size: upload.size,
-        sha256: upload.sha256,
-        uploadedBy: uploaderId,
-        createdAt,
-      }),
-    ]);
+    await insertFileRow(deps.db, {
+      id: name!,
+      originalName: upload.originalName,
+      contentType: upload.contentType,
+      size: upload.size,
+      sha256: upload.sha256,
+      uploadedBy: uploaderId,
+      createdAt,
+    });
     return {
       fileName: name!,
       id: name!,
@@ -118,8 +115,7 @@ export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, 
   for await (const object of deps.files.list()) {
     const modified = object.modified.getTime();
     if (now - modified < ORPHAN_AGE_MS) continue;
-    const [row] = await deps.db.select({ id: files.id }).from(files).where(eq(files.id, object.name));
-    if (row) continue;
+    if (await fileRowExists(deps.db, object.name)) continue;
     if (windows.some((w) => modified >= w.from && modified <= w.to)) {
       kept++;
       continue;
@@ -135,46 +131,28 @@ export async function sweepOrphanedFiles(deps: Pick<FilesDeps, "db" | "files">, 
  * upload then in flight got its row only after it) and the restore.
  */
 async function restoreWindows(db: Database): Promise<{ from: number; to: number }[]> {
-  // Spelled out, not bound: so audit_log_backups_idx (a partial index on backup entries) serves it.
-  const rows = await db.select({ details: auditLog.details }).from(auditLog).where(sql`${auditLog.action} = 'BACKUP_RESTORED' AND ${auditLog.subjectType} = 'backup'`);
-  return rows.flatMap(({ details }) => {
-    const { backupCreatedAt, restoredAt } = (details ?? {}) as { backupCreatedAt?: string; restoredAt?: string };
+  return (await restoreRecords(db)).flatMap(({ backupCreatedAt, restoredAt }) => {
     const from = Date.parse(backupCreatedAt ?? "") - ORPHAN_AGE_MS;
     const to = Date.parse(restoredAt ?? "");
     return Number.isNaN(from) || Number.isNaN(to) ? [] : [{ from, to }];
   });
 }
 
-const fileById = prepared((db: Reader) =>
-  db
-    .select()
-    .from(files)
-    .where(eq(files.id, sql.placeholder("name")))
-    .prepare(),
-);
-
 export async function fileInfo(deps: Pick<FilesDeps, "db">, name: string): Promise<FileInfo> {
   // Only generated names are stored: any other is missing, and never reaches storage or the database.
   if (!isStoredName(name)) throw new AppError("FILE_NOT_FOUND", { name });
-  const [row] = await fileById(deps.db).all({ name });
+  const row = await fileRow(deps.db, name);
   if (!row) throw new AppError("FILE_NOT_FOUND", { name });
   return toFileInfo(row);
 }
 
-const filePage = prepared((db: Reader) => withPlaceholderPage(db.select().from(files).orderBy(desc(files.createdAt), sql`rowid desc`).$dynamic()).prepare());
-const fileCount = prepared((db: Reader) => db.select({ total: count() }).from(files).prepare());
-
 /** One page of every stored file's info, newest first (upload order breaks ties), and the total. */
 export async function listFiles(deps: Pick<FilesDeps, "db">, query: FileListQuery): Promise<{ files: FileInfo[]; total: number }> {
-  // One read unit: one round trip to a remote primary, and the page and its total agree.
-  const [rows, [{ total }]] = (await deps.db.readAll((r: Reader) => [bound(filePage(r), limitOffset(pageOf(query))), bound(fileCount(r), {})])) as [
-    (typeof files.$inferSelect)[],
-    { total: number }[],
-  ];
+  const { rows, total } = await readFiles(deps.db, pageOf(query));
   return { files: rows.map(toFileInfo), total };
 }
 
-function toFileInfo(row: typeof files.$inferSelect): FileInfo {
+function toFileInfo(row: FileRow): FileInfo {
   return {
     id: row.id,
     fileName: row.id,

@@ -6,22 +6,19 @@
  * or throws, and the sender retries it.
  */
 import { createHmac } from "node:crypto";
-import { eq } from "drizzle-orm";
 import type { Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import type { Config } from "../../config";
-import type { Reader } from "../../db/client";
-import { type outbox, users } from "../../db/schema";
+import type { Reader } from "../../db/database";
 import type { Lang } from "../../i18n";
-import type { NotificationKind } from "./outbox";
-import { renderMail, TOKEN_KINDS } from "./templates";
-
-export type Row = typeof outbox.$inferSelect;
-export type Outcome = "sent" | "skipped";
+import { ACCOUNT_TOKEN_LIFETIMES } from "../../store/account-tokens";
+import type { ChannelName, NotificationKind, Outcome, OutboxRow } from "../../store/outbox";
+import { greetingOf } from "../../store/users";
+import { renderMail } from "./templates";
 
 export interface Channel {
-  name: "webhook" | "mail";
-  deliver(row: Row): Promise<Outcome>;
+  name: ChannelName;
+  deliver(row: OutboxRow): Promise<Outcome>;
 }
 
 /** Standard Webhooks: `v1,` + base64 HMAC-SHA256 over `id.timestamp.body`, keyed with the secret's bytes. */
@@ -89,11 +86,10 @@ export function mailChannel({ db, smtpUrl, from, publicBase, timeoutMs }: MailOp
     async deliver(row) {
       if (!row.recipient) return "skipped";
       const kind = row.kind as NotificationKind;
-      if (kind in TOKEN_KINDS && !row.token) throw new GiveUp("the token expired before the mail could be sent");
+      if (kind in ACCOUNT_TOKEN_LIFETIMES && !row.token) throw new GiveUp("the token expired before the mail could be sent");
       const payload = row.payload as Record<string, unknown>;
       const userId = typeof payload.userId === "number" ? payload.userId : undefined;
-      const [user] =
-        userId === undefined ? [] : await db.select({ name: users.name, language: users.language, emailVerified: users.emailVerified }).from(users).where(eq(users.id, userId));
+      const user = userId === undefined ? undefined : await greetingOf(db, userId);
       // A name typed at registration reaches only an address its owner confirmed: anyone can register anyone's address.
       const name = user?.emailVerified ? user.name : "";
       const mail = renderMail({

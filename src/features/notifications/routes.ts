@@ -1,16 +1,15 @@
+/** Feature folder notifications/: delivering the outbox (the sender, its webhook and mail channels, the mail templates) and GET /api/admin/outbox. */
 /**
  * GET /api/admin/outbox (ADMIN): the notifications and each channel's delivery state, so an
  * ADMIN sees what was sent, what still waits and what failed for good, with its last error.
  * Payloads and tokens are not shown.
  */
 import { Elysia, t, type Static } from "elysia";
-import { and, count, desc, eq, or, type SQL } from "drizzle-orm";
-import { pageOf, withPage } from "../../paging";
+import { pageOf } from "../../paging";
 import type { AppContext } from "../../context";
-import type { Reader } from "../../db/client";
-import { outbox } from "../../db/schema";
-import { errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import type { Reader } from "../../db/database";
+import { readOutbox, type OutboxRow } from "../../store/outbox";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { MAX_PAGE } from "../../validation";
 
 const STATUSES = ["pending", "sent", "failed", "skipped", "resolving"] as const;
@@ -44,7 +43,6 @@ const OutboxQuery = t.Object({
 });
 type OutboxQuery = Static<typeof OutboxQuery>;
 
-type Row = typeof outbox.$inferSelect;
 const iso = (date: Date | null) => date?.toISOString() ?? null;
 const channel = (status: string, attempts: number, lastError: string | null, sentAt: Date | null, next: Date) => ({
   status: status as (typeof STATUSES)[number],
@@ -54,7 +52,7 @@ const channel = (status: string, attempts: number, lastError: string | null, sen
   nextAttemptAt: status === "pending" ? next.toISOString() : null,
 });
 
-const toEntry = (row: Row): OutboxEntry => ({
+const toEntry = (row: OutboxRow): OutboxEntry => ({
   id: row.id,
   kind: row.kind,
   recipient: row.recipient,
@@ -65,14 +63,7 @@ const toEntry = (row: Row): OutboxEntry => ({
 
 /** Newest first, one page (default page 0 of 20). */
 export async function listOutbox(db: Reader, query: OutboxQuery) {
-  const filters: SQL[] = [];
-  if (query.status) filters.push(or(eq(outbox.webhookStatus, query.status), eq(outbox.mailStatus, query.status))!);
-  if (query.kind) filters.push(eq(outbox.kind, query.kind));
-  const where = and(...filters);
-  const [rows, [{ total }]] = await Promise.all([
-    withPage(db.select().from(outbox).where(where).orderBy(desc(outbox.id)).$dynamic(), pageOf(query)),
-    db.select({ total: count() }).from(outbox).where(where),
-  ]);
+  const { rows, total } = await readOutbox(db, query, pageOf(query));
   return { entries: rows.map(toEntry), total };
 }
 

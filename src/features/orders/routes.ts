@@ -1,8 +1,8 @@
+/** Feature folder orders/: orders and their payment workflow (/api/orders), with the payment gateway. */
 /** /api/orders: thin HTTP over the order workflow; every caller sees and pays only their own orders unless ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
 import { createOrder, findOrder, listOrders, ordersDeps, payOrder } from "./service";
 

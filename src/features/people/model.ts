@@ -1,7 +1,7 @@
 /** TypeBox shapes of departments, roles, profiles and bulk deactivation. */
 import { t, type Static } from "elysia";
 import { HttpUrl, Instant, NotBlankString } from "../../validation";
-import type { RoleName } from "../auth/guard";
+import type { RoleName } from "../../security/caller";
 
 export const Department = t.Object(
   {

@@ -1,3 +1,4 @@
+/** Feature folder people/: departments, roles, profiles and bulk deactivation. */
 /**
  * Departments, roles, profiles and bulk deactivation over HTTP: bare resources, 201 on
  * creation. Reading is for any authenticated caller; writing roles, departments and
@@ -5,8 +6,8 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { errorResponses } from "../../envelope";
-import { User, UserIdParams, userId } from "../users/model";
+import { errorResponses } from "../../http/route-docs";
+import { User, UserIdParams, userId } from "../../models/user";
 import { parseInstant } from "../../validation";
 import { DeactivateQuery, DeactivateResult, Department, DepartmentBody, ProfileBody, Role, RolesBody, UserProfile } from "./model";
 import { createDepartment, deactivateInactive, getProfile, listDepartments, listRoles, putProfile, setRoles } from "./service";

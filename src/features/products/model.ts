@@ -1,7 +1,7 @@
 /** TypeBox shapes of the products API. Prices are decimals in JSON and integer cents inside. */
 import { t, type Static } from "elysia";
 import { MAX_PAGE, NotBlankString, type Violation } from "../../validation";
-import { toCents } from "./money";
+import { toCents } from "../../money";
 
 export const ProductStatus = t.Union([t.Literal("ACTIVE"), t.Literal("INACTIVE"), t.Literal("DISCONTINUED")]);
 export type ProductStatus = Static<typeof ProductStatus>;

@@ -1,8 +1,8 @@
+/** Feature folder products/: the product catalogue (/api/products). */
 /** /api/products: reads for any authenticated caller, writes for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { Product, ProductBody, ProductIdParams, ProductListQuery } from "./model";
 import { createProduct, findProduct, listProducts, replaceProduct } from "./service";
 

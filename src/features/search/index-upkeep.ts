@@ -11,19 +11,16 @@
  * rewritten (a few milliseconds of the write lock; a bulk-loaded 100,000-user index is whole again
  * after about 8 steps). On an index in one piece a step writes nothing.
  */
-import { sql } from "drizzle-orm";
 import type { Logger } from "pino";
-import type { Database } from "../../db/client";
+import type { Database } from "../../db/database";
 import { isBusy } from "../../db/errors";
+import { mergeNameIndexSegments } from "../../store/user-search";
 
 export const MERGE_PAGES = 128;
 export const MERGE_EVERY_MS = 10_000;
 
 /** One step: up to MERGE_PAGES pages of the index's segments merged towards one. */
-export const mergeNameIndex = (db: Database) =>
-  db.write(async (tx) => {
-    await tx.run(sql.raw(`INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('merge', -${MERGE_PAGES})`));
-  });
+export const mergeNameIndex = (db: Database) => db.write((tx) => mergeNameIndexSegments(tx, MERGE_PAGES));
 
 export function startNameIndexUpkeep(db: Database, logger: Pick<Logger, "warn" | "debug">, everyMs = MERGE_EVERY_MS) {
   let step: Promise<unknown> | undefined;

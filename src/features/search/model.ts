@@ -1,6 +1,6 @@
 /** TypeBox shapes of the search API. */
 import { t, type Static } from "elysia";
-import { SORTABLE_FIELDS } from "../users/model";
+import { SORTABLE_FIELDS } from "../../models/user";
 import { Instant, MAX_PAGE, PatternString, QueryBoolean, QueryInteger } from "../../validation";
 
 export const MAX_PAGE_SIZE = 100;
@@ -42,4 +42,8 @@ export const SkillsQuery = t.Object({
   // Blank entries are refused by the route: a failing item rule on a one-value array escapes Elysia's
   // query decoding as a TransformDecodeCheckError (a 500) instead of a validation error.
   skills: t.Array(t.String(), { minItems: 1, description: "Repeatable: users holding any of them (case-insensitive), each once" }),
+});
+
+export const ProfileHeaders = t.Object({
+  "x-client-version": t.Optional(t.String({ pattern: "^[A-Za-z0-9._-]{1,32}$", default: "1.0", description: "Echoed back; default 1.0" })),
 });

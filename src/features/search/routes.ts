@@ -1,15 +1,17 @@
-/** /api/search: thin HTTP over the search service; any authenticated caller. Bare JSON arrays of User. */
+/** Feature folder search/: user search (/api/search), the caller's own profile, and the upkeep of the name index. */
+/** /api/search: thin HTTP over the user search; any authenticated caller. Bare JSON arrays of User, and the caller's own User. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { errorResponses } from "../../envelope";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { Violations } from "../../errors";
-import { User } from "../users/model";
+import type { Reader } from "../../db/database";
+import { listAnswer } from "../../http/list-answer";
+import { User } from "../../models/user";
 import { type Page, pageIfAsked, pageOf } from "../../paging";
 import { parseInstant, queryBoolean, queryInteger } from "../../validation";
-import { DepartmentRoleParams, OptionalPage, SkillsQuery, UserSearchQuery } from "./model";
-import { searchUsers, userChunks, type UserSearchCriteria } from "./service";
-import { listAnswer } from "../../http/list-answer";
-import type { Reader } from "../../db/client";
+import { searchUsers, userChunks, type UserSearchCriteria } from "../../store/user-search";
+import { findUser } from "../../store/users";
+import { DepartmentRoleParams, OptionalPage, ProfileHeaders, SkillsQuery, UserSearchQuery } from "./model";
 
 /** `?age=&name=`: an empty parameter does not restrict, so it must not fail type validation either. */
 const dropEmptyQuery = ({ query }: { query: Record<string, unknown> }) => {
@@ -81,3 +83,19 @@ export const searchRoutes = (ctx: AppContext) =>
         description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id. Every match, or one page when page or size is given.",
       },
     });
+
+/** GET /api/search/profile: registered in app.ts beside /api/auth, where it always stood in the OpenAPI document. */
+export const profileRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/search", tags: ["Search"] }).use(ctx.auth).get(
+    "/profile",
+    ({ caller, headers, set }) => {
+      set.headers["x-client-version"] = headers["x-client-version"] ?? "1.0";
+      return findUser(ctx.db, caller.id);
+    },
+    {
+      auth: "authenticated",
+      headers: ProfileHeaders,
+      response: { 200: User, ...errorResponses(400, 401, 404) },
+      detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back.", ...documentedHeaders({ 200: ["X-Client-Version"] }) },
+    },
+  );

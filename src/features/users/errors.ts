@@ -25,7 +25,7 @@ export const usersTexts = defineTexts({
     en: "must contain a lowercase letter, an uppercase letter, a digit and one of @$!%*?&, and nothing else",
     "zh-TW": "密碼必須包含大小寫字母、數字和特殊字元",
   },
-  // PASSWORD_POLICY=strict (src/features/auth/password-policy.ts).
+  // PASSWORD_POLICY=strict (src/security/password-policy.ts).
   "field.password.length.strict": { en: "must be between 8 and 128 characters", "zh-TW": "密碼長度必須在 8-128 字元之間" },
   "field.password.common": { en: "is too common", "zh-TW": "密碼過於常見" },
   "field.password.email": { en: "must not contain your e-mail", "zh-TW": "密碼不能包含您的 Email" },

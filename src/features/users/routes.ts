@@ -1,18 +1,20 @@
+/** Feature folder users/: the /api/users resource: list, read, create, change, activate, deactivate, revoke tokens, delete. */
 /** /api/users: thin HTTP over the users service, with the interface's access rules. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { errorResponses } from "../../envelope";
-import { documentedHeaders } from "../docs/headers";
-import { User, UserBody, UserIdParams, UserListQuery, UserPatch, userId } from "./model";
-import { createUser, deleteUser, findUser, listUsers, normalizeEmail, patchUser, replaceUser, revokeAccessTokens, setActive } from "./service";
-import { countUsers, filterUsers, listCriteria, userChunks } from "../search/service";
-import { type Caller, isAdmin } from "../auth/guard";
-import { confirmPassword } from "../auth/service";
 import { Violations } from "../../errors";
 import { clientAddress } from "../../http/client-address";
 import { listAnswer } from "../../http/list-answer";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
+import { User, UserIdParams, userId } from "../../models/user";
 import { pageIfAsked } from "../../paging";
-import { withPasswordPolicy } from "../auth/password-policy";
+import { type Caller, isAdmin } from "../../security/caller";
+import { confirmPassword } from "../../security/password-check";
+import { withPasswordPolicy } from "../../security/password-policy";
+import { countMatches, userChunks } from "../../store/user-search";
+import { findUser, normalizeEmail } from "../../store/users";
+import { UserBody, UserListQuery, UserPatch } from "./model";
+import { createUser, deleteUser, filterUsers, listCriteria, listUsers, patchUser, replaceUser, revokeBearerTokens, setActive } from "./service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -89,7 +91,7 @@ export const usersRoutes = (ctx: AppContext) =>
         if (!page) {
           // Every user: read and sent in chunks, so memory stays flat however many there are.
           const criteria = listCriteria(query);
-          const [total, answer] = await Promise.all([countUsers(ctx.db, criteria), listAnswer(userChunks(ctx.db, criteria))]);
+          const [total, answer] = await Promise.all([countMatches(ctx.db, criteria), listAnswer(userChunks(ctx.db, criteria))]);
           set.headers["x-total-count"] = String(total);
           return answer as User[];
         }
@@ -177,7 +179,7 @@ export const usersRoutes = (ctx: AppContext) =>
     .post(
       "/:id/revoke-tokens",
       async ({ params, caller, set }) => {
-        await revokeAccessTokens(ctx, userId(params), caller.email);
+        await revokeBearerTokens(ctx, userId(params), caller.email);
         set.status = 204;
       },
       {

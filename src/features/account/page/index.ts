@@ -5,9 +5,9 @@
  * the page's own address and never written into the HTML.
  */
 import type { Lang } from "../../../i18n";
-import type { PasswordPolicy } from "../../auth/password-policy";
+import type { PasswordPolicy } from "../../../security/password-policy";
 import { pagePolicy } from "../../../http/security-headers";
-import { escapeHtml } from "../../notifications/templates";
+import { escapeHtml } from "../../../http/html";
 import script from "./account.js" with { type: "text" };
 import styles from "./account.css" with { type: "text" };
 

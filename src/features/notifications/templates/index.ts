@@ -4,8 +4,9 @@
  * enter the HTML through `escapeHtml`, so a name with `<script>` arrives as text: there is no
  * way to write raw markup into a mail.
  */
+import { escapeHtml } from "../../../http/html";
 import type { Lang } from "../../../i18n";
-import type { NotificationKind } from "../outbox";
+import type { NotificationKind } from "../../../store/outbox";
 
 export interface MailInput {
   kind: NotificationKind;
@@ -29,9 +30,6 @@ export interface Mail {
 type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string }; codeLabel?: string };
 type Values = { name: string; orderId: string; amount: string; paymentId: string; reason: string };
 type Template = Record<Lang, (v: Values) => Texts>;
-
-/** The kinds whose mail carries a token, and how long the token lives. */
-export const TOKEN_KINDS = { VERIFY_EMAIL: 24 * 60 * 60 * 1000, PASSWORD_RESET: 30 * 60 * 1000 } as const;
 
 /** The greeting, by name when there is one (never for an address nobody has confirmed: the name is the registrant's free text). */
 const hello: Record<Lang, (v: Values) => string> = {
@@ -140,9 +138,6 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
   },
 };
-
-const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
-export const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
 const text = (value: unknown) => (value === undefined || value === null ? "" : String(value));
 

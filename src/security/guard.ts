@@ -7,35 +7,12 @@
  * or (a token without one) it was issued after the account's e-mail last changed.
  */
 import { Elysia } from "elysia";
-import { eq, sql } from "drizzle-orm";
-import type { Reader } from "../../db/client";
-import { users } from "../../db/schema";
-import { roleNamesOfUser } from "../users/service";
-import { AppError } from "../../errors";
-import { requestState } from "../../http/request-state";
-import type { Tokens } from "./tokens";
-
-export type RoleName = "USER" | "ADMIN";
-/** SELF_OR_ADMIN: the user named by the route's `:id` segment, or an ADMIN (PATCH a user, profiles). */
-export type AccessRule = "authenticated" | RoleName | "SELF_OR_ADMIN";
-
-export interface Caller {
-  id: number;
-  email: string;
-  roles: RoleName[];
-  /** The version the caller's token carries (current, or the guard would have refused it). */
-  tokenVersion: number;
-}
-
-export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");
-
-/** ADMIN includes USER. `pathId` is the route's raw `:id` segment, for SELF_OR_ADMIN. */
-export function satisfies(caller: Caller, rule: AccessRule, pathId?: string): boolean {
-  if (rule === "authenticated") return true;
-  if (isAdmin(caller)) return true;
-  if (rule === "SELF_OR_ADMIN") return pathId === String(caller.id);
-  return caller.roles.includes(rule);
-}
+import type { Reader } from "../db/database";
+import { AppError } from "../errors";
+import { requestState } from "../http/request-state";
+import { tokenHolder } from "../store/users";
+import type { Tokens } from "./bearer-tokens";
+import { satisfies, type AccessRule, type Caller, type RoleName } from "./caller";
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
 
@@ -57,42 +34,14 @@ export interface Authenticator {
 
 const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
 
-/**
- * A row of createAuthenticator's read from its raw values, in its columns' order (instants as
- * epoch milliseconds, flags as 0/1): drizzle's generic row mapping cost more than the read.
- */
-const callerRow = (v: ArrayLike<unknown>) => ({
-  id: v[0] as number,
-  email: v[1] as string,
-  active: Boolean(v[2]),
-  tokenVersion: v[3] as number,
-  createdAt: new Date(v[4] as number),
-  emailChangedAt: v[5] === null ? null : new Date(v[5] as number),
-  roles: v[6] as string | null,
-});
-
 export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
-  const findByEmail = db
-    .select({
-      id: users.id,
-      email: users.email,
-      active: users.active,
-      tokenVersion: users.tokenVersion,
-      createdAt: users.createdAt,
-      emailChangedAt: users.emailChangedAt,
-      roles: roleNamesOfUser,
-    })
-    .from(users)
-    .where(eq(users.email, sql.placeholder("email")))
-    .prepare();
-
   return {
     async callerOf(request) {
       const token = bearerToken(request);
       if (!token) return undefined;
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
-      const [user] = ((await findByEmail.values({ email: claims.sub })) as ArrayLike<unknown>[]).map(callerRow);
+      const user = await tokenHolder(db, claims.sub);
       if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
       // e-mail (whose versions restarted at 0): it must not open the new one.
@@ -114,7 +63,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens): Authenticator {
 export const authPlugin = (authenticator: Authenticator) =>
   new Elysia({ name: "auth" }).macro({
     auth: (rule: AccessRule) => ({
-      // The OpenAPI document (src/features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
+      // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
       detail: { security: [{ bearerAuth: [] }] },
       async transform({ request, params }) {
         const caller = await authenticator.callerOf(request);

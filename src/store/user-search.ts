@@ -1,16 +1,16 @@
 /**
- * User search: ONE query builder for every combination of criteria. Each criterion is a
+ * User search over the users table group: ONE query builder for every combination of criteria. Each criterion is a
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
 import { and, asc, count, desc, eq, inArray, sql } from "drizzle-orm";
 import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
-import type { Reader } from "../../db/client";
-import { prepared } from "../../db/prepared";
-import { limitOffset, type Page } from "../../paging";
-import { departments, roles, userRoles, userSkills, users } from "../../db/schema";
-import type { User, SORTABLE_FIELDS, UserListQuery } from "../users/model";
-import { keysetAfter, orderBy, selectUsers, sortValueIndex, toUserFromValues } from "../users/service";
+import type { Db, Reader } from "../db/database";
+import { prepared } from "../db/prepared";
+import { departments, roles, userRoles, userSkills, users } from "../db/schema";
+import type { SORTABLE_FIELDS, User } from "../models/user";
+import { limitOffset, type Page } from "../paging";
+import { keysetAfter, orderBy, selectUsers, sortValueIndex, toUserFromValues } from "./users";
 
 export interface UserSearchCriteria {
   /** Case-insensitive substring. */
@@ -91,7 +91,7 @@ interface Shape {
   size?: number;
   /**
    * A chunk of an unpaged list read in keyset order (LIST_CHUNK_ROWS users, `LIMIT` written in):
-   * the first, or those after a row whose sort value is given or NULL (users/service.ts keysetAfter).
+   * the first, or those after a row whose sort value is given or NULL (users.ts keysetAfter).
    */
   chunk?: "first" | "after" | "afterNull";
 }
@@ -226,14 +226,13 @@ function buildSearch(db: Reader, shape: Shape) {
     if (shape.sortBy === "id") order = [shape.descending ? desc(usersNameFts.rowid) : asc(usersNameFts.rowid)];
   }
   const sorted = query.where(conditionsOf(db, shape)).orderBy(...order);
-  if (shape.chunk) return sorted.limit(sql.raw(String(LIST_CHUNK_ROWS)) as unknown as number).prepare();
+  if (shape.chunk) return sorted.limit(writtenLimit(LIST_CHUNK_ROWS)).prepare();
   if (shape.size === undefined) return sorted.prepare();
-  // drizzle binds a number given to limit(); SQL text is what gets written in (see Shape.size).
-  return sorted
-    .limit(sql.raw(String(shape.size)) as unknown as number)
-    .offset(sql.placeholder("offset"))
-    .prepare();
+  return sorted.limit(writtenLimit(shape.size)).offset(sql.placeholder("offset")).prepare();
 }
+
+/** A LIMIT written into the SQL text (see Shape.size): drizzle binds a number given to limit(), so the text goes in where its types want one. */
+const writtenLimit = (rows: number) => sql.raw(String(rows)) as unknown as number;
 
 /** How many users match a shape: the search's join and conditions, counted. */
 function buildCount(db: Reader, shape: Shape) {
@@ -276,29 +275,17 @@ export async function* userChunks(db: Reader, criteria: UserSearchCriteria): Asy
 }
 
 /** How many users match the criteria (prepared once per shape; the sort does not matter). */
-export async function countUsers(db: Reader, criteria: UserSearchCriteria): Promise<number> {
+export async function countMatches(db: Reader, criteria: UserSearchCriteria): Promise<number> {
   const { shape, values } = shapeOf(criteria);
   const statement = (shape.skills ?? 0) > MAX_PREPARED_SKILLS ? buildCount(db, shape) : preparedCount(db, JSON.stringify({ ...shape, sortBy: "id", descending: false }));
   const [{ total }] = await statement.all(values);
   return total;
 }
 
-/** GET /api/users's criteria: the console's filters (name, email, department, active) and the sort. */
-export function listCriteria(query: UserListQuery): UserSearchCriteria {
-  const [sortBy, sortDirection] = (query.sort ?? "id").split(",") as [UserSearchCriteria["sortBy"], UserSearchCriteria["sortDirection"]];
-  return {
-    name: query.name,
-    email: query.email,
-    department: query.department,
-    active: query.active === "true" ? true : query.active === "false" ? false : undefined,
-    sortBy,
-    sortDirection,
-  };
-}
-
-/** A page of GET /api/users with the console's filters, sorted, with the total. Without filters the route uses users' listUsers. */
-export async function filterUsers(db: Reader, query: UserListQuery, page: Page): Promise<{ users: User[]; total: number }> {
-  const criteria = listCriteria(query);
-  const [found, total] = await Promise.all([searchUsers(db, criteria, page), countUsers(db, criteria)]);
-  return { users: found, total };
+/**
+ * One step of the name index's upkeep: up to `pages` pages of its segments merged towards one
+ * (FTS5's 'merge' command; a negative count merges segments of every level).
+ */
+export async function mergeNameIndexSegments(tx: Db, pages: number) {
+  await tx.run(sql.raw(`INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('merge', -${pages})`));
 }

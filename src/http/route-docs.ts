@@ -1,7 +1,12 @@
 /**
- * The response headers the OpenAPI document declares, and how a route names its own. Kept apart
- * from spec.ts so that routes importing documentedHeaders do not load the document generator.
+ * What a route declares for the OpenAPI document besides its schemas: the error statuses it can
+ * answer (all the error envelope) and the response headers it sends. Kept apart from the docs
+ * feature's spec.ts so that routes do not load the document generator.
  */
+import { ErrorEnvelope } from "../envelope";
+
+/** The `response` entries of the error statuses a route can answer, all the envelope. */
+export const errorResponses = <S extends number>(...statuses: S[]) => Object.fromEntries(statuses.map((status) => [status, ErrorEnvelope])) as Record<S, typeof ErrorEnvelope>;
 
 /** The response headers the service sends, by name; a route picks from these (a new one is added here). */
 export const RESPONSE_HEADERS = {

@@ -3,9 +3,9 @@
  * they share. A holder renews its row while it works; a holder killed with -9 stops renewing and
  * its row expires after LEASE_TTL_MS, so the next taker simply takes it over.
  */
-import { and, eq, gt, like, lt, or } from "drizzle-orm";
-import type { Database } from "../../db/client";
-import { leases } from "../../db/schema";
+import { and, eq, gt, like, lt, or, sql } from "drizzle-orm";
+import type { Database, Reader } from "../db/database";
+import { leases } from "../db/schema";
 
 /** How long a lease outlives its holder's last renewal. */
 export const LEASE_TTL_MS = 10_000;
@@ -78,4 +78,9 @@ export async function liveLeases(db: Database, prefix: string, now = Date.now())
     .from(leases)
     .where(and(like(leases.name, `${prefix}%`), gt(leases.expiresAt, new Date(now))));
   return rows.map((r) => ({ name: r.name, remainingMs: r.expiresAt.getTime() - now }));
+}
+
+/** Whether the database has the leases table at all (a database from before it, e.g. one being restored). */
+export async function hasLeaseTable(db: Reader) {
+  return (await db.all(sql`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'leases'`)).length > 0;
 }

@@ -1,10 +1,8 @@
-/** Opens the database named by the configuration with the driver it needs (see database.ts). */
+/** openDatabase: the database the configuration names, opened with the driver it needs (see database.ts). */
 import { dirname } from "node:path";
 import { privateDatabaseFiles, privateFolder } from "../storage/private-paths";
 import type { Database, DatabaseOptions } from "./database";
 import { openNative } from "./native";
-
-export type { Database, DatabaseDriver, DatabaseOptions, Db, Reader } from "./database";
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 

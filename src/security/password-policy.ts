@@ -12,10 +12,10 @@
  *   Have I Been Pwned's range API knows (k-anonymity: only 5 hex digits of its SHA-1 are sent).
  */
 import type { TSchema } from "elysia";
-import type { Config } from "../../config";
-import { Violations } from "../../errors";
-import type { Violation } from "../../validation";
-import { PASSWORD_PATTERN } from "../users/model";
+import type { Config } from "../config";
+import { Violations } from "../errors";
+import type { Violation } from "../validation";
+import { PASSWORD_PATTERN } from "../models/user";
 import { packedCommonPasswords } from "./common-passwords" with { type: "macro" };
 
 export type PasswordPolicy = "seed" | "strict";

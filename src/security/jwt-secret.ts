@@ -1,7 +1,7 @@
 /** JWT_SECRET, or one generated once and kept beside the database (mode 0600) so tokens survive restarts. */
 import { chmodSync, existsSync, linkSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { privateFolder } from "../../storage/private-paths";
+import { privateFolder } from "../storage/private-paths";
 import type { Logger } from "pino";
 
 function readKept(file: string, logger: Logger): string {
