@@ -47,7 +47,7 @@ const freePort = () => {
 async function seed(dir: string) {
   const database = await openDatabase({ url: `file:${join(dir, "usersvc.db")}` });
   await migrate(database);
-  const tokens = createTokens(SECRET);
+  const tokens = createTokens(SECRET, Date.now);
   const make = async (email: string, roleNames: string[]) => {
     const now = new Date();
     const [{ id }] = await database.unguarded

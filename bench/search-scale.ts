@@ -136,7 +136,7 @@ async function measure(users: number): Promise<Figures> {
     try {
       const base = `http://127.0.0.1:${port}`;
       await waitForHealth(base, 30_000);
-      const token = await createTokens(SECRET).issue(caller.email, 0);
+      const token = await createTokens(SECRET, Date.now).issue(caller.email, 0);
       const url = `${base}/api/search/users?name=${encodeURIComponent(TERM)}`;
       const probe = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
       const body = await probe.json();

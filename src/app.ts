@@ -4,6 +4,7 @@
  */
 import { Elysia, type AnyElysia } from "elysia";
 import type { AppContext, AppDeps } from "./context";
+import { successOn } from "./envelope";
 import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./security/guard";
 import { actuatorRoutes } from "./features/actuator/routes";
@@ -31,9 +32,11 @@ import { routeTable } from "./http/route-table";
 
 export function createApp(deps: AppDeps) {
   const authenticator = createAuthenticator(deps.db, deps.tokens);
+  const now = deps.now ?? Date.now;
   const ctx: AppContext = {
     ...deps,
-    now: deps.now ?? Date.now,
+    now,
+    ok: successOn(now),
     logger: deps.logging.root,
     authenticator,
     auth: authPlugin(authenticator),

@@ -4,6 +4,7 @@
  */
 import type { Config } from "./config";
 import type { Database } from "./db/database";
+import type { Success } from "./envelope";
 import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import type { Authenticator, authPlugin } from "./security/guard";
@@ -42,6 +43,8 @@ export interface AppDeps {
 
 export interface AppContext extends AppDeps {
   now: () => number;
+  /** A success envelope (data, message) stamped by `now`. */
+  ok: <T>(data: T, message?: string) => Success<T>;
   logger: Logging["root"];
   authenticator: Authenticator;
   /** The access guard plugin: `.use(ctx.auth)` then `{ auth: "USER" }` on a route or group. */

@@ -19,12 +19,12 @@ export interface Success<T> {
 }
 
 /**
- * `at`: the instant of the answer, from the app's clock (`ctx.now()`), so that a test that moves
- * the clock sees the envelope move with it; without it, the machine's clock.
+ * Success envelopes stamped by `now` (the app's clock): routes use the one bound in their
+ * context (`ctx.ok`), so no answer can take the machine's clock by forgetting an argument.
  */
-export function ok<T>(data: T, message = "OK", at = Date.now()): Success<T> {
-  return { success: true, message, data, timestamp: new Date(at).toISOString() };
-}
+export const successOn =
+  (now: () => number) =>
+  <T>(data: T, message = "OK"): Success<T> => ({ success: true, message, data, timestamp: new Date(now()).toISOString() });
 
 /** `at`: the instant of the answer, from the app's clock (errorsPlugin's `now`). */
 export function failure(at: number, message: string, errorCode?: string, errors?: string[]): Envelope<never> {

@@ -288,7 +288,7 @@ async function serve(config: Config) {
   const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
   if (!child) await ensureConfiguredAdmin(config, database, logger, now);
   // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
-  const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup") }, { primary: !child });
+  const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup"), now }, { primary: !child });
   const lifecycle = startingLifecycle();
   const { metrics, peers } = sharedMetrics(config);
   const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now), lifecycle, files, now, tracing });
@@ -321,6 +321,7 @@ async function serve(config: Config) {
 
 const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");
 
+/** The commands other than serve have no app, so their clock is the system's: each passes `Date.now` explicitly. */
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(argv);
   if (values.help) {
@@ -374,7 +375,7 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write(`${await createTokens(secret).issue(user.email, user.tokenVersion, user.id)}\n`);
+      process.stdout.write(`${await createTokens(secret, Date.now).issue(user.email, user.tokenVersion, user.id)}\n`);
       return 0;
     }
     case "backup": {
@@ -382,7 +383,7 @@ async function main(argv: string[]): Promise<number> {
       const config = configFrom(values);
       const database = await openMigrated(config);
       try {
-        process.stdout.write(`${await backupCommand(config, database, commandLogger(config), values.output as string | undefined)}\n`);
+        process.stdout.write(`${await backupCommand(config, database, commandLogger(config), Date.now, values.output as string | undefined)}\n`);
       } finally {
         database.close();
       }
@@ -392,7 +393,7 @@ async function main(argv: string[]): Promise<number> {
       expectNoMore(1);
       if (!rest[0]) throw new UsageError("restore needs the archive: usersvc restore ARCHIVE");
       const config = configFrom(values);
-      process.stdout.write(`${await restoreCommand(config, rest[0], commandLogger(config))}\n`);
+      process.stdout.write(`${await restoreCommand(config, rest[0], commandLogger(config), Date.now)}\n`);
       return 0;
     }
     case SNAPSHOT_COMMAND:

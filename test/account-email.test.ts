@@ -353,7 +353,7 @@ describe("without SMTP", () => {
   test("REQUIRE_EMAIL_VERIFICATION: an unverified user gets 403 EMAIL_NOT_VERIFIED until verified; the ADMIN_EMAIL admin still logs in", async () => {
     const t = await makeTestApp({ REQUIRE_EMAIL_VERIFICATION: "true" });
     try {
-      await ensureAdmin(t.database, { email: "boss@example.com", password: "B0ss-Passw0rd!" });
+      await ensureAdmin(t.database, { email: "boss@example.com", password: "B0ss-Passw0rd!" }, Date.now);
       expect((await t.request("POST", "/api/auth/login", { body: { email: "boss@example.com", password: "B0ss-Passw0rd!" } })).status).toBe(200);
       const email = uniqueEmail("locked");
       expect((await t.request("POST", "/api/auth/register", { body: validRegistration(email) })).status).toBe(201);

@@ -80,7 +80,10 @@ describe("health", () => {
       expect(res.status).toBe(503);
       expect(res.body).toEqual({ status: "DOWN", components: { db: { status: "DOWN" }, diskSpace: { status: "UP" }, ping: { status: "UP" } } });
       // With the database gone no caller can be proven ADMIN, so the details are read at the service.
-      const report = await health({ db: down.database, config: down.config, lifecycle: down.lifecycle, logger: createLogging("silent", "json").root }, { details: true });
+      const report = await health(
+        { db: down.database, config: down.config, lifecycle: down.lifecycle, logger: createLogging("silent", "json").root, now: Date.now },
+        { details: true },
+      );
       expect(report.status).toBe("DOWN");
       expect(report.components.db.status).toBe("DOWN");
       const error = report.components.db.details?.error ?? "";

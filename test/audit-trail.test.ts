@@ -1,7 +1,7 @@
 /**
  * The audit trail of security-relevant actions, each read back through GET /api/audit as an
  * ADMIN: sign-ins (success and failure, never the password), sign-outs, password change and
- * reset, user deletion, role change, log-level change, heap dump, backup download and restore.
+ * reset, e-mail change, user deletion, role change, log-level change, heap dump, backup download and restore.
  */
 import { afterAll, beforeAll, describe, expect, remote, test } from "./legs";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { issueToken } from "../src/store/account-tokens";
 import type { AuditEntry } from "../src/features/audit/model";
 import { cli } from "./backup-support";
-import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 
 const PASSWORD = "Passw0rd!";
 
@@ -100,6 +100,34 @@ describe("passwords", () => {
     const done = await t.request("POST", "/api/auth/password-reset/confirm", { body: { token, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" } });
     expect(done.status).toBe(200);
     expect((await audited("PASSWORD_RESET"))[0]).toEqual(entry({ action: "PASSWORD_RESET", actor: user.email, subjectType: "User", subjectId: String(user.id) }));
+  });
+});
+
+describe("e-mail changes", () => {
+  /** The EMAIL_CHANGED rows of one user, newest first. */
+  const changesOf = async (id: number) => (await audited("EMAIL_CHANGED")).filter((row) => row.subjectId === String(id));
+
+  test("a user's own change: by them, with the old and the new address", async () => {
+    const user = await t.createUser({ password: PASSWORD });
+    const moved = uniqueEmail("moved");
+    expect((await t.request("PATCH", `/api/users/${user.id}`, { token: user.token, body: { email: moved, currentPassword: PASSWORD } })).status).toBe(200);
+    expect(await changesOf(user.id)).toEqual([
+      entry({ action: "EMAIL_CHANGED", actor: user.email, subjectType: "User", subjectId: String(user.id), details: { oldEmail: user.email, newEmail: moved } }),
+    ]);
+  });
+
+  test("an ADMIN's change (PUT): by the ADMIN; the same address again, or a taken one, leaves no row", async () => {
+    const user = await t.createUser();
+    const other = await t.createUser();
+    const moved = uniqueEmail("moved");
+    const put = (email: string) => t.request("PUT", `/api/users/${user.id}`, { token: admin.token, body: { name: "Moved Along", email } });
+    expect((await put(user.email)).status).toBe(200);
+    expect((await put(other.email)).status).toBe(409);
+    expect(await changesOf(user.id)).toEqual([]);
+    expect((await put(moved)).status).toBe(200);
+    expect(await changesOf(user.id)).toEqual([
+      entry({ action: "EMAIL_CHANGED", actor: admin.email, subjectType: "User", subjectId: String(user.id), details: { oldEmail: user.email, newEmail: moved } }),
+    ]);
   });
 });
 

@@ -26,11 +26,11 @@ afterAll(() => t.close());
 const login = (email: string, password: string) => t.request("POST", "/api/auth/login", { body: { email, password } });
 
 test("creates the ADMIN on the first start and changes nothing on the second", async () => {
-  const first = await ensureAdmin(t.database, { email: "Root@Example.com", password: "Adm1n!pass" });
+  const first = await ensureAdmin(t.database, { email: "Root@Example.com", password: "Adm1n!pass" }, Date.now);
   expect(first.created).toBe(true);
   const [before] = await t.db.select().from(users).where(eq(users.id, first.id));
 
-  const second = await ensureAdmin(t.database, { email: "root@example.com", password: "Adm1n!pass" });
+  const second = await ensureAdmin(t.database, { email: "root@example.com", password: "Adm1n!pass" }, Date.now);
   expect(second).toEqual({ id: first.id, created: false });
   const [after] = await t.db.select().from(users).where(eq(users.id, first.id));
   expect(after.passwordHash).toBe(before.passwordHash);
@@ -104,12 +104,12 @@ describe("an account that already holds the address and is not an ADMIN is promo
     const email = uniqueEmail("env-admin");
     const stranger = await strangerAt(email);
     // What `usersvc serve` runs with ADMIN_EMAIL and ADMIN_PASSWORD set (src/main.ts).
-    expect(await ensureAdmin(t.database, { email, password: "Operat0r!pass" })).toEqual({ id: stranger.id, created: false });
+    expect(await ensureAdmin(t.database, { email, password: "Operat0r!pass" }, Date.now)).toEqual({ id: stranger.id, created: false });
     const operatorToken = await expectTakenBack(email, stranger, "Operat0r!pass");
 
     // A restart: the account is an ADMIN now, left as it is; the operator's token keeps working, nothing more is audited.
     const [before] = await t.db.select().from(users).where(eq(users.id, stranger.id));
-    expect(await ensureAdmin(t.database, { email, password: "Operat0r!pass" })).toEqual({ id: stranger.id, created: false });
+    expect(await ensureAdmin(t.database, { email, password: "Operat0r!pass" }, Date.now)).toEqual({ id: stranger.id, created: false });
     expect((await t.db.select().from(users).where(eq(users.id, stranger.id)))[0]).toEqual(before);
     expect((await t.request("GET", "/api/users", { token: operatorToken })).status).toBe(200);
     expect(
@@ -145,7 +145,7 @@ describe("an account that already holds the address and is not an ADMIN is promo
     const admin = await t.createUser({ password: "Own!pass1", roles: ["USER", "ADMIN"] });
     const session = await login(admin.email, "Own!pass1");
     const [before] = await t.db.select().from(users).where(eq(users.id, admin.id));
-    expect(await ensureAdmin(t.database, { email: admin.email, password: "Other!pass1" })).toEqual({ id: admin.id, created: false });
+    expect(await ensureAdmin(t.database, { email: admin.email, password: "Other!pass1" }, Date.now)).toEqual({ id: admin.id, created: false });
     expect((await t.db.select().from(users).where(eq(users.id, admin.id)))[0]).toEqual(before);
     expect((await login(admin.email, "Own!pass1")).status).toBe(200);
     expect((await t.request("GET", "/api/users", { token: session.body.data.token })).status).toBe(200);
@@ -160,7 +160,7 @@ describe("an account that already holds the address and is not an ADMIN is promo
 
 test("an existing account without a password gets the given one", async () => {
   const passwordless = await t.createUser();
-  const result = await ensureAdmin(t.database, { email: passwordless.email, password: "Giv3n!pass" });
+  const result = await ensureAdmin(t.database, { email: passwordless.email, password: "Giv3n!pass" }, Date.now);
   expect(result).toEqual({ id: passwordless.id, created: false });
   expect((await login(passwordless.email, "Giv3n!pass")).status).toBe(200);
 });

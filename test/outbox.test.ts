@@ -211,7 +211,7 @@ describe("the sender", () => {
     const logger = createLogging("silent", "json").get("outbox");
     const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/hook`, timeoutMs: 5000, logger, now: Date.now })];
     try {
-      await enqueueNotification(own.db, "ORDER_CREATED", "buyer@example.com", { orderId: 42, totalAmount: 19.99 });
+      await enqueueNotification(own.db, "ORDER_CREATED", "buyer@example.com", { orderId: 42, totalAmount: 19.99 }, new Date());
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
 
       const first = startOutboxSender({ db: own.database, logger, channels, pollIntervalMs: 20, baseDelayMs: 300 });
@@ -252,7 +252,7 @@ describe("the sender", () => {
       },
     });
     try {
-      for (let i = 0; i < 50; i++) await enqueueNotification(own.db, "ORDER_CREATED", `n${i}@example.com`, { orderId: i });
+      for (let i = 0; i < 50; i++) await enqueueNotification(own.db, "ORDER_CREATED", `n${i}@example.com`, { orderId: i }, new Date());
       const logger = createLogging("silent", "json").get("outbox");
       const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 5000, logger, now: Date.now })];
       const options = { db: own.database, logger, channels, pollIntervalMs: 10, batchSize: 7 };
@@ -271,7 +271,7 @@ describe("the sender", () => {
     const own = await makeTestApp();
     const receiver = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => Bun.sleep(2000).then(() => new Response("late")) });
     try {
-      await enqueueNotification(own.db, "WELCOME", "slow@example.com", { userId: 1 });
+      await enqueueNotification(own.db, "WELCOME", "slow@example.com", { userId: 1 }, new Date());
       const logger = createLogging("silent", "json").get("outbox");
       const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 100, logger, now: Date.now })];
       const sender = startOutboxSender({ db: own.database, logger, channels, pollIntervalMs: 20, baseDelayMs: 10_000 });
@@ -291,7 +291,7 @@ describe("the sender", () => {
     const lines: string[] = [];
     const logging = createLogging("info", "json", { write: (line: string) => void lines.push(line) });
     try {
-      await enqueueNotification(own.db, "PAYMENT_SUCCESS", "payer@example.com", { orderId: 7, paymentId: "PAY-1" });
+      await enqueueNotification(own.db, "PAYMENT_SUCCESS", "payer@example.com", { orderId: 7, paymentId: "PAY-1" }, new Date());
       const logger = logging.get("outbox");
       const sender = startOutboxSender({ db: own.database, logger, channels: [webhookChannel({ timeoutMs: 5000, logger, now: Date.now })], pollIntervalMs: 20 });
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);

@@ -65,7 +65,7 @@ test("two workers share the port and the database, and SIGTERM stops both", asyn
     await until("health", async () => ((await fetch(`${base}/actuator/health`).catch(() => undefined))?.status === 200 ? true : undefined));
     const [firstChild] = await until("a worker child", () => (childrenOf(primary.pid).length === 1 ? childrenOf(primary.pid) : undefined));
 
-    const token = await createTokens(TEST_SECRET).issue(ADMIN.email, 0);
+    const token = await createTokens(TEST_SECRET, Date.now).issue(ADMIN.email, 0);
     const create = async (email: string) => {
       // A fresh connection each time, so SO_REUSEPORT spreads the creates over both workers.
       const response = await fetch(`${base}/api/users`, {

@@ -1,11 +1,13 @@
 /**
  * Bearer tokens: HS512 over the UTF-8 bytes of JWT_SECRET, claims sub (the e-mail), iat,
  * exp = iat + 18000, ver (the user's token version, so logout can revoke) and uid (the
- * account's id: after an e-mail change the address may belong to another account). Signing and
- * verifying are @elysiajs/jwt's (jose underneath); verification pins the algorithm, so
- * alg:none, HS256 or RS* tokens never pass whatever their signature.
+ * account's id: after an e-mail change the address may belong to another account). Signing is
+ * jose's SignJWT, so iat comes from the app's clock (@elysiajs/jwt's sign stamps iat from the
+ * machine's); verifying is @elysiajs/jwt's, and pins the algorithm, so alg:none, HS256 or RS*
+ * tokens never pass whatever their signature.
  */
 import { jwt } from "@elysiajs/jwt";
+import { SignJWT } from "jose";
 
 export const TOKEN_TTL_SECONDS = 18_000;
 
@@ -35,13 +37,20 @@ const MAX_TOKEN_LENGTH = 4096;
  */
 const VERIFIED_CACHE_SIZE = 10_000;
 
-export function createTokens(secret: string, now: () => number = Date.now): Tokens {
+/** `now`: the clock of iat, exp and expiry checks (the app's; a CLI passes the system's). */
+export function createTokens(secret: string, now: () => number): Tokens {
   const codec = jwt({ name: "jwt", secret, alg: "HS512" }).decorator.jwt;
+  const key = new TextEncoder().encode(secret);
   const verified = new Map<string, TokenClaims>();
   return {
     issue(email, tokenVersion, userId) {
-      // The library stamps iat itself; exp is absolute, from our clock.
-      return codec.sign({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), exp: Math.floor(now() / 1000) + TOKEN_TTL_SECONDS });
+      const iat = Math.floor(now() / 1000);
+      // The header and claims in @elysiajs/jwt's order (sub, ver, uid, exp, iat), so tokens look as before.
+      return new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }) })
+        .setProtectedHeader({ alg: "HS512", typ: "JWT" })
+        .setExpirationTime(iat + TOKEN_TTL_SECONDS)
+        .setIssuedAt(iat)
+        .sign(key);
     },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;

@@ -33,11 +33,11 @@ const insertAudit = prepared((tx: Db) =>
     .prepare(),
 );
 
-/** An audit row as a statement of a unit (`tx` the unit's). */
-export const auditStatement = (tx: Db, entry: AuditRecord, now = new Date()) =>
+/** An audit row as a statement of a unit (`tx` the unit's); `now` from the app's clock, never defaulted. */
+export const auditStatement = (tx: Db, entry: AuditRecord, now: Date) =>
   bound(insertAudit(tx), { ...entry, subjectId: String(entry.subjectId), details: entry.details ?? null, at: now });
 
-export async function writeAudit(tx: Db, entry: AuditRecord, now = new Date()) {
+export async function writeAudit(tx: Db, entry: AuditRecord, now: Date) {
   await auditStatement(tx, entry, now);
 }
 

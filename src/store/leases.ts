@@ -27,7 +27,7 @@ export interface Lease {
  * One statement: inserts the row, or takes it over when it expired (or is already ours).
  * On its own (without acquireLease's renewals) it marks a short step for LEASE_TTL_MS.
  */
-export async function claimLease(db: Database, name: string, holder: string, now = Date.now()): Promise<boolean> {
+export async function claimLease(db: Database, name: string, holder: string, now: number): Promise<boolean> {
   const expiresAt = new Date(now + LEASE_TTL_MS);
   const [taken] = await db.writeAll((tx) => [
     tx
@@ -45,14 +45,20 @@ export async function claimLease(db: Database, name: string, holder: string, now
 
 /**
  * Takes the lease `name` and keeps it renewed until released; undefined when someone else holds it.
- * `onLost` hears when a renewal found the row taken over (a holder stalled past the TTL).
+ * `onLost` hears when a renewal found the row taken over (a holder stalled past the TTL). `now`: the
+ * holder's clock, read at every renewal.
  */
-export async function acquireLease(db: Database, name: string, options: { onRenewError?: (error: unknown) => void; onLost?: () => void } = {}): Promise<Lease | undefined> {
+export async function acquireLease(
+  db: Database,
+  name: string,
+  now: () => number,
+  options: { onRenewError?: (error: unknown) => void; onLost?: () => void } = {},
+): Promise<Lease | undefined> {
   const holder = `${process.pid}-${crypto.randomUUID()}`;
-  if (!(await claimLease(db, name, holder))) return undefined;
+  if (!(await claimLease(db, name, holder, now()))) return undefined;
   let released = false;
   const timer = setInterval(() => {
-    claimLease(db, name, holder).then(
+    claimLease(db, name, holder, now()).then(
       (kept) => !kept && !released && options.onLost?.(),
       (error) => options.onRenewError?.(error),
     );
@@ -72,7 +78,7 @@ export async function acquireLease(db: Database, name: string, options: { onRene
 }
 
 /** Unexpired leases whose name starts with `prefix` (a fixed name: no LIKE wildcards), with how long each still runs (ms). */
-export async function liveLeases(db: Database, prefix: string, now = Date.now()): Promise<{ name: string; remainingMs: number }[]> {
+export async function liveLeases(db: Database, prefix: string, now: number): Promise<{ name: string; remainingMs: number }[]> {
   const rows = await db
     .select({ name: leases.name, expiresAt: leases.expiresAt })
     .from(leases)

@@ -47,14 +47,7 @@ export interface EnqueueOptions {
   resolve?: boolean;
 }
 
-export async function enqueueNotification(
-  tx: Db,
-  kind: NotificationKind,
-  recipient: string | null,
-  payload: Record<string, unknown>,
-  now = new Date(),
-  options: EnqueueOptions = {},
-) {
+export async function enqueueNotification(tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now: Date, options: EnqueueOptions = {}) {
   await insertNotification(tx).run(notificationValues(kind, recipient, payload, now, options));
 }
 
@@ -101,7 +94,7 @@ export function notificationStatement(
   kind: NotificationKind,
   recipient: string | null,
   payload: Record<string, unknown> | SQL,
-  now = new Date(),
+  now: Date,
   options: EnqueueOptions = {},
 ) {
   const row = newRow(kind, recipient, payload, now, options);
@@ -114,7 +107,7 @@ export function notificationStatement(
  * condition holds (e.g. the statement before settled the order): every column of the table, in
  * its order, as drizzle's insert-select wants.
  */
-export function notificationSelection(kind: NotificationKind, recipient: string | null, payload: SQL, now = new Date()) {
+export function notificationSelection(kind: NotificationKind, recipient: string | null, payload: SQL, now: Date) {
   const row: Record<string, unknown> = newRow(kind, recipient, payload, now, {});
   const fields = Object.entries(getTableColumns(outbox)).map(([key, column]) => {
     const value = row[key];

@@ -204,10 +204,11 @@ const departmentByName = prepared((tx: Db) =>
     .prepare(),
 );
 
-export async function departmentId(tx: Db, name: string | undefined): Promise<number | null> {
+/** `now`: the department's createdAt when this makes it. */
+export async function departmentId(tx: Db, name: string | undefined, now: Date): Promise<number | null> {
   const trimmed = name?.trim();
   if (!trimmed) return null;
-  await addDepartment(tx).run({ name: trimmed, createdAt: new Date() });
+  await addDepartment(tx).run({ name: trimmed, createdAt: now });
   const [row] = await departmentByName(tx).all({ name: trimmed });
   return row.id;
 }

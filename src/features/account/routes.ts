@@ -6,7 +6,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { EnvelopeOf, ok } from "../../envelope";
+import { EnvelopeOf } from "../../envelope";
 import { errorResponses } from "../../http/route-docs";
 import { clientAddress } from "../../http/client-address";
 import { pageHeaders } from "../../http/security-headers";
@@ -28,7 +28,7 @@ const apiRoutes = (ctx: AppContext) =>
       "/verify-email/request",
       async ({ caller, request }) => {
         const sent = await requestVerification(ctx, caller);
-        return ok(null, translate(sent ? "account.verificationSent" : "account.alreadyVerified", langOf(request)));
+        return ctx.ok(null, translate(sent ? "account.verificationSent" : "account.alreadyVerified", langOf(request)));
       },
       {
         auth: "authenticated",
@@ -39,7 +39,7 @@ const apiRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .post("/verify-email/confirm", async ({ body, request }) => ok(await confirmVerification(ctx, body.token), translate("account.verified", langOf(request))), {
+    .post("/verify-email/confirm", async ({ body, request }) => ctx.ok(await confirmVerification(ctx, body.token), translate("account.verified", langOf(request))), {
       body: TokenBody,
       response: { 200: EnvelopeOf(User), ...errorResponses(400, 503) },
       detail: {
@@ -51,7 +51,7 @@ const apiRoutes = (ctx: AppContext) =>
       "/password-reset/request",
       async ({ body, request, server }) => {
         await requestPasswordReset(ctx, body.email, clientAddress(server, request, ctx.config.trustProxy));
-        return ok(null, translate("account.resetRequested", langOf(request)));
+        return ctx.ok(null, translate("account.resetRequested", langOf(request)));
       },
       {
         body: ResetRequestBody,
@@ -67,7 +67,7 @@ const apiRoutes = (ctx: AppContext) =>
       "/password-reset/confirm",
       async ({ body, request }) => {
         await confirmPasswordReset(ctx, body);
-        return ok(null, translate("account.passwordReset", langOf(request)));
+        return ctx.ok(null, translate("account.passwordReset", langOf(request)));
       },
       {
         body: withPasswordPolicy(ResetConfirmBody, ctx.config.passwordPolicy),

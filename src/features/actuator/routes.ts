@@ -178,6 +178,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         .get(
           "/heapdump",
           async ({ caller }) => {
+            // The machine's clock: a file name the operator sorts among their own dumps, not a stored timestamp.
             const name = `usersvc-${process.pid}-${Date.now()}.heapsnapshot`;
             // Audited before it is taken: a snapshot holds whatever the process holds (tokens, keys).
             await audit({ action: "HEAP_DUMP_DOWNLOADED", actor: caller.email, subjectType: "heapdump", subjectId: name });

@@ -16,12 +16,12 @@ import { backupHealth } from "../../store/backups";
 import { countUsers } from "../../store/users";
 import type { ComponentHealth, Health, MetricView } from "./model";
 
-type Deps = Pick<AppContext, "db" | "config" | "lifecycle" | "logger">;
+type Deps = Pick<AppContext, "db" | "config" | "lifecycle" | "logger" | "now">;
 
 /** Free space below this marks diskSpace DOWN (Spring Boot's default threshold). */
 const DISK_THRESHOLD_BYTES = 10 * 1024 * 1024;
 
-async function dbHealth({ db, logger }: Deps, details: boolean): Promise<ComponentHealth> {
+async function dbHealth({ db, logger, now }: Deps, details: boolean): Promise<ComponentHealth> {
   // What runs the data: Bun's own SQLite for a file by default, libSQL for the client's URLs.
   const database = db.driver === "native" ? "SQLite" : "libSQL";
   try {
@@ -30,7 +30,7 @@ async function dbHealth({ db, logger }: Deps, details: boolean): Promise<Compone
       return { status: "UP" };
     }
     const n = await countUsers(db);
-    return { status: "UP", details: { database, userCount: n, timestamp: new Date().toISOString() } };
+    return { status: "UP", details: { database, userCount: n, timestamp: new Date(now()).toISOString() } };
   } catch (error) {
     logger.warn({ err: error }, "database health check failed");
     // The kind of failure only: no SQL, no path, no stack.

@@ -22,7 +22,7 @@ import { adminStatusOf, grantRoles, insertVerifiedUser, normalizeEmail, promoteT
 export async function ensureAdmin(
   db: Database,
   input: { email: string; password: string; name?: string },
-  now: () => number = Date.now,
+  now: () => number,
   policy?: PasswordPolicyDeps,
 ): Promise<{ id: number; created: boolean }> {
   const email = normalizeEmail(input.email);

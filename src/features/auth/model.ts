@@ -19,7 +19,11 @@ function isCalendarDate(value: string): boolean {
   return !Number.isNaN(date.getTime()) && date.toISOString().startsWith(value);
 }
 
-/** Today in UTC as yyyy-MM-dd: "in the past" means strictly before today. */
+/**
+ * Today in UTC as yyyy-MM-dd: "in the past" means strictly before today. The machine's date, not
+ * the app's clock, on purpose: it judges input (nothing is stamped or answered with it), and the
+ * body checks run before any handler, where the app's clock is not at hand.
+ */
 const todayUtc = () => new Date().toISOString().slice(0, 10);
 
 /** BigDecimal's @Digits(integer = 6, fraction = 2), applied to the absolute value. */

@@ -5,7 +5,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { EnvelopeOf, ok } from "../../envelope";
+import { EnvelopeOf } from "../../envelope";
 import { errorResponses } from "../../http/route-docs";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
@@ -39,7 +39,7 @@ export const authRoutes = (ctx: AppContext) =>
         await countRegistration(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.registerMaxPerIp);
         const user = await register(ctx, body, langOf(request));
         set.status = 201;
-        return ok(user, translate("auth.registered", langOf(request)));
+        return ctx.ok(user, translate("auth.registered", langOf(request)));
       },
       {
         body: withPasswordPolicy(RegistrationBody, ctx.config.passwordPolicy),
@@ -56,7 +56,7 @@ export const authRoutes = (ctx: AppContext) =>
       async ({ query, request, server }) => {
         await countEmailCheck(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.emailCheckMaxPerIp);
         const free = await emailAvailable(ctx.db, query.email);
-        return ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
+        return ctx.ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
       },
       {
         query: ValidateEmailQuery,
@@ -69,7 +69,7 @@ export const authRoutes = (ctx: AppContext) =>
     )
     .post(
       "/login",
-      async ({ body, request, server }) => ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.loggedIn", langOf(request))),
+      async ({ body, request, server }) => ctx.ok(await login(ctx, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.loggedIn", langOf(request))),
       {
         body: LoginBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
@@ -79,7 +79,7 @@ export const authRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .post("/refresh", async ({ caller, request }) => ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request))), {
+    .post("/refresh", async ({ caller, request }) => ctx.ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request))), {
       auth: "authenticated",
       response: { 200: EnvelopeOf(TokenResponse), ...errors },
       detail: { summary: "A fresh token for the bearer" },
@@ -88,7 +88,7 @@ export const authRoutes = (ctx: AppContext) =>
       "/logout",
       async ({ caller, request }) => {
         await logout(ctx, caller);
-        return ok(null, translate("auth.loggedOut", langOf(request)));
+        return ctx.ok(null, translate("auth.loggedOut", langOf(request)));
       },
       {
         auth: "authenticated",
@@ -99,7 +99,7 @@ export const authRoutes = (ctx: AppContext) =>
     .post(
       "/change-password",
       async ({ caller, body, request, server }) =>
-        ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
+        ctx.ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
       {
         auth: "authenticated",
         body: withPasswordPolicy(ChangePasswordBody, ctx.config.passwordPolicy),

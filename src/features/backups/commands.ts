@@ -6,18 +6,18 @@ import { AppError } from "../../errors";
 import { restoreArchive } from "./restore";
 import { createBackup } from "./service";
 
-/** Only the archive's path (or s3:// URL), so `archive=$(usersvc backup)` works. */
-export async function backupCommand(config: Config, db: Database, logger: Logger, output?: string): Promise<string> {
+/** Only the archive's path (or s3:// URL), so `archive=$(usersvc backup)` works. `now`: the CLI's clock (the system's). */
+export async function backupCommand(config: Config, db: Database, logger: Logger, now: () => number, output?: string): Promise<string> {
   try {
-    return (await createBackup({ config, db, logger }, { trigger: "manual", actor: "system", destination: output })).location;
+    return (await createBackup({ config, db, logger, now }, { trigger: "manual", actor: "system", destination: output })).location;
   } catch (error) {
     // The API's refusals (in progress, a remote database) in the same words, as one line.
     throw error instanceof AppError ? new Error(error.messageIn("en")) : error;
   }
 }
 
-export async function restoreCommand(config: Config, archive: string, logger: Logger): Promise<string> {
-  const restored = await restoreArchive(config, archive, logger);
+export async function restoreCommand(config: Config, archive: string, logger: Logger, now: () => number): Promise<string> {
+  const restored = await restoreArchive(config, archive, logger, now);
   const kept = restored.keptAs ? `; the replaced database is kept as ${restored.keptAs}` : "";
   return `restored ${restored.archive} (taken ${restored.createdAt}, ${restored.users} users, schema ${restored.migration})${kept}`;
 }

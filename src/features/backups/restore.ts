@@ -68,20 +68,20 @@ function checkSchema(manifest: Manifest, stagedDatabase: string) {
 }
 
 /** Refuses while a server or a backup holds the data folder; else marks the restore (a lease that lapses by itself). */
-async function claimDataFolder(databasePath: string) {
+async function claimDataFolder(databasePath: string, now: () => number) {
   if (!existsSync(databasePath)) return;
   const database = await openDatabase({ url: `file:${databasePath}` });
   try {
     if (!(await hasLeaseTable(database))) return;
-    const serving = await liveLeases(database, SERVE_LEASE_PREFIX);
+    const serving = await liveLeases(database, SERVE_LEASE_PREFIX, now());
     if (serving.length > 0) {
       const seconds = Math.ceil(Math.max(...serving.map((l) => l.remainingMs)) / 1000);
       throw new RestoreRefused(
         `a server holds this data folder (${serving.length} serving process${serving.length > 1 ? "es" : ""}): stop it first (if it was killed, its lease expires within ${seconds} s)`,
       );
     }
-    if ((await liveLeases(database, BACKUP_LEASE)).length > 0) throw new RestoreRefused("a backup of this data folder is running: wait for it to finish");
-    if (!(await claimLease(database, RESTORE_LEASE, `${process.pid}-${crypto.randomUUID()}`))) throw new RestoreRefused("another restore of this data folder is running");
+    if ((await liveLeases(database, BACKUP_LEASE, now())).length > 0) throw new RestoreRefused("a backup of this data folder is running: wait for it to finish");
+    if (!(await claimLease(database, RESTORE_LEASE, `${process.pid}-${crypto.randomUUID()}`, now()))) throw new RestoreRefused("another restore of this data folder is running");
   } finally {
     database.close();
   }
@@ -93,7 +93,8 @@ const moveIfThere = (from: string, to: string) => {
   return true;
 };
 
-export async function restoreArchive(config: Config, archive: string, logger: Logger): Promise<RestoreSummary> {
+/** `now`: the clock of the lease and of the BACKUP_RESTORED row (the CLI passes the system's). */
+export async function restoreArchive(config: Config, archive: string, logger: Logger, now: () => number): Promise<RestoreSummary> {
   const databasePath = localDatabasePath(config);
   if (!databasePath) throw new RestoreRefused("restore needs a local file: DATABASE_URL; a remote database is restored by its own server");
   const dataDir = resolve(config.dataDir);
@@ -110,7 +111,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
       throw error;
     }
     checkSchema(manifest, join(staging, DATABASE_MEMBER));
-    await claimDataFolder(databasePath);
+    await claimDataFolder(databasePath, now);
 
     // The replaced database keeps its WAL and shared-memory files beside it, under the same new name,
     // so it can still be opened as it was; none of them stays beside the restored file.
@@ -138,7 +139,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
     let uploads = 0;
     try {
       await migrate(database);
-      const lease = await acquireLease(database, RESTORE_LEASE);
+      const lease = await acquireLease(database, RESTORE_LEASE, now);
       const uploadNames = Object.keys(manifest.files).filter((path) => path.startsWith(UPLOADS_PREFIX));
       if (uploadNames.length > 0) {
         const files = await createFileStore(config.fileStorage, config.s3);
@@ -151,8 +152,8 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
           uploads++;
         }
       }
-      const details = { backupCreatedAt: manifest.createdAt, restoredAt: new Date().toISOString(), migration: manifest.migration };
-      await database.write((tx) => writeAudit(tx, { action: "BACKUP_RESTORED", actor: "system", subjectType: "backup", subjectId: basename(archive), details }));
+      const details = { backupCreatedAt: manifest.createdAt, restoredAt: new Date(now()).toISOString(), migration: manifest.migration };
+      await database.write((tx) => writeAudit(tx, { action: "BACKUP_RESTORED", actor: "system", subjectType: "backup", subjectId: basename(archive), details }, new Date(now())));
       await lease?.release();
     } finally {
       database.close();

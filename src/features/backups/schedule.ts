@@ -12,9 +12,9 @@ export interface BackupDuties {
 }
 
 export async function startBackupDuties(deps: BackupDeps, { primary }: { primary: boolean }): Promise<BackupDuties> {
-  const { config, db, logger } = deps;
-  if ((await liveLeases(db, RESTORE_LEASE)).length > 0) throw new Error("a restore of this data folder is in progress: start the server when it has finished");
-  const lease = await acquireLease(db, SERVE_LEASE_PREFIX + crypto.randomUUID(), {
+  const { config, db, logger, now } = deps;
+  if ((await liveLeases(db, RESTORE_LEASE, now())).length > 0) throw new Error("a restore of this data folder is in progress: start the server when it has finished");
+  const lease = await acquireLease(db, SERVE_LEASE_PREFIX + crypto.randomUUID(), now, {
     onRenewError: (error) => logger.warn({ err: error }, "could not renew this server's lease on the data folder"),
   });
   let schedule: Cron | undefined;

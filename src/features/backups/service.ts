@@ -19,6 +19,8 @@ export interface BackupDeps {
   config: Config;
   db: Database;
   logger: Logger;
+  /** The clock of the manifest, the audit rows and the lease (the app's in the server, the system's in the CLI). */
+  now: () => number;
 }
 
 /** The database file, when it is one this process can snapshot: a plain `file:` URL (no remote, no replica). */
@@ -40,10 +42,10 @@ export interface CreatedBackup extends ArchiveInfo {
  * 409 BACKUP_IN_PROGRESS while another one runs in any process.
  */
 export async function createBackup(deps: BackupDeps, options: { trigger: Trigger; actor: string; destination?: string }): Promise<CreatedBackup> {
-  const { config, db, logger } = deps;
+  const { config, db, logger, now } = deps;
   const databasePath = localDatabasePath(config);
   if (!databasePath) throw new AppError("BACKUP_UNSUPPORTED");
-  const lease = await acquireLease(db, BACKUP_LEASE, { onRenewError: (error) => logger.warn({ err: error }, "could not renew the backup lease") });
+  const lease = await acquireLease(db, BACKUP_LEASE, now, { onRenewError: (error) => logger.warn({ err: error }, "could not renew the backup lease") });
   if (!lease) throw new AppError("BACKUP_IN_PROGRESS");
   const started = performance.now();
   const location = options.destination ?? config.backupDir;
@@ -56,17 +58,21 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
       destination: { location, s3: config.s3 },
       trigger: options.trigger,
       version: VERSION.version,
-      createdAt: new Date(Math.floor(Date.now() / 1000) * 1000).toISOString(),
+      createdAt: new Date(Math.floor(now() / 1000) * 1000).toISOString(),
     });
     const durationMs = Math.round(performance.now() - started);
     await db.write((tx) =>
-      writeAudit(tx, {
-        action: "BACKUP_CREATED",
-        actor: options.actor,
-        subjectType: "backup",
-        subjectId: result.name,
-        details: { trigger: options.trigger, size: result.size, durationMs, location: result.location, migration: result.migration, tables: result.tables },
-      }),
+      writeAudit(
+        tx,
+        {
+          action: "BACKUP_CREATED",
+          actor: options.actor,
+          subjectType: "backup",
+          subjectId: result.name,
+          details: { trigger: options.trigger, size: result.size, durationMs, location: result.location, migration: result.migration, tables: result.tables },
+        },
+        new Date(now()),
+      ),
     );
     if (result.missingUploads > 0) logger.warn({ name: result.name, missing: result.missingUploads }, "uploads with a row but no bytes in the folder were left out of the backup");
     logger.info({ name: result.name, trigger: options.trigger, size: result.size, durationMs, location: result.location, users: result.tables.users }, "backup written");
@@ -76,7 +82,11 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
     logger.error({ err: error, trigger: options.trigger, location }, "backup failed");
     await db
       .write((tx) =>
-        writeAudit(tx, { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } }),
+        writeAudit(
+          tx,
+          { action: "BACKUP_FAILED", actor: options.actor, subjectType: "backup", subjectId: "-", details: { trigger: options.trigger, error: message } },
+          new Date(now()),
+        ),
       )
       .catch(() => {});
     throw error;
@@ -99,7 +109,7 @@ async function existing(config: Config, name: string): Promise<{ destination: De
 /** The archive, streamed; audited BACKUP_DOWNLOADED (it holds password hashes and the signing key). */
 export async function downloadBackup(deps: BackupDeps, name: string, actor: string): Promise<Response> {
   const { destination, size } = await existing(deps.config, name);
-  await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DOWNLOADED", actor, subjectType: "backup", subjectId: name }));
+  await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DOWNLOADED", actor, subjectType: "backup", subjectId: name }, new Date(deps.now())));
   return new Response(destination.read(name), {
     headers: {
       "content-type": "application/gzip",
@@ -113,7 +123,7 @@ export async function downloadBackup(deps: BackupDeps, name: string, actor: stri
 export async function deleteBackup(deps: BackupDeps, name: string, actor: string): Promise<void> {
   const { destination } = await existing(deps.config, name);
   await destination.delete(name);
-  await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DELETED", actor, subjectType: "backup", subjectId: name }));
+  await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DELETED", actor, subjectType: "backup", subjectId: name }, new Date(deps.now())));
   deps.logger.info({ name, actor }, "backup deleted");
 }
 
@@ -132,7 +142,9 @@ export async function pruneScheduled(deps: BackupDeps): Promise<string[]> {
     }
     if (trigger !== "scheduled" || ++scheduled <= deps.config.backupKeep) continue;
     await destination.delete(archive.name);
-    await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DELETED", actor: "system", subjectType: "backup", subjectId: archive.name, details: { reason: "BACKUP_KEEP" } }));
+    await deps.db.write((tx) =>
+      writeAudit(tx, { action: "BACKUP_DELETED", actor: "system", subjectType: "backup", subjectId: archive.name, details: { reason: "BACKUP_KEEP" } }, new Date(deps.now())),
+    );
     removed.push(archive.name);
   }
   if (removed.length > 0) deps.logger.info({ removed, keep: deps.config.backupKeep }, "pruned old scheduled backups");

@@ -51,7 +51,7 @@ function columnsOf(input: ProductBody): ProductColumns {
 
 const duplicateCode = (error: unknown, code: string) => (integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_PRODUCT_CODE", { code }) : error);
 
-export async function createProduct(db: Database, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
+export async function createProduct(db: Database, input: ProductBody, actor: string, now: Date): Promise<Product> {
   const values = columnsOf(input);
   try {
     return toProduct(await insertProduct(db, values, actor, now));
@@ -61,7 +61,7 @@ export async function createProduct(db: Database, input: ProductBody, actor: str
 }
 
 /** PUT: replaces every field; createdAt/createdBy stay. */
-export async function replaceProduct(db: Database, id: number, input: ProductBody, actor: string, now = new Date()): Promise<Product> {
+export async function replaceProduct(db: Database, id: number, input: ProductBody, actor: string, now: Date): Promise<Product> {
   const values = columnsOf(input);
   try {
     const row = await replaceProductRow(db, id, values, actor, now);

@@ -66,11 +66,11 @@ interface ChangeContext<B> {
 
 /** PUT's and PATCH's handler: may the caller change this (mayChange), then the change, answered with its ETag. */
 const changeUser =
-  <B extends ChangeBody>(ctx: AppContext, apply: (deps: AppContext, id: number, body: B, ifMatch: string | null) => Promise<User>) =>
+  <B extends ChangeBody>(ctx: AppContext, apply: (deps: AppContext, id: number, body: B, ifMatch: string | null, actor: string) => Promise<User>) =>
   async ({ params, body, caller, request, server, set }: ChangeContext<B>) => {
     const id = userId(params);
     await mayChange(ctx, caller, id, body, () => clientAddress(server, request, ctx.config.trustProxy));
-    return tagged(set, await apply(ctx, id, body, request.headers.get("if-match")));
+    return tagged(set, await apply(ctx, id, body, request.headers.get("if-match"), caller.email));
   };
 /** What PUT and PATCH share besides their body. */
 const changeRoute = { params: UserIdParams, transform: normalizeBody, response: { 200: User, ...errors, ...errorResponses(429) } };

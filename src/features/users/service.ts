@@ -79,7 +79,7 @@ export async function createUser(deps: UsersDeps & PasswordPolicyDeps, input: Us
     const department = input.department?.trim() || undefined;
     if (input.password) await assertPasswordAllowed(deps, input.password, email);
     const passwordHash = input.password ? await hashPassword(input.password) : null;
-    const now = new Date();
+    const now = new Date(deps.now());
     try {
       // One list unit (one round trip to a remote primary): the user, its role, the welcome and
       // the audit row commit together, and the user is read back. The unique index on e-mail
@@ -106,8 +106,9 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
 
 /**
  * An e-mail change ends every token issued so far (the address may pass to another account,
- * and a token must not follow it) and tells the old address; a password set by an ADMIN ends
- * them too. Whether the caller may make the change (their password, their role) is the route's.
+ * and a token must not follow it), tells the old address and is audited EMAIL_CHANGED (by
+ * `actor`, with both addresses, as USER_CREATED and USER_DELETED keep theirs); a password set by
+ * an ADMIN ends them too. Whether the caller may make the change (their password, their role) is the route's.
  */
 async function applyUpdate(
   deps: UsersDeps & PasswordPolicyDeps,
@@ -115,6 +116,7 @@ async function applyUpdate(
   changes: { name?: string; email?: string; department?: string | null; password?: string },
   expected: number | undefined,
   operation: string,
+  actor: string,
 ): Promise<User> {
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
@@ -137,13 +139,14 @@ async function applyUpdate(
           Object.assign(set, { email, emailVerified: false, emailChangedAt: at });
           await revokeAccountTokens(tx, id);
           await enqueueNotification(tx, "EMAIL_CHANGED", current.email, { userId: id }, at);
+          await writeAudit(tx, { action: "EMAIL_CHANGED", actor, subjectType: "User", subjectId: id, details: { oldEmail: current.email, newEmail: email } }, at);
         }
         if (passwordHash !== undefined) {
           set.passwordHash = passwordHash;
           await enqueueNotification(tx, "PASSWORD_CHANGED", email ?? current.email, { userId: id }, at);
         }
         if (emailChanges || passwordHash !== undefined) set.endBearerTokens = true;
-        if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined);
+        if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined, at);
         if (!(await updateAtVersion(tx, id, current.version, set))) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
       });
     } catch (error) {
@@ -160,15 +163,16 @@ async function applyUpdate(
   });
 }
 
-/** PUT: replaces name, email and department (absent department clears it); sets a given password. */
-export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch?: string | null) {
+/** PUT: replaces name, email and department (absent department clears it); sets a given password. `actor`: the caller's e-mail. */
+export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch: string | null, actor: string) {
   const changes = { name: input.name, email: input.email, department: input.department ?? null, password: input.password };
-  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update");
+  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update", actor);
 }
 
-/** PATCH: changes only the supplied fields among name, email, department and password. */
-export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch?: string | null) {
-  return applyUpdate(deps, id, { name: input.name, email: input.email, department: input.department, password: input.password }, expectedVersion(input.version, ifMatch), "patch");
+/** PATCH: changes only the supplied fields among name, email, department and password. `actor`: the caller's e-mail. */
+export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch: string | null, actor: string) {
+  const changes = { name: input.name, email: input.email, department: input.department, password: input.password };
+  return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "patch", actor);
 }
 
 /** Deletes the user (audited USER_DELETED with the e-mail it had, in the same unit). */
@@ -189,7 +193,7 @@ export async function deleteUser(deps: UsersDeps, id: number, actor: string) {
  * Asking for the state the user is already in changes nothing.
  */
 export async function setActive(deps: UsersDeps, id: number, active: boolean, actor: string): Promise<User> {
-  const now = new Date();
+  const now = new Date(deps.now());
   await timed(deps.metrics, active ? "activate" : "deactivate", () =>
     deps.db.write(async (tx) => {
       if (!active) await keepAnAdmin(tx, id);
@@ -205,7 +209,7 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
 
 /** Every bearer token issued to the user so far stops working (the guard checks the token version). */
 export async function revokeBearerTokens(deps: UsersDeps, id: number, actor: string) {
-  const now = new Date();
+  const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     const revoked = await tokenVersionBump(tx, id);
     if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
