@@ -73,7 +73,7 @@ export function createApp(deps: AppDeps) {
     )
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
     .use(noStore(config.basePath))
-    .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle))
+    .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle, deps.tracing))
     .use(cors(config.corsOrigins))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH]))

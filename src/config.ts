@@ -83,6 +83,22 @@ export interface Config {
   readonly sessionMaxPerUser: number;
   /** Seconds a rotated refresh token is accepted once more (a lost answer) before its replay ends the session. */
   readonly refreshReuseGraceS: number;
+  /** Traces over OTLP/HTTP (src/tracing); undefined without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: nothing is loaded. */
+  readonly tracing?: TracingConfig;
+}
+
+/** OTEL_TRACES_SAMPLER's values (the OpenTelemetry SDK's names). */
+export const TRACE_SAMPLERS = ["parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio", "always_on", "always_off", "traceidratio"] as const;
+
+export interface TracingConfig {
+  /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  readonly tracesUrl: string;
+  /** OTEL_EXPORTER_OTLP_HEADERS: `key=value,…` sent with every export (a vendor's API key). */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly serviceName: string;
+  readonly sampler: (typeof TRACE_SAMPLERS)[number];
+  /** OTEL_TRACES_SAMPLER_ARG: the share of traces kept by the ratio samplers. */
+  readonly samplerRatio: number;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -139,6 +155,12 @@ export const CONFIG_VARIABLES = [
   "BACKUP_KEEP",
   "ORDER_PAYMENT_TIMEOUT",
   "ORDER_MAX_PENDING",
+  "OTEL_EXPORTER_OTLP_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_HEADERS",
+  "OTEL_SERVICE_NAME",
+  "OTEL_TRACES_SAMPLER",
+  "OTEL_TRACES_SAMPLER_ARG",
 ] as const;
 
 const MIN_JWT_SECRET_BYTES = 64;
@@ -371,6 +393,35 @@ const orderSettings = (r: SettingsReader) =>
     orderMaxPending: r.read("ORDER_MAX_PENDING") === undefined ? undefined : r.integer("ORDER_MAX_PENDING", 0, 1, 1_000_000),
   }) satisfies Partial<Config>;
 
+/** Traces over OTLP/HTTP: only with an endpoint; the OpenTelemetry SDK's own names for the rest. */
+function tracingSettings(r: SettingsReader) {
+  const otlpEndpoint = r.url("OTEL_EXPORTER_OTLP_ENDPOINT", ["http:", "https:"]);
+  const tracesUrl = r.url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ["http:", "https:"]) ?? (otlpEndpoint && `${otlpEndpoint.replace(/\/+$/, "")}/v1/traces`);
+  const headers: Record<string, string> = {};
+  // Values are percent-encoded (the OTLP exporter specification): "Authorization=Basic%20…".
+  const percentDecoded = (value: string) => {
+    try {
+      return decodeURIComponent(value);
+    } catch {
+      r.problems.push("OTEL_EXPORTER_OTLP_HEADERS has a value that is not percent-encoded properly");
+      return value;
+    }
+  };
+  for (const pair of (r.read("OTEL_EXPORTER_OTLP_HEADERS") ?? "").split(",").filter((p) => p.trim() !== "")) {
+    const at = pair.indexOf("=");
+    if (at <= 0) r.problems.push(`OTEL_EXPORTER_OTLP_HEADERS must be key=value pairs, comma-separated (got "${pair.trim()}")`);
+    else headers[pair.slice(0, at).trim()] = percentDecoded(pair.slice(at + 1).trim());
+  }
+  const sampler = r.oneOf("OTEL_TRACES_SAMPLER", TRACE_SAMPLERS, "parentbased_always_on");
+  const samplerArg = r.read("OTEL_TRACES_SAMPLER_ARG");
+  const samplerRatio = samplerArg === undefined ? 1 : Number(samplerArg);
+  if (!(samplerRatio >= 0 && samplerRatio <= 1)) r.problems.push(`OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (got "${samplerArg}")`);
+  const tracing: TracingConfig | undefined = tracesUrl
+    ? { tracesUrl, headers: Object.freeze(headers), serviceName: r.read("OTEL_SERVICE_NAME") ?? "usersvc", sampler, samplerRatio }
+    : undefined;
+  return { tracing } satisfies Partial<Config>;
+}
+
 export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Config {
   const r = settingsReader(env);
   const dataDir = r.read("DATA_DIR") ?? "./data";
@@ -382,6 +433,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     ...accountSettings(r),
     ...notificationSettings(r),
     ...orderSettings(r),
+    ...tracingSettings(r),
   };
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);

@@ -12,6 +12,7 @@ import type { Tokens } from "./security/bearer-tokens";
 import type { SessionActivity } from "./security/session-activity";
 import type { PaymentGateway } from "./features/orders/payment-gateway";
 import type { FileStore } from "./storage/files";
+import type { Tracing } from "./tracing";
 
 /** Whether the process accepts traffic; readiness reports DOWN while starting or draining. */
 export interface Lifecycle {
@@ -37,6 +38,8 @@ export interface AppDeps {
   now?: () => number;
   /** Card payments; the built-in simulator when absent. */
   paymentGateway?: PaymentGateway;
+  /** A span per request (OTEL_EXPORTER_OTLP_ENDPOINT); absent: no tracing hook runs. */
+  tracing?: Tracing;
 }
 
 export interface AppContext extends AppDeps {

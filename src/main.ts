@@ -28,6 +28,7 @@ import type { Database } from "./db/database";
 import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import { VERSION } from "./version";
+import { startTracing, type Tracing } from "./tracing";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { startBackupDuties } from "./features/backups/schedule";
 import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
@@ -92,17 +93,21 @@ function configFrom(values: Record<string, unknown>): Config {
   return loadConfig(env);
 }
 
-const openConfigured = (config: Config) =>
-  openDatabase({
+/** With tracing, the database makes a span per unit of work inside a trace, counting its round trips. */
+async function openConfigured(config: Config, tracing?: Tracing) {
+  const database = await openDatabase({
     url: config.databaseUrl,
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
+    onRoundTrip: tracing?.roundTrip,
   });
+  return tracing ? tracing.database(database) : database;
+}
 
-async function openMigrated(config: Config) {
-  const database = await openConfigured(config);
+async function openMigrated(config: Config, tracing?: Tracing) {
+  const database = await openConfigured(config, tracing);
   await migrate(database);
   return database;
 }
@@ -111,8 +116,8 @@ async function openMigrated(config: Config) {
  * The data folder as serve and `admin create` leave it: database migrated, JWT key kept, upload
  * storage there. A --workers child (`runMigrations: false`) finds the database migrated by its primary.
  */
-async function prepareDataFolder(config: Config, logger: Logger, { runMigrations = true } = {}) {
-  const database = runMigrations ? await openMigrated(config) : await openConfigured(config);
+async function prepareDataFolder(config: Config, logger: Logger, { runMigrations = true, tracing }: { runMigrations?: boolean; tracing?: Tracing } = {}) {
+  const database = runMigrations ? await openMigrated(config, tracing) : await openConfigured(config, tracing);
   try {
     const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, logger);
     const files = await createFileStore(config.fileStorage, config.s3);
@@ -187,10 +192,19 @@ const orphanedFileSweep = (deps: { database: Database; files: FileStore; logger:
  * files (now and hourly), fail orders left unpaid past ORDER_PAYMENT_TIMEOUT, and keep the
  * name-search index in one piece after bursts of writes.
  */
-function startPrimaryDuties(deps: { config: Config; database: Database; files: FileStore; logging: Logging; metrics: Metrics; logger: Logger; now: () => number }) {
+function startPrimaryDuties(deps: {
+  config: Config;
+  database: Database;
+  files: FileStore;
+  logging: Logging;
+  metrics: Metrics;
+  logger: Logger;
+  now: () => number;
+  tracing?: Tracing;
+}) {
   const { config, database, logging, logger, now } = deps;
   const channels = channelsFor(config, database, logging.get("outbox"), now);
-  const sender = startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics: deps.metrics, now });
+  const sender = startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics: deps.metrics, now, tracing: deps.tracing });
   if (config.notifyWebhookUrl && !config.notifyWebhookSecret) {
     logger.warn("NOTIFY_WEBHOOK_SECRET is not set: webhook deliveries are unsigned, so the receiver cannot tell them from forgeries");
   }
@@ -264,21 +278,23 @@ function stopOnSignal(steps: {
  * and only answers requests, stopping when its primary is gone.
  */
 async function serve(config: Config) {
-  const logging = createLogging(config.logLevel, config.logFormat);
+  // Loads the OpenTelemetry SDK only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
+  const tracing = await startTracing(config.tracing, VERSION.version);
+  const logging = createLogging(config.logLevel, config.logFormat, undefined, tracing?.logFields);
   const logger = logging.get("main");
   // The app's one clock: every timestamp the service makes comes from here.
   const now = Date.now;
   const child = isWorkerChild();
-  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child });
+  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
   if (!child) await ensureConfiguredAdmin(config, database, logger, now);
   // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
   const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup"), now }, { primary: !child });
   const lifecycle = startingLifecycle();
   const { metrics, peers } = sharedMetrics(config);
-  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now, config.accessTokenTtlS), lifecycle, files, now });
+  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now, config.accessTokenTtlS), lifecycle, files, now, tracing });
   listen(app, config);
   lifecycle.ready = true;
-  const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now });
+  const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now, tracing });
   settleAfterStart(duties?.firstSweep ?? Promise.resolve());
   if (!child) {
     logger.info(
@@ -297,6 +313,7 @@ async function serve(config: Config) {
       await duties?.stop();
       await backups.stop();
       database.close();
+      await tracing?.shutdown();
     },
   });
   if (child) stopWhenOrphaned(() => void shutdown("primary gone"));

@@ -50,6 +50,7 @@ describe("loadConfig", () => {
       "metricsToken",
       "orderPaymentTimeoutMs",
       "orderMaxPending",
+      "tracing",
     ] as const) {
       expect(config[key]).toBeUndefined();
     }
@@ -204,11 +205,48 @@ describe("loadConfig", () => {
     ["ORDER_PAYMENT_TIMEOUT", "400d"],
     ["ORDER_MAX_PENDING", "0"],
     ["ORDER_MAX_PENDING", "few"],
+    ["OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"],
+    ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "grpc://collector:4317"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=%zz"],
+    ["OTEL_TRACES_SAMPLER", "sometimes"],
+    ["OTEL_TRACES_SAMPLER_ARG", "1.5"],
+    ["OTEL_TRACES_SAMPLER_ARG", "half"],
   ])("%s=%p is refused, naming the variable", (variable, value) => {
     const problems = problemsOf({ [variable]: value });
     expect(problems).toHaveLength(1);
     expect(problems[0]).toStartWith(`${variable} `);
     expect(problems[0]).not.toContain("\n");
+  });
+
+  test("tracing: off without an OTLP endpoint; the traces URL from OTEL_EXPORTER_OTLP_ENDPOINT, or the traces endpoint as given; the OTEL_* settings", () => {
+    expect(loadConfig({ OTEL_SERVICE_NAME: "x", OTEL_TRACES_SAMPLER: "always_on" }, 4).tracing).toBeUndefined();
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }, 4).tracing).toEqual({
+      tracesUrl: "http://collector:4318/v1/traces",
+      headers: {},
+      serviceName: "usersvc",
+      sampler: "parentbased_always_on",
+      samplerRatio: 1,
+    });
+    expect(
+      loadConfig(
+        {
+          OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://otlp.example.com/api/traces",
+          OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=abc, Authorization=Basic%20dTpw",
+          OTEL_SERVICE_NAME: "usersvc-eu",
+          OTEL_TRACES_SAMPLER: "ParentBased_TraceIdRatio",
+          OTEL_TRACES_SAMPLER_ARG: "0.25",
+        },
+        4,
+      ).tracing,
+    ).toEqual({
+      tracesUrl: "https://otlp.example.com/api/traces",
+      headers: { "x-api-key": "abc", Authorization: "Basic dTpw" },
+      serviceName: "usersvc-eu",
+      sampler: "parentbased_traceidratio",
+      samplerRatio: 0.25,
+    });
   });
 
   test("e-mail settings: SMTP_URL, MAIL_FROM with a name, PUBLIC_URL without its trailing slash, a whsec_ secret", () => {

@@ -23,6 +23,7 @@ import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
 import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
 import { createFileStore } from "../src/storage/files";
+import type { Tracing } from "../src/tracing";
 import { conformanceOf, type Conformance } from "./openapi-conformance";
 import type { Answer, TestResponse } from "./answers";
 
@@ -103,23 +104,31 @@ export interface RequestOptions {
   raw?: RequestInit["body"];
 }
 
-/** `logs` receives every log line (JSON), for tests about logging. */
-export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void }; paymentGateway?: PaymentGateway } = {}) {
+/** `logs` receives every log line (JSON), for tests about logging; `tracing` is wired as main.ts wires it. */
+export async function makeTestApp(env: Env = {}, options: { now?: () => number; logs?: { write(line: string): void }; paymentGateway?: PaymentGateway; tracing?: Tracing } = {}) {
+  const { tracing } = options;
   const dir = mkdtempSync(join(tmpdir(), "usersvc-test-"));
   // On a remote leg the database is a server of the leg's (unless the suite names its own).
   const remote = onRemoteLeg && env.DATABASE_URL === undefined ? await openRemoteTestDatabase() : undefined;
   const legEnv: Env = remote ? { DATABASE_URL: remote.url, ...(remote.authToken ? { DATABASE_AUTH_TOKEN: remote.authToken } : {}) } : {};
   const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", DATABASE_DRIVER: driver, ...legEnv, ...env });
-  const database = await openDatabase({ url: config.databaseUrl, authToken: config.databaseAuthToken, driver: config.databaseDriver, busyTimeoutMs: config.databaseBusyTimeoutMs });
+  const opened = await openDatabase({
+    url: config.databaseUrl,
+    authToken: config.databaseAuthToken,
+    driver: config.databaseDriver,
+    busyTimeoutMs: config.databaseBusyTimeoutMs,
+    onRoundTrip: tracing?.roundTrip,
+  });
+  const database = tracing ? tracing.database(opened) : opened;
   await migrate(database);
   const now = options.now ?? Date.now;
   const tokens = createTokens(config.jwtSecret!, now, config.accessTokenTtlS);
   const metrics = createMetrics({ defaultMetrics: false });
-  const logging = createLogging(config.logLevel, "json", options.logs);
+  const logging = createLogging(config.logLevel, "json", options.logs, tracing?.logFields);
   const lifecycle: Lifecycle = { ready: true };
   // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
   const files = await createFileStore(config.fileStorage, config.s3);
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway });
+  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway, tracing });
   const base = `http://localhost${config.basePath}`;
   let conformance: Conformance | undefined;
 

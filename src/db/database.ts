@@ -98,4 +98,6 @@ export interface DatabaseOptions {
   driver?: DatabaseDriver;
   /** How long a unit keeps retrying while another process holds the write lock (ms). */
   busyTimeoutMs?: number;
+  /** Told of each request to a remote primary, in the caller's async context (tracing counts them per unit). */
+  onRoundTrip?: () => void;
 }

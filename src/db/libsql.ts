@@ -35,14 +35,34 @@ interface LibsqlPrepared {
   mapResult(result: ResultSet, isFromBatch: boolean): unknown;
 }
 
-export async function openLibsql({ url, authToken, syncUrl }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
+/** The client and its transactions, telling `onRoundTrip` of every call that goes to the server. */
+function counted(client: Client, onRoundTrip: () => void): Client {
+  const sends = new Set<PropertyKey>(["execute", "batch", "migrate", "executeMultiple", "commit", "rollback"]);
+  const observe = <T extends object>(target: T): T =>
+    new Proxy(target, {
+      get(object, key) {
+        const value = Reflect.get(object, key);
+        if (typeof value !== "function") return value;
+        if (key === "transaction") return async (...args: unknown[]) => observe(await value.apply(object, args));
+        if (!sends.has(key)) return value.bind(object);
+        return (...args: unknown[]) => {
+          onRoundTrip();
+          return value.apply(object, args);
+        };
+      },
+    });
+  return observe(client);
+}
+
+export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
   const local = url.startsWith("file:");
   if (local) tuneEmbeddedConnections();
   // An embedded replica (syncUrl) reads its local file and sends writes to the primary;
   // readYourWrites (the client's documented option, stated here so it never silently changes)
   // makes a write return only once the replica can read it back.
   const replica = syncUrl ? { syncUrl, readYourWrites: true } : {};
-  const client = createClient({ url, authToken, ...replica, ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : {}) } as Parameters<typeof createClient>[0]);
+  const created = createClient({ url, authToken, ...replica, ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : {}) } as Parameters<typeof createClient>[0]);
+  const client = onRoundTrip && !local ? counted(created, onRoundTrip) : created;
   // WAL lets readers run beside the writer and several worker processes share the file.
   if (local && !syncUrl) await client.execute("PRAGMA journal_mode = WAL");
   if (syncUrl) await client.sync();

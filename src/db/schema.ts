@@ -212,6 +212,8 @@ export const outbox = sqliteTable(
     mailNextAttemptAt: millis("mail_next_attempt_at").notNull().default(sql`0`),
     mailSentAt: millis("mail_sent_at"),
     mailLastError: text("mail_last_error"),
+    /** The W3C traceparent of the unit that wrote the row (with tracing on): its deliveries continue that trace. */
+    traceparent: text("traceparent"),
   },
   (t) => [
     index("outbox_webhook_due_idx").on(t.webhookStatus, t.webhookNextAttemptAt),

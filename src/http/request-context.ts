@@ -13,6 +13,7 @@ import { Elysia } from "elysia";
 import type { Logger } from "pino";
 import type { Lifecycle } from "../context";
 import type { Metrics } from "../metrics";
+import type { Tracing } from "../tracing";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Where onRequest leaves its reading on the context: a symbol, so no route or plugin can clash with it. */
@@ -31,7 +32,7 @@ interface Series {
 /** What orchestrators and the bench poll while the server is otherwise idle. */
 const isHealthProbe = (template: string) => template === "/actuator/health" || template.startsWith("/actuator/health/");
 
-export const requestContext = (logger: Logger, metrics: Metrics, basePath: string, lifecycle: Lifecycle) => {
+export const requestContext = (logger: Logger, metrics: Metrics, basePath: string, lifecycle: Lifecycle, tracing?: Tracing) => {
   /** route (as Elysia names it, "" when unmatched) → method → status → its series. */
   const known = new Map<string, { template: string; methods: Map<string, Map<number, Series>> }>();
   const seriesOf = (route: string, method: string, status: number): Series => {
@@ -55,7 +56,15 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
     return found;
   };
 
-  return new Elysia({ name: "request-context" })
+  const plugin = new Elysia({ name: "request-context" });
+  // With tracing, each request runs inside its span (Elysia's wrap: the one hook around the whole
+  // handling, so database units and log lines of every later hook see the span); without, no wrapper
+  // at all. Health probes make no trace: an orchestrator's every few seconds would drown the rest.
+  const probes = `${basePath}/actuator/health`;
+  if (tracing) {
+    plugin.wrap((handle) => (request: Request) => (new URL(request.url).pathname.startsWith(probes) ? handle(request) : tracing.request(request, () => handle(request))));
+  }
+  return plugin
     .onRequest((context) => {
       const given = context.request.headers.get("x-request-id");
       const id = given && REQUEST_ID.test(given) ? given : crypto.randomUUID();
@@ -69,6 +78,7 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
       const status = typeof set.status === "number" ? set.status : 200;
       const { record, template } = seriesOf(route ?? "", request.method, status);
       record(seconds);
+      tracing?.answered(request, template, status);
       if (logger.isLevelEnabled("info")) {
         logger.info({ method: request.method, route: template, status, ms: Math.round(seconds * 1e4) / 10, requestId: started?.id }, "request");
       }

@@ -31,10 +31,12 @@ export function logStream(format: "json" | "pretty", fd: 1 | 2): pino.Destinatio
   return pino.destination({ fd, sync: fd === 2 });
 }
 
-export function createLogging(level: LogLevel, format: "json" | "pretty", destination?: pino.DestinationStream): Logging {
+/** `traceFields`: what each line adds (trace_id and span_id when tracing is on and a span is active). */
+export function createLogging(level: LogLevel, format: "json" | "pretty", destination?: pino.DestinationStream, traceFields?: () => object): Logging {
   const root = pino(
     {
       level,
+      ...(traceFields ? { mixin: traceFields } : {}),
       base: undefined,
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },

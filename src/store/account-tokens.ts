@@ -8,7 +8,7 @@ import { and, eq, gt, inArray, isNotNull, lte, or, sql, type SQL } from "drizzle
 import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { accountTokens, outbox, users } from "../db/schema";
-import { dropRequest, notificationStatement, releaseRequest, resolvingRows } from "./outbox";
+import { dropRequest, notificationStatement, releaseRequest, resolvingRows, stillResolving, traced } from "./outbox";
 import { userStatusByEmail, idOfEmail } from "./users";
 
 /** The purposes of account tokens, and how long a token of each lives (ms). */
@@ -96,7 +96,7 @@ const verificationStatements = prepared((tx: Db, shape: string) => {
 export function verificationRows(tx: Db, userId: number | "new", email: string, now: number) {
   const { raw, values } = tokenValues("VERIFY_EMAIL", now);
   const shape = userId === "new" ? "new" : "id";
-  return verificationStatements(tx, shape).map((statement) => bound(statement, { ...values, userId, email, at: new Date(now), token: raw }));
+  return verificationStatements(tx, shape).map((statement) => bound(statement, traced({ ...values, userId, email, at: new Date(now), token: raw })));
 }
 
 export async function enqueueVerification(tx: Db, userId: number, email: string, now: number) {
@@ -131,6 +131,8 @@ export const eraseTokens = (tx: Db, now: number) =>
 export async function resolvePasswordResets(db: Database, limit: number, now: () => number) {
   for (const row of await resolvingRows(db, limit)) {
     await db.write(async (tx) => {
+      // Another instance's sender may have resolved it since the read: resolved (and sent) once.
+      if (!(await stillResolving(tx, row.id))) return;
       const [user] = row.recipient ? await userStatusByEmail(tx, row.recipient) : [];
       if (!user?.active) {
         await dropRequest(tx, row.id);

@@ -10,7 +10,7 @@ import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { orderItems, orders, outbox, products, users } from "../db/schema";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
-import { notificationSelection, notificationStatement } from "./outbox";
+import { notificationSelection, notificationStatement, traced } from "./outbox";
 
 export type ProductRow = typeof products.$inferSelect;
 export type OrderRow = typeof orders.$inferSelect;
@@ -313,7 +313,7 @@ export function newOrderRows(
     ...lines.map((line) => bound(reserve(tx), line)),
     bound(insertOrder(tx, cap ? "capped" : ""), { ...cap, userId, totalCents, now }),
     ...lines.map((line) => bound(insertItem(tx), line)),
-    bound(orderCreated(tx), { recipient, userId, totalAmount, now }),
+    bound(orderCreated(tx), traced({ recipient, userId, totalAmount, now })),
   ];
 }
 
@@ -362,7 +362,7 @@ const paymentSucceeded = prepared((tx: Db) =>
 );
 /** PAYMENT_SUCCESS for the order, as the statement right after the one that settled it (written only if that changed the order). */
 export const paymentSuccessRow = (tx: Db, values: { id: number; recipient: string | null; userId: number; paymentId: string; totalAmount: number; at: number }) =>
-  bound(paymentSucceeded(tx), values);
+  bound(paymentSucceeded(tx), traced(values));
 
 const orderById = prepared((tx: Db) =>
   tx

@@ -9,6 +9,7 @@ import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { outbox } from "../db/schema";
 import { withPage, type Page } from "../paging";
+import { currentTraceparent } from "../tracing";
 
 export type NotificationKind =
   | "WELCOME"
@@ -34,6 +35,7 @@ const insertNotification = prepared((tx: Db) =>
       webhookNextAttemptAt: sql.placeholder("at"),
       mailStatus: sql.placeholder("status"),
       mailNextAttemptAt: sql.placeholder("at"),
+      traceparent: sql.placeholder("traceparent"),
     })
     .prepare(),
 );
@@ -57,12 +59,30 @@ const notificationValues = <P>(kind: NotificationKind, recipient: string | null,
   token: options.token ?? null,
   status: options.resolve ? "resolving" : "pending",
   at,
+  traceparent: currentTraceparent(),
 });
 
-/** The outbox row's columns with their values when a notification is enqueued (id, sent and error columns NULL). */
+/**
+ * The values of a prepared statement that writes an outbox row (notificationStatement,
+ * notificationSelection): its own placeholders' and the trace context of the unit it runs in,
+ * given each time it is bound (a prepared statement must not keep the first caller's).
+ */
+export const traced = <V extends Record<string, unknown>>(values: V) => ({ ...values, traceparent: currentTraceparent() });
+
+/** The outbox row's columns with their values when a notification is enqueued (id, sent and error columns NULL); its trace context a placeholder (`traced`). */
 function newRow(kind: NotificationKind, recipient: string | null, payload: Record<string, unknown> | SQL, now: Date, options: EnqueueOptions) {
   const { status, at, ...row } = notificationValues(kind, recipient, payload, now, options);
-  return { ...row, createdAt: at, webhookStatus: status, webhookAttempts: 0, webhookNextAttemptAt: at, mailStatus: status, mailAttempts: 0, mailNextAttemptAt: at };
+  return {
+    ...row,
+    traceparent: sql.placeholder("traceparent"),
+    createdAt: at,
+    webhookStatus: status,
+    webhookAttempts: 0,
+    webhookNextAttemptAt: at,
+    mailStatus: status,
+    mailAttempts: 0,
+    mailNextAttemptAt: at,
+  };
 }
 
 /**
@@ -213,6 +233,15 @@ export const skipPendingMail = (tx: Db) => tx.update(outbox).set({ mailStatus: "
 /** Password-reset requests that wait for their address to be looked up (the oldest first, by id). */
 export const resolvingRows = (db: Reader, limit: number) =>
   db.select({ id: outbox.id, recipient: outbox.recipient }).from(outbox).where(eq(outbox.webhookStatus, "resolving")).limit(limit);
+
+/** Whether a reset request still waits to be resolved (read inside the unit that resolves it). */
+export const stillResolving = async (tx: Db, id: number) =>
+  (
+    await tx
+      .select({ id: outbox.id })
+      .from(outbox)
+      .where(and(eq(outbox.id, id), eq(outbox.webhookStatus, "resolving")))
+  ).length > 0;
 
 /** A waiting reset request for an unknown or inactive address: dropped on every channel. */
 export const dropRequest = (tx: Db, id: number) => tx.update(outbox).set({ webhookStatus: "skipped", mailStatus: "skipped" }).where(eq(outbox.id, id));

@@ -11,7 +11,7 @@ import { auditLog, departments, roles, userProfiles, userRoles, userSkills, user
 import { AppError } from "../errors";
 import type { SORTABLE_FIELDS, User } from "../models/user";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
-import { notificationStatement } from "./outbox";
+import { notificationStatement, traced } from "./outbox";
 
 /**
  * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
@@ -251,7 +251,7 @@ const newUserStatements = prepared((tx: Db) => {
  */
 function newUserRows(tx: Db, email: string, name: string, audit: { actor: string; details: Record<string, unknown> }, now: Date) {
   const values = { email, name, actor: audit.actor, details: audit.details, now };
-  return newUserStatements(tx).map((statement) => bound(statement, values));
+  return newUserStatements(tx).map((statement) => bound(statement, traced(values)));
 }
 
 /**

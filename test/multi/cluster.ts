@@ -10,7 +10,8 @@
  *   instance), to one receiver and one real SMTP mailbox;
  * - Debian's nginx as a round-robin load balancer on loopback (its own temp config, pid, logs),
  *   adding `X-Upstream: <the instance's address>` to every answer, so each answer names its instance;
- * - Ceph RGW for files when it can start (test/s3-server.ts), else each instance keeps files in its folder.
+ * - Ceph RGW for files when it can start (test/s3-server.ts), else each instance keeps files in its folder;
+ * - an OTLP receiver (test/support/otlp-receiver.ts) every instance sends its spans to.
  */
 import { createHash } from "node:crypto";
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -22,6 +23,7 @@ import { ensureBinary, freePort, untilAnswering } from "../resilience/support";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "../s3-server";
 import { smtpUnavailable, startMailbox, type Mailbox } from "../smtp-server";
 import { startHranaServer, type HranaServer } from "../support/hrana";
+import { startOtlpReceiver } from "../support/otlp-receiver";
 
 export const ADMIN = { email: "admin@multi.example.com", password: "Multi-Admin-1!" };
 export const WEBHOOK_SECRET = `whsec_${Buffer.from("multi-instance-webhook-secret-32b").toString("base64")}`;
@@ -74,6 +76,8 @@ export interface Receipt {
   signatureValid: boolean;
   /** Whether the receiver answered it (a held one never was). */
   answered: boolean;
+  /** The W3C trace context it carried (the delivery's span). */
+  traceparent: string;
 }
 
 export interface WebhookReceiver {
@@ -105,7 +109,15 @@ function startWebhookReceiver(): WebhookReceiver {
         signatureValid = false;
       }
       const body = JSON.parse(text) as { id: number; kind: string };
-      const receipt: Receipt = { sender, webhookId: headers["webhook-id"] ?? "", outboxId: body.id, kind: body.kind, signatureValid, answered: false };
+      const receipt: Receipt = {
+        sender,
+        webhookId: headers["webhook-id"] ?? "",
+        outboxId: body.id,
+        kind: body.kind,
+        signatureValid,
+        answered: false,
+        traceparent: headers.traceparent ?? "",
+      };
       receipts.push(receipt);
       if (held === sender) await new Promise<void>((resolve) => waiting.push(resolve));
       receipt.answered = true;
@@ -201,6 +213,8 @@ export interface Cluster {
   /** A client of the primary for the checks (the truth, not an instance's view), and a restart on its port and file. */
   primary: { client(): Client; restart(): Promise<void> };
   webhooks: WebhookReceiver;
+  /** Where the instances send their spans (OTEL_EXPORTER_OTLP_ENDPOINT). */
+  traces: ReturnType<typeof startOtlpReceiver>;
   mailbox?: Mailbox;
   /** Why there is no mailbox / no S3, when there is none. */
   mailboxMissing?: string;
@@ -244,6 +258,7 @@ export async function startCluster(): Promise<Cluster> {
   if (s3Server) await createBucket(s3Server.endpoint, bucket);
   const mailbox = mailboxMissing ? undefined : await startMailbox();
   const webhooks = startWebhookReceiver();
+  const traces = startOtlpReceiver();
 
   const dbFile = join(root, "primary.db");
   const hranaPort = freePort();
@@ -271,6 +286,7 @@ export async function startCluster(): Promise<Cluster> {
       LOGIN_MAX_FAILURES_PER_IP: "8",
       NOTIFY_WEBHOOK_URL: `${webhooks.url}/hook/${name}`,
       NOTIFY_WEBHOOK_SECRET: WEBHOOK_SECRET,
+      OTEL_EXPORTER_OTLP_ENDPOINT: traces.endpoint,
       ...(mailbox ? { SMTP_URL: mailbox.url, MAIL_FROM: `usersvc ${name} <no-reply@multi.example.com>` } : {}),
       ...(s3Server
         ? {
@@ -382,6 +398,7 @@ export async function startCluster(): Promise<Cluster> {
       },
     },
     webhooks,
+    traces,
     mailbox,
     mailboxMissing,
     s3Missing: s3Server ? undefined : (s3 as { reason: string }).reason,
@@ -394,6 +411,7 @@ export async function startCluster(): Promise<Cluster> {
       await Promise.all(instances.map((i) => i.stop()));
       await hrana.stop();
       webhooks.stop();
+      traces.stop();
       await mailbox?.close();
       await s3Server?.stop();
       rmSync(root, { recursive: true, force: true });

@@ -342,6 +342,42 @@ describe.skipIf(!RUN)("three instances on one primary, behind nginx", () => {
     }
   }, 120_000);
 
+  test("one request through nginx, traced across two instances: its spans where it was answered, its webhook's delivery span where it was sent, one trace", async () => {
+    const J = "tracing: one request, two instances, one trace";
+    const hex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
+    // Any of the three senders may deliver the row: again until one other than the answering instance does.
+    for (let attempt = 1; ; attempt++) {
+      const [traceId, caller] = [hex(16), hex(8)];
+      const created = await c.call("traced create", "POST", "/api/users", {
+        token: admin,
+        body: { name: "Traced User", email: unique("traced") },
+        headers: { traceparent: `00-${traceId}-${caller}-01` },
+      });
+      expect(created.status).toBe(201);
+      const receipt = await eventually(30_000, "the traced webhook", async () => c.webhooks.receipts.find((r) => r.traceparent.split("-")[1] === traceId));
+      if (receipt.sender === created.instance && attempt < 12) continue;
+      expect(receipt.sender).not.toBe(created.instance);
+      const deliverySpanId = receipt.traceparent.split("-")[2];
+      const spans = await c.traces.trace(traceId, (found) => found.some((s) => s.kind === 2) && found.some((s) => s.spanId === deliverySpanId), { timeoutMs: 20_000 });
+      const request = spans.find((s) => s.kind === 2)!;
+      expect(request).toMatchObject({ name: "POST /api/users", parentSpanId: caller, attributes: { "http.route": "/api/users", "http.response.status_code": 201 } });
+      const units = spans.filter((s) => s.parentSpanId === request.spanId && s.name.startsWith("db "));
+      expect(units.length).toBeGreaterThan(0);
+      const trips = (s: { attributes: Record<string, unknown> }) => s.attributes["db.round_trips"] as number;
+      expect(trips(request)).toBeGreaterThanOrEqual(units.reduce((sum, u) => sum + trips(u), 0));
+      expect(units.every((u) => trips(u) > 0)).toBe(true);
+      const delivery = spans.find((s) => s.spanId === deliverySpanId);
+      expect(delivery).toMatchObject({ name: "outbox webhook", kind: 4, attributes: { "usersvc.outbox.kind": receipt.kind } });
+      expect(units.map((u) => u.spanId)).toContain(delivery?.parentSpanId ?? "");
+      note(J, `POST /api/users with a traceparent (trace ${traceId}), attempt ${attempt}`, created);
+      note(J, `its ${receipt.kind} webhook sent by ${receipt.sender}, carrying traceparent ${receipt.traceparent}`);
+      const label = (s: (typeof spans)[number]) => `${s.name} (span ${s.spanId}, parent ${s.parentSpanId || "-"}, round trips ${trips(s) ?? "-"})`;
+      note(J, `the trace as the OTLP receiver got it: ${spans.length} spans`);
+      for (const s of spans) note(J, `  ${label(s)}`);
+      return;
+    }
+  }, 120_000);
+
   test("an instance killed -9 mid-delivery: nothing lost; a redelivery carries the same webhook-id and Message-ID", async () => {
     const J = "notifications, i2 killed -9 mid-delivery";
     const [i1, i2] = c.instances;

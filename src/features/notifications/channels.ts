@@ -47,6 +47,7 @@ export function webhookChannel({ url, secret, timeoutMs, logger, now }: WebhookO
       const body = JSON.stringify({ id: row.id, kind: row.kind, recipient: row.recipient, payload: row.payload, createdAt: row.createdAt.toISOString() });
       const id = String(row.id);
       const headers: Record<string, string> = { "content-type": "application/json", "idempotency-key": `outbox-${row.id}` };
+      if (row.traceparent) headers.traceparent = row.traceparent;
       if (secret) {
         const timestamp = Math.floor(now() / 1000);
         Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestamp), "webhook-signature": signWebhook(secret, id, timestamp, body) });

@@ -21,6 +21,7 @@ import type { Metrics } from "../../metrics";
 import { eraseTokens, forgetExpiredTokens, resolvePasswordResets } from "../../store/account-tokens";
 import { attemptsOn, claimDueRows, markDeliveredRows, recordAttempt, skipPendingMail, type Outcome, type OutboxRow } from "../../store/outbox";
 import { forgetEndedResetWindows } from "../../store/throttle";
+import type { Tracing } from "../../tracing";
 import { GiveUp, type Channel } from "./channels";
 
 export interface OutboxSenderOptions {
@@ -29,6 +30,8 @@ export interface OutboxSenderOptions {
   channels: Channel[];
   /** notificationsFailed counts give-ups; outboxContention counts passes that met a busy database and backed off. */
   metrics?: Pick<Metrics, "notificationsFailed" | "outboxContention">;
+  /** A span per delivery, continuing the trace that wrote the row. */
+  tracing?: Tracing;
   /** Pause between passes when nothing is due. */
   pollIntervalMs?: number;
   batchSize?: number;
@@ -118,7 +121,7 @@ function runLoops(
 }
 
 export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
-  const { db, logger, channels, metrics } = options;
+  const { db, logger, channels, metrics, tracing } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
   const batchSize = options.batchSize ?? 20;
   const baseDelayMs = options.baseDelayMs ?? 1000;
@@ -147,7 +150,13 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   async function runChannel(channel: Channel) {
     const at = now();
     const claimed = await claimDueRows(db, channel.name, at, batchSize, new Date(at + leaseMs));
-    const outcomes = await Promise.allSettled(claimed.map((row) => channel.deliver(row)));
+    const deliver = (row: OutboxRow) =>
+      tracing
+        ? tracing.delivery(`outbox ${channel.name}`, row.traceparent, { "usersvc.outbox.id": row.id, "usersvc.outbox.kind": row.kind }, (traceparent) =>
+            channel.deliver({ ...row, traceparent: traceparent ?? null }),
+          )
+        : channel.deliver(row);
+    const outcomes = await Promise.allSettled(claimed.map(deliver));
     const delivered: Record<Outcome, number[]> = { sent: [], skipped: [] };
     for (const [i, outcome] of outcomes.entries()) {
       if (outcome.status === "fulfilled") delivered[outcome.value].push(claimed[i].id);
