@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq, isNull, sql } from "drizzle-orm";
 import { auditLog, orders, outbox, products, users } from "../src/db/schema";
+import type { Database } from "../src/db/database";
 import type { AuditEntry } from "../src/features/audit/model";
 import { enqueueNotification } from "../src/store/outbox";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
@@ -261,6 +262,61 @@ describe("the sender", () => {
       await Promise.all(senders.map((s) => s.stop()));
       expect(seen.size).toBe(50);
       expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    } finally {
+      receiver.stop(true);
+      await own.close();
+    }
+  });
+
+  test("two senders resolving one password-reset request: the later one, which read it before the first resolved it, leaves it alone (one token, one delivery)", async () => {
+    const own = await makeTestApp();
+    const user = await own.createUser();
+    const seen: number[] = [];
+    const receiver = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(request) {
+        seen.push(((await request.json()) as { id: number }).id);
+        return new Response(null, { status: 204 });
+      },
+    });
+    try {
+      await enqueueNotification(own.db, "PASSWORD_RESET", user.email, {}, new Date(), { resolve: true });
+      const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox).where(eq(outbox.kind, "PASSWORD_RESET"));
+      const logger = createLogging("silent", "json").get("outbox");
+      const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 5000, logger, now: Date.now })];
+      // The interleaving of two instances on a loaded machine, made certain: both read the row
+      // while it is resolving; the first resolves and delivers it; only then does the second write.
+      const { promise: secondRead, resolve: readBySecond } = Promise.withResolvers<void>();
+      const gated = (before: () => Promise<void>): Database =>
+        new Proxy(own.database, {
+          get(target, name) {
+            if (name === "write") {
+              return async (work: Parameters<Database["write"]>[0]) => {
+                await before();
+                return target.write(work);
+              };
+            }
+            const value = Reflect.get(target, name, target);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      const first = startOutboxSender({ db: gated(() => secondRead), logger, channels, pollIntervalMs: 20 });
+      const second = startOutboxSender({
+        db: gated(async () => {
+          readBySecond();
+          await until(id, (r) => r.webhookStatus === "sent", own.db);
+        }),
+        logger,
+        channels,
+        pollIntervalMs: 20,
+      });
+      await until(id, (r) => r.webhookStatus === "sent", own.db);
+      await Bun.sleep(500); // the second's write, and any delivery it would cause
+      await Promise.all([first.stop(), second.stop()]);
+      expect(seen).toEqual([id]);
+      const [row] = await own.db.select().from(outbox).where(eq(outbox.id, id));
+      expect(row).toMatchObject({ webhookStatus: "sent", webhookAttempts: 1 });
     } finally {
       receiver.stop(true);
       await own.close();

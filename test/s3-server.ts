@@ -8,6 +8,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { s3Fetch } from "../src/storage/s3-multipart";
+import { reaper } from "./support/reaper";
 
 export const S3_TEST_KEYS = { accessKeyId: "test-key", secretAccessKey: "test-secret", region: "us-east-1" };
 
@@ -67,7 +68,18 @@ async function startCluster(recipe: string, port: number): Promise<S3Server | { 
     await stop();
     return { reason: `the Ceph recipe did not start (exit ${code}): ${err.trim().split("\n").slice(-1)[0]}` };
   }
-  return { endpoint, stop };
+  // The daemons are no children of ours: without the reaper, a run that never reaches its afterAll leaves them holding the fixed ports.
+  const pids = daemonsIn(cluster);
+  for (const pid of pids) reaper.add(pid);
+  reaper.addDir(dir);
+  return {
+    endpoint,
+    async stop() {
+      await stop();
+      for (const pid of pids) reaper.release(pid);
+      reaper.releaseDir(dir);
+    },
+  };
 }
 
 function daemonsIn(folder: string): number[] {

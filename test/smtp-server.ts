@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { simpleParser, type ParsedMail } from "mailparser";
 import { freePort } from "./server-process";
+import { reaper } from "./support/reaper";
 
 const PYTHON = "/usr/bin/python3";
 
@@ -48,6 +49,7 @@ export async function startMailbox(): Promise<Mailbox> {
 
   async function start() {
     proc = Bun.spawn([PYTHON, "-m", "aiosmtpd", "-n", "-l", `127.0.0.1:${port}`, "-c", "aiosmtpd.handlers.Mailbox", maildir], { stdout: "ignore", stderr: "ignore" });
+    reaper.add(proc.pid);
     for (let i = 0; !(await accepts(port)); i++) {
       if (i > 150 || proc.exitCode !== null) throw new Error("aiosmtpd did not start");
       await Bun.sleep(20);
@@ -56,6 +58,7 @@ export async function startMailbox(): Promise<Mailbox> {
   async function stop() {
     proc?.kill("SIGTERM");
     await proc?.exited;
+    if (proc) reaper.release(proc.pid);
     proc = undefined;
   }
   async function messages() {

@@ -24,6 +24,7 @@ import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "../s3-
 import { smtpUnavailable, startMailbox, type Mailbox } from "../smtp-server";
 import { startHranaServer, type HranaServer } from "../support/hrana";
 import { startOtlpReceiver } from "../support/otlp-receiver";
+import { reaper } from "../support/reaper";
 
 export const ADMIN = { email: "admin@multi.example.com", password: "Multi-Admin-1!" };
 export const WEBHOOK_SECRET = `whsec_${Buffer.from("multi-instance-webhook-secret-32b").toString("base64")}`;
@@ -62,6 +63,7 @@ export interface Instance {
   url: string;
   /** Every log line this instance wrote, over all its starts. */
   logLines(): Record<string, unknown>[];
+  running(): boolean;
   start(): Promise<void>;
   kill(): Promise<void>;
   stop(): Promise<void>;
@@ -193,6 +195,7 @@ ${upstreams.map((p) => `    server 127.0.0.1:${p};`).join("\n")}
 `;
   writeFileSync(join(dir, "nginx.conf"), conf);
   const proc = Bun.spawn([Bun.which("nginx") ?? "/usr/sbin/nginx", "-p", dir, "-c", join(dir, "nginx.conf"), "-e", join(dir, "error.log")], { stdout: "ignore", stderr: "pipe" });
+  reaper.add(proc.pid);
   const url = `http://127.0.0.1:${port}`;
   await untilAnswering(`${url}/actuator/health/liveness`, proc, "nginx", 200, join(dir, "error.log"));
   return {
@@ -201,6 +204,7 @@ ${upstreams.map((p) => `    server 127.0.0.1:${p};`).join("\n")}
     async stop() {
       proc.kill("SIGTERM");
       await proc.exited;
+      reaper.release(proc.pid);
     },
   };
 }
@@ -209,9 +213,8 @@ export interface Cluster {
   /** nginx's address: every journey's requests go here unless they name an instance. */
   url: string;
   instances: Instance[];
-  hrana: HranaServer;
-  /** A client of the primary for the checks (the truth, not an instance's view), and a restart on its port and file. */
-  primary: { client(): Client; restart(): Promise<void> };
+  /** A client of the primary for the checks (the truth, not an instance's view); a kill -9, and a restart on its port and file. */
+  primary: { client(): Client; kill(): Promise<void>; restart(): Promise<void> };
   webhooks: WebhookReceiver;
   /** Where the instances send their spans (OTEL_EXPORTER_OTLP_ENDPOINT). */
   traces: ReturnType<typeof startOtlpReceiver>;
@@ -224,6 +227,12 @@ export interface Cluster {
   call(label: string, method: string, path: string, options?: CallOptions & { via?: Instance }): Promise<Answer>;
   /** Through nginx from another loopback source address (curl --interface): another client address. */
   callFrom(label: string, source: string, method: string, path: string, body: unknown): Promise<Answer>;
+  /**
+   * Back to how the suite found the cluster, whatever a journey left: webhooks answered again,
+   * the primary up, every instance running and ready. After each journey, so one failure never
+   * becomes the next journey's.
+   */
+  heal(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -239,18 +248,8 @@ const readLines = (files: string[]) =>
 
 export async function startCluster(): Promise<Cluster> {
   const root = mkdtempSync(join(tmpdir(), "usersvc-multi-"));
+  reaper.addDir(root);
   const binary = ensureBinary();
-  const pids = new Set<number>();
-  // Children die with the test run even when it ends without afterAll.
-  process.on("exit", () => {
-    for (const pid of pids) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // gone
-      }
-    }
-  });
 
   const [s3, mailboxMissing] = await Promise.all([startS3Server(), Promise.resolve(smtpUnavailable())]);
   const s3Server = "endpoint" in s3 ? (s3 as S3Server) : undefined;
@@ -262,7 +261,7 @@ export async function startCluster(): Promise<Cluster> {
 
   const dbFile = join(root, "primary.db");
   const hranaPort = freePort();
-  let hrana = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
+  let hrana: HranaServer | undefined = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
   const hranaUrl = `http://127.0.0.1:${hranaPort}`;
 
   const instances: Instance[] = ["i1", "i2", "i3"].map((name) => {
@@ -304,23 +303,24 @@ export async function startCluster(): Promise<Cluster> {
       port,
       url,
       logLines: () => readLines(logs),
+      running: () => proc !== undefined && proc.exitCode === null && proc.signalCode === null,
       async start() {
         const log = join(root, `${name}-${logs.length + 1}.log`);
         logs.push(log);
         writeFileSync(log, "");
         proc = Bun.spawn([binary, "serve"], { cwd: dir, env, stdout: Bun.file(log), stderr: "pipe" });
-        pids.add(proc.pid);
+        reaper.add(proc.pid);
         await untilAnswering(`${url}/actuator/health/readiness`, proc, name, 600, log);
       },
       async kill() {
         proc?.kill("SIGKILL");
         await proc?.exited;
-        if (proc) pids.delete(proc.pid);
+        if (proc) reaper.release(proc.pid);
       },
       async stop() {
         proc?.kill("SIGTERM");
         await proc?.exited;
-        if (proc) pids.delete(proc.pid);
+        if (proc) reaper.release(proc.pid);
       },
     };
   });
@@ -385,17 +385,28 @@ export async function startCluster(): Promise<Cluster> {
   }
 
   let primaryClient: Client | undefined;
+  const primary: Cluster["primary"] = {
+    client: () => (primaryClient ??= createClient({ url: hranaUrl })),
+    async kill() {
+      await hrana?.kill();
+      hrana = undefined;
+    },
+    async restart() {
+      hrana = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
+    },
+  };
   return {
     url: nginx.url,
     instances,
-    get hrana() {
-      return hrana;
-    },
-    primary: {
-      client: () => (primaryClient ??= createClient({ url: hranaUrl })),
-      async restart() {
-        hrana = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
-      },
+    primary,
+    async heal() {
+      webhooks.hold(undefined);
+      webhooks.release();
+      if (!hrana) await primary.restart();
+      for (const instance of instances) {
+        if (!instance.running()) await instance.start();
+        else await eventually(30_000, `${instance.name} ready`, async () => ((await fetch(`${instance.url}/actuator/health/readiness`)).ok ? true : undefined));
+      }
     },
     webhooks,
     traces,
@@ -409,12 +420,13 @@ export async function startCluster(): Promise<Cluster> {
       primaryClient?.close();
       await nginx.stop();
       await Promise.all(instances.map((i) => i.stop()));
-      await hrana.stop();
+      await hrana?.stop();
       webhooks.stop();
       traces.stop();
       await mailbox?.close();
       await s3Server?.stop();
       rmSync(root, { recursive: true, force: true });
+      reaper.releaseDir(root);
     },
   };
 }
