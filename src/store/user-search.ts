@@ -282,10 +282,16 @@ export async function countMatches(db: Reader, criteria: UserSearchCriteria): Pr
   return total;
 }
 
+/** FTS5 keeps one users_name_fts_idx row per leaf page of each segment: its distinct segids are the segments. */
+const nameIndexSegments = async (tx: Db) => (await tx.all<{ n: number }>(sql`SELECT count(DISTINCT segid) AS n FROM users_name_fts_idx`))[0].n;
+
 /**
  * One step of the name index's upkeep: up to `pages` pages of its segments merged towards one
- * (FTS5's 'merge' command; a negative count merges segments of every level).
+ * (FTS5's 'merge' command; a negative count merges segments of every level). Answers the
+ * segments it folded away, counted in its own transaction (0 on an index in one piece).
  */
-export async function mergeNameIndexSegments(tx: Db, pages: number) {
+export async function mergeNameIndexSegments(tx: Db, pages: number): Promise<number> {
+  const before = await nameIndexSegments(tx);
   await tx.run(sql.raw(`INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('merge', -${pages})`));
+  return before - (await nameIndexSegments(tx));
 }
