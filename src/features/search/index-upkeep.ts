@@ -25,14 +25,9 @@ export const MERGE_PAGES = 128;
 export const MERGE_EVERY_MS = 10_000;
 
 /** One step: up to MERGE_PAGES pages of the index's segments merged towards one; answers the segments folded away. */
-export const mergeNameIndex = (db: Database) => db.write((tx) => mergeNameIndexSegments(tx, MERGE_PAGES));
+export const mergeNameIndex = (db: Database) => mergeNameIndexSegments(db, MERGE_PAGES);
 
-export function startNameIndexUpkeep(
-  db: Database,
-  logger: Pick<Logger, "warn" | "debug">,
-  metrics: Pick<Metrics, "searchIndexSegmentsMerged">,
-  everyMs = MERGE_EVERY_MS,
-) {
+export function startNameIndexUpkeep(db: Database, logger: Pick<Logger, "warn" | "debug">, metrics: Pick<Metrics, "searchIndexSegmentsMerged">, everyMs = MERGE_EVERY_MS) {
   let step: Promise<unknown> | undefined;
   const timer = setInterval(() => {
     step ??= mergeNameIndex(db)
