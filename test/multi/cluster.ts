@@ -35,6 +35,8 @@ export const WEBHOOK_SECRET = `whsec_${Buffer.from("multi-instance-webhook-secre
  */
 export const BUSY_TIMEOUT_MS = 5000;
 const JWT_SECRET = "multi-instance-secret-".padEnd(80, "m");
+/** One key for every instance, as README's configuration table asks (each would generate its own into its data folder). */
+const DATA_ENCRYPTION_KEY = Buffer.from("multi-instance-data-key-".padEnd(32, "k")).toString("base64");
 
 /** Why the suite cannot run here (nginx missing), or undefined. */
 export function clusterUnavailable(): string | undefined {
@@ -281,6 +283,7 @@ export async function startCluster(): Promise<Cluster> {
       DATABASE_URL: hranaUrl,
       DATABASE_BUSY_TIMEOUT_MS: String(BUSY_TIMEOUT_MS),
       JWT_SECRET,
+      DATA_ENCRYPTION_KEY,
       PORT: String(port),
       HOST: "127.0.0.1",
       LOG_LEVEL: "info",
