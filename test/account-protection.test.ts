@@ -13,7 +13,7 @@ import { renderMail } from "../src/features/notifications/templates";
 import { startOutboxSender } from "../src/features/notifications/sender";
 import { createLogging } from "../src/logging/logger";
 import { resolvePasswordResets } from "../src/store/account-tokens";
-import { ISO_Z, makeTestApp, type TestApp, uniqueEmail, validRegistration } from "./helpers";
+import { ISO_Z, makeTestApp, type TestApp, timeless, uniqueEmail, validRegistration } from "./helpers";
 import { DENIED, expectFailure, scenarios } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
@@ -50,9 +50,9 @@ async function fail(email: string, from: string, n: number, deviceToken?: string
 }
 
 /** The e-mail's failures across GLOBAL networks, one each (none of them reaches the per-network limit): the last one locks it out. */
-async function lockOutEverywhere(email: string, round: number) {
+async function lockOutEverywhere(email: string, round: number, networks = GLOBAL) {
   const statuses: number[] = [];
-  for (let i = 0; i < GLOBAL; i++) statuses.push(...(await fail(email, `100.${64 + round}.${i}.7`, 1)));
+  for (let i = 0; i < networks; i++) statuses.push(...(await fail(email, `100.${64 + round}.${i}.7`, 1)));
   return statuses;
 }
 
@@ -96,8 +96,14 @@ describe("global lockout", () => {
     const home = await login(email, { from: "192.0.2.10" });
     const { deviceToken } = home.body.data;
 
-    // Every attempt but the last answers as a wrong password always does; the last locks the e-mail out.
-    expect(await lockOutEverywhere(email, 0)).toEqual(Array(GLOBAL).fill(401));
+    // The failure that locks the e-mail out answers as every wrong password does.
+    const first = await login(email, { from: "100.63.0.1", password: WRONG });
+    expect(await lockOutEverywhere(email, 0, GLOBAL - 2)).toEqual(Array(GLOBAL - 2).fill(401));
+    expect(await mailsOf(email, "LOGIN_LOCKED")).toEqual([]);
+    const locking = await login(email, { from: "100.63.1.1", password: WRONG });
+    expectFailure(locking, 401, { errorCode: "INVALID_CREDENTIALS" });
+    expect(timeless(locking.body)).toEqual(timeless(first.body));
+    expect([...locking.headers.keys()].sort()).toEqual([...first.headers.keys()].sort());
     const fresh = await login(email, { from: "203.0.113.50" });
     expectFailure(fresh, 429, { errorCode: "TOO_MANY_REQUESTS", headers: { "retry-after": String(15 * 60) } });
     // Further guesses are refused before any password check and lock nothing again.
@@ -182,6 +188,14 @@ describe("deviceToken", () => {
     expect((await t.request("POST", "/api/auth/password-reset/confirm", { body })).status).toBe(200);
     expect((await login(email, { from: GUESSERS, password: "N3wPassw0rd!", deviceToken })).status).toBe(429);
     expect((await login(email, { from: "203.0.113.71", password: "N3wPassw0rd!", deviceToken })).body.data.deviceToken).not.toBe(deviceToken);
+  });
+
+  test("it lives 90 days", async () => {
+    const { email, deviceToken } = await blockedWithDevice();
+    expect((await login(email, { from: GUESSERS, deviceToken })).status).toBe(200);
+    clock += 90 * 24 * 60 * minutes(1);
+    expect(await fail(email, GUESSERS, 5)).toEqual([401, 401, 401, 401, 401]);
+    expect((await login(email, { from: GUESSERS, deviceToken })).status).toBe(429);
   });
 
   test("another account's deviceToken is no good", async () => {
