@@ -39,6 +39,8 @@ export interface Metrics {
   usersActive: Gauge;
   /** Notifications a channel gave up on after its retries (they stay in the outbox, status failed). */
   notificationsFailed: Counter<"channel">;
+  /** Requests whose caller the guard found, by how it authenticated: session, token (no session), api_key; never per key. */
+  authenticatedRequests: Counter<"kind">;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
   /**
@@ -238,9 +240,16 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
     labelNames: ["channel"],
     registers: [registry],
   });
+  const authenticatedRequests = new Counter({
+    name: "http_server_requests_authenticated_total",
+    help: "Authenticated requests by how the caller authenticated (session, token, api_key)",
+    labelNames: ["kind"],
+    registers: [registry],
+  });
   return {
     registry,
     httpRequests,
+    authenticatedRequests,
     usersCreated,
     outboxContention,
     usersOperationDuration,

@@ -20,7 +20,8 @@ export type NotificationKind =
   | "USER_UPDATED"
   | "ORDER_CREATED"
   | "PAYMENT_SUCCESS"
-  | "PAYMENT_FAILED";
+  | "PAYMENT_FAILED"
+  | "API_KEY_CREATED";
 
 const insertNotification = prepared((tx: Db) =>
   tx

@@ -181,6 +181,18 @@ function headersOf(status: string, own: ResponseHeader[], usedHeaders: Set<Respo
   return Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${headerComponent(name)}` }]));
 }
 
+/**
+ * A route that declares an area (guard.ts) also takes an API key with that area's scope: read for
+ * GET, write otherwise. It can answer 403 (the scope, or the owner's role) and 429 (the key's rate limit).
+ */
+function declareKeyScope(operation: Json, method: string) {
+  const key = operation.security.find((requirement: Json) => requirement.apiKey);
+  if (!key) return;
+  key.apiKey = key.apiKey.map((area: string) => `${area}:${method === "get" || method === "head" ? "read" : "write"}`);
+  operation.responses ??= {};
+  for (const status of ["403", "429"]) operation.responses[status] ??= errorAnswer(status);
+}
+
 export function buildSpec(app: AnyElysia): Json {
   // A copy: the generator shares schema objects between operations, and they are changed below.
   const paths: Json = JSON.parse(JSON.stringify((toOpenAPISchema(app, { methods: ["options", "head"] }) as { paths: Json }).paths));
@@ -195,6 +207,7 @@ export function buildSpec(app: AnyElysia): Json {
       if (!operation) continue;
       // Routes behind the auth guard carry the bearer requirement (guard.ts); the rest are open.
       operation.security ??= [];
+      declareKeyScope(operation, method);
       completeResponses(operation, usedHeaders, errorStatuses);
     }
   }
@@ -229,7 +242,16 @@ export function buildSpec(app: AnyElysia): Json {
       schemas,
       responses,
       headers: Object.fromEntries([...usedHeaders].sort().map((name) => [headerComponent(name), RESPONSE_HEADERS[name]])),
-      securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "The token from POST /api/auth/login" } },
+      securitySchemes: {
+        bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "The token from POST /api/auth/login" },
+        apiKey: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "usk_<prefix>_<secret>",
+          description:
+            "An API key from POST /api/account/api-keys, acting as its owner narrowed to its scopes (listed per operation). Refused (403 API_KEY_NOT_ALLOWED) on /api/auth, /api/account, /api/admin, /api/audit and /actuator but health and info. API_KEY_RATE_LIMIT requests a minute per key per instance; answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.",
+        },
+      },
     },
   };
 }
