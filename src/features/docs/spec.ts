@@ -20,6 +20,7 @@ import type { AnyElysia } from "elysia";
 import { ErrorEnvelope } from "../../envelope";
 import { HEADERS_KEY, RESPONSE_HEADERS, type ResponseHeader } from "../../http/route-docs";
 import { VERSION } from "../../version";
+import { refusesKeys } from "../../security/api-keys";
 
 // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document walked and patched generically, whatever its shape.
 type Json = Record<string, any>;
@@ -183,13 +184,15 @@ function headersOf(status: string, own: ResponseHeader[], usedHeaders: Set<Respo
 
 /**
  * A route that declares an area (guard.ts) also takes an API key with that area's scope: read for
- * GET, write otherwise. It can answer 403 (the scope, or the owner's role) and 429 (the key's rate limit).
+ * GET, write otherwise. It can answer 403 (the scope, or the owner's role) and 429 (the key's rate
+ * limit). A route on a path that refuses keys (security/api-keys.ts) answers a key 403, open or not.
  */
-function declareKeyScope(operation: Json, method: string) {
+function declareKeyScope(operation: Json, method: string, path: string) {
   const key = operation.security.find((requirement: Json) => requirement.apiKey);
+  operation.responses ??= {};
+  if (refusesKeys(path)) operation.responses["403"] ??= errorAnswer("403");
   if (!key) return;
   key.apiKey = key.apiKey.map((area: string) => `${area}:${method === "get" || method === "head" ? "read" : "write"}`);
-  operation.responses ??= {};
   for (const status of ["403", "429"]) operation.responses[status] ??= errorAnswer(status);
 }
 
@@ -201,13 +204,14 @@ export function buildSpec(app: AnyElysia): Json {
   close(paths);
   const usedHeaders = new Set<ResponseHeader>();
   const errorStatuses = new Set<string>();
-  for (const item of Object.values(paths)) {
+  const basePath = (app.config as { prefix?: string }).prefix ?? "";
+  for (const [path, item] of Object.entries<Json>(paths)) {
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
       // Routes behind the auth guard carry the bearer requirement (guard.ts); the rest are open.
       operation.security ??= [];
-      declareKeyScope(operation, method);
+      declareKeyScope(operation, method, path.slice(basePath.length));
       completeResponses(operation, usedHeaders, errorStatuses);
     }
   }
