@@ -30,6 +30,8 @@ export interface Caller {
   session?: { id: string; expiresAt: number };
   /** An API key's caller: the owner narrowed to the key's scopes (src/security/api-keys.ts). */
   apiKey?: { id: number; scopes: readonly string[]; lastUsedAt: number | null };
+  /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */
+  authTime?: number;
 }
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");
