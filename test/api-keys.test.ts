@@ -425,15 +425,27 @@ function expectUnauthorized(res: TestResponse) {
 describe("on a moved clock", () => {
   let clock = Date.now();
   let app: TestApp;
-  let token: string;
   beforeAll(async () => {
     app = await makeTestApp({}, { now: () => clock });
-    const owner = await app.createUser({ password: PASSWORD });
-    token = await signIn(owner.email, app);
   });
   afterAll(() => app.close());
 
+  test("creating a key needs a sign-in within 10 minutes: 403 REAUTHENTICATION_REQUIRED after, and for a token without a session", async () => {
+    const owner = await app.createUser({ password: PASSWORD });
+    const signedIn = await signIn(owner.email, app);
+    clock += 601_000;
+    const body = { name: "late", scopes: ["users:read"] };
+    const stale = await app.request("POST", "/api/account/api-keys", { token: signedIn, body });
+    expect(stale.status).toBe(403);
+    expect(stale.body).toMatchObject({ success: false, errorCode: "REAUTHENTICATION_REQUIRED" });
+    const sessionless = await app.request("POST", "/api/account/api-keys", { token: owner.token, body });
+    expect(sessionless.body).toMatchObject({ success: false, errorCode: "REAUTHENTICATION_REQUIRED" });
+    expect(await app.db.select().from(apiKeys).where(eq(apiKeys.userId, owner.id))).toEqual([]);
+    await createKey(await signIn(owner.email, app), ["users:read"], {}, app);
+  });
+
   test("an expired key: 401 from its expiry on", async () => {
+    const token = await signIn((await app.createUser({ password: PASSWORD })).email, app);
     const { key } = await createKey(token, ["users:read"], { expiresAt: new Date(clock + 3_600_000).toISOString() }, app);
     expect((await app.request("GET", "/api/search/profile", { token: key })).status).toBe(200);
     clock += 3_600_000;
