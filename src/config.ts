@@ -390,7 +390,7 @@ function accountSettings(r: SettingsReader) {
     sessionMaxPerUser: r.integer("SESSION_MAX_PER_USER", 50, 1, 10_000),
     refreshReuseGraceS: r.integer("REFRESH_REUSE_GRACE_S", 10, 0, 3600),
     apiKeyMaxPerUser: r.integer("API_KEY_MAX_PER_USER", 20, 1, 1000),
-    apiKeyRateLimit: r.integer("API_KEY_RATE_LIMIT", 600, 1, 1_000_000),
+    apiKeyRateLimit: r.integer("API_KEY_RATE_LIMIT", 600, 1, 1_000_000_000),
   } satisfies Partial<Config>;
 }
 
