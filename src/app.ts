@@ -38,7 +38,7 @@ export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
   const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity, metrics: deps.metrics });
-  const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("sessions"));
+  const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
   const keyRules = { now, rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now), activity: keyActivity, trustProxy: deps.config.trustProxy };
   const ctx: AppContext = {
     ...deps,

@@ -120,8 +120,8 @@ const USED_EVERY_MS = 60_000;
 const FLUSH_AFTER_MS = 2_000;
 
 export interface KeyActivity {
-  /** The key was used at `at` from `from`; `lastUsedAt` is what the database holds. */
-  used(keyId: number, lastUsedAt: number | null, at: number, from: string): void;
+  /** The key was used at `at` from the address `from()` gives (asked only when the use is noted); `lastUsedAt` is what the database holds. */
+  used(keyId: number, lastUsedAt: number | null, at: number, from: () => string): void;
   /** Writes what is noted now (the timer does it a few seconds after the first note). */
   flush(): Promise<void>;
 }
@@ -149,7 +149,7 @@ export function createKeyActivity(db: Database, now: () => number, logger: Logge
     used(keyId, lastUsedAt, at, from) {
       if (at - Math.max(lastUsedAt ?? 0, recent.get(keyId) ?? 0) < USED_EVERY_MS) return;
       recent.set(keyId, at);
-      pending.set(keyId, { at, from });
+      pending.set(keyId, { at, from: from() });
       timer ??= setTimeout(flush, FLUSH_AFTER_MS);
       timer.unref?.();
     },

@@ -129,7 +129,7 @@ function admitKey(key: NonNullable<Caller["apiKey"]>, declared: AccessDeclaratio
   const limit = keys.rateLimit.take(key.id);
   Object.assign(set.headers, rateLimitHeaders(limit));
   if (!limit.allowed) throw new AppError("TOO_MANY_REQUESTS", {}, { headers: { "retry-after": String(limit.resetS), ...rateLimitHeaders(limit) } });
-  keys.activity.used(key.id, key.lastUsedAt, keys.now(), clientAddress(server, request, keys.trustProxy));
+  keys.activity.used(key.id, key.lastUsedAt, keys.now(), () => clientAddress(server, request, keys.trustProxy));
   if (typeof declared === "string") throw new AppError("API_KEY_NOT_ALLOWED");
   if (!key.scopes.includes(scopeFor(declared[1], request.method))) throw new AppError("INSUFFICIENT_SCOPE");
 }
