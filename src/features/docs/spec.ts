@@ -253,7 +253,7 @@ export function buildSpec(app: AnyElysia): Json {
           scheme: "bearer",
           bearerFormat: "usk_<prefix>_<secret>",
           description:
-            "An API key from POST /api/account/api-keys, acting as its owner narrowed to its scopes (listed per operation). Refused (403 API_KEY_NOT_ALLOWED) on /api/auth, /api/account, /api/admin, /api/audit and /actuator but health and info. API_KEY_RATE_LIMIT requests a minute per key per instance; answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.",
+            "An API key from POST /api/account/api-keys, acting as its owner narrowed to its scopes (listed per operation). Refused (403 API_KEY_NOT_ALLOWED) on /api/auth, /api/account, /api/admin, /api/audit and /actuator but health and info. API_KEY_RATE_LIMIT requests a minute per key per instance (429 beyond, with Retry-After); from half of it on, answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.",
         },
       },
     },
