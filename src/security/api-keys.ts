@@ -35,7 +35,7 @@ export const secretHash = (secret: string) => new Bun.CryptoHasher("sha256").upd
 
 /** A new key: the whole key (shown once), its prefix and the hash to store. */
 export function newKey() {
-  // 8 digits of 6 random bytes (62^8 < 2^48): the prefix is unique by its index, retried on a clash.
+  // The low 8 base62 digits of 6 random bytes: the unique index refuses a clash (62^8 ≈ 2·10^14 prefixes).
   const prefix = base62(randomBytes(6), 8);
   const secret = base62(randomBytes(SECRET_BYTES), SECRET_DIGITS);
   return { key: `usk_${prefix}_${secret}`, prefix, secretHash: secretHash(secret) };
