@@ -15,9 +15,10 @@
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes] [--reads] [--multi]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|api-keys] [--reads] [--multi]
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
+ *     --only api-keys only the API-key rows (apiKeyRows: key vs session token, tampered vs right key), about half a minute
  *     --reads       only the user read against the floors (about a minute): for iterating on the read path
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, backup.ts, remote.ts)
  *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
@@ -488,6 +489,79 @@ async function onlyWrites() {
 
 const target = (met: boolean | null, measured: string, goal: string) => ({ met, measured, goal });
 
+/**
+ * API keys (issue 28): GET /api/users/{id} with an API key against a session token, alternated on
+ * one server (API_KEY_RATE_LIMIT lifted, or the per-key limit would answer 429 within a second),
+ * and a tampered key (its prefix, a wrong secret: the same read, a failed comparison) against the
+ * right one. The secret's comparison itself is timed in this process, alternating right and wrong.
+ */
+async function apiKeyRows(home: string) {
+  const server = await usersvc(home, { LOG_LEVEL: "warn", API_KEY_RATE_LIMIT: "1000000000" });
+  try {
+    const login = await fetch(`${server.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(ADMIN) });
+    const session = ((await login.json()) as { data: { token: string } }).data.token;
+    const created = await fetch(`${server.url}/api/account/api-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${session}` },
+      body: JSON.stringify({ name: "bench", scopes: ["users:read"] }),
+    });
+    const key = ((await created.json()) as { key: string }).key;
+    const tampered = key.slice(0, -1) + (key.endsWith("A") ? "B" : "A");
+    const read = { path: "/api/users/{id}", maxId: SEEDED_USERS };
+    const [bySession, byKey, byTampered] = await alternate([
+      [server, { ...read, token: session, expect: 200 }],
+      [server, { ...read, token: key, expect: 200 }],
+      [server, { ...read, token: tampered, expect: 401 }],
+    ]);
+    // The guard's own steps on each bearer (parse, then compare), in rounds of alternating order after a warm-up round.
+    const { parseKey, secretHash, secretMatches } = await import("../src/security/api-keys");
+    const stored = secretHash(parseKey(key)!.secret);
+    const timings = { right: [] as number[], wrong: [] as number[] };
+    const pairs = [
+      ["right", key],
+      ["wrong", tampered],
+    ] as const;
+    for (let round = -1; round < 10; round++) {
+      for (const [name, presented] of round % 2 === 0 ? pairs : [...pairs].reverse()) {
+        const t0 = Bun.nanoseconds();
+        for (let i = 0; i < 20_000; i++) secretMatches(parseKey(presented)!.secret, stored);
+        if (round >= 0) timings[name].push((Bun.nanoseconds() - t0) / 20_000);
+      }
+    }
+    const [rightNs, wrongNs] = [median(timings.right), median(timings.wrong)];
+    const compareRatio = wrongNs / rightNs;
+    const rows: [string, Measured, string?][] = [
+      ["usersvc GET /api/users/{id}, session token", bySession],
+      ["usersvc GET /api/users/{id}, API key", byKey, `${byKey.ratio.toFixed(2)}× session token`],
+      ["usersvc GET /api/users/{id}, tampered API key (401)", byTampered, `${(byTampered.p50Ms / byKey.p50Ms).toFixed(2)}× the right key's p50`],
+    ];
+    const targets = {
+      "GET user, API key vs session token": target(byKey.ratio >= 0.95, `${byKey.ratio.toFixed(2)} (${byKey.rps} vs ${bySession.rps}/s)`, "≥ 0.95"),
+      "secret comparison, wrong vs right": target(
+        compareRatio >= 0.9 && compareRatio <= 1.1,
+        `${compareRatio.toFixed(2)} (${Math.round(wrongNs)} vs ${Math.round(rightNs)} ns)`,
+        "0.9-1.1",
+      ),
+    };
+    return { rows, targets };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** `--only api-keys`: the seeded folder as the full run makes it, then only apiKeyRows. */
+async function onlyApiKeys() {
+  await ensureBinary();
+  const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
+  cli(["admin", "create", "--email", ADMIN.email, "--password", ADMIN.password], home);
+  seed(join(home, "data/usersvc.db"));
+  const { rows, targets } = await apiKeyRows(home);
+  rmSync(home, { recursive: true, force: true });
+  for (const [name, m, note] of rows) console.log(`${name.padEnd(56)} ${String(m.rps).padStart(7)}/s p50 ${m.p50Ms} ms p99 ${m.p99Ms} ms  ${note ?? ""}`);
+  for (const [name, { met, measured, goal }] of Object.entries(targets)) console.log(`${name.padEnd(56)} ${measured.padEnd(28)} ${goal.padEnd(12)} ${met ? "MET" : "NOT MET"}`);
+  console.log(`load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`);
+}
+
 // ---------------------------------------------------------------- the run
 
 interface Row {
@@ -643,6 +717,9 @@ async function main() {
   const writes = await writeRows(quiet, token);
   for (const [name, m, note] of writes.rows) add(name, m, note);
 
+  const keys = await apiKeyRows(home);
+  for (const [name, m, note] of keys.rows) add(name, m, note);
+
   const loginBody = JSON.stringify(ADMIN);
   if (await routeAnswers(quiet, "/api/auth/login", { method: "POST", headers: { "content-type": "application/json" }, body: loginBody })) {
     add("usersvc POST /api/auth/login (argon2id)", await measure(quiet, { method: "POST", path: "/api/auth/login", body: loginBody, countStatuses: true }));
@@ -689,6 +766,7 @@ async function main() {
     "--workers 2 vs 1, user read": target(null, `${two.ratio.toFixed(2)}×`, "report only"),
     "concurrent creates across workers correct": target(creates.correct, creates.correct ? "yes" : "no", "exactly one 201 per e-mail"),
     ...writes.targets,
+    ...keys.targets,
   };
 
   const extras = flags.has("--no-extras") ? [] : await runExtras();
@@ -831,7 +909,8 @@ async function onlyMulti() {
   if ((await proc.exited) !== 0) throw new Error("bench/multi.ts failed");
 }
 
-const run = flags.has("--multi") ? onlyMulti : flags.has("--only") && process.argv.includes("writes") ? onlyWrites : main;
+const only = flags.has("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
+const run = flags.has("--multi") ? onlyMulti : only === "writes" ? onlyWrites : only === "api-keys" ? onlyApiKeys : main;
 await run().catch((error) => {
   console.error(error);
   process.exit(1);

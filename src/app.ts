@@ -8,6 +8,7 @@ import { successOn } from "./envelope";
 import { errorsPlugin } from "./errors";
 import { authPlugin, createAuthenticator } from "./security/guard";
 import { createSessionActivity } from "./security/session-activity";
+import { apiKeyBoundary, createKeyActivity, createKeyRateLimit } from "./security/api-keys";
 import { actuatorRoutes } from "./features/actuator/routes";
 import { authRoutes } from "./features/auth/routes";
 import { accountRoutes } from "./features/account/routes";
@@ -23,6 +24,7 @@ import { auditRoutes } from "./features/audit/routes";
 import { profileRoutes, searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
+import { apiKeysRoutes } from "./features/api-keys/routes";
 import { bodyParser } from "./http/body-parser";
 import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
@@ -35,7 +37,9 @@ import { routeTable } from "./http/route-table";
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
-  const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity });
+  const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity, metrics: deps.metrics });
+  const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
+  const keyRules = { now, rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now), activity: keyActivity, trustProxy: deps.config.trustProxy };
   const ctx: AppContext = {
     ...deps,
     now,
@@ -43,7 +47,8 @@ export function createApp(deps: AppDeps) {
     logger: deps.logging.root,
     authenticator,
     sessionActivity,
-    auth: authPlugin(authenticator),
+    keyActivity,
+    auth: authPlugin(authenticator, keyRules),
   };
   const { config } = deps;
   let self: AnyElysia | undefined;
@@ -75,6 +80,7 @@ export function createApp(deps: AppDeps) {
     .use(noStore(config.basePath))
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle, deps.tracing))
     .use(cors(config.corsOrigins))
+    .use(apiKeyBoundary(config.basePath))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH]))
     .use(refinements(routes))
@@ -93,7 +99,8 @@ export function createApp(deps: AppDeps) {
     .use(filesRoutes(ctx))
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx))
-    .use(backupsRoutes(ctx));
+    .use(backupsRoutes(ctx))
+    .use(apiKeysRoutes(ctx));
   self = app;
   return app;
 }

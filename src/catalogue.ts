@@ -15,6 +15,7 @@ import { peopleErrors } from "./features/people/errors";
 import { productsErrors, productsTexts } from "./features/products/errors";
 import { searchTexts } from "./features/search/errors";
 import { sessionsErrors } from "./features/sessions/errors";
+import { apiKeysErrors, apiKeysTexts } from "./features/api-keys/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -79,8 +80,9 @@ export const ERRORS = merge(
   accountErrors,
   backupsErrors,
   sessionsErrors,
+  apiKeysErrors,
 );
-const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts);
+const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts);
 
 export type ErrorCode = keyof typeof ERRORS;
 export type MessageKey = keyof typeof TEXTS;

@@ -11,6 +11,7 @@ import type { Authenticator, authPlugin } from "./security/guard";
 import type { Tokens } from "./security/bearer-tokens";
 import type { DataCipher } from "./security/data-encryption";
 import type { SessionActivity } from "./security/session-activity";
+import type { KeyActivity } from "./security/api-keys";
 import type { PaymentGateway } from "./features/orders/payment-gateway";
 import type { FileStore } from "./storage/files";
 import type { Tracing } from "./tracing";
@@ -53,6 +54,8 @@ export interface AppContext extends AppDeps {
   authenticator: Authenticator;
   /** Notes when sessions were used; written in batches (security/session-activity.ts). */
   sessionActivity: SessionActivity;
+  /** Notes when API keys were used; written in batches (security/api-keys.ts). */
+  keyActivity: KeyActivity;
   /** The access guard plugin: `.use(ctx.auth)` then `{ auth: "USER" }` on a route or group. */
   auth: ReturnType<typeof authPlugin>;
 }

@@ -41,6 +41,8 @@ export interface Metrics {
   notificationsFailed: Counter<"channel">;
   /** Segments of the name-search index this instance's upkeep folded away (src/features/search/index-upkeep.ts). */
   searchIndexSegmentsMerged: Counter;
+  /** Requests whose caller the guard found, by how it authenticated: session, token (no session), api_key; never per key. */
+  authenticatedRequests: Counter<"kind">;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
   /**
@@ -245,9 +247,16 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
     help: "Segments of the name-search index this instance's upkeep merged away",
     registers: [registry],
   });
+  const authenticatedRequests = new Counter({
+    name: "http_server_requests_authenticated_total",
+    help: "Authenticated requests by how the caller authenticated (session, token, api_key)",
+    labelNames: ["kind"],
+    registers: [registry],
+  });
   return {
     registry,
     httpRequests,
+    authenticatedRequests,
     usersCreated,
     outboxContention,
     usersOperationDuration,

@@ -129,6 +129,16 @@ const rows: Row[] = [
     expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
   },
   {
+    request: "GET /api/account/api-keys (authenticated)",
+    send: (token) => t.request("GET", "/api/account/api-keys", { token }),
+    expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "GET /api/users/{id}/api-keys (ADMIN)",
+    send: (token, self) => t.request("GET", `/api/users/${self?.id ?? 1}/api-keys`, { token }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
+  },
+  {
     request: "GET /api/no-such-thing (unknown path)",
     send: (token) => t.request("GET", "/api/no-such-thing", { token }),
     expect: { anonymous: 401, noRole: 404, user: 404, admin: 404 },

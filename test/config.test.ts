@@ -135,6 +135,11 @@ describe("loadConfig", () => {
     });
   });
 
+  test("the API key settings: defaults, and set", () => {
+    expect(loadConfig({}, 4)).toMatchObject({ apiKeyMaxPerUser: 20, apiKeyRateLimit: 600 });
+    expect(loadConfig({ API_KEY_MAX_PER_USER: "5", API_KEY_RATE_LIMIT: "60" }, 4)).toMatchObject({ apiKeyMaxPerUser: 5, apiKeyRateLimit: 60 });
+  });
+
   test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
     expect(loadConfig({ HOST: host }, 4).host).toBe(host);
   });
@@ -205,6 +210,8 @@ describe("loadConfig", () => {
     ["SESSION_MAX_AGE", "forever"],
     ["SESSION_IDLE_TIMEOUT", "0"],
     ["SESSION_MAX_PER_USER", "0"],
+    ["API_KEY_MAX_PER_USER", "0"],
+    ["API_KEY_RATE_LIMIT", "many"],
     ["REFRESH_REUSE_GRACE_S", "-1"],
     ["ORDER_PAYMENT_TIMEOUT", "soon"],
     ["ORDER_PAYMENT_TIMEOUT", "0"],

@@ -45,7 +45,8 @@ describe("the OpenAPI document", () => {
     expect(spec.components.securitySchemes.bearerAuth).toEqual({ type: "http", scheme: "bearer", bearerFormat: "JWT", description: expect.any(String) });
 
     const create = spec.paths["/api/users"].post;
-    expect(create.security).toEqual([{ bearerAuth: [] }]);
+    // The bearer, or an API key with the area's scope (a GET's :read, anything else :write).
+    expect(create.security).toEqual([{ bearerAuth: [] }, { apiKey: ["users:write"] }]);
     expect(create.requestBody.content["application/json"].schema.properties).toHaveProperty("email");
     expect(create.responses["201"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/User" });
     const user = spec.components.schemas.User;

@@ -195,7 +195,7 @@ export const outbox = sqliteTable(
   "outbox",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    /** WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, EMAIL_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS, PAYMENT_FAILED */
+    /** WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, EMAIL_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS, PAYMENT_FAILED, API_KEY_CREATED */
     kind: text("kind").notNull(),
     recipient: text("recipient"),
     payload: text("payload", { mode: "json" }).notNull(),
@@ -378,4 +378,35 @@ export const knownDevices = sqliteTable(
     lastUsedAt: millis("last_used_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.device, t.network] }), index("known_devices_last_used_idx").on(t.lastUsedAt)],
+);
+
+// ── API keys (#28) ──
+
+/**
+ * API keys (`usk_<prefix>_<secret>`): the prefix finds the row, the secret exists only in the
+ * answer that created it; the table keeps its SHA-256. A key acts as its owner narrowed to its
+ * scopes; deleting the owner deletes the keys, deactivating them stops them (the guard's read).
+ */
+export const apiKeys = sqliteTable(
+  "api_keys",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    /** 8 base62 characters, random: the key's public part and its lookup. */
+    prefix: text("prefix").notNull().unique(),
+    /** base64url SHA-256 of the secret (the part after the prefix). */
+    secretHash: text("secret_hash").notNull(),
+    /** Comma-separated, e.g. `users:read,orders:write`. */
+    scopes: text("scopes").notNull(),
+    createdAt: millis("created_at").notNull(),
+    /** None: the key lives until revoked. */
+    expiresAt: millis("expires_at"),
+    /** Written at most once a minute per key (security/api-keys.ts). */
+    lastUsedAt: millis("last_used_at"),
+    lastUsedFrom: text("last_used_from"),
+  },
+  (t) => [index("api_keys_user_idx").on(t.userId)],
 );

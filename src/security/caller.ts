@@ -4,6 +4,22 @@ export type RoleName = "USER" | "ADMIN";
 /** SELF_OR_ADMIN: the user named by the route's `:id` segment, or an ADMIN (PATCH a user, profiles). */
 export type AccessRule = "authenticated" | RoleName | "SELF_OR_ADMIN";
 
+/** The areas an API key's scopes name (decisions.md, API keys): a GET needs `<area>:read`, anything else `<area>:write`. */
+export const AREAS = ["users", "files", "orders", "products"] as const;
+export type Area = (typeof AREAS)[number];
+export type Scope = `${Area}:${"read" | "write"}`;
+export const SCOPES = AREAS.flatMap((area) => [`${area}:read`, `${area}:write`] as const) as Scope[];
+
+/**
+ * What a route declares with the `auth` macro: its access rule alone (API keys refused:
+ * 403 API_KEY_NOT_ALLOWED), or the rule and the area an API key needs a scope of
+ * (`auth: ["authenticated", "orders"]`). `grep -rn "auth:" src/features` is the table.
+ */
+export type AccessDeclaration = AccessRule | readonly [AccessRule, Area];
+
+/** The scope a request of `method` on an area needs. */
+export const scopeFor = (area: Area, method: string): Scope => `${area}:${method === "GET" || method === "HEAD" ? "read" : "write"}`;
+
 export interface Caller {
   id: number;
   email: string;
@@ -12,6 +28,8 @@ export interface Caller {
   tokenVersion: number;
   /** The session of a session token (its id and absolute end, ms); tokens without `sid` have none. */
   session?: { id: string; expiresAt: number };
+  /** An API key's caller: the owner narrowed to the key's scopes (src/security/api-keys.ts). */
+  apiKey?: { id: number; scopes: readonly string[]; lastUsedAt: number | null };
   /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */
   authTime?: number;
 }

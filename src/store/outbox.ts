@@ -22,7 +22,8 @@ export type NotificationKind =
   | "PAYMENT_SUCCESS"
   | "PAYMENT_FAILED"
   | "LOGIN_LOCKED"
-  | "NEW_SIGN_IN";
+  | "NEW_SIGN_IN"
+  | "API_KEY_CREATED";
 
 const insertNotification = prepared((tx: Db) =>
   tx

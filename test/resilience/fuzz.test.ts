@@ -70,6 +70,16 @@ async function newPendingOrder() {
   pendingOrderId = res.body.id;
 }
 
+/** A signed-in token of the key owner, renewed every 5 minutes (creating a key needs a sign-in within 10). */
+const keyOwner = { email: "", token: "", at: 0 };
+async function keyOwnerToken() {
+  if (Date.now() - keyOwner.at > 300_000) {
+    keyOwner.token = (await t.request("POST", "/api/auth/login", { body: { email: keyOwner.email, password: loginUser.password } })).body.data.token;
+    keyOwner.at = Date.now();
+  }
+  return keyOwner.token;
+}
+
 const TARGETS: Record<string, Target> = {
   "POST /actuator/loggers/:name": {
     url: () => "/actuator/loggers/http",
@@ -151,6 +161,16 @@ const TARGETS: Record<string, Target> = {
     url: () => "/api/departments",
     token: async () => admin.token,
     valid: (n) => ({ name: `Fuzz Dept ${n}`, description: "fuzzed" }),
+  },
+  "POST /api/account/api-keys": {
+    url: () => "/api/account/api-keys",
+    token: keyOwnerToken,
+    valid: () => ({ name: "fuzz key", scopes: ["users:read", "orders:write"], expiresAt: "2100-01-01" }),
+    // Each accepted body's key is revoked at once, so API_KEY_MAX_PER_USER is never reached.
+    async after(status, _body, response) {
+      const id = (response as { id?: number } | undefined)?.id;
+      if (status === 201 && id) await t.request("DELETE", `/api/account/api-keys/${id}`, { token: await keyOwnerToken() });
+    },
   },
   "PUT /api/users/:id/roles": {
     url: () => `/api/users/${victim.id}/roles`,
@@ -532,6 +552,7 @@ beforeAll(async () => {
   password = { id: p.id, email: p.email, current: "StartPassw0rd!" };
   const l = await t.createUser({ name: "Login User", password: loginUser.password });
   loginUser.email = l.email;
+  keyOwner.email = (await t.createUser({ name: "Key Owner", password: loginUser.password })).email;
   const r = await t.createUser({ name: "Refresh User", password: loginUser.password });
   refreshToken = (await t.request("POST", "/api/auth/login", { body: { email: r.email, password: loginUser.password } })).body.data.refreshToken;
   emailTokens.verifyUser = (await t.createUser({ name: "Verify Me" })).id;

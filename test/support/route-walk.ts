@@ -58,6 +58,10 @@ export async function prepareRouteWalk(t: TestApp) {
   form.append("file", new File(["walk"], "walk.txt", { type: "text/plain" }));
   const file = (await t.request<{ id: number; fileName: string }>("POST", "/api/files/upload", { token: admin.token, raw: form })).body;
   const doomedId = (await t.request("POST", "/api/users", { token: admin.token, body: { name: "Doomed User", email: "doomed@example.com" } })).body.id as number;
+  // Creating a key needs a recent sign-in: the ADMIN signs in for it (the sample then revokes one key of their own and one of another user).
+  const adminSignedIn = (await t.request("POST", "/api/auth/login", { body: { email: admin.email, password: "Admin-Passw0rd!" } })).body.data.token as string;
+  const newKey = async (token: string) => (await t.request("POST", "/api/account/api-keys", { token, body: { name: "walk", scopes: ["users:read"] } })).body.id as number;
+  const [ownKeyId, devicesKeyId] = [await newKey(adminSignedIn), await newKey(device.token)];
   // A remote database is backed up by its server: there is no archive to download there.
   const backup = remote ? undefined : ((await t.request("POST", "/api/admin/backups", { token: admin.token })).body.name as string);
 
@@ -163,6 +167,11 @@ export async function prepareRouteWalk(t: TestApp) {
     "POST /api/users/:id/revoke-tokens": { path: `/api/users/${registered.id}/revoke-tokens`, status: 204 },
     "POST /api/users/:id/unlock": { path: `/api/users/${registered.id}/unlock`, status: 204 },
     "GET /api/files": { path: "/api/files", status: 200 },
+    "POST /api/account/api-keys": { path: "/api/account/api-keys", body: { name: "walk key", scopes: ["users:read"] }, token: adminSignedIn, status: 201 },
+    "GET /api/account/api-keys": { path: "/api/account/api-keys", status: 200 },
+    "DELETE /api/account/api-keys/:id": { path: `/api/account/api-keys/${ownKeyId}`, status: 204 },
+    "GET /api/users/:id/api-keys": { path: `/api/users/${devices.id}/api-keys`, status: 200 },
+    "DELETE /api/users/:id/api-keys/:keyId": { path: `/api/users/${devices.id}/api-keys/${devicesKeyId}`, status: 204 },
     "GET /admin": { path: "/admin", token: undefined, status: 200 },
     "GET /admin/assets/:name": { path: "/admin/assets/app.js", token: undefined, status: 200 },
   };
@@ -190,7 +199,7 @@ export async function prepareRouteWalk(t: TestApp) {
     return routes;
   }
 
-  return { admin, registered, walk };
+  return { admin, registered, samples, walk };
 }
 
 function uploadForm() {

@@ -58,7 +58,8 @@ export const actuatorRoutes = (ctx: AppContext) => {
   const seesDetails = async (request: Request) => {
     try {
       const caller = await ctx.authenticator.callerOf(request);
-      return caller !== undefined && isAdmin(caller);
+      // An API key has no scope over operations: it sees what an anonymous caller sees.
+      return caller !== undefined && !caller.apiKey && isAdmin(caller);
     } catch {
       return false;
     }

@@ -5,7 +5,7 @@
  * Idempotent: an account that is already an ADMIN is left exactly as it is (a restart with the
  * same variables must not revoke the admin's tokens). An account that holds the address without
  * being an ADMIN may be a stranger who registered it (registration is open): it becomes ADMIN
- * only with the operator's password, and everything it held ends (its tokens, its e-mailed
+ * only with the operator's password, and everything it held ends (its tokens, its API keys, its e-mailed
  * verification and reset links, its deviceTokens); the promotion is audited.
  */
 import type { Database } from "../../db/database";
@@ -14,6 +14,7 @@ import { hashPassword } from "../../security/passwords";
 import { revokeAccountTokens } from "../../store/account-tokens";
 import { writeAudit } from "../../store/audit";
 import { forgetDeviceTokens } from "../../store/devices";
+import { deleteKeysOfStatement } from "../../store/api-keys";
 import { adminStatusOf, grantRoles, insertVerifiedUser, normalizeEmail, promoteToAdmin } from "../../store/users";
 
 /**
@@ -47,6 +48,7 @@ export async function ensureAdmin(
       await promoteToAdmin(tx, id, passwordHash, at);
       await revokeAccountTokens(tx, id);
       await forgetDeviceTokens(tx, id);
+      await deleteKeysOfStatement(tx, id);
       await writeAudit(tx, { action: "USER_PROMOTED_TO_ADMIN", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, at);
     }
     await grantRoles(tx, id, ["USER", "ADMIN"]);

@@ -20,6 +20,7 @@ import type { AnyElysia } from "elysia";
 import { ErrorEnvelope } from "../../envelope";
 import { HEADERS_KEY, RESPONSE_HEADERS, type ResponseHeader } from "../../http/route-docs";
 import { VERSION } from "../../version";
+import { refusesKeys } from "../../security/api-keys";
 
 // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document walked and patched generically, whatever its shape.
 type Json = Record<string, any>;
@@ -181,6 +182,20 @@ function headersOf(status: string, own: ResponseHeader[], usedHeaders: Set<Respo
   return Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${headerComponent(name)}` }]));
 }
 
+/**
+ * A route that declares an area (guard.ts) also takes an API key with that area's scope: read for
+ * GET, write otherwise. It can answer 403 (the scope, or the owner's role) and 429 (the key's rate
+ * limit). A route on a path that refuses keys (security/api-keys.ts) answers a key 403, open or not.
+ */
+function declareKeyScope(operation: Json, method: string, path: string) {
+  const key = operation.security.find((requirement: Json) => requirement.apiKey);
+  operation.responses ??= {};
+  if (refusesKeys(path)) operation.responses["403"] ??= errorAnswer("403");
+  if (!key) return;
+  key.apiKey = key.apiKey.map((area: string) => `${area}:${method === "get" || method === "head" ? "read" : "write"}`);
+  for (const status of ["403", "429"]) operation.responses[status] ??= errorAnswer(status);
+}
+
 export function buildSpec(app: AnyElysia): Json {
   // A copy: the generator shares schema objects between operations, and they are changed below.
   const paths: Json = JSON.parse(JSON.stringify((toOpenAPISchema(app, { methods: ["options", "head"] }) as { paths: Json }).paths));
@@ -189,12 +204,14 @@ export function buildSpec(app: AnyElysia): Json {
   close(paths);
   const usedHeaders = new Set<ResponseHeader>();
   const errorStatuses = new Set<string>();
-  for (const item of Object.values(paths)) {
+  const basePath = (app.config as { prefix?: string }).prefix ?? "";
+  for (const [path, item] of Object.entries<Json>(paths)) {
     for (const method of METHODS) {
       const operation = item[method];
       if (!operation) continue;
       // Routes behind the auth guard carry the bearer requirement (guard.ts); the rest are open.
       operation.security ??= [];
+      declareKeyScope(operation, method, path.slice(basePath.length));
       completeResponses(operation, usedHeaders, errorStatuses);
     }
   }
@@ -229,7 +246,16 @@ export function buildSpec(app: AnyElysia): Json {
       schemas,
       responses,
       headers: Object.fromEntries([...usedHeaders].sort().map((name) => [headerComponent(name), RESPONSE_HEADERS[name]])),
-      securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "The token from POST /api/auth/login" } },
+      securitySchemes: {
+        bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "The token from POST /api/auth/login" },
+        apiKey: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "usk_<prefix>_<secret>",
+          description:
+            "An API key from POST /api/account/api-keys, acting as its owner narrowed to its scopes (listed per operation). Refused (403 API_KEY_NOT_ALLOWED) on /api/auth, /api/account, /api/admin, /api/audit and /actuator but health and info. API_KEY_RATE_LIMIT requests a minute per key per instance (429 beyond, with Retry-After); from half of it on, answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.",
+        },
+      },
     },
   };
 }

@@ -25,7 +25,9 @@ const ChannelState = t.Object({
 export const OutboxEntry = t.Object(
   {
     id: t.Integer({ description: "Also the webhook-id of its webhook deliveries" }),
-    kind: t.String({ description: "WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, EMAIL_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS, PAYMENT_FAILED" }),
+    kind: t.String({
+      description: "WELCOME, VERIFY_EMAIL, PASSWORD_RESET, PASSWORD_CHANGED, EMAIL_CHANGED, USER_UPDATED, ORDER_CREATED, PAYMENT_SUCCESS, PAYMENT_FAILED, API_KEY_CREATED",
+    }),
     recipient: t.Nullable(t.String()),
     createdAt: t.String({ format: "date-time" }),
     webhook: ChannelState,

@@ -10,7 +10,7 @@ const errors = errorResponses(400, 401, 403, 404, 409, 503);
 
 export const ordersRoutes = (ctx: AppContext) => {
   const deps = ordersDeps(ctx);
-  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] }).use(ctx.auth).guard({ auth: "authenticated" }, (app) =>
+  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] }).use(ctx.auth).guard({ auth: ["authenticated", "orders"] }, (app) =>
     app
       .post(
         "",

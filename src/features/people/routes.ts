@@ -18,7 +18,7 @@ export const peopleRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api" })
     .use(ctx.auth)
     .get("/departments", () => listDepartments(ctx.db), {
-      auth: "authenticated",
+      auth: ["authenticated", "users"],
       response: { 200: t.Array(Department), ...errors },
       detail: { summary: "List departments", tags: ["Departments"], description: "By name, each with its number of users." },
     })
@@ -29,7 +29,7 @@ export const peopleRoutes = (ctx: AppContext) =>
         return createDepartment(ctx.db, body, new Date(ctx.now()));
       },
       {
-        auth: "ADMIN",
+        auth: ["ADMIN", "users"],
         body: DepartmentBody,
         response: { 201: Department, ...errors },
         detail: {
@@ -42,12 +42,12 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     )
     .get("/roles", () => listRoles(ctx.db), {
-      auth: "authenticated",
+      auth: ["authenticated", "users"],
       response: { 200: t.Array(Role), ...errors },
       detail: { summary: "List roles", tags: ["Roles"] },
     })
     .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, userId(params), body, caller.email, new Date(ctx.now())), {
-      auth: "ADMIN",
+      auth: ["ADMIN", "users"],
       params: UserIdParams,
       body: RolesBody,
       response: { 200: User, ...errors },
@@ -58,13 +58,13 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     })
     .get("/users/:id/profile", ({ params }) => getProfile(ctx.db, userId(params)), {
-      auth: "SELF_OR_ADMIN",
+      auth: ["SELF_OR_ADMIN", "users"],
       params: UserIdParams,
       response: { 200: UserProfile, ...errors },
       detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
     })
     .put("/users/:id/profile", ({ params, body }) => putProfile(ctx.db, userId(params), body, new Date(ctx.now()).toISOString().slice(0, 10)), {
-      auth: "SELF_OR_ADMIN",
+      auth: ["SELF_OR_ADMIN", "users"],
       params: UserIdParams,
       body: ProfileBody,
       response: { 200: UserProfile, ...errors },
@@ -75,7 +75,7 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     })
     .post("/users/deactivate-inactive", ({ query, caller }) => deactivateInactive(ctx.db, parseInstant(query.before, "before"), caller.email, new Date(ctx.now())), {
-      auth: "ADMIN",
+      auth: ["ADMIN", "users"],
       query: DeactivateQuery,
       response: { 200: DeactivateResult, ...errors },
       detail: {

@@ -102,7 +102,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return users;
       },
       {
-        auth: "USER",
+        auth: ["USER", "users"],
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
         detail: {
@@ -115,7 +115,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
     )
     .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, userId(params))), {
-      auth: "authenticated",
+      auth: ["authenticated", "users"],
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
@@ -127,7 +127,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return tagged(set, await createUser(ctx, body, caller.email));
       },
       {
-        auth: "ADMIN",
+        auth: ["ADMIN", "users"],
         body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
@@ -135,13 +135,13 @@ export const usersRoutes = (ctx: AppContext) =>
       },
     )
     .put("/:id", changeUser(ctx, replaceUser), {
-      auth: "ADMIN",
+      auth: ["ADMIN", "users"],
       body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN, ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch("/:id", changeUser(ctx, patchUser), {
-      auth: "SELF_OR_ADMIN",
+      auth: ["SELF_OR_ADMIN", "users"],
       body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: {
@@ -156,16 +156,16 @@ export const usersRoutes = (ctx: AppContext) =>
         await deleteUser(ctx, userId(params), caller.email);
         set.status = 204;
       },
-      { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+      { auth: ["ADMIN", "users"], params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
     )
     .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
-      auth: "ADMIN",
+      auth: ["ADMIN", "users"],
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
-      auth: "ADMIN",
+      auth: ["ADMIN", "users"],
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: {
@@ -183,7 +183,7 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        auth: ["ADMIN", "users"],
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },

@@ -119,6 +119,16 @@ export interface User {
   version: number;
   roles: string[];
 }
+export interface ApiKey {
+  id: number;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  createdAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+  lastUsedFrom: string | null;
+}
 export interface Profile {
   userId: number;
   avatarUrl: string | null;

@@ -40,6 +40,10 @@ type Values = {
   signedInAt: string;
   device: string;
   address: string;
+  /** API_KEY_CREATED: the key's name, public prefix and scopes (never the key). */
+  keyName: string;
+  keyPrefix: string;
+  scopes: string;
 };
 type Template = Record<Lang, (v: Values) => Texts>;
 
@@ -191,6 +195,24 @@ const TEMPLATES: Record<NotificationKind, Template> = {
       paragraphs: [hello["zh-TW"](v), `您的訂單 ${v.orderId}（${v.amount}）已取消（${v.reason === "payment timeout" ? "付款逾時" : v.reason}），商品已退回庫存，您可以重新下單。`],
     }),
   },
+  API_KEY_CREATED: {
+    en: (v) => ({
+      subject: "A new API key was created",
+      paragraphs: [
+        hello.en(v),
+        `An API key "${v.keyName}" (usk_${v.keyPrefix}_…, scopes ${v.scopes}) was just created for your account.`,
+        "If you did not do this, revoke it on your account's security page and change your password.",
+      ],
+    }),
+    "zh-TW": (v) => ({
+      subject: "已建立新的 API 金鑰",
+      paragraphs: [
+        hello["zh-TW"](v),
+        `您的帳號剛剛建立了 API 金鑰「${v.keyName}」（usk_${v.keyPrefix}_…，權限範圍 ${v.scopes}）。`,
+        "如果不是您本人操作，請到帳號的安全性頁面撤銷它並變更密碼。",
+      ],
+    }),
+  },
 };
 
 const text = (value: unknown) => (value === undefined || value === null ? "" : String(value));
@@ -209,6 +231,9 @@ export function renderMail(input: MailInput): Mail {
     signedInAt: instant(input.payload.signedInAt),
     device: text(input.payload.device),
     address: text(input.payload.address),
+    keyName: text(input.payload.name),
+    keyPrefix: text(input.payload.prefix),
+    scopes: Array.isArray(input.payload.scopes) ? input.payload.scopes.join(", ") : "",
   });
   const paragraphs = [...texts.paragraphs];
   let link: { label: string; url: string } | undefined;

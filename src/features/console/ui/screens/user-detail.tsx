@@ -1,11 +1,12 @@
 /**
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
- * activate/deactivate, revoke tokens, unlock sign-in, delete after confirmation, and the profile.
+ * activate/deactivate, revoke tokens, unlock sign-in, the user's API keys (revoke after confirmation),
+ * delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
-import type { Department, Profile, User } from "../api";
+import type { ApiKey, Department, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
-import { Confirm, ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, inputValue } from "../components";
+import { Confirm, ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
 export function UserDetail({ id }: { id?: string }) {
   const { api, t } = useConsole();
@@ -41,6 +42,7 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
         <DetailsForm key={`details-${user.version}`} user={user} onSaved={changed} onReload={reload} />
         <RolesForm key={`roles-${user.version}`} user={user} onSaved={changed} />
         <AccessPanel user={user} onChanged={changed} />
+        <ApiKeysPanel userId={user.id} />
         <ProfileForm userId={user.id} />
       </div>
       <DeletePanel user={user} />
@@ -184,6 +186,60 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
       </p>
       <ErrorText error={action.error} />
     </div>
+  );
+}
+
+/** The user's API keys (never the keys themselves: a prefix names each), each revocable after confirmation. */
+function ApiKeysPanel({ userId }: { userId: number }) {
+  const { api, t, fmt, announce } = useConsole();
+  const keys = useLoad(() => api.get<ApiKey[]>(`/api/users/${userId}/api-keys`), [userId]);
+  const action = useAction();
+  const [revoking, setRevoking] = useState<ApiKey | undefined>();
+  const revoke = async () => {
+    const key = revoking!;
+    setRevoking(undefined);
+    const done = await action.run(async () => {
+      await api.delete(`/api/users/${userId}/api-keys/${key.id}`);
+      return true;
+    });
+    if (!done) return;
+    announce(t("user.apiKeyRevoked", { name: key.name }));
+    keys.reload();
+  };
+  return (
+    <section class="panel" aria-labelledby="api-keys-title">
+      <h2 id="api-keys-title">{t("user.apiKeys")}</h2>
+      <Loaded load={keys} isEmpty={(data) => data.length === 0} empty={t("user.apiKeysNone")}>
+        {(data) => (
+          <Table caption={t("user.apiKeys")} columns={[t("user.apiKeyName"), t("user.apiKeyScopes"), t("user.apiKeyLastUsed"), t("user.apiKeyExpires"), t("common.actions")]}>
+            {data.map((key) => (
+              <tr key={key.id}>
+                <td>
+                  {key.name} <code>usk_{key.prefix}_…</code>
+                </td>
+                <td>{key.scopes.join(", ")}</td>
+                <td>{key.lastUsedAt ? `${fmt.dateTime(key.lastUsedAt)}${key.lastUsedFrom ? ` (${key.lastUsedFrom})` : ""}` : t("common.none")}</td>
+                <td>{key.expiresAt ? fmt.dateTime(key.expiresAt) : t("common.none")}</td>
+                <td>
+                  <button type="button" class="danger" aria-label={t("user.apiKeyRevoke", { name: key.name })} onClick={() => setRevoking(key)} disabled={action.busy}>
+                    {t("user.apiKeyRevokeShort")}
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </Table>
+        )}
+      </Loaded>
+      <ErrorText error={action.error} />
+      <Confirm
+        open={revoking !== undefined}
+        title={t("user.apiKeyRevoke", { name: revoking?.name ?? "" })}
+        message={t("user.apiKeyRevokeConfirm", { name: revoking?.name ?? "", prefix: revoking?.prefix ?? "" })}
+        confirmLabel={t("user.apiKeyRevokeShort")}
+        onConfirm={revoke}
+        onCancel={() => setRevoking(undefined)}
+      />
+    </section>
   );
 }
 

@@ -1,0 +1,177 @@
+/**
+ * API keys: `usk_<prefix>_<secret>` (decisions.md, API keys). The prefix (8 base62 characters)
+ * finds the key; the secret (32 random bytes in base62, no `_` inside) exists only in the answer
+ * that created it, the database keeping its SHA-256, compared in constant time. Secret scanners
+ * find keys by KEY_PATTERN. Here too: the routes that refuse keys whatever they declare, the
+ * per-instance rate limit per key, and lastUsedAt / lastUsedFrom written in batches.
+ */
+import { timingSafeEqual } from "node:crypto";
+import { Elysia } from "elysia";
+import type { Logger } from "pino";
+import type { Database } from "../db/database";
+import { AppError } from "../errors";
+import { touchKeysStatement } from "../store/api-keys";
+
+/** What a secret scanner looks for (README, "API keys"). */
+export const KEY_PATTERN = /usk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}/;
+const PRESENTED = /^usk_([0-9A-Za-z]{8})_([0-9A-Za-z]{43})$/;
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const SECRET_BYTES = 32;
+/** 62^43 > 2^256: every 32-byte secret fits 43 digits (padded with leading zeros). */
+const SECRET_DIGITS = 43;
+
+function base62(bytes: Uint8Array, digits: number): string {
+  let n = BigInt(`0x${Buffer.from(bytes).toString("hex") || "0"}`);
+  let out = "";
+  for (let i = 0; i < digits; i++) {
+    out = BASE62[Number(n % 62n)] + out;
+    n /= 62n;
+  }
+  return out;
+}
+
+const randomBytes = (n: number) => crypto.getRandomValues(new Uint8Array(n));
+export const secretHash = (secret: string) => new Bun.CryptoHasher("sha256").update(secret).digest("base64url");
+
+/** A new key: the whole key (shown once), its prefix and the hash to store. */
+export function newKey() {
+  // The low 8 base62 digits of 6 random bytes: the unique index refuses a clash (62^8 ≈ 2·10^14 prefixes).
+  const prefix = base62(randomBytes(6), 8);
+  const secret = base62(randomBytes(SECRET_BYTES), SECRET_DIGITS);
+  return { key: `usk_${prefix}_${secret}`, prefix, secretHash: secretHash(secret) };
+}
+
+/** The prefix and secret of a presented bearer that looks like a key; undefined for anything else. */
+export function parseKey(bearer: string): { prefix: string; secret: string } | undefined {
+  const match = PRESENTED.exec(bearer);
+  return match ? { prefix: match[1], secret: match[2] } : undefined;
+}
+
+/**
+ * The digests of secrets presented lately: a script sends the same key request after request, and
+ * hashing it was the largest cost a key added over a session token (CPU per request, npm run bench).
+ * A wrong secret is remembered as well, so a tampered key costs what the right one does.
+ */
+const DIGEST_CACHE_SIZE = 10_000;
+const digests = new Map<string, Buffer>();
+function digestOf(secret: string): Buffer {
+  let digest = digests.get(secret);
+  if (!digest) {
+    digest = Buffer.from(secretHash(secret), "base64url");
+    if (digests.size >= DIGEST_CACHE_SIZE) digests.delete(digests.keys().next().value!);
+    digests.set(secret, digest);
+  }
+  return digest;
+}
+
+/** Whether `secret` hashes to `stored`, in constant time (both digests are 32 bytes). */
+export function secretMatches(secret: string, stored: string): boolean {
+  const given = digestOf(secret);
+  const kept = Buffer.from(stored, "base64url");
+  return given.length === kept.length && timingSafeEqual(given, kept);
+}
+
+export const isKeyBearer = (bearer: string) => bearer.startsWith("usk_");
+
+/** Paths (below BASE_PATH) where a key is refused whatever the route: credentials, administration, operations. */
+const REFUSED = ["/api/auth", "/api/account", "/api/admin", "/api/audit", "/actuator"];
+const ALLOWED_OPERATIONS = ["/actuator/health", "/actuator/info"];
+const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
+export const refusesKeys = (path: string) => REFUSED.some((p) => under(path, p)) && !ALLOWED_OPERATIONS.some((p) => under(path, p));
+
+/**
+ * 403 API_KEY_NOT_ALLOWED for a key on a refused path, before any route runs: open routes (login,
+ * refresh) read no caller, and a key is refused there before it is even looked up.
+ */
+export const apiKeyBoundary = (basePath: string) =>
+  new Elysia({ name: "api-key-boundary" }).onRequest(({ request }) => {
+    const header = request.headers.get("authorization");
+    if (!header || header.length < 11 || !header.slice(7, 11).startsWith("usk_") || header.slice(0, 7).toLowerCase() !== "bearer ") return;
+    const url = request.url;
+    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
+    const queryStart = url.indexOf("?", pathStart);
+    const path = url.slice(pathStart + basePath.length, queryStart < 0 ? undefined : queryStart);
+    if (refusesKeys(path)) throw new AppError("API_KEY_NOT_ALLOWED");
+  });
+
+export interface RateLimitState {
+  limit: number;
+  remaining: number;
+  /** Seconds until the window ends. */
+  resetS: number;
+}
+
+const WINDOW_MS = 60_000;
+
+/**
+ * API_KEY_RATE_LIMIT per key per minute, in this instance's memory (documented as per instance):
+ * a fixed window from the key's first request in it. Only requests whose secret verified are taken.
+ */
+export function createKeyRateLimit(limit: number, now: () => number) {
+  const windows = new Map<number, { start: number; used: number }>();
+  return {
+    /** Counts one request of the key; `allowed` false past the limit. */
+    take(keyId: number): RateLimitState & { allowed: boolean } {
+      const at = now();
+      let window = windows.get(keyId);
+      if (!window || at - window.start >= WINDOW_MS) {
+        if (windows.size >= 100_000) for (const [id, w] of windows) if (at - w.start >= WINDOW_MS) windows.delete(id);
+        window = { start: at, used: 0 };
+        windows.set(keyId, window);
+      }
+      window.used++;
+      const resetS = Math.max(1, Math.ceil((window.start + WINDOW_MS - at) / 1000));
+      return { allowed: window.used <= limit, limit, remaining: Math.max(0, limit - window.used), resetS };
+    },
+  };
+}
+export type KeyRateLimit = ReturnType<typeof createKeyRateLimit>;
+
+/** The RateLimit-* headers of a key's answer, written into `headers` (Elysia's set.headers, or an error's own). */
+export function setRateLimitHeaders(headers: Record<string, unknown>, state: RateLimitState) {
+  headers["ratelimit-limit"] = state.limit;
+  headers["ratelimit-remaining"] = state.remaining;
+  headers["ratelimit-reset"] = state.resetS;
+  return headers;
+}
+
+const USED_EVERY_MS = 60_000;
+const FLUSH_AFTER_MS = 2_000;
+
+export interface KeyActivity {
+  /** The key was used at `at` from the address `from()` gives (asked only when the use is noted); `lastUsedAt` is what the database holds. */
+  used(keyId: number, lastUsedAt: number | null, at: number, from: () => string): void;
+  /** Writes what is noted now (the timer does it a few seconds after the first note). */
+  flush(): Promise<void>;
+}
+
+/** lastUsedAt / lastUsedFrom, written at most once a minute per key, the notes of a few seconds in one statement (as session-activity.ts does for sessions). */
+export function createKeyActivity(db: Database, now: () => number, logger: Logger): KeyActivity {
+  const pending = new Map<number, { at: number; from: string }>();
+  const recent = new Map<number, number>();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  async function flush() {
+    timer = undefined;
+    const at = now();
+    for (const [id, usedAt] of recent) if (at - usedAt >= USED_EVERY_MS) recent.delete(id);
+    if (pending.size === 0) return;
+    const uses = Object.fromEntries(pending);
+    pending.clear();
+    try {
+      await db.writeAll((tx) => [touchKeysStatement(tx, uses)]);
+    } catch (error) {
+      for (const id of Object.keys(uses)) recent.delete(Number(id));
+      logger.warn({ err: error }, "API key use not written");
+    }
+  }
+  return {
+    used(keyId, lastUsedAt, at, from) {
+      if (at - Math.max(lastUsedAt ?? 0, recent.get(keyId) ?? 0) < USED_EVERY_MS) return;
+      recent.set(keyId, at);
+      pending.set(keyId, { at, from: from() });
+      timer ??= setTimeout(flush, FLUSH_AFTER_MS);
+      timer.unref?.();
+    },
+    flush,
+  };
+}

@@ -1,0 +1,137 @@
+/**
+ * API keys (api_keys): every statement on them. A key's secret never reaches this table, only
+ * its SHA-256 (security/api-keys.ts makes and checks both); the guard reads a key with its owner
+ * in one statement, as it reads a session.
+ */
+import { and, asc, count, eq, sql } from "drizzle-orm";
+import type { Db, Reader } from "../db/database";
+import { prepared } from "../db/prepared";
+import { apiKeys, users } from "../db/schema";
+
+const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
+
+/** The key a bearer's prefix names, with its owner: the guard's one read for an API key. */
+const keyAndOwner = prepared((db: Reader) =>
+  db
+    .select({
+      id: apiKeys.id,
+      secretHash: apiKeys.secretHash,
+      scopes: apiKeys.scopes,
+      expiresAt: apiKeys.expiresAt,
+      lastUsedAt: apiKeys.lastUsedAt,
+      userId: users.id,
+      email: users.email,
+      active: users.active,
+      tokenVersion: users.tokenVersion,
+      roles: roleNames,
+    })
+    .from(apiKeys)
+    .innerJoin(users, eq(users.id, apiKeys.userId))
+    .where(eq(apiKeys.prefix, sql.placeholder("prefix")))
+    .prepare(),
+);
+
+export interface KeyHolder {
+  id: number;
+  secretHash: string;
+  scopes: string;
+  /** Epoch milliseconds, or null for a key without an expiry. */
+  expiresAt: number | null;
+  lastUsedAt: number | null;
+  userId: number;
+  email: string;
+  active: boolean;
+  tokenVersion: number;
+  roles: string | null;
+}
+
+/** The key with `prefix` and its owner, read as raw values in keyAndOwner's column order (as sessionHolder reads). */
+export async function keyHolder(db: Reader, prefix: string): Promise<KeyHolder | undefined> {
+  const [v] = (await keyAndOwner(db).values({ prefix })) as ArrayLike<unknown>[];
+  return (
+    v && {
+      id: v[0] as number,
+      secretHash: v[1] as string,
+      scopes: v[2] as string,
+      expiresAt: v[3] as number | null,
+      lastUsedAt: v[4] as number | null,
+      userId: v[5] as number,
+      email: v[6] as string,
+      active: Boolean(v[7]),
+      tokenVersion: v[8] as number,
+      roles: v[9] as string | null,
+    }
+  );
+}
+
+export interface NewApiKey {
+  userId: number;
+  name: string;
+  prefix: string;
+  secretHash: string;
+  scopes: string[];
+  createdAt: Date;
+  expiresAt: Date | null;
+}
+
+/** What a list shows of a key: never its hash. */
+const listedColumns = {
+  id: apiKeys.id,
+  name: apiKeys.name,
+  prefix: apiKeys.prefix,
+  scopes: apiKeys.scopes,
+  createdAt: apiKeys.createdAt,
+  expiresAt: apiKeys.expiresAt,
+  lastUsedAt: apiKeys.lastUsedAt,
+  lastUsedFrom: apiKeys.lastUsedFrom,
+};
+export type ListedKey = { id: number; name: string; prefix: string; scopes: string; createdAt: Date; expiresAt: Date | null; lastUsedAt: Date | null; lastUsedFrom: string | null };
+
+/** How many keys the user holds (expired ones included: they still count until revoked). */
+export const keyCountOf = async (tx: Reader, userId: number) => (await tx.select({ n: count() }).from(apiKeys).where(eq(apiKeys.userId, userId)))[0].n;
+
+/** Inserts the key; answers its listed row. */
+export async function insertKey(tx: Db, key: NewApiKey): Promise<ListedKey> {
+  const [row] = await tx
+    .insert(apiKeys)
+    .values({ ...key, scopes: key.scopes.join(",") })
+    .returning(listedColumns);
+  return row;
+}
+
+const keysOf = prepared((db: Reader) =>
+  db
+    .select(listedColumns)
+    .from(apiKeys)
+    .where(eq(apiKeys.userId, sql.placeholder("userId")))
+    .orderBy(asc(apiKeys.id))
+    .prepare(),
+);
+/** The user's keys, oldest first. */
+export const keysOfUser = async (db: Reader, userId: number): Promise<ListedKey[]> => await keysOf(db).all({ userId });
+
+/** Deletes the user's key `id`: answers a row when it was theirs. */
+export const deleteKeyStatement = (tx: Db, userId: number, id: number) =>
+  tx
+    .delete(apiKeys)
+    .where(and(eq(apiKeys.id, id), eq(apiKeys.userId, userId)))
+    .returning({ id: apiKeys.id, prefix: apiKeys.prefix, name: apiKeys.name });
+
+/** Deletes every key of the user (a bootstrap promotion). */
+export const deleteKeysOfStatement = (tx: Db, userId: number) => tx.delete(apiKeys).where(eq(apiKeys.userId, userId));
+
+/**
+ * The keys' lastUsedAt and lastUsedFrom moved forward, in one statement: `uses` maps a key id to
+ * when and from where it was used.
+ */
+export function touchKeysStatement(tx: Db, uses: Record<number, { at: number; from: string }>) {
+  const json = JSON.stringify(uses);
+  const used = sql`(select j.value from json_each(${json}) j where j.key = cast(${apiKeys.id} as text))`;
+  return tx
+    .update(apiKeys)
+    .set({
+      lastUsedAt: sql`max(coalesce(${apiKeys.lastUsedAt}, 0), json_extract(${used}, '$.at'))`,
+      lastUsedFrom: sql`json_extract(${used}, '$.from')`,
+    })
+    .where(sql`cast(${apiKeys.id} as text) in (select j.key from json_each(${json}) j)`);
+}
