@@ -17,7 +17,8 @@ import { driver, remote as onRemoteLeg } from "./legs";
 import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
-import { createTokens } from "../src/security/bearer-tokens";
+import { configuredTokens } from "../src/security/bearer-tokens";
+import { createDataCipher } from "../src/security/data-encryption";
 import { hashPassword } from "../src/security/passwords";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
@@ -122,7 +123,8 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const database = tracing ? tracing.database(opened) : opened;
   await migrate(database);
   const now = options.now ?? Date.now;
-  const tokens = createTokens(config.jwtSecret!, now, config.accessTokenTtlS);
+  const cipher = createDataCipher(Buffer.from(env.DATA_ENCRYPTION_KEY ?? Buffer.alloc(32, 1).toString("base64"), "base64"));
+  const tokens = configuredTokens(config, config.jwtSecret!, database, cipher, now);
   const metrics = createMetrics({ defaultMetrics: false });
   const logging = createLogging(config.logLevel, "json", options.logs, tracing?.logFields);
   const lifecycle: Lifecycle = { ready: true };
@@ -206,6 +208,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     /** The writer's own handle, for fixtures and checks between requests (never while a unit runs). */
     db: database.unguarded,
     tokens,
+    cipher,
     metrics,
     files,
     logging,
