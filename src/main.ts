@@ -13,7 +13,8 @@ import { migrate } from "./db/migrate";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { translate } from "./catalogue";
 import { Violations } from "./errors";
-import { resolveJwtSecret } from "./security/jwt-secret";
+import { createDataCipher } from "./security/data-encryption";
+import { resolveDataEncryptionKey, resolveJwtSecret } from "./security/kept-secrets";
 import { configuredTokens } from "./security/bearer-tokens";
 import { UnknownKeyError, type Keyring } from "./security/signing-keys";
 import { createLogging, logStream } from "./logging/logger";
@@ -124,8 +125,9 @@ async function prepareDataFolder(config: Config, logger: Logger, { runMigrations
   const database = runMigrations ? await openMigrated(config, tracing) : await openConfigured(config, tracing);
   try {
     const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, logger);
+    const cipher = createDataCipher(resolveDataEncryptionKey(config.dataEncryptionKey, config.dataDir, logger), config.dataEncryptionKeysPrevious);
     const files = await createFileStore(config.fileStorage, config.s3);
-    return { database, secret, files };
+    return { database, secret, cipher, files };
   } catch (error) {
     database.close();
     throw error;
@@ -298,7 +300,7 @@ async function serve(config: Config) {
   const tokens = configuredTokens(config, secret, database, cipher, now);
   // Under EdDSA/ES256 the key set is brought up to date (one instance creates the first key) before serving.
   await tokens.keyring.signer();
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, files, now, tracing });
+  const app = createApp({ config, db: database, metrics, logging, tokens, cipher, lifecycle, files, now, tracing });
   listen(app, config);
   lifecycle.ready = true;
   const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now, tracing });

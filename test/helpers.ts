@@ -19,6 +19,7 @@ import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { configuredTokens } from "../src/security/bearer-tokens";
 import { createDataCipher } from "../src/security/data-encryption";
+import { resolveDataEncryptionKey } from "../src/security/kept-secrets";
 import { hashPassword } from "../src/security/passwords";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
@@ -123,14 +124,14 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const database = tracing ? tracing.database(opened) : opened;
   await migrate(database);
   const now = options.now ?? Date.now;
-  const cipher = createDataCipher(Buffer.from(env.DATA_ENCRYPTION_KEY ?? Buffer.alloc(32, 1).toString("base64"), "base64"));
+  const cipher = createDataCipher(resolveDataEncryptionKey(config.dataEncryptionKey, config.dataDir, createLogging("silent", "json").root), config.dataEncryptionKeysPrevious);
   const tokens = configuredTokens(config, config.jwtSecret!, database, cipher, now);
   const metrics = createMetrics({ defaultMetrics: false });
   const logging = createLogging(config.logLevel, "json", options.logs, tracing?.logFields);
   const lifecycle: Lifecycle = { ready: true };
   // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
   const files = await createFileStore(config.fileStorage, config.s3);
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway, tracing });
+  const app = createApp({ config, db: database, metrics, logging, tokens, cipher, lifecycle, now, files, paymentGateway: options.paymentGateway, tracing });
   const base = `http://localhost${config.basePath}`;
   let conformance: Conformance | undefined;
 

@@ -11,7 +11,8 @@
 import { decodeProtectedHeader, jwtVerify, SignJWT, type JWK, type JWTVerifyOptions } from "jose";
 import type { Config } from "../config";
 import type { Database } from "../db/database";
-import { createKeyring, type Keyring, type Sealer } from "./signing-keys";
+import type { DataCipher } from "./data-encryption";
+import { createKeyring, type Keyring } from "./signing-keys";
 
 /** The kid of HS512 tokens: the one symmetric key, JWT_SECRET (never in the JWKS). */
 export const HS512_KID = "HS512";
@@ -152,7 +153,7 @@ export function configuredTokens(
   config: Pick<Config, "tokenSigning" | "tokenKeyRotationDays" | "accessTokenTtlS" | "publicUrl" | "tokenAudience">,
   secret: string,
   db: Database,
-  cipher: Sealer,
+  cipher: DataCipher,
   now: () => number,
 ): Tokens & { keyring: Keyring } {
   const keyring = createKeyring({ db, cipher, alg: config.tokenSigning, rotationDays: config.tokenKeyRotationDays, tokenTtlS: config.accessTokenTtlS, now });

@@ -13,17 +13,11 @@
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from "jose";
 import type { Database } from "../db/database";
 import { acquireLease } from "../store/leases";
+import type { DataCipher } from "./data-encryption";
 import { addSigningKeys, allSigningKeys, deleteSigningKeys, HS512_SWITCH_KID, resealSigningKeys, revokeSigningKey, type SigningKeyRow } from "../store/signing-keys";
 
 export type SigningAlg = "HS512" | "EdDSA" | "ES256";
 export type AsymmetricAlg = Exclude<SigningAlg, "HS512">;
-
-/** What seals the private halves: security/data-encryption.ts's DataCipher. */
-export interface Sealer {
-  seal(plain: string | Uint8Array): string;
-  open(sealed: string): Buffer;
-  isStale(sealed: string): boolean;
-}
 
 /** How long a key is in the JWKS before it signs: twice JWKS_MAX_AGE_S, so a verifier's cached set always has it. */
 export const PUBLISH_AHEAD_MS = 10 * 60_000;
@@ -68,7 +62,7 @@ export interface Keyring {
 
 export interface KeyringOptions {
   db: Database;
-  cipher: Sealer;
+  cipher: DataCipher;
   alg: SigningAlg;
   rotationDays: number;
   /** ACCESS_TOKEN_TTL: how long after a key stops signing its last token may still be valid. */
@@ -81,7 +75,7 @@ export class UnknownKeyError extends Error {}
 const asymmetric = (row: SigningKeyRow) => row.kid !== HS512_SWITCH_KID && row.publicJwk !== null;
 const ms = (instant: Date | null) => instant?.getTime() ?? null;
 
-async function newKey(alg: AsymmetricAlg, cipher: Sealer, now: number, signsFrom: number): Promise<SigningKeyRow> {
+async function newKey(alg: AsymmetricAlg, cipher: DataCipher, now: number, signsFrom: number): Promise<SigningKeyRow> {
   const pair = await generateKeyPair(alg, { crv: CURVES[alg], extractable: true });
   const kid = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("base64url");
   const publicJwk: JWK = { ...(await exportJWK(pair.publicKey)), kid, alg, use: "sig" };
