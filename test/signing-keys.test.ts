@@ -7,12 +7,18 @@
  * createRemoteJWKSet against the JWKS served on a real port.
  */
 import { afterAll, describe, expect, remote, test } from "./legs";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readMigrationFiles } from "drizzle-orm/migrator";
+import { openDatabase } from "../src/db/open";
 import { eq, ne } from "drizzle-orm";
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, generateKeyPair, jwtVerify, SignJWT } from "jose";
 import { signingKeys } from "../src/db/schema";
 import { configuredTokens } from "../src/security/bearer-tokens";
+import { createDataCipher } from "../src/security/data-encryption";
 import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
+import { startServer } from "./server-process";
 
 const PASSWORD = "Passw0rd!";
 const MINUTE = 60_000;
@@ -153,6 +159,25 @@ describe("rotation", () => {
     await expect(rotate(app, "no-such-kid")).rejects.toThrow("no signing key no-such-kid");
   });
 
+  test.if(!remote)("the real command against a running server: `usersvc keys rotate --revoke KID` and the server refuses that key's tokens at once", async () => {
+    const server = await startServer({ TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: DATA_KEY });
+    try {
+      const profile = () => fetch(`${server.url}/api/search/profile`, { headers: { authorization: `Bearer ${server.token}` } }).then((r) => r.status);
+      expect(await profile()).toBe(200);
+      const kid = kidOf(server.token);
+      const env = { ...process.env, DATA_DIR: server.dataDir, JWT_SECRET: TEST_SECRET, TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: DATA_KEY, LOG_LEVEL: "warn" };
+      const command = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "keys", "rotate", "--revoke", kid], { cwd: server.dataDir, env });
+      expect(command.stderr.toString()).toBe("");
+      expect(command.stdout.toString()).toMatch(new RegExp(`^revoked ${kid}; key [\\w-]+ signs from \\d{4}-\\d\\d-\\d\\dT`));
+      expect(command.exitCode).toBe(0);
+      expect(await profile()).toBe(401);
+      const unknown = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "keys", "rotate", "--revoke", "no-such-kid"], { cwd: server.dataDir, env });
+      expect([unknown.exitCode, unknown.stderr.toString()]).toEqual([2, "usersvc: no signing key no-such-kid (see usersvc --help)\n"]);
+    } finally {
+      await server.stop();
+    }
+  });
+
   test("a new key is in the JWKS at least 10 minutes before it signs, scheduled or by `keys rotate`; old tokens keep working", async () => {
     clock = Date.now();
     const app = await appOn({ TOKEN_SIGNING: "EdDSA", TOKEN_KEY_ROTATION_DAYS: "1" });
@@ -197,6 +222,61 @@ describe("rotation", () => {
     expect(new Set(tokens.map(kidOf)).size).toBe(1);
     expect(await first.db.$count(signingKeys, eq(signingKeys.alg, "ES256"))).toBe(1);
     for (const token of tokens) expect(await statusOf(third, token)).toBe(200);
+  });
+});
+
+describe("an existing data folder", () => {
+  test.if(!remote)("upgrades in place: the tokens an earlier release issued (session and sid-less) keep working, under HS512 and after a switch to EdDSA", async () => {
+    clock = Date.now();
+    const dir = mkdtempSync(join(tmpdir(), "usersvc-upgrade-"));
+    const url = `file:${join(dir, "old.db")}`;
+    const old = await openDatabase({ url });
+    const iat = Math.floor(clock / 1000) - 60;
+    try {
+      // The schema as the release before signing keys left it, with a user signed in on it.
+      const all = readMigrationFiles({ migrationsFolder: join(import.meta.dir, "../drizzle") });
+      const before = all.slice(
+        0,
+        all.findIndex((m) => m.sql.some((statement) => statement.includes("`signing_keys`"))),
+      );
+      await old.migrate([
+        'CREATE TABLE "__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)',
+        ...before.flatMap((m) => [...m.sql.filter((statement) => statement.trim() !== ""), `INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('${m.hash}', ${m.folderMillis})`]),
+        `INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old Timer', 'old@example.com', ${(iat - 60) * 1000}, 0)`,
+        `INSERT INTO sessions (id, user_id, token_version, created_at, last_seen_at, expires_at, address, amr) VALUES ('old-session', 1, 0, ${iat * 1000}, ${iat * 1000}, ${clock + DAY}, '127.0.0.1', 'pwd')`,
+      ]);
+    } finally {
+      old.close();
+    }
+    // As that release signed them: HS512, no kid, no iss.
+    const sessionToken = await hs512({ sub: "old@example.com", ver: 0, uid: 1, sid: "old-session" }, iat, iat + 18_000);
+    const sidless = await hs512({ sub: "old@example.com", ver: 0, uid: 1 }, iat, iat + 18_000);
+    const upgraded = await makeTestApp({ DATABASE_URL: url }, { now: () => clock });
+    apps.push(upgraded);
+    expect([await statusOf(upgraded, sessionToken), await statusOf(upgraded, sidless)]).toEqual([200, 200]);
+    const switched = await appOn({ TOKEN_SIGNING: "EdDSA" }, upgraded);
+    expect([await statusOf(switched, sessionToken), await statusOf(switched, sidless)]).toEqual([200, 200]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe("`keys rewrap`", () => {
+  test("seals the private keys under a new DATA_ENCRYPTION_KEY: an instance holding only the new key signs, and earlier tokens still verify", async () => {
+    clock = Date.now();
+    const app = await appOn({ TOKEN_SIGNING: "EdDSA" });
+    const user = await app.createUser({ password: PASSWORD });
+    const before = await login(app, user.email);
+    const NEW_KEY = Buffer.alloc(32, 9).toString("base64");
+    // What `usersvc keys rewrap` runs with DATA_ENCRYPTION_KEY=new and DATA_ENCRYPTION_KEY_PREVIOUS=old.
+    const cipher = createDataCipher(Buffer.from(NEW_KEY, "base64"), [Buffer.from(DATA_KEY, "base64")]);
+    const keyring = configuredTokens(app.config, TEST_SECRET, app.database, cipher, () => clock).keyring;
+    expect(await keyring.rewrap()).toBe(1);
+    expect(await keyring.rewrap()).toBe(0);
+    const renewed = await appOn({ TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: NEW_KEY }, app);
+    expect(await statusOf(renewed, before)).toBe(200);
+    const after = await login(renewed, user.email);
+    expect(kidOf(after)).toBe(kidOf(before));
+    expect(await statusOf(app, after)).toBe(200);
   });
 });
 
