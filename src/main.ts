@@ -399,14 +399,17 @@ async function main(argv: string[]): Promise<number> {
       }
     }
     case "keys": {
-      if (rest[0] !== "rotate" && rest[0] !== "rewrap") throw new UsageError(rest[0] === undefined ? "keys needs a command: keys rotate [--revoke KID] | keys rewrap" : `unknown keys command "${rest[0]}"`);
+      if (rest[0] !== "rotate" && rest[0] !== "rewrap")
+        throw new UsageError(rest[0] === undefined ? "keys needs a command: keys rotate [--revoke KID] | keys rewrap" : `unknown keys command "${rest[0]}"`);
       expectNoMore(1);
       if (rest[0] === "rewrap" && values.revoke !== undefined) throw new UsageError("--revoke goes with keys rotate");
       const config = configFrom(values);
       const { database, secret, cipher } = await prepareDataFolder(config, commandLogger(config));
       try {
         const { keyring } = configuredTokens(config, secret, database, cipher, Date.now);
-        process.stdout.write(`${rest[0] === "rotate" ? await rotateCommand(keyring, values.revoke as string | undefined) : `resealed ${await keyring.rewrap()} private signing keys`}\n`);
+        process.stdout.write(
+          `${rest[0] === "rotate" ? await rotateCommand(keyring, values.revoke as string | undefined) : `resealed ${await keyring.rewrap()} private signing keys`}\n`,
+        );
       } finally {
         database.close();
       }

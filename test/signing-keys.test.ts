@@ -241,7 +241,10 @@ describe("an existing data folder", () => {
       );
       await old.migrate([
         'CREATE TABLE "__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)',
-        ...before.flatMap((m) => [...m.sql.filter((statement) => statement.trim() !== ""), `INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('${m.hash}', ${m.folderMillis})`]),
+        ...before.flatMap((m) => [
+          ...m.sql.filter((statement) => statement.trim() !== ""),
+          `INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('${m.hash}', ${m.folderMillis})`,
+        ]),
         `INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old Timer', 'old@example.com', ${(iat - 60) * 1000}, 0)`,
         `INSERT INTO sessions (id, user_id, token_version, created_at, last_seen_at, expires_at, address, amr) VALUES ('old-session', 1, 0, ${iat * 1000}, ${iat * 1000}, ${clock + DAY}, '127.0.0.1', 'pwd')`,
       ]);

@@ -103,7 +103,15 @@ export function createKeyring(options: KeyringOptions): Keyring {
   /** The instant (ms) each key stopped signing: when the next key of the sequence began, if it has. */
   function retiredAt(list: SigningKeyRow[], at: number) {
     const keys = list.filter(asymmetric);
-    return new Map(keys.map((k, i) => [k.kid, keys.slice(i + 1).find((later) => later.signsFrom.getTime() <= at)?.signsFrom.getTime() ?? null]));
+    return new Map(
+      keys.map((k, i) => [
+        k.kid,
+        keys
+          .slice(i + 1)
+          .find((later) => later.signsFrom.getTime() <= at)
+          ?.signsFrom.getTime() ?? null,
+      ]),
+    );
   }
 
   /** Keys whose every token has expired: retired (or withdrawn) longer ago than a token lives. */
@@ -115,8 +123,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
     });
   }
 
-  const signing = (list: SigningKeyRow[], at: number) =>
-    list.filter((k) => asymmetric(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() <= at).at(-1);
+  const signing = (list: SigningKeyRow[], at: number) => list.filter((k) => asymmetric(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() <= at).at(-1);
 
   /** What the set needs now: the switch record, a first key, the next key when rotation is due, and the expired to drop. */
   async function plan(list: SigningKeyRow[], at: number) {
