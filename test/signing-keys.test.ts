@@ -10,7 +10,6 @@ import { afterAll, describe, expect, remote, test } from "./legs";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readMigrationFiles } from "drizzle-orm/migrator";
 import { openDatabase } from "../src/db/open";
 import { eq, ne } from "drizzle-orm";
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, generateKeyPair, jwtVerify, SignJWT } from "jose";
@@ -19,6 +18,7 @@ import { configuredTokens } from "../src/security/bearer-tokens";
 import { createDataCipher } from "../src/security/data-encryption";
 import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
 import { startServer } from "./server-process";
+import { migrateToBefore } from "./support/earlier-schema";
 
 const PASSWORD = "Passw0rd!";
 const MINUTE = 60_000;
@@ -234,17 +234,7 @@ describe("an existing data folder", () => {
     const iat = Math.floor(clock / 1000) - 60;
     try {
       // The schema as the release before signing keys left it, with a user signed in on it.
-      const all = readMigrationFiles({ migrationsFolder: join(import.meta.dir, "../drizzle") });
-      const before = all.slice(
-        0,
-        all.findIndex((m) => m.sql.some((statement) => statement.includes("`signing_keys`"))),
-      );
-      await old.migrate([
-        'CREATE TABLE "__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)',
-        ...before.flatMap((m) => [
-          ...m.sql.filter((statement) => statement.trim() !== ""),
-          `INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('${m.hash}', ${m.folderMillis})`,
-        ]),
+      await migrateToBefore(old, "`signing_keys`", [
         `INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old Timer', 'old@example.com', ${(iat - 60) * 1000}, 0)`,
         `INSERT INTO sessions (id, user_id, token_version, created_at, last_seen_at, expires_at, address, amr) VALUES ('old-session', 1, 0, ${iat * 1000}, ${iat * 1000}, ${clock + DAY}, '127.0.0.1', 'pwd')`,
       ]);
