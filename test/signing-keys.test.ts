@@ -176,7 +176,7 @@ describe("rotation", () => {
     } finally {
       await server.stop();
     }
-  });
+  }, 60_000);
 
   test("a new key is in the JWKS at least 10 minutes before it signs, scheduled or by `keys rotate`; old tokens keep working", async () => {
     clock = Date.now();
