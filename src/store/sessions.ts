@@ -38,7 +38,8 @@ const callerBySession = prepared((db: Reader) =>
     .select({ ...sessionAndUser, keyRevoked: keyRevoked(sql.placeholder("kid")) })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
-    .where(eq(sessions.id, sql.placeholder("sid")))
+    // Bound as `+?`: Bun 1.4.5 prepares a join bound with a plain `?` again on every run (README, Performance).
+    .where(eq(sessions.id, sql`+${sql.placeholder("sid")}`))
     .prepare(),
 );
 
@@ -151,7 +152,7 @@ const refreshState = prepared((db: Reader) =>
     .from(refreshTokens)
     .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .innerJoin(users, eq(users.id, sessions.userId))
-    .where(eq(refreshTokens.tokenHash, sql.placeholder("tokenHash")))
+    .where(eq(refreshTokens.tokenHash, sql`+${sql.placeholder("tokenHash")}`))
     .prepare(),
 );
 /** A refresh token's state with its session and user (instants in epoch milliseconds), or undefined for an unknown token. */
