@@ -159,24 +159,28 @@ describe("rotation", () => {
     await expect(rotate(app, "no-such-kid")).rejects.toThrow("no signing key no-such-kid");
   });
 
-  test.if(!remote)("the real command against a running server: `usersvc keys rotate --revoke KID` and the server refuses that key's tokens at once", async () => {
-    const server = await startServer({ TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: DATA_KEY });
-    try {
-      const profile = () => fetch(`${server.url}/api/search/profile`, { headers: { authorization: `Bearer ${server.token}` } }).then((r) => r.status);
-      expect(await profile()).toBe(200);
-      const kid = kidOf(server.token);
-      const env = { ...process.env, DATA_DIR: server.dataDir, JWT_SECRET: TEST_SECRET, TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: DATA_KEY, LOG_LEVEL: "warn" };
-      const command = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "keys", "rotate", "--revoke", kid], { cwd: server.dataDir, env });
-      expect(command.stderr.toString()).toBe("");
-      expect(command.stdout.toString()).toMatch(new RegExp(`^revoked ${kid}; key [\\w-]+ signs from \\d{4}-\\d\\d-\\d\\dT`));
-      expect(command.exitCode).toBe(0);
-      expect(await profile()).toBe(401);
-      const unknown = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "keys", "rotate", "--revoke", "no-such-kid"], { cwd: server.dataDir, env });
-      expect([unknown.exitCode, unknown.stderr.toString()]).toEqual([2, "usersvc: no signing key no-such-kid (see usersvc --help)\n"]);
-    } finally {
-      await server.stop();
-    }
-  }, 60_000);
+  test.if(!remote)(
+    "the real command against a running server: `usersvc keys rotate --revoke KID` and the server refuses that key's tokens at once",
+    async () => {
+      const server = await startServer({ TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: DATA_KEY });
+      try {
+        const profile = () => fetch(`${server.url}/api/search/profile`, { headers: { authorization: `Bearer ${server.token}` } }).then((r) => r.status);
+        expect(await profile()).toBe(200);
+        const kid = kidOf(server.token);
+        const env = { ...process.env, DATA_DIR: server.dataDir, JWT_SECRET: TEST_SECRET, TOKEN_SIGNING: "EdDSA", DATA_ENCRYPTION_KEY: DATA_KEY, LOG_LEVEL: "warn" };
+        const command = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "keys", "rotate", "--revoke", kid], { cwd: server.dataDir, env });
+        expect(command.stderr.toString()).toBe("");
+        expect(command.stdout.toString()).toMatch(new RegExp(`^revoked ${kid}; key [\\w-]+ signs from \\d{4}-\\d\\d-\\d\\dT`));
+        expect(command.exitCode).toBe(0);
+        expect(await profile()).toBe(401);
+        const unknown = Bun.spawnSync([process.execPath, join(import.meta.dir, "../src/main.ts"), "keys", "rotate", "--revoke", "no-such-kid"], { cwd: server.dataDir, env });
+        expect([unknown.exitCode, unknown.stderr.toString()]).toEqual([2, "usersvc: no signing key no-such-kid (see usersvc --help)\n"]);
+      } finally {
+        await server.stop();
+      }
+    },
+    60_000,
+  );
 
   test("a new key is in the JWKS at least 10 minutes before it signs, scheduled or by `keys rotate`; old tokens keep working", async () => {
     clock = Date.now();

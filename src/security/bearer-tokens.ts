@@ -2,7 +2,8 @@
  * Bearer tokens: claims sub (the e-mail), iat, exp = iat + ACCESS_TOKEN_TTL (18000 s by default,
  * never past the session's end), ver (the user's token version, so logout can revoke), uid (the
  * account's id: after an e-mail change the address may belong to another account), sid (the session
- * a sign-in opened; tokens of earlier releases carry none), iss (PUBLIC_URL, else `usersvc`) and,
+ * a sign-in opened; tokens of earlier releases carry none), auth_time (when that sign-in happened:
+ * routes that need a recent one read it), iss (PUBLIC_URL, else `usersvc`) and,
  * with TOKEN_AUDIENCE, aud; the header names its `kid`. Signed with HS512 over the UTF-8 bytes of
  * JWT_SECRET (the default), or by the keyring's current EdDSA/ES256 key (security/signing-keys.ts).
  * jose signs (iat from the app's clock) and verifies with the algorithm pinned by the header's
@@ -31,6 +32,8 @@ export interface TokenClaims {
   sid?: string;
   /** The asymmetric key that signed the token (the guard refuses a withdrawn one); none for HS512. */
   kid?: string;
+  /** When the sign-in behind the token happened (seconds; OpenID Connect's auth_time). */
+  authTime?: number;
 }
 
 /** Beyond HS512: the keyring (TOKEN_SIGNING=EdDSA|ES256, or to verify tokens after a switch), iss and aud. */
@@ -40,10 +43,11 @@ export interface TokenSigning {
   audience?: string;
 }
 
-/** A session token's session, and the instant (seconds) no token of it may outlive. */
+/** A session token's session, the instant (seconds) no token of it may outlive, and when its sign-in happened (seconds). */
 export interface TokenSession {
   sid: string;
   notAfter: number;
+  authTime: number;
 }
 
 export interface Tokens {
@@ -98,7 +102,12 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
       const iat = Math.floor(now() / 1000);
       const signer = await keyring?.signer();
       // The claims in @elysiajs/jwt's order (sub, ver, uid, sid, exp, iat), so tokens look as before.
-      const jwt = new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid }) })
+      const jwt = new SignJWT({
+        sub: email,
+        ver: tokenVersion,
+        ...(userId === undefined ? {} : { uid: userId }),
+        ...(session && { sid: session.sid, auth_time: session.authTime }),
+      })
         .setProtectedHeader({ alg: signer?.alg ?? "HS512", typ: "JWT", kid: signer?.kid ?? HS512_KID })
         .setIssuer(issuer)
         .setExpirationTime(expiryOf(session))
@@ -134,6 +143,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
       if (typeof claims.iat === "number") result.iat = claims.iat;
       if (typeof claims.uid === "number") result.uid = claims.uid;
       if (typeof claims.sid === "string") result.sid = claims.sid;
+      if (typeof claims.auth_time === "number") result.authTime = claims.auth_time;
       // Whatever kid an HS512 header names, JWT_SECRET signed it: its claims name none.
       if (key.alg !== "HS512") result.kid = protectedHeader?.kid as string;
       if (!(await stillAccepted(result))) return undefined;
