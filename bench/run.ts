@@ -15,9 +15,10 @@
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|api-keys] [--reads] [--multi]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|sessions|api-keys] [--reads] [--multi]
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
+ *     --only sessions only issue 26's rows (sessionRows): session vs bearer read, EdDSA vs HS512, refresh/s
  *     --only api-keys only the API-key rows (apiKeyRows: key vs session token, tampered vs right key), about half a minute
  *     --reads       only the user read against the floors (about a minute): for iterating on the read path
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, backup.ts, remote.ts)
@@ -469,22 +470,111 @@ async function writeRows(server: Server, token: string) {
   return { rows, targets };
 }
 
-/** `--only writes`: the data folder and server as the full run makes them, then only writeRows. */
-async function onlyWrites() {
+// ---------------------------------------------------------------- sessions and signing keys (issue 26)
+
+/** A sign-in of the bench's ADMIN: a session token and its refresh token. */
+async function signIn(server: Server): Promise<{ token: string; refreshToken: string }> {
+  const res = await fetch(`${server.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(ADMIN) });
+  if (res.status !== 200) throw new Error(`login answered ${res.status}: ${await res.text()}`);
+  return ((await res.json()) as { data: { token: string; refreshToken: string } }).data;
+}
+
+/**
+ * Rotating refreshes: `chains` sign-ins each refreshing in a loop with the refresh token the last
+ * answer handed out (wrk sends one fixed body, and a refresh token works once). The client is
+ * this process, on the same 2 cores as the server, so the figure is a floor.
+ */
+async function rotatingRefreshes(server: Server, chains: number, seconds: number) {
+  const starts = [];
+  for (let i = 0; i < chains; i++) starts.push(await signIn(server));
+  let done = 0;
+  let refused = 0;
+  const until = performance.now() + seconds * 1000;
+  await Promise.all(
+    starts.map(async ({ refreshToken }) => {
+      let current = refreshToken;
+      while (performance.now() < until) {
+        const res = await fetch(`${server.url}/api/auth/refresh`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ refreshToken: current }),
+        });
+        const body = (await res.json()) as { data?: { refreshToken: string } };
+        if (res.status !== 200 || !body.data) {
+          refused++;
+          return;
+        }
+        current = body.data.refreshToken;
+        done++;
+      }
+    }),
+  );
+  return { rps: Math.round(done / seconds), refused };
+}
+
+/**
+ * GET /api/users/{id} with a session token against a sid-less bearer (`usersvc token`), and under
+ * TOKEN_SIGNING=EdDSA (a second server on the same folder) against HS512, in alternating rounds;
+ * then refreshes: the bearer-only refresh under wrk, and rotating refresh tokens.
+ */
+async function sessionRows(home: string, server: Server, bearerToken: string) {
+  const bearer: Load = { path: "/api/users/{id}", token: bearerToken, maxId: SEEDED_USERS, expect: 200 };
+  const session = await signIn(server);
+  const eddsa = await usersvc(home, { LOG_LEVEL: "warn", TOKEN_SIGNING: "EdDSA" });
+  const [, sessionRead, eddsaRead] = await alternate([
+    [server, bearer],
+    [server, { ...bearer, token: session.token }],
+    [eddsa, { ...bearer, token: (await signIn(eddsa)).token }],
+  ]);
+  await eddsa.stop();
+  const eddsaRatio = median(eddsaRead.roundsRps.map((rps, round) => rps / sessionRead.roundsRps[round]));
+  const bearerRefresh = await measure(server, { method: "POST", path: "/api/auth/refresh", token: session.token, expect: 200 });
+  const rotating = await rotatingRefreshes(server, 16, DURATION_S);
+  const rows: [string, Measured, string?][] = [
+    ["usersvc GET /api/users/{id}, session token", sessionRead, `${sessionRead.ratio.toFixed(2)}× the sid-less bearer read`],
+    ["usersvc GET /api/users/{id}, session token, EdDSA", eddsaRead, `${eddsaRatio.toFixed(2)}× HS512`],
+    ["usersvc POST /api/auth/refresh (bearer)", bearerRefresh],
+  ];
+  const targets = {
+    "GET user, session token vs bearer read": target(sessionRead.ratio >= 0.95, sessionRead.ratio.toFixed(2), "≥ 0.95"),
+    "GET user, EdDSA vs HS512": target(eddsaRatio >= 0.95, eddsaRatio.toFixed(2), "≥ 0.95"),
+    "POST /api/auth/refresh {refreshToken}, rotating (16 chains)": target(
+      rotating.rps >= 2000,
+      `${rotating.rps}/s${rotating.refused ? `, ${rotating.refused} refused` : ""}`,
+      "≥ 2,000/s",
+    ),
+    "POST /api/auth/refresh (bearer)": target(bearerRefresh.rps >= 2000, `${bearerRefresh.rps}/s`, "≥ 2,000/s"),
+  };
+  return { rows, targets };
+}
+
+/** `--only writes` or `--only sessions`: the data folder and server as the full run makes them, then only those rows. */
+async function onlyRows(which: "writes" | "sessions" | "api-keys") {
   await ensureBinary();
   const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
   cli(["admin", "create", "--email", ADMIN.email, "--password", ADMIN.password], home);
   seed(join(home, "data/usersvc.db"));
-  const server = await usersvc(home, { LOG_LEVEL: "warn" });
-  const { rows, targets } = await writeRows(server, cli(["token", "--email", ADMIN.email], home));
-  await server.stop();
+  const measure = async () => {
+    // The API-key rows start a server of their own (with the per-key limit lifted).
+    if (which === "api-keys") return apiKeyRows(home);
+    const server = await usersvc(home, { LOG_LEVEL: "warn" });
+    try {
+      const token = cli(["token", "--email", ADMIN.email], home);
+      return which === "writes" ? await writeRows(server, token) : await sessionRows(home, server, token);
+    } finally {
+      await server.stop();
+    }
+  };
+  const { rows, targets } = await measure();
   rmSync(home, { recursive: true, force: true });
   const status = (m: Measured) =>
     Object.entries(m.statuses ?? {})
       .map(([k, v]) => `${k}×${v}`)
       .join(" ");
-  for (const [name, m, note] of rows) console.log(`${name.padEnd(56)} ${String(m.rps).padStart(7)}/s p99 ${m.p99Ms} ms  ${[note, status(m)].filter(Boolean).join("; ")}`);
-  for (const [name, { met, measured, goal }] of Object.entries(targets)) console.log(`${name.padEnd(56)} ${measured.padEnd(10)} ${goal.padEnd(12)} ${met ? "MET" : "NOT MET"}`);
+  for (const [name, m, note] of rows)
+    console.log(`${name.padEnd(56)} ${String(m.rps).padStart(7)}/s p50 ${m.p50Ms} ms p99 ${m.p99Ms} ms  ${[note, status(m)].filter(Boolean).join("; ")}`);
+  for (const [name, { met, measured, goal }] of Object.entries(targets)) console.log(`${name.padEnd(56)} ${measured.padEnd(28)} ${goal.padEnd(12)} ${met ? "MET" : "NOT MET"}`);
+  console.log(`load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`);
 }
 
 const target = (met: boolean | null, measured: string, goal: string) => ({ met, measured, goal });
@@ -550,18 +640,6 @@ async function apiKeyRows(home: string) {
 }
 
 /** `--only api-keys`: the seeded folder as the full run makes it, then only apiKeyRows. */
-async function onlyApiKeys() {
-  await ensureBinary();
-  const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
-  cli(["admin", "create", "--email", ADMIN.email, "--password", ADMIN.password], home);
-  seed(join(home, "data/usersvc.db"));
-  const { rows, targets } = await apiKeyRows(home);
-  rmSync(home, { recursive: true, force: true });
-  for (const [name, m, note] of rows) console.log(`${name.padEnd(56)} ${String(m.rps).padStart(7)}/s p50 ${m.p50Ms} ms p99 ${m.p99Ms} ms  ${note ?? ""}`);
-  for (const [name, { met, measured, goal }] of Object.entries(targets)) console.log(`${name.padEnd(56)} ${measured.padEnd(28)} ${goal.padEnd(12)} ${met ? "MET" : "NOT MET"}`);
-  console.log(`load average ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`);
-}
-
 // ---------------------------------------------------------------- the run
 
 interface Row {
@@ -716,6 +794,8 @@ async function main() {
   add("usersvc POST /api/users (admin)", create);
   const writes = await writeRows(quiet, token);
   for (const [name, m, note] of writes.rows) add(name, m, note);
+  const sessions = await sessionRows(home, quiet, token);
+  for (const [name, m, note] of sessions.rows) add(name, m, note);
 
   const keys = await apiKeyRows(home);
   for (const [name, m, note] of keys.rows) add(name, m, note);
@@ -767,6 +847,7 @@ async function main() {
     "concurrent creates across workers correct": target(creates.correct, creates.correct ? "yes" : "no", "exactly one 201 per e-mail"),
     ...writes.targets,
     ...keys.targets,
+    ...sessions.targets,
   };
 
   const extras = flags.has("--no-extras") ? [] : await runExtras();
@@ -910,7 +991,9 @@ async function onlyMulti() {
 }
 
 const only = flags.has("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
-const run = flags.has("--multi") ? onlyMulti : only === "writes" ? onlyWrites : only === "api-keys" ? onlyApiKeys : main;
+const ONLY = ["writes", "sessions", "api-keys"] as const;
+if (only !== undefined && !ONLY.includes(only as (typeof ONLY)[number])) throw new Error(`--only takes ${ONLY.join(", ")}`);
+const run = flags.has("--multi") ? onlyMulti : only ? () => onlyRows(only as (typeof ONLY)[number]) : main;
 await run().catch((error) => {
   console.error(error);
   process.exit(1);

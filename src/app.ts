@@ -18,6 +18,7 @@ import { consoleRoutes } from "./features/console/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { sessionsRoutes } from "./features/sessions/routes";
+import { keysRoutes } from "./features/keys/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
@@ -92,6 +93,7 @@ export function createApp(deps: AppDeps) {
     .use(consoleRoutes(config.basePath))
     .use(usersRoutes(ctx))
     .use(sessionsRoutes(ctx))
+    .use(keysRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
     .use(auditRoutes(ctx))

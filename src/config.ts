@@ -92,6 +92,12 @@ export interface Config {
   readonly apiKeyMaxPerUser: number;
   /** Requests a minute one API key may make, counted per instance (429 beyond). */
   readonly apiKeyRateLimit: number;
+  /** How access tokens are signed: HS512 with JWT_SECRET (the seed's), or an asymmetric key kept in the database and published as JWKS. */
+  readonly tokenSigning: "HS512" | "EdDSA" | "ES256";
+  /** Days an asymmetric key signs before the next one takes over. */
+  readonly tokenKeyRotationDays: number;
+  /** The `aud` claim tokens carry and must carry; undefined: none. */
+  readonly tokenAudience?: string;
   /** Traces over OTLP/HTTP (src/tracing); undefined without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: nothing is loaded. */
   readonly tracing?: TracingConfig;
 }
@@ -344,6 +350,9 @@ const s3SettingsOf = (r: SettingsReader): Config["s3"] => ({
   sessionToken: r.read("S3_SESSION_TOKEN") ?? r.read("AWS_SESSION_TOKEN"),
 });
 
+/** TOKEN_SIGNING's values (read in any case) as JOSE spells them. */
+const SIGNING_ALGS = { hs512: "HS512", eddsa: "EdDSA", es256: "ES256" } as const;
+
 /** Tokens, the bootstrap admin, passwords and the limits on guessing them. */
 function accountSettings(r: SettingsReader) {
   const jwtSecret = r.read("JWT_SECRET");
@@ -394,6 +403,9 @@ function accountSettings(r: SettingsReader) {
     refreshReuseGraceS: r.integer("REFRESH_REUSE_GRACE_S", 10, 0, 3600),
     apiKeyMaxPerUser: r.integer("API_KEY_MAX_PER_USER", 20, 1, 1000),
     apiKeyRateLimit: r.integer("API_KEY_RATE_LIMIT", 600, 1, 1_000_000_000),
+    tokenSigning: SIGNING_ALGS[r.oneOf("TOKEN_SIGNING", ["hs512", "eddsa", "es256"] as const, "hs512")],
+    tokenKeyRotationDays: r.integer("TOKEN_KEY_ROTATION_DAYS", 30, 1, 3650),
+    tokenAudience: r.read("TOKEN_AUDIENCE"),
   } satisfies Partial<Config>;
 }
 

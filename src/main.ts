@@ -15,7 +15,8 @@ import { translate } from "./catalogue";
 import { Violations } from "./errors";
 import { createDataCipher } from "./security/data-encryption";
 import { resolveDataEncryptionKey, resolveJwtSecret } from "./security/kept-secrets";
-import { createTokens } from "./security/bearer-tokens";
+import { configuredTokens } from "./security/bearer-tokens";
+import { UnknownKeyError, type Keyring } from "./security/signing-keys";
 import { createLogging, logStream } from "./logging/logger";
 import { normalizeEmail, tokenHolder } from "./store/users";
 import { createMetrics } from "./metrics";
@@ -42,6 +43,8 @@ Usage:
   usersvc migrate                                           apply database migrations and exit
   usersvc admin create --email E --password P [--name N]    create or promote an ADMIN
   usersvc token --email E                                   print a bearer token (local development)
+  usersvc keys rotate [--revoke KID]                        publish the next signing key (signs in 10 minutes); --revoke withdraws KID at once
+  usersvc keys rewrap                                       seal the private signing keys under the current DATA_ENCRYPTION_KEY
   usersvc backup [--output DIR]                             write a backup archive, print its path
   usersvc restore ARCHIVE                                   restore a backup (the server stopped)
   usersvc --help | --version
@@ -72,6 +75,7 @@ function parseCommandLine(argv: string[]) {
     password: { type: "string" },
     name: { type: "string" },
     output: { type: "string" },
+    revoke: { type: "string" },
   };
   for (const variable of CONFIG_VARIABLES) options[flagOf(variable)] = { type: "string" };
   const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
@@ -293,7 +297,10 @@ async function serve(config: Config) {
   const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup"), now }, { primary: !child });
   const lifecycle = startingLifecycle();
   const { metrics, peers } = sharedMetrics(config);
-  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now, config.accessTokenTtlS), cipher, lifecycle, files, now, tracing });
+  const tokens = configuredTokens(config, secret, database, cipher, now);
+  // Under EdDSA/ES256 the key set is brought up to date (one instance creates the first key) before serving.
+  await tokens.keyring.signer();
+  const app = createApp({ config, db: database, metrics, logging, tokens, cipher, lifecycle, files, now, tracing });
   listen(app, config);
   lifecycle.ready = true;
   const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now, tracing });
@@ -319,6 +326,14 @@ async function serve(config: Config) {
     },
   });
   if (child) stopWhenOrphaned(() => void shutdown("primary gone"));
+}
+
+/** `keys rotate`'s line: which key signs from when (and which was withdrawn). */
+async function rotateCommand(keyring: Keyring, revoke: string | undefined) {
+  const rotated = await keyring.rotate(revoke).catch((error) => {
+    throw error instanceof UnknownKeyError ? new UsageError(error.message) : error;
+  });
+  return `${rotated.revoked ? `revoked ${rotated.revoked}; ` : ""}key ${rotated.kid} signs from ${new Date(rotated.signsFrom).toISOString()}`;
 }
 
 const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");
@@ -369,15 +384,35 @@ async function main(argv: string[]): Promise<number> {
       expectNoMore(0);
       if (typeof values.email !== "string") throw new UsageError("token needs --email");
       const config = configFrom(values);
-      const database = await openMigrated(config);
-      const user = await tokenHolder(database, normalizeEmail(values.email));
-      database.close();
-      if (!user?.active) {
-        process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
-        return 1;
+      // The data folder's keys: under EdDSA/ES256 the token is signed by the database's current key.
+      const { database, secret, cipher } = await prepareDataFolder(config, commandLogger(config));
+      try {
+        const user = await tokenHolder(database, normalizeEmail(values.email));
+        if (!user?.active) {
+          process.stderr.write(`usersvc: no active user with e-mail ${values.email}\n`);
+          return 1;
+        }
+        process.stdout.write(`${await configuredTokens(config, secret, database, cipher, Date.now).issue(user.email, user.tokenVersion, user.id)}\n`);
+        return 0;
+      } finally {
+        database.close();
       }
-      const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, commandLogger(config));
-      process.stdout.write(`${await createTokens(secret, Date.now, config.accessTokenTtlS).issue(user.email, user.tokenVersion, user.id)}\n`);
+    }
+    case "keys": {
+      if (rest[0] !== "rotate" && rest[0] !== "rewrap")
+        throw new UsageError(rest[0] === undefined ? "keys needs a command: keys rotate [--revoke KID] | keys rewrap" : `unknown keys command "${rest[0]}"`);
+      expectNoMore(1);
+      if (rest[0] === "rewrap" && values.revoke !== undefined) throw new UsageError("--revoke goes with keys rotate");
+      const config = configFrom(values);
+      const { database, secret, cipher } = await prepareDataFolder(config, commandLogger(config));
+      try {
+        const { keyring } = configuredTokens(config, secret, database, cipher, Date.now);
+        process.stdout.write(
+          `${rest[0] === "rotate" ? await rotateCommand(keyring, values.revoke as string | undefined) : `resealed ${await keyring.rewrap()} private signing keys`}\n`,
+        );
+      } finally {
+        database.close();
+      }
       return 0;
     }
     case "backup": {

@@ -11,7 +11,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
-import { readMigrationFiles } from "drizzle-orm/migrator";
 import { openDatabase } from "../src/db/open";
 import { migrate } from "../src/db/migrate";
 import { Webhook } from "standardwebhooks";
@@ -22,6 +21,7 @@ import { startOutboxSender, type OutboxSender } from "../src/features/notificati
 import { createLogging } from "../src/logging/logger";
 import { makeTestApp, type TestApp, timeless, uniqueEmail, validRegistration } from "./helpers";
 import { freePort } from "./server-process";
+import { migrateToBefore } from "./support/earlier-schema";
 import { startMailbox, smtpUnavailable, tokenOf, type Mailbox } from "./smtp-server";
 
 // Mail travels through a real server and a polling sender: seconds, not milliseconds.
@@ -497,20 +497,13 @@ describe("without SMTP", () => {
     const database = await openDatabase({ url: `file:${join(dir, "old.db")}` });
     try {
       // The schema as it was before account e-mail: every migration before the one adding email_verified.
-      const all = readMigrationFiles({ migrationsFolder: join(import.meta.dir, "../drizzle") });
-      const before = all.slice(
-        0,
-        all.findIndex((m) => m.sql.some((s) => s.includes("`email_verified`"))),
-      );
-      await database.migrate([
-        'CREATE TABLE "__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)',
-        ...before.flatMap((m) => [...m.sql.filter((s) => s.trim() !== ""), `INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('${m.hash}', ${m.folderMillis})`]),
+      const pending = await migrateToBefore(database, "`email_verified`", [
         "INSERT INTO users (name, email, created_at, updated_at) VALUES ('Old Timer', 'old@example.com', 0, 0)",
         `INSERT INTO outbox (kind, recipient, payload, created_at, attempts, next_attempt_at, delivered_at) VALUES
           ('WELCOME', 'old@example.com', '{"userId":1}', 0, 1, 0, 5), ('USER_UPDATED', 'old@example.com', '{"userId":1}', 0, 3, 0, NULL)`,
       ]);
 
-      expect(await migrate(database)).toBe(all.length - before.length);
+      expect(await migrate(database)).toBe(pending);
       expect(await database.select({ emailVerified: users.emailVerified, language: users.language }).from(users)).toEqual([{ emailVerified: true, language: "en" }]);
       const rows = await database.select().from(outbox).orderBy(outbox.id);
       expect(rows.map((r) => [r.kind, r.webhookStatus, r.webhookAttempts, r.mailStatus])).toEqual([

@@ -261,6 +261,17 @@ describe("refresh rotation", () => {
     expect([await statusOf(first.token), (await refreshWith(sibling.body.data.refreshToken)).status]).toEqual([401, 401]);
   });
 
+  test("two refreshes of one refresh token at once both answer (the loser gets the sibling), and both pairs work", async () => {
+    const { laptop } = await twoDevices();
+    const answers = await Promise.all([refreshWith(laptop.refreshToken), refreshWith(laptop.refreshToken)]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    const [one, other] = answers.map((a) => a.body.data);
+    expect(one.refreshToken).not.toBe(other.refreshToken);
+    expect([await statusOf(one.token), await statusOf(other.token)]).toEqual([200, 200]);
+    // Only one answer reaches the client in practice; either refresh token goes on.
+    expect((await refreshWith(other.refreshToken)).status).toBe(200);
+  });
+
   test("a bearer-only refresh stays in its session and never outlives it", async () => {
     const { laptop } = await twoDevices();
     clock += 30 * DAY - 3600_000;

@@ -410,3 +410,26 @@ export const apiKeys = sqliteTable(
   },
   (t) => [index("api_keys_user_idx").on(t.userId)],
 );
+
+// ── Signing keys (#26) ──
+
+/**
+ * Token signing keys (TOKEN_SIGNING=EdDSA|ES256), shared by every instance on one primary. A key is
+ * published (in the JWKS) from createdAt and signs from signsFrom: the latest key whose signsFrom
+ * has come signs. The private half is sealed with DATA_ENCRYPTION_KEY (security/data-encryption.ts).
+ * The row `HS512` holds no key: its createdAt records the switch from HS512, before which an HS512
+ * token must have been issued to count.
+ */
+export const signingKeys = sqliteTable("signing_keys", {
+  kid: text("kid").primaryKey(),
+  /** EdDSA, ES256, or HS512 (the switch record). */
+  alg: text("alg").notNull(),
+  /** The public JWK as served (JSON); null for the HS512 record. */
+  publicJwk: text("public_jwk"),
+  /** The private JWK, sealed; null for the HS512 record. */
+  privateJwk: text("private_jwk"),
+  createdAt: millis("created_at").notNull(),
+  signsFrom: millis("signs_from").notNull(),
+  /** Withdrawn by `usersvc keys rotate --revoke`: its tokens are refused at once. */
+  revokedAt: millis("revoked_at"),
+});

@@ -6,8 +6,9 @@
  * user's current token version, and it was issued to that account. A session token (`sid`)
  * resolves through its session, which must be open (store/sessions.ts), to the user; a token
  * without one names its account by `uid`, or (naming none) was issued after the account's e-mail
- * last changed. An API key (`Bearer usk_…`) resolves through its row, which names its owner
- * (security/api-keys.ts): the owner narrowed to the key's scopes, also one read.
+ * last changed. Either way it is one read, which also tells whether the token's signing key was withdrawn.
+ * An API key (`Bearer usk_…`) resolves through its row, which names its owner (security/api-keys.ts):
+ * the owner narrowed to the key's scopes, also one read.
  */
 import { Elysia } from "elysia";
 import type { Reader } from "../db/database";
@@ -75,9 +76,14 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       apiKey: { id: key.id, scopes: key.scopes.split(","), lastUsedAt: key.lastUsedAt },
     };
   }
+  const keyWithdrawn = (kid: string) => {
+    tokens.withdrawn(kid);
+    return undefined;
+  };
   async function sessionCaller(claims: TokenClaims & { sid: string }): Promise<Caller | undefined> {
-    const session = await sessionHolder(db, claims.sid);
+    const session = await sessionHolder(db, claims.sid, claims.kid);
     const now = sessions.now();
+    if (session?.keyRevoked) return keyWithdrawn(claims.kid!);
     if (!session || !isOpen(session, now, sessions.idleMs) || session.tokenVersion !== claims.ver) return undefined;
     sessions.activity.seen(claims.sid, session.lastSeenAt, now);
     return {
@@ -97,7 +103,8 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
       if (claims.sid !== undefined) return counted("session", await sessionCaller(claims as TokenClaims & { sid: string }));
-      const user = await tokenHolder(db, claims.sub);
+      const user = await tokenHolder(db, claims.sub, claims.kid);
+      if (user?.keyRevoked) return keyWithdrawn(claims.kid!);
       if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
       // e-mail (whose versions restarted at 0): it must not open the new one.

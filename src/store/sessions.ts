@@ -11,6 +11,7 @@ import { and, desc, eq, isNull, ne, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { refreshTokens, sessions, users } from "../db/schema";
+import { keyRevoked } from "./signing-keys";
 
 /** Random bytes as base64url: 16 for a session id, 32 for a refresh token. */
 export const randomToken = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
@@ -34,10 +35,11 @@ const sessionAndUser = {
 /** The session a token's `sid` names, with its user: the guard's one read for a session token. */
 const callerBySession = prepared((db: Reader) =>
   db
-    .select(sessionAndUser)
+    .select({ ...sessionAndUser, keyRevoked: keyRevoked(sql.placeholder("kid")) })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
-    .where(eq(sessions.id, sql.placeholder("sid")))
+    // Bound as `+?`: Bun 1.4.5 prepares a join bound with a plain `?` again on every run (README, Performance).
+    .where(eq(sessions.id, sql`+${sql.placeholder("sid")}`))
     .prepare(),
 );
 
@@ -52,6 +54,8 @@ export interface SessionHolder {
   endedAt: number | null;
   expiresAt: number;
   lastSeenAt: number;
+  /** Whether the token's signing key was withdrawn (`usersvc keys rotate --revoke`). */
+  keyRevoked?: boolean;
 }
 
 /**
@@ -59,8 +63,8 @@ export interface SessionHolder {
  * sessionAndUser's column order (instants as epoch milliseconds, flags as 0/1), skipping drizzle's
  * row mapping as the bearer read does (users.ts tokenHolder).
  */
-export async function sessionHolder(db: Reader, sid: string): Promise<SessionHolder | undefined> {
-  const [v] = (await callerBySession(db).values({ sid })) as ArrayLike<unknown>[];
+export async function sessionHolder(db: Reader, sid: string, kid = ""): Promise<SessionHolder | undefined> {
+  const [v] = (await callerBySession(db).values({ sid, kid })) as ArrayLike<unknown>[];
   return (
     v && {
       userId: v[0] as number,
@@ -72,6 +76,7 @@ export async function sessionHolder(db: Reader, sid: string): Promise<SessionHol
       endedAt: v[6] as number | null,
       expiresAt: v[7] as number,
       lastSeenAt: v[8] as number,
+      keyRevoked: Boolean(v[9]),
     }
   );
 }
@@ -147,7 +152,7 @@ const refreshState = prepared((db: Reader) =>
     .from(refreshTokens)
     .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .innerJoin(users, eq(users.id, sessions.userId))
-    .where(eq(refreshTokens.tokenHash, sql.placeholder("tokenHash")))
+    .where(eq(refreshTokens.tokenHash, sql`+${sql.placeholder("tokenHash")}`))
     .prepare(),
 );
 /** A refresh token's state with its session and user (instants in epoch milliseconds), or undefined for an unknown token. */

@@ -12,6 +12,7 @@ import { AppError } from "../errors";
 import type { SORTABLE_FIELDS, User } from "../models/user";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
 import { notificationStatement, traced } from "./outbox";
+import { keyRevoked } from "./signing-keys";
 
 /**
  * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
@@ -505,6 +506,7 @@ const callerByEmail = prepared((db: Reader) =>
       createdAt: users.createdAt,
       emailChangedAt: users.emailChangedAt,
       roles: roleNamesOfUser,
+      keyRevoked: keyRevoked(sql.placeholder("kid")),
     })
     .from(users)
     .where(eq(users.email, sql.placeholder("email")))
@@ -516,8 +518,8 @@ const callerByEmail = prepared((db: Reader) =>
  * callerByEmail's column order (instants as epoch milliseconds, flags as 0/1), since drizzle's
  * generic row mapping cost more than the read.
  */
-export async function tokenHolder(db: Reader, email: string) {
-  const [v] = (await callerByEmail(db).values({ email })) as ArrayLike<unknown>[];
+export async function tokenHolder(db: Reader, email: string, kid = "") {
+  const [v] = (await callerByEmail(db).values({ email, kid })) as ArrayLike<unknown>[];
   return (
     v && {
       id: v[0] as number,
@@ -527,6 +529,7 @@ export async function tokenHolder(db: Reader, email: string) {
       createdAt: new Date(v[4] as number),
       emailChangedAt: v[5] === null ? null : new Date(v[5] as number),
       roles: v[6] as string | null,
+      keyRevoked: Boolean(v[7]),
     }
   );
 }

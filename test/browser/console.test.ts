@@ -200,6 +200,31 @@ if (skipped) {
       expect(await login(server, seeded.wei.email)).toBeTruthy();
     });
 
+    test("sessions: the user's signed-in devices are listed (device, address, last seen, how); End signs that one device out", async () => {
+      const signInFrom = async (userAgent: string) => {
+        const res = await fetch(`${server.url}/api/auth/login`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "user-agent": userAgent },
+          body: JSON.stringify({ email: seeded.wei.email, password: PASSWORD }),
+        });
+        return ((await res.json()) as { data: { token: string } }).data.token;
+      };
+      const laptop = await signInFrom("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/142.0.0.0 Safari/537.36");
+      const phone = await signInFrom("Mozilla/5.0 (Macintosh; Intel Mac OS X 14.5; rv:128.0) Gecko/20100101 Firefox/128.0");
+      await page.goto(`${server.url}/admin#/users/${seeded.wei.id}`);
+      await heading("User Lin Wei");
+      const devices = page.getByRole("table", { name: "Signed-in devices" });
+      await devices.getByRole("cell", { name: "Firefox 128 on macOS", exact: true }).waitFor();
+      await devices.getByRole("cell", { name: "Chrome 142 on Linux", exact: true }).waitFor();
+      expect(await devices.getByRole("cell", { name: "pwd", exact: true }).count()).toBeGreaterThanOrEqual(2);
+      await screen("user-detail-sessions");
+      await page.getByRole("button", { name: "End the session on Firefox 128 on macOS" }).click();
+      await page.getByText("The session was ended: that device is signed out.").waitFor();
+      await devices.getByRole("cell", { name: "Firefox 128 on macOS", exact: true }).waitFor({ state: "detached" });
+      expect((await call(server, "GET", `/api/users/${seeded.wei.id}`, undefined, phone)).status).toBe(401);
+      expect((await call(server, "GET", `/api/users/${seeded.wei.id}`, undefined, laptop)).status).toBe(200);
+    });
+
     test("delete asks first: Escape keeps the user, confirming deletes and returns to the list", async () => {
       const temp = (await call(server, "POST", "/api/users", { name: "Temp Person", email: "temp@console.example.com" })).body;
       await page.goto(`${server.url}/admin#/users/${temp.id}`);

@@ -174,6 +174,7 @@ export async function prepareRouteWalk(t: TestApp) {
     "DELETE /api/users/:id/api-keys/:keyId": { path: `/api/users/${devices.id}/api-keys/${devicesKeyId}`, status: 204 },
     "GET /admin": { path: "/admin", token: undefined, status: 200 },
     "GET /admin/assets/:name": { path: "/admin/assets/app.js", token: undefined, status: 200 },
+    "GET /.well-known/jwks.json": { path: "/.well-known/jwks.json", token: undefined, status: 200 },
   };
 
   async function walk(visit: (walked: Walked) => void | Promise<void>): Promise<string[]> {

@@ -142,7 +142,8 @@ const callerSession = (caller: Caller, refreshToken?: string): AnswerSession | u
 
 /**
  * A refresh token exchanged for a fresh access token and a new refresh token (rotation), in two
- * round trips: the token with its session and user, then one unit. A rotated token presented
+ * round trips: the token with its session and user, then one unit (a third when a concurrent
+ * refresh of the same token won the rotation). A rotated token presented
  * again within REFRESH_REUSE_GRACE_S is answered once more with a sibling (an answer lost on the
  * way); after that, or a second time, it is taken for stolen: its whole session ends, audited.
  */
@@ -158,11 +159,15 @@ export async function refreshWithToken(deps: SessionDeps, refreshToken: string):
     throw unauthorized();
   }
   const next = randomToken(32);
-  const { issued, user } = await deps.db.writeAll((tx) => ({
-    ...rotationRows(tx, state.sessionId, refreshToken, next, now, state.rotatedAt === null ? undefined : graceFrom),
-    user: userById(tx, state.userId),
-  }));
-  // Another request rotated the same token meanwhile: it got the successor, this one nothing.
+  const rotate = (inGrace: boolean) =>
+    deps.db.writeAll((tx) => ({
+      ...rotationRows(tx, state.sessionId, refreshToken, next, now, inGrace ? graceFrom : undefined),
+      user: userById(tx, state.userId),
+    }));
+  let { issued, user } = await rotate(state.rotatedAt !== null);
+  // Another request rotated the same token meanwhile (two tabs, a retry): it got the successor,
+  // this one the sibling, as the grace would have answered a moment later.
+  if (issued.length === 0 && state.rotatedAt === null) ({ issued, user } = await rotate(true));
   if (issued.length === 0) throw unauthorized();
   const session = { id: state.sessionId, expiresAt: state.expiresAt, authTime: Math.floor(state.signedInAt / 1000), refreshToken: next };
   return tokenAnswer(deps, { id: state.userId, email: state.email, tokenVersion: state.tokenVersion }, userOf(user), session);

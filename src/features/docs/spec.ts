@@ -198,7 +198,8 @@ function declareKeyScope(operation: Json, method: string, path: string) {
 
 export function buildSpec(app: AnyElysia): Json {
   // A copy: the generator shares schema objects between operations, and they are changed below.
-  const paths: Json = JSON.parse(JSON.stringify((toOpenAPISchema(app, { methods: ["options", "head"] }) as { paths: Json }).paths));
+  // staticFile: false, or a path with a dot (/.well-known/jwks.json) would be left out.
+  const paths: Json = JSON.parse(JSON.stringify((toOpenAPISchema(app, { methods: ["options", "head"], staticFile: false }) as { paths: Json }).paths));
   fillRequestBodies(app, paths);
   normalize(paths);
   close(paths);

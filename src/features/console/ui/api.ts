@@ -172,6 +172,15 @@ export interface FileInfo {
   uploadedBy: number | null;
   uploadTime: string;
 }
+/** A signed-in device of a user (GET /api/users/{id}/sessions). */
+export interface DeviceSession {
+  id: string;
+  device: string | null;
+  address: string;
+  amr: string[];
+  createdAt: string;
+  lastSeenAt: string;
+}
 export interface AuditEntry {
   id: number;
   action: string;

@@ -1,10 +1,10 @@
 /**
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
  * activate/deactivate, revoke tokens, unlock sign-in, the user's API keys (revoke after confirmation),
- * delete after confirmation, and the profile.
+ * the signed-in devices (each can be ended), delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
-import type { ApiKey, Department, Profile, User } from "../api";
+import type { ApiKey, Department, DeviceSession, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
 import { Confirm, ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
@@ -45,6 +45,8 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
         <ApiKeysPanel userId={user.id} />
         <ProfileForm userId={user.id} />
       </div>
+      {/* Deactivation ends every session: the list is read again. */}
+      <SessionsPanel key={`sessions-${user.active}`} userId={user.id} />
       <DeletePanel user={user} />
     </>
   );
@@ -239,6 +241,50 @@ function ApiKeysPanel({ userId }: { userId: number }) {
         onConfirm={revoke}
         onCancel={() => setRevoking(undefined)}
       />
+    </section>
+  );
+}
+
+/** The user's open sessions, most recently active first, each with "End" (its tokens are refused at once). */
+function SessionsPanel({ userId }: { userId: number }) {
+  const { api, t, fmt, announce } = useConsole();
+  const loaded = useLoad(() => api.get<DeviceSession[]>(`/api/users/${userId}/sessions`), [userId]);
+  const action = useAction();
+  const end = async (session: DeviceSession) => {
+    const done = await action.run(async () => {
+      await api.delete(`/api/users/${userId}/sessions/${session.id}`);
+      return true;
+    });
+    if (!done) return;
+    announce(t("user.sessionEnded"));
+    loaded.reload();
+  };
+  return (
+    <section class="panel" aria-labelledby="sessions-title">
+      <h2 id="sessions-title">{t("user.sessions")}</h2>
+      <Loaded load={loaded} isEmpty={(list) => list.length === 0} empty={t("user.sessionsEmpty")}>
+        {(list) => (
+          <Table caption={t("user.sessions")} columns={[t("user.sessionDevice"), t("user.sessionAddress"), t("user.sessionLastSeen"), t("user.sessionAmr"), t("common.actions")]}>
+            {list.map((session) => {
+              const device = session.device ?? t("user.unknownDevice");
+              return (
+                <tr key={session.id}>
+                  <td>{device}</td>
+                  <td>{session.address}</td>
+                  <td>{fmt.dateTime(session.lastSeenAt)}</td>
+                  <td>{session.amr.join(", ")}</td>
+                  <td>
+                    <button type="button" onClick={() => end(session)} disabled={action.busy} aria-label={t("user.sessionEndLabel", { device })}>
+                      {t("user.sessionEnd")}
+                    </button>
+                  </td>
+                </tr>
+              );
+            })}
+          </Table>
+        )}
+      </Loaded>
+      <ErrorText error={action.error} />
     </section>
   );
 }
