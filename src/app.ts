@@ -17,6 +17,7 @@ import { consoleRoutes } from "./features/console/routes";
 import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { sessionsRoutes } from "./features/sessions/routes";
+import { mfaRoutes } from "./features/mfa/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
@@ -35,7 +36,12 @@ import { routeTable } from "./http/route-table";
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
-  const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity });
+  const authenticator = createAuthenticator(deps.db, deps.tokens, {
+    now,
+    idleMs: deps.config.sessionIdleTimeoutMs,
+    activity: sessionActivity,
+    mfaRequiredRoles: deps.config.mfaRequiredRoles,
+  });
   const ctx: AppContext = {
     ...deps,
     now,
@@ -43,7 +49,7 @@ export function createApp(deps: AppDeps) {
     logger: deps.logging.root,
     authenticator,
     sessionActivity,
-    auth: authPlugin(authenticator),
+    auth: authPlugin(authenticator, deps.config.basePath),
   };
   const { config } = deps;
   let self: AnyElysia | undefined;
@@ -86,6 +92,7 @@ export function createApp(deps: AppDeps) {
     .use(consoleRoutes(config.basePath))
     .use(usersRoutes(ctx))
     .use(sessionsRoutes(ctx))
+    .use(mfaRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
     .use(auditRoutes(ctx))

@@ -15,6 +15,7 @@ import { peopleErrors } from "./features/people/errors";
 import { productsErrors, productsTexts } from "./features/products/errors";
 import { searchTexts } from "./features/search/errors";
 import { sessionsErrors } from "./features/sessions/errors";
+import { mfaErrors, mfaTexts } from "./features/mfa/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -78,8 +79,9 @@ export const ERRORS = merge(
   accountErrors,
   backupsErrors,
   sessionsErrors,
+  mfaErrors,
 );
-const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts);
+const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, mfaTexts);
 
 export type ErrorCode = keyof typeof ERRORS;
 export type MessageKey = keyof typeof TEXTS;

@@ -83,6 +83,12 @@ export interface Config {
   readonly sessionMaxPerUser: number;
   /** Seconds a rotated refresh token is accepted once more (a lost answer) before its replay ends the session. */
   readonly refreshReuseGraceS: number;
+  /** The WebAuthn relying party's id (a host name), overriding PUBLIC_URL's host. */
+  readonly rpId?: string;
+  /** Origins a passkey ceremony may come from, overriding PUBLIC_URL's origin. */
+  readonly rpOrigins: readonly string[];
+  /** Roles whose members must have a second factor: without one they sign in to an enrol-only session. */
+  readonly mfaRequiredRoles: readonly string[];
   /** Traces over OTLP/HTTP (src/tracing); undefined without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: nothing is loaded. */
   readonly tracing?: TracingConfig;
 }
@@ -138,6 +144,9 @@ export const CONFIG_VARIABLES = [
   "SMTP_URL",
   "MAIL_FROM",
   "PUBLIC_URL",
+  "RP_ID",
+  "RP_ORIGINS",
+  "MFA_REQUIRED_ROLES",
   "REQUIRE_EMAIL_VERIFICATION",
   "RESET_MAX_REQUESTS",
   "RESET_MAX_REQUESTS_PER_IP",
@@ -254,8 +263,8 @@ function basePathOf(r: SettingsReader) {
 }
 
 /** An Origin header is scheme://host[:port], nothing more: anything else could never match one. */
-function corsOriginsOf(r: SettingsReader) {
-  const origins = (r.read("CORS_ORIGINS") ?? "")
+function corsOriginsOf(r: SettingsReader, key = "CORS_ORIGINS") {
+  const origins = (r.read(key) ?? "")
     .split(",")
     .map((o) => o.trim())
     .filter((o) => o !== "");
@@ -266,7 +275,7 @@ function corsOriginsOf(r: SettingsReader) {
     } catch {
       // reported below
     }
-    if (canonical !== origin) r.problems.push(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
+    if (canonical !== origin) r.problems.push(`${key} must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
   }
   return origins;
 }
@@ -367,7 +376,20 @@ function accountSettings(r: SettingsReader) {
     sessionIdleTimeoutMs: r.duration("SESSION_IDLE_TIMEOUT", 60_000, 3650 * 86_400_000) ?? 7 * 86_400_000,
     sessionMaxPerUser: r.integer("SESSION_MAX_PER_USER", 50, 1, 10_000),
     refreshReuseGraceS: r.integer("REFRESH_REUSE_GRACE_S", 10, 0, 3600),
+    ...secondFactorSettings(r),
   } satisfies Partial<Config>;
+}
+
+/** Passkeys' relying party (else PUBLIC_URL's host and origin) and the roles that must have a second factor. */
+function secondFactorSettings(r: SettingsReader) {
+  const rpId = r.read("RP_ID");
+  if (rpId !== undefined && !HOST_NAME.test(rpId)) r.problems.push(`RP_ID must be a host name such as id.example.com (got "${rpId}")`);
+  const mfaRequiredRoles = (r.read("MFA_REQUIRED_ROLES") ?? "")
+    .split(",")
+    .map((role) => role.trim().toUpperCase())
+    .filter((role) => role !== "");
+  for (const role of mfaRequiredRoles) if (role !== "USER" && role !== "ADMIN") r.problems.push(`MFA_REQUIRED_ROLES must list roles (USER, ADMIN), comma-separated (got "${role}")`);
+  return { rpId, rpOrigins: Object.freeze(corsOriginsOf(r, "RP_ORIGINS")), mfaRequiredRoles: Object.freeze(mfaRequiredRoles) };
 }
 
 /** Where notifications go: the webhook, and mail through SMTP with links to PUBLIC_URL. */

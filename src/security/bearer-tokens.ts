@@ -28,6 +28,8 @@ export interface TokenClaims {
 export interface TokenSession {
   sid: string;
   notAfter: number;
+  /** How the session signed in (RFC 8176 method names: pwd, otp, hwk; rec for a recovery code). */
+  amr?: string[];
 }
 
 export interface Tokens {
@@ -58,8 +60,8 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
     expiryOf,
     issue(email, tokenVersion, userId, session) {
       const iat = Math.floor(now() / 1000);
-      // The header and claims in @elysiajs/jwt's order (sub, ver, uid, sid, exp, iat), so tokens look as before.
-      return new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid }) })
+      // The header and claims in @elysiajs/jwt's order (sub, ver, uid, sid, amr, exp, iat), so tokens look as before.
+      return new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid }), ...(session?.amr && { amr: session.amr }) })
         .setProtectedHeader({ alg: "HS512", typ: "JWT" })
         .setExpirationTime(expiryOf(session))
         .setIssuedAt(iat)

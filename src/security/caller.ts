@@ -11,7 +11,9 @@ export interface Caller {
   /** The version the caller's token carries (current, or the guard would have refused it). */
   tokenVersion: number;
   /** The session of a session token (its id and absolute end, ms); tokens without `sid` have none. */
-  session?: { id: string; expiresAt: number };
+  session?: { id: string; expiresAt: number; amr?: string[] };
+  /** MFA_REQUIRED_ROLES: the session signed in without the second factor its role requires, and may only enrol one. */
+  enrolOnly?: boolean;
 }
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");

@@ -44,7 +44,15 @@ export interface SessionRules {
   now: () => number;
   idleMs: number;
   activity: SessionActivity;
+  /** MFA_REQUIRED_ROLES: a session of such a role that signed in without a second factor may only enrol one. */
+  mfaRequiredRoles?: readonly string[];
 }
+
+/** The amr values of a second factor (a passkey alone counts: it is one). */
+const SECOND_FACTORS = ["otp", "hwk", "rec"];
+
+/** Where an enrol-only session may go: setting up a factor, its own sessions, and signing out or refreshing. */
+const ENROLMENT_PATHS = ["/api/account/mfa", "/api/account/passkeys", "/api/account/sessions", "/api/auth/"];
 
 export function createAuthenticator(db: Reader, tokens: Tokens, sessions: SessionRules): Authenticator {
   async function sessionCaller(claims: TokenClaims & { sid: string }): Promise<Caller | undefined> {
@@ -52,12 +60,16 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     const now = sessions.now();
     if (!session || !isOpen(session, now, sessions.idleMs) || session.tokenVersion !== claims.ver) return undefined;
     sessions.activity.seen(claims.sid, session.lastSeenAt, now);
+    const roles = rolesOf(session.roles);
+    const amr = session.amr.split(",");
+    const enrolOnly = roles.some((role) => sessions.mfaRequiredRoles?.includes(role)) && !amr.some((method) => SECOND_FACTORS.includes(method));
     return {
       id: session.userId,
       email: session.email,
-      roles: rolesOf(session.roles),
+      roles,
+      ...(enrolOnly && { enrolOnly }),
       tokenVersion: session.tokenVersion,
-      session: { id: claims.sid, expiresAt: session.expiresAt },
+      session: { id: claims.sid, expiresAt: session.expiresAt, amr },
     };
   }
   return {
@@ -86,7 +98,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
  * unprivileged request is answered 401/403 whatever its body (as a security filter would);
  * `resolve` then hands the caller to the handler.
  */
-export const authPlugin = (authenticator: Authenticator) =>
+export const authPlugin = (authenticator: Authenticator, basePath = "") =>
   new Elysia({ name: "auth" }).macro({
     auth: (rule: AccessRule) => ({
       // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
@@ -95,6 +107,7 @@ export const authPlugin = (authenticator: Authenticator) =>
         const caller = await authenticator.callerOf(request);
         if (!caller) throw unauthorized();
         if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
+        if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
         requestState(request).caller = caller;
       },
       // The transform above ran first and threw unless it found a caller.

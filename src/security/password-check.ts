@@ -63,6 +63,15 @@ function assertNotThrottled(deps: PasswordCheckDeps, email: string, rows: Thrott
   return { emailHasFailures: rows.some((row) => row.key === emailKey(email)) };
 }
 
+/**
+ * The second step of a sign-in (a code after the password): refused with 429 while the e-mail or
+ * the address is throttled, as a login would be; tells whether the e-mail has failures to clear.
+ */
+export async function assertLoginAllowed(deps: PasswordCheckDeps, email: string, address: string) {
+  const [throttle] = await deps.db.readAll((db) => [loginThrottleRows(db, email, address, deps.now())]);
+  return assertNotThrottled(deps, email, throttle);
+}
+
 /** 429 TOO_MANY_REQUESTS with Retry-After (whole seconds, at least one) while `blockedUntil` is ahead. */
 export function refuseUntil(blockedUntil: number, now: number) {
   if (blockedUntil <= now) return;

@@ -20,7 +20,11 @@ export type NotificationKind =
   | "USER_UPDATED"
   | "ORDER_CREATED"
   | "PAYMENT_SUCCESS"
-  | "PAYMENT_FAILED";
+  | "PAYMENT_FAILED"
+  | "MFA_ENABLED"
+  | "MFA_DISABLED"
+  | "PASSKEY_ADDED"
+  | "RECOVERY_CODE_USED";
 
 const insertNotification = prepared((tx: Db) =>
   tx

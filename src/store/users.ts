@@ -6,6 +6,7 @@
  */
 import { and, asc, count, desc, eq, inArray, lt, ne, notExists, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
+import { secondFactorsOf } from "./mfa";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { auditLog, departments, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
 import { AppError } from "../errors";
@@ -532,11 +533,19 @@ export async function tokenHolder(db: Reader, email: string) {
 }
 
 /** What a login checks of the account with an e-mail. */
-export type LoginAccount = { id: number; passwordHash: string | null; active: boolean; tokenVersion: number; emailVerified: boolean };
+export type LoginAccount = { id: number; passwordHash: string | null; active: boolean; tokenVersion: number; emailVerified: boolean; secondFactors: number };
 
 const accountByEmail = prepared((db: Reader) =>
   db
-    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion, emailVerified: users.emailVerified })
+    .select({
+      id: users.id,
+      passwordHash: users.passwordHash,
+      active: users.active,
+      tokenVersion: users.tokenVersion,
+      emailVerified: users.emailVerified,
+      // Whether a right password is only the first step (store/mfa.ts): in the same read.
+      secondFactors: secondFactorsOf(users.id),
+    })
     .from(users)
     .where(eq(users.email, sql.placeholder("email")))
     .prepare(),
