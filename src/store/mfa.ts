@@ -113,9 +113,12 @@ export async function factorCounts(db: Reader, userId: number) {
   return row;
 }
 
-/** SQL for a login's account read: 1 when the user has an active TOTP, +2 with a passkey. */
-export const secondFactorsOf = (userId: typeof users.id) =>
-  sql<number>`(exists(select 1 from ${mfaTotp} where ${mfaTotp.userId} = ${userId} and ${mfaTotp.confirmedAt} is not null) + 2 * exists(select 1 from ${passkeys} where ${passkeys.userId} = ${userId}))`;
+/**
+ * SQL for a login's account read (a select from users alone, where drizzle leaves column names
+ * unqualified, so the subqueries name theirs in full): 1 when the user has an active TOTP, +2 with a passkey.
+ */
+export const secondFactorsOf = () =>
+  sql<number>`(exists(select 1 from mfa_totp where mfa_totp.user_id = users.id and mfa_totp.confirmed_at is not null) + 2 * exists(select 1 from passkeys where passkeys.user_id = users.id))`;
 
 /* ---- Between two requests ---- */
 

@@ -544,7 +544,7 @@ const accountByEmail = prepared((db: Reader) =>
       tokenVersion: users.tokenVersion,
       emailVerified: users.emailVerified,
       // Whether a right password is only the first step (store/mfa.ts): in the same read.
-      secondFactors: secondFactorsOf(users.id),
+      secondFactors: secondFactorsOf(),
     })
     .from(users)
     .where(eq(users.email, sql.placeholder("email")))
