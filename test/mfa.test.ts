@@ -7,38 +7,17 @@
  * ADMIN's removal.
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
-import { createHmac } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { auditLog, outbox } from "../src/db/schema";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { expectFailure } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
+import { hotp, STEP_MS, totpAt } from "./support/totp";
 
 const PASSWORD = "Passw0rd!";
 const RP_ID = "id.example.test";
 const ORIGIN = `https://${RP_ID}`;
-const STEP_MS = 30_000;
-
-/* ---- TOTP, independently: RFC 4226's HOTP over RFC 6238's time steps ---- */
-
-function base32Decode(text: string): Buffer {
-  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-  let bits = "";
-  for (const char of text.replace(/=+$/, "").toUpperCase()) bits += alphabet.indexOf(char).toString(2).padStart(5, "0");
-  return Buffer.from(bits.match(/.{8}/g)?.map((byte) => Number.parseInt(byte, 2)) ?? []);
-}
-
-function hotp(key: Buffer, counter: number, digits = 6): string {
-  const message = Buffer.alloc(8);
-  message.writeBigUInt64BE(BigInt(counter));
-  const mac = createHmac("sha1", key).update(message).digest();
-  const offset = mac[19] & 15;
-  const binary = ((mac[offset] & 0x7f) << 24) | (mac[offset + 1] << 16) | (mac[offset + 2] << 8) | mac[offset + 3];
-  return String(binary % 10 ** digits).padStart(digits, "0");
-}
-
-const totpAt = (secret: string, ms: number) => hotp(base32Decode(secret), Math.floor(ms / STEP_MS));
 
 test("the test's own TOTP matches RFC 6238's SHA-1 test vectors", () => {
   const key = Buffer.from("12345678901234567890");

@@ -73,9 +73,7 @@ export const PasskeyAttestation = t.Object(
       clientDataJSON: t.String({ minLength: 1, maxLength: 8192 }),
       attestationObject: t.String({ minLength: 1, maxLength: 65536 }),
       transports: t.Optional(t.Array(t.String({ maxLength: 32 }), { maxItems: 10 })),
-      authenticatorData: t.Optional(t.String({ maxLength: 65536 })),
-      publicKey: t.Optional(t.String({ maxLength: 8192 })),
-      publicKeyAlgorithm: t.Optional(t.Integer()),
+      // (The browser's copies of the key and authenticator data are not needed: attestationObject holds both.)
     }),
     clientExtensionResults: t.Optional(t.Record(t.String(), t.Unknown())),
     authenticatorAttachment: t.Optional(t.String({ maxLength: 32 })),
