@@ -132,6 +132,15 @@ describe("loadConfig", () => {
     });
   });
 
+  test("second factors: RP_ID, RP_ORIGINS and MFA_REQUIRED_ROLES (defaults: none)", () => {
+    expect(loadConfig({}, 4)).toMatchObject({ rpId: undefined, rpOrigins: [], mfaRequiredRoles: [] });
+    expect(loadConfig({ RP_ID: "example.com", RP_ORIGINS: "https://id.example.com,https://app.example.com", MFA_REQUIRED_ROLES: "admin, USER" }, 4)).toMatchObject({
+      rpId: "example.com",
+      rpOrigins: ["https://id.example.com", "https://app.example.com"],
+      mfaRequiredRoles: ["ADMIN", "USER"],
+    });
+  });
+
   test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
     expect(loadConfig({ HOST: host }, 4).host).toBe(host);
   });
@@ -202,6 +211,9 @@ describe("loadConfig", () => {
     ["SESSION_IDLE_TIMEOUT", "0"],
     ["SESSION_MAX_PER_USER", "0"],
     ["REFRESH_REUSE_GRACE_S", "-1"],
+    ["RP_ID", "https://id.example.com"],
+    ["RP_ORIGINS", "id.example.com"],
+    ["MFA_REQUIRED_ROLES", "OWNER"],
     ["ORDER_PAYMENT_TIMEOUT", "soon"],
     ["ORDER_PAYMENT_TIMEOUT", "0"],
     ["ORDER_PAYMENT_TIMEOUT", "30 minutes"],
