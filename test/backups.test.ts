@@ -60,7 +60,7 @@ describe("the ADMIN API", () => {
     expect(manifest.tables.leases).toBe(0); // this backup's own lease is not in it
     // JWT_SECRET is set, DATA_ENCRYPTION_KEY is not: only the generated encryption key is carried.
     expect(Object.keys(manifest.files)).toEqual(["usersvc.db", "encryption.key"]);
-    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number) });
+    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number), "encryption.key": 45 });
 
     const list = await t.request("GET", "/api/admin/backups", { token: admin.token });
     expect(list.status).toBe(200);

@@ -99,6 +99,15 @@ describe("TOTP", () => {
     expectFailure(again, 409, { message: "An authenticator app is already set up; remove it first", errorCode: "TOTP_ALREADY_ENABLED" });
   });
 
+  test("enrolment needs a sign-in within 10 minutes: 403 REAUTHENTICATION_REQUIRED after", async () => {
+    const { token } = await signedIn();
+    clock += 11 * 60_000;
+    for (const path of ["/api/account/mfa/totp", "/api/account/passkeys/options"]) {
+      const res = await t.request("POST", path, { token });
+      expect({ path, status: res.status, errorCode: res.body.errorCode }).toEqual({ path, status: 403, errorCode: "REAUTHENTICATION_REQUIRED" });
+    }
+  });
+
   test("sign in: the password alone answers mfaRequired and no token; a code completes it (amr pwd+otp); the same code is refused again", async () => {
     const { email, token } = await signedIn();
     const { secret } = await withTotp(token);
@@ -220,7 +229,7 @@ describe("passkeys", () => {
     expect(options.status).toBe(200);
     const added = await app.request("POST", "/api/account/passkeys", { token, body: { name: "Laptop", response: device.register(options.body) } });
     expect(added.status).toBe(201);
-    return { device, passkey: added.body as { id: string; name: string } };
+    return { device, passkey: added.body as { id: string; name: string; createdAt: string; lastUsedAt: string | null } };
   }
 
   const passwordless = async (device: SoftwareAuthenticator, choice: Parameters<SoftwareAuthenticator["assert"]>[1] = {}) => {

@@ -14,6 +14,8 @@ export interface Caller {
   session?: { id: string; expiresAt: number; amr?: string[] };
   /** MFA_REQUIRED_ROLES: the session signed in without the second factor its role requires, and may only enrol one. */
   enrolOnly?: boolean;
+  /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */
+  authTime?: number;
 }
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");

@@ -70,6 +70,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       ...(enrolOnly && { enrolOnly }),
       tokenVersion: session.tokenVersion,
       session: { id: claims.sid, expiresAt: session.expiresAt, amr },
+      authTime: claims.authTime,
     };
   }
   return {

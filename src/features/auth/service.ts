@@ -20,7 +20,7 @@ import { clearLoginFailures } from "../../store/throttle";
 import { findUser, newPasswordStatement, normalizeEmail, rehashStatement, tokenVersionBump, userById, userOf } from "../../store/users";
 import type { ChangePasswordBody, LoginBody, MfaRequired, TokenResponse } from "./model";
 import { type ChallengeDeps, secondStepChallenge } from "./second-step";
-import { newSession, type SessionDeps, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
+import { type AnswerSession, newSession, type SessionDeps, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
 
 export type { SessionDeps, SignInClient } from "./session-answer";
 
@@ -83,8 +83,12 @@ export async function login(deps: SessionDeps & ChallengeDeps, input: LoginBody,
  * end; a sid-less token refreshes to a sid-less token.
  */
 export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenResponse> {
-  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), caller.session);
+  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), callerSession(caller));
 }
+
+/** The caller's session as an answer's tokens carry it on: its sign-in time stays the caller's. */
+const callerSession = (caller: Caller, refreshToken?: string): AnswerSession | undefined =>
+  caller.session && { ...caller.session, authTime: caller.authTime ?? 0, ...(refreshToken && { refreshToken }) };
 
 /**
  * A refresh token exchanged for a fresh access token and a new refresh token (rotation), in two
@@ -110,7 +114,7 @@ export async function refreshWithToken(deps: SessionDeps, refreshToken: string):
   }));
   // Another request rotated the same token meanwhile: it got the successor, this one nothing.
   if (issued.length === 0) throw unauthorized();
-  const session = { id: state.sessionId, expiresAt: state.expiresAt, amr: state.amr.split(","), refreshToken: next };
+  const session = { id: state.sessionId, expiresAt: state.expiresAt, authTime: Math.floor(state.signedInAt / 1000), amr: state.amr.split(","), refreshToken: next };
   return tokenAnswer(deps, { id: state.userId, email: state.email, tokenVersion: state.tokenVersion }, userOf(user), session);
 }
 
@@ -155,5 +159,5 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
   await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
   const refreshToken = randomToken(32);
   const tokenVersion = await storeNewPassword(deps, caller, input, address, refreshToken);
-  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id), caller.session && { ...caller.session, refreshToken });
+  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id), callerSession(caller, refreshToken));
 }

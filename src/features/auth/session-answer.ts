@@ -33,10 +33,11 @@ export interface SignInClient {
   device: string | null;
 }
 
-/** A session an answer's tokens belong to: its id, absolute end (ms), how it signed in and, when one is handed out, its new refresh token. */
+/** A session an answer's tokens belong to: its id, absolute end (ms), sign-in time (s), how it signed in and, when one is handed out, its new refresh token. */
 export interface AnswerSession {
   id: string;
   expiresAt: number;
+  authTime: number;
   amr?: string[];
   refreshToken?: string;
 }
@@ -51,7 +52,7 @@ export async function tokenAnswer(
   user: User | Promise<User>,
   session?: AnswerSession,
 ): Promise<TokenResponse> {
-  const bound = session && { sid: session.id, notAfter: Math.floor(session.expiresAt / 1000), amr: session.amr };
+  const bound = session && { sid: session.id, notAfter: Math.floor(session.expiresAt / 1000), authTime: session.authTime, amr: session.amr };
   const [token, shown] = await Promise.all([deps.tokens.issue(account.email, account.tokenVersion, account.id, bound), user]);
   const now = deps.now();
   const answer: TokenResponse = { token, tokenType: "Bearer", expiresIn: deps.tokens.expiryOf(bound) - Math.floor(now / 1000), user: shown };
@@ -72,6 +73,7 @@ export interface SignedInAccount {
 export const newSession = (deps: SessionDeps, at: Date, amr: string[]) => ({
   id: randomToken(16),
   expiresAt: at.getTime() + deps.config.sessionMaxAgeMs,
+  authTime: Math.floor(at.getTime() / 1000),
   refreshToken: randomToken(32),
   amr,
 });

@@ -54,7 +54,9 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
     const result = await snapshotInChild({
       databasePath,
       dataDir: resolve(config.dataDir),
-      secretFiles: [config.jwtSecret ? undefined : JWT_SECRET_FILE, config.dataEncryptionKey ? undefined : ENCRYPTION_KEY_FILE].flatMap((name) => (name ? [resolve(config.dataDir, name)] : [])),
+      secretFiles: [config.jwtSecret ? undefined : JWT_SECRET_FILE, config.dataEncryptionKey ? undefined : ENCRYPTION_KEY_FILE].flatMap((name) =>
+        name ? [resolve(config.dataDir, name)] : [],
+      ),
       uploadsDir: config.fileStorage.startsWith("s3://") ? undefined : resolve(config.fileStorage),
       destination: { location, s3: config.s3 },
       trigger: options.trigger,
