@@ -119,6 +119,13 @@ export interface User {
   version: number;
   roles: string[];
 }
+/** One of a user's second factors, as GET /api/users/{id}/mfa lists it. */
+export interface Factor {
+  kind: "totp" | "passkey" | "recovery_codes";
+  name: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
 export interface Profile {
   userId: number;
   avatarUrl: string | null;

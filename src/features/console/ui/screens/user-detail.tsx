@@ -1,9 +1,10 @@
 /**
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
- * activate/deactivate, revoke tokens, delete after confirmation, and the profile.
+ * activate/deactivate, revoke tokens, second factors (removed all at once after confirmation),
+ * delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
-import type { Department, Profile, User } from "../api";
+import type { Department, Factor, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
 import { Confirm, ErrorText, Field, Loaded, ScreenTitle, useAction, useLoad, inputValue } from "../components";
 
@@ -41,6 +42,7 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
         <DetailsForm key={`details-${user.version}`} user={user} onSaved={changed} onReload={reload} />
         <RolesForm key={`roles-${user.version}`} user={user} onSaved={changed} />
         <AccessPanel user={user} onChanged={changed} />
+        <FactorsPanel user={user} />
         <ProfileForm userId={user.id} />
       </div>
       <DeletePanel user={user} />
@@ -177,6 +179,62 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
       </p>
       <ErrorText error={action.error} />
     </div>
+  );
+}
+
+/** The user's second factors (TOTP, passkeys, recovery codes) and their removal, which signs the user out everywhere. */
+function FactorsPanel({ user }: { user: User }) {
+  const { api, t, fmt, announce } = useConsole();
+  const factors = useLoad(() => api.get<Factor[]>(`/api/users/${user.id}/mfa`), [user.id]);
+  const [asking, setAsking] = useState(false);
+  const action = useAction();
+  const remove = async () => {
+    setAsking(false);
+    const done = await action.run(async () => {
+      await api.delete(`/api/users/${user.id}/mfa`);
+      return true;
+    });
+    if (!done) return;
+    announce(t("user.factorsRemoved"));
+    factors.reload();
+  };
+  return (
+    <section class="panel" aria-labelledby="factors-title">
+      <h2 id="factors-title">{t("user.factors")}</h2>
+      <Loaded load={factors}>
+        {(list) =>
+          list.length === 0 ? (
+            <p>{t("user.factorsNone")}</p>
+          ) : (
+            <>
+              <ul>
+                {list.map((factor, index) => (
+                  <li key={`${factor.kind}-${index}`}>
+                    {t(`user.factor.${factor.kind}`)}: {factor.name} · {t("common.createdAt")}: {fmt.dateTime(factor.createdAt)} · {t("user.factorLastUsed")}:{" "}
+                    {fmt.dateTime(factor.lastUsedAt)}
+                  </li>
+                ))}
+              </ul>
+              <button type="button" class="danger" onClick={() => setAsking(true)} disabled={action.busy} aria-describedby="factors-hint">
+                {t("user.factorsRemove")}
+              </button>
+              <p class="hint" id="factors-hint">
+                {t("user.factorsRemoveHint")}
+              </p>
+            </>
+          )
+        }
+      </Loaded>
+      <ErrorText error={action.error} />
+      <Confirm
+        open={asking}
+        title={t("user.factorsRemove")}
+        message={t("user.factorsRemoveConfirm", { name: user.name, email: user.email })}
+        confirmLabel={t("user.factorsRemove")}
+        onConfirm={remove}
+        onCancel={() => setAsking(false)}
+      />
+    </section>
   );
 }
 
