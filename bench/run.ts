@@ -19,7 +19,7 @@
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
  *     --reads       only the user read against the floors (about a minute): for iterating on the read path
- *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, backup.ts, remote.ts)
+ *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, second-factors.ts, backup.ts, remote.ts)
  *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
@@ -743,7 +743,7 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
 /** Sub-benches other capabilities add; each gets what is left of the five-minute budget. */
 async function runExtras() {
   const ran: { file: string; exitCode: number | null; seconds: number }[] = [];
-  for (const file of ["search-scale.ts", "files.ts", "orders.ts", "password-reset.ts", "password-policy.ts", "backup.ts", "remote.ts"]) {
+  for (const file of ["search-scale.ts", "files.ts", "orders.ts", "password-reset.ts", "password-policy.ts", "second-factors.ts", "backup.ts", "remote.ts"]) {
     const path = join(import.meta.dir, file);
     if (!existsSync(path)) continue;
     const left = BUDGET_MS - (Date.now() - startedAt) - 20_000;

@@ -406,7 +406,8 @@ function secondFactorSettings(r: SettingsReader) {
     .split(",")
     .map((role) => role.trim().toUpperCase())
     .filter((role) => role !== "");
-  for (const role of mfaRequiredRoles) if (role !== "USER" && role !== "ADMIN") r.problems.push(`MFA_REQUIRED_ROLES must list roles (USER, ADMIN), comma-separated (got "${role}")`);
+  for (const role of mfaRequiredRoles)
+    if (role !== "USER" && role !== "ADMIN") r.problems.push(`MFA_REQUIRED_ROLES must list roles (USER, ADMIN), comma-separated (got "${role}")`);
   return { rpId, rpOrigins: Object.freeze(corsOriginsOf(r, "RP_ORIGINS")), mfaRequiredRoles: Object.freeze(mfaRequiredRoles) };
 }
 

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { auditLog, outbox } from "../src/db/schema";
+import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { expectFailure } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
@@ -338,6 +339,17 @@ describe("policy and ADMIN", () => {
     } finally {
       await app.close();
     }
+  });
+
+  test("ADMIN_EMAIL on an address a stranger holds with TOTP: the stranger's factors go, the operator signs in with the password and may enrol", async () => {
+    const stranger = await signedIn();
+    await withTotp(stranger.token);
+    expect(await ensureAdmin(t.database, { email: stranger.email, password: "Operat0r!pass" }, () => clock)).toEqual({ id: stranger.id, created: false });
+    const operator = await t.request("POST", "/api/auth/login", { body: { email: stranger.email, password: "Operat0r!pass" } });
+    expect(operator.status).toBe(200);
+    expect(amrOf(operator.body.data.token)).toEqual(["pwd"]);
+    expect((await t.request("GET", "/api/account/mfa", { token: operator.body.data.token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
+    expect((await t.request("POST", "/api/account/mfa/totp", { token: operator.body.data.token })).status).toBe(200);
   });
 
   test("ADMIN sees a user's factors and removes them all: the user's sessions end, audited, MFA_DISABLED mailed; USER may not", async () => {

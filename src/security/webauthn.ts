@@ -42,8 +42,7 @@ export function relyingParty(config: RelyingPartyConfig): RelyingParty {
 export const userHandleOf = (userId: number) => new TextEncoder().encode(String(userId));
 
 /** Request options for a sign-in with any of the account's (discoverable) credentials. */
-export const requestOptions = (rp: RelyingParty, userVerification: "required" | "preferred") =>
-  generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000 });
+export const requestOptions = (rp: RelyingParty, userVerification: "required" | "preferred") => generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000 });
 
 /** The challenge a ceremony's answer signed (from its clientDataJSON), to find the ceremony by. */
 export function challengeOf(response: { clientDataJSON: string }): string | undefined {

@@ -98,6 +98,14 @@ export const deletePasskeyStatement = (tx: Db, userId: number, id: string) =>
 
 export const deletePasskeysStatement = (tx: Db, userId: number) => tx.delete(passkeys).where(eq(passkeys.userId, userId));
 
+/** Every second factor of the user gone: TOTP, passkeys, recovery codes and pending sign-ins. */
+export const removeFactorsRows = (tx: Db, userId: number) => [
+  deleteTotpStatement(tx, userId),
+  deletePasskeysStatement(tx, userId),
+  deleteRecoveryCodesStatement(tx, userId),
+  tx.delete(mfaChallenges).where(eq(mfaChallenges.userId, userId)),
+];
+
 /* ---- The summary ---- */
 
 /** How many of each factor the user has: an active TOTP (0/1), passkeys, unused recovery codes. */

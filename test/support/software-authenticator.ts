@@ -90,7 +90,13 @@ export class SoftwareAuthenticator {
     idLength.writeUInt16BE(credential.id.length);
     const attested = Buffer.concat([Buffer.alloc(16), idLength, credential.id, cosePublicKey]);
     const authData = this.authData(FLAG_UP | FLAG_AT | (flags.uv ? FLAG_UV : 0), 0, attested);
-    const attestationObject = cbor(new Map<string, Cbor>([["fmt", "none"], ["attStmt", new Map()], ["authData", authData]]));
+    const attestationObject = cbor(
+      new Map<string, Cbor>([
+        ["fmt", "none"],
+        ["attStmt", new Map()],
+        ["authData", authData],
+      ]),
+    );
     return {
       id: b64url(credential.id),
       rawId: b64url(credential.id),

@@ -120,18 +120,23 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
       response: { 200: EnvelopeOf(PasskeyRequestOptions), ...errors },
       detail: {
         summary: "Start a passwordless sign-in with a passkey",
-        description: "WebAuthn request options (discoverable credentials, user verification required); the challenge lives 5 minutes. 400 PASSKEYS_NOT_CONFIGURED without PUBLIC_URL or RP_ID.",
-      },
-    })
-    .post("/passkey", async ({ body, request, server }) => ctx.ok(await passkeySignIn(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))), {
-      body: PasskeySignInBody,
-      response: { 200: EnvelopeOf(TokenResponse), ...errors },
-      detail: {
-        summary: "Sign in with a passkey alone",
         description:
-          "The assertion for POST /api/auth/passkey/options' challenge: the login answer (amr hwk). 401 INVALID_PASSKEY for an unknown credential, a used challenge, a wrong signature, no user verification or a signature counter that went backwards (audited PASSKEY_COUNTER_REGRESSION).",
+          "WebAuthn request options (discoverable credentials, user verification required); the challenge lives 5 minutes. 400 PASSKEYS_NOT_CONFIGURED without PUBLIC_URL or RP_ID.",
       },
     })
+    .post(
+      "/passkey",
+      async ({ body, request, server }) => ctx.ok(await passkeySignIn(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))),
+      {
+        body: PasskeySignInBody,
+        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        detail: {
+          summary: "Sign in with a passkey alone",
+          description:
+            "The assertion for POST /api/auth/passkey/options' challenge: the login answer (amr hwk). 401 INVALID_PASSKEY for an unknown credential, a used challenge, a wrong signature, no user verification or a signature counter that went backwards (audited PASSKEY_COUNTER_REGRESSION).",
+        },
+      },
+    )
     .post(
       "/refresh",
       async ({ body, request }) => {

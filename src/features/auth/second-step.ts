@@ -10,10 +10,10 @@
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db } from "../../db/database";
 import { AppError } from "../../errors";
-import { assertLoginAllowed } from "../../security/password-check";
+import { assertLoginAllowed, attemptTurn } from "../../security/password-check";
 import { acceptedStep, isRecoveryCode, recoveryCodeHash, type SecretCipher } from "../../security/totp";
 import { checkAssertion, challengeOf, type RelyingPartyConfig, relyingParty, relyingPartyOf, requestOptions } from "../../security/webauthn";
-import { type AuditRecord } from "../../store/audit";
+import type { AuditRecord } from "../../store/audit";
 import {
   challengeFailureRows,
   challengeRows,
@@ -117,6 +117,8 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   if (!held?.challenge.userId) throw invalidCode();
   const { email } = held;
   const userId = held.challenge.userId;
+  // In the e-mail's turn, as a login: parallel guesses see each other's failures.
+  using _turn = await attemptTurn(email);
   const { emailHasFailures } = await assertLoginAllowed(deps, email, client.address);
   const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, now);
   if (!proof) {

@@ -3,10 +3,7 @@ import { t, type Static } from "elysia";
 import { CurrentPassword, UserIdParams } from "../../models/user";
 import { NotBlankString } from "../../validation";
 
-export const MfaStatus = t.Object(
-  { totp: t.Boolean(), passkeys: t.Integer({ minimum: 0 }), recoveryCodesLeft: t.Integer({ minimum: 0 }) },
-  { title: "MfaStatus" },
-);
+export const MfaStatus = t.Object({ totp: t.Boolean(), passkeys: t.Integer({ minimum: 0 }), recoveryCodesLeft: t.Integer({ minimum: 0 }) }, { title: "MfaStatus" });
 export type MfaStatus = Static<typeof MfaStatus>;
 
 export const TotpEnrolment = t.Object(

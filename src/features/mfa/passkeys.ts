@@ -10,7 +10,16 @@ import { AppError } from "../../errors";
 import type { Caller } from "../../security/caller";
 import { requireRecentAuth } from "../../security/recent-auth";
 import { challengeOf, relyingParty, userHandleOf } from "../../security/webauthn";
-import { challengeRows, deletePasskeyStatement, insertPasskeyStatement, liveChallenge, type PasskeyRow, passkeysOf, renamePasskeyStatement, takeChallengeStatement } from "../../store/mfa";
+import {
+  challengeRows,
+  deletePasskeyStatement,
+  insertPasskeyStatement,
+  liveChallenge,
+  type PasskeyRow,
+  passkeysOf,
+  renamePasskeyStatement,
+  takeChallengeStatement,
+} from "../../store/mfa";
 import { addAmrStatement, endOtherSessionsStatement, randomToken } from "../../store/sessions";
 import type { NewPasskeyBody, Passkey } from "./model";
 import { dropCodesWithoutFactor, type MfaDeps, noted } from "./service";

@@ -149,7 +149,11 @@ const TEMPLATES: Record<NotificationKind, Template> = {
     }),
     "zh-TW": (v) => ({
       subject: "兩步驟登入已啟用",
-      paragraphs: [hello["zh-TW"](v), "您的帳號剛剛設定了驗證器 App：登入時需要密碼以及 App 產生的驗證碼。請妥善保存您的復原碼。", "如果不是您本人操作，請立即重設密碼並通知管理員。"],
+      paragraphs: [
+        hello["zh-TW"](v),
+        "您的帳號剛剛設定了驗證器 App：登入時需要密碼以及 App 產生的驗證碼。請妥善保存您的復原碼。",
+        "如果不是您本人操作，請立即重設密碼並通知管理員。",
+      ],
       link: { label: "檢視帳號安全性", path: "/account/security" },
     }),
   },
