@@ -11,6 +11,7 @@ import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { auditLog, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
+import { renderMail } from "../src/features/notifications/templates";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { expectFailure } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
@@ -370,5 +371,24 @@ describe("policy and ADMIN", () => {
     expect((await t.request("GET", `/api/users/${id}/mfa`, { token: admin.token })).body).toEqual([]);
     expect((await login(email)).body.data.token).toEqual(expect.any(String));
     expect((await t.request("GET", "/api/users/999999/mfa", { token: admin.token })).status).toBe(404);
+  });
+});
+
+describe("the mails", () => {
+  test.each(["MFA_ENABLED", "MFA_DISABLED", "PASSKEY_ADDED", "RECOVERY_CODE_USED"] as const)("%s in English and zh-TW, linking to /account/security under PUBLIC_URL", (kind) => {
+    const en = renderMail({ kind, lang: "en", name: "Mei Lin", payload: { userId: 1 }, publicBase: "https://id.example.com/svc" });
+    const zh = renderMail({ kind, lang: "zh-TW", name: "Mei Lin", payload: { userId: 1 } });
+    expect(en.text).toStartWith("Hello Mei Lin,");
+    expect(en.text).toContain("https://id.example.com/svc/account/security");
+    expect(zh.text).toStartWith("Mei Lin 您好：");
+    expect(zh.html).toContain('<html lang="zh-TW">');
+    // Without PUBLIC_URL there is no link (and never a token).
+    expect(zh.text).not.toContain("http");
+    expect(en.subject).not.toBe(zh.subject);
+  });
+
+  test("MFA_DISABLED says so when an ADMIN removed the factors", () => {
+    expect(renderMail({ kind: "MFA_DISABLED", lang: "en", name: "", payload: { userId: 1, reason: "admin" } }).text).toContain("An administrator removed every second factor");
+    expect(renderMail({ kind: "MFA_DISABLED", lang: "zh-TW", name: "", payload: { userId: 1, reason: "admin" } }).text).toContain("管理員已移除");
   });
 });
