@@ -8,6 +8,7 @@ import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, PatternString, type Violation } from "../../validation";
 import { CurrentPassword, Email, matchingNewPassword, Password, Phone, User } from "../../models/user";
+import { PasskeyAssertion } from "../../models/webauthn";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -131,25 +132,6 @@ export const RefreshBody = t.Object({
 export type RefreshBody = Static<typeof RefreshBody>;
 
 export const LogoutQuery = t.Object({ scope: t.Optional(t.Literal("all")) });
-
-/** A WebAuthn assertion as @simplewebauthn/browser's startAuthentication answers it (base64url fields). */
-export const PasskeyAssertion = t.Object(
-  {
-    id: t.String({ minLength: 1, maxLength: 1024 }),
-    rawId: t.String({ minLength: 1, maxLength: 1024 }),
-    type: t.Literal("public-key"),
-    response: t.Object({
-      clientDataJSON: t.String({ minLength: 1, maxLength: 8192 }),
-      authenticatorData: t.String({ minLength: 1, maxLength: 8192 }),
-      signature: t.String({ minLength: 1, maxLength: 8192 }),
-      userHandle: t.Optional(t.String({ maxLength: 1024 })),
-    }),
-    clientExtensionResults: t.Optional(t.Record(t.String(), t.Unknown())),
-    authenticatorAttachment: t.Optional(t.String({ maxLength: 32 })),
-  },
-  { title: "PasskeyAssertion" },
-);
-export type PasskeyAssertion = Static<typeof PasskeyAssertion>;
 
 /** WebAuthn request options (PublicKeyCredentialRequestOptionsJSON) for navigator.credentials.get. */
 export const PasskeyRequestOptions = t.Object(

@@ -29,7 +29,8 @@ import { enqueueNotification } from "../../store/outbox";
 import { randomToken } from "../../store/sessions";
 import { countLoginFailure } from "../../store/throttle";
 import { userOf } from "../../store/users";
-import type { LoginMfaBody, MfaRequired, PasskeyAssertion, PasskeyRequestOptions, PasskeySignInBody, TokenResponse } from "./model";
+import type { PasskeyAssertion } from "../../models/webauthn";
+import type { LoginMfaBody, MfaRequired, PasskeyRequestOptions, PasskeySignInBody, TokenResponse } from "./model";
 import { newSession, type SessionDeps, type SignedInAccount, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
 
 export interface SecondStepDeps extends SessionDeps {

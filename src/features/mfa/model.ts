@@ -1,6 +1,7 @@
 /** TypeBox shapes of the second factors: what a user enrols and sees, and what an ADMIN sees (never a secret, a hash or a key). */
 import { t, type Static } from "elysia";
 import { CurrentPassword, UserIdParams } from "../../models/user";
+import { PasskeyAttestation } from "../../models/webauthn";
 import { NotBlankString } from "../../validation";
 
 export const MfaStatus = t.Object({ totp: t.Boolean(), passkeys: t.Integer({ minimum: 0 }), recoveryCodesLeft: t.Integer({ minimum: 0 }) }, { title: "MfaStatus" });
@@ -59,25 +60,6 @@ export const PasskeyCreationOptions = t.Object(
   },
   { title: "PasskeyCreationOptions" },
 );
-
-/** A WebAuthn attestation as @simplewebauthn/browser's startRegistration answers it (base64url fields). */
-export const PasskeyAttestation = t.Object(
-  {
-    id: t.String({ minLength: 1, maxLength: 1024 }),
-    rawId: t.String({ minLength: 1, maxLength: 1024 }),
-    type: t.Literal("public-key"),
-    response: t.Object({
-      clientDataJSON: t.String({ minLength: 1, maxLength: 8192 }),
-      attestationObject: t.String({ minLength: 1, maxLength: 65536 }),
-      transports: t.Optional(t.Array(t.String({ maxLength: 32 }), { maxItems: 10 })),
-      // (The browser's copies of the key and authenticator data are not needed: attestationObject holds both.)
-    }),
-    clientExtensionResults: t.Optional(t.Record(t.String(), t.Unknown())),
-    authenticatorAttachment: t.Optional(t.String({ maxLength: 32 })),
-  },
-  { title: "PasskeyAttestation" },
-);
-export type PasskeyAttestation = Static<typeof PasskeyAttestation>;
 
 const PasskeyName = NotBlankString({ maxLength: 100, messages: { required: "field.passkeyName.blank", blank: "field.passkeyName.blank", maxLength: "field.passkeyName.length" } });
 
