@@ -19,6 +19,7 @@ import { filesRoutes, UPLOAD_PATH } from "./features/files/routes";
 import { usersRoutes } from "./features/users/routes";
 import { sessionsRoutes } from "./features/sessions/routes";
 import { keysRoutes } from "./features/keys/routes";
+import { mfaRoutes } from "./features/mfa/routes";
 import { productsRoutes } from "./features/products/routes";
 import { ordersRoutes } from "./features/orders/routes";
 import { auditRoutes } from "./features/audit/routes";
@@ -38,7 +39,13 @@ import { routeTable } from "./http/route-table";
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
-  const authenticator = createAuthenticator(deps.db, deps.tokens, { now, idleMs: deps.config.sessionIdleTimeoutMs, activity: sessionActivity, metrics: deps.metrics });
+  const authenticator = createAuthenticator(deps.db, deps.tokens, {
+    now,
+    idleMs: deps.config.sessionIdleTimeoutMs,
+    activity: sessionActivity,
+    metrics: deps.metrics,
+    mfaRequiredRoles: deps.config.mfaRequiredRoles,
+  });
   const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
   const keyRules = { now, rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now), activity: keyActivity, trustProxy: deps.config.trustProxy };
   const ctx: AppContext = {
@@ -49,7 +56,7 @@ export function createApp(deps: AppDeps) {
     authenticator,
     sessionActivity,
     keyActivity,
-    auth: authPlugin(authenticator, keyRules),
+    auth: authPlugin(authenticator, keyRules, deps.config.basePath),
   };
   const { config } = deps;
   let self: AnyElysia | undefined;
@@ -94,6 +101,7 @@ export function createApp(deps: AppDeps) {
     .use(usersRoutes(ctx))
     .use(sessionsRoutes(ctx))
     .use(keysRoutes(ctx))
+    .use(mfaRoutes(ctx))
     .use(productsRoutes(ctx))
     .use(ordersRoutes(ctx))
     .use(auditRoutes(ctx))

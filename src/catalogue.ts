@@ -16,6 +16,7 @@ import { productsErrors, productsTexts } from "./features/products/errors";
 import { searchTexts } from "./features/search/errors";
 import { sessionsErrors } from "./features/sessions/errors";
 import { apiKeysErrors, apiKeysTexts } from "./features/api-keys/errors";
+import { mfaErrors, mfaTexts } from "./features/mfa/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -81,8 +82,9 @@ export const ERRORS = merge(
   backupsErrors,
   sessionsErrors,
   apiKeysErrors,
+  mfaErrors,
 );
-const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts);
+const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts, mfaTexts);
 
 export type ErrorCode = keyof typeof ERRORS;
 export type MessageKey = keyof typeof TEXTS;

@@ -98,6 +98,12 @@ export interface Config {
   readonly tokenKeyRotationDays: number;
   /** The `aud` claim tokens carry and must carry; undefined: none. */
   readonly tokenAudience?: string;
+  /** The WebAuthn relying party's id (a host name), overriding PUBLIC_URL's host. */
+  readonly rpId?: string;
+  /** Origins a passkey ceremony may come from, overriding PUBLIC_URL's origin. */
+  readonly rpOrigins: readonly string[];
+  /** Roles whose members must have a second factor: without one they sign in to an enrol-only session. */
+  readonly mfaRequiredRoles: readonly string[];
   /** Traces over OTLP/HTTP (src/tracing); undefined without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: nothing is loaded. */
   readonly tracing?: TracingConfig;
 }
@@ -153,6 +159,9 @@ export const CONFIG_VARIABLES = [
   "SMTP_URL",
   "MAIL_FROM",
   "PUBLIC_URL",
+  "RP_ID",
+  "RP_ORIGINS",
+  "MFA_REQUIRED_ROLES",
   "REQUIRE_EMAIL_VERIFICATION",
   "RESET_MAX_REQUESTS",
   "RESET_MAX_REQUESTS_PER_IP",
@@ -270,8 +279,8 @@ function basePathOf(r: SettingsReader) {
 }
 
 /** An Origin header is scheme://host[:port], nothing more: anything else could never match one. */
-function corsOriginsOf(r: SettingsReader) {
-  const origins = (r.read("CORS_ORIGINS") ?? "")
+function corsOriginsOf(r: SettingsReader, key = "CORS_ORIGINS") {
+  const origins = (r.read(key) ?? "")
     .split(",")
     .map((o) => o.trim())
     .filter((o) => o !== "");
@@ -282,7 +291,7 @@ function corsOriginsOf(r: SettingsReader) {
     } catch {
       // reported below
     }
-    if (canonical !== origin) r.problems.push(`CORS_ORIGINS must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
+    if (canonical !== origin) r.problems.push(`${key} must list origins such as https://app.example.com, comma-separated (got "${origin}")`);
   }
   return origins;
 }
@@ -406,7 +415,21 @@ function accountSettings(r: SettingsReader) {
     tokenSigning: SIGNING_ALGS[r.oneOf("TOKEN_SIGNING", ["hs512", "eddsa", "es256"] as const, "hs512")],
     tokenKeyRotationDays: r.integer("TOKEN_KEY_ROTATION_DAYS", 30, 1, 3650),
     tokenAudience: r.read("TOKEN_AUDIENCE"),
+    ...secondFactorSettings(r),
   } satisfies Partial<Config>;
+}
+
+/** Passkeys' relying party (else PUBLIC_URL's host and origin) and the roles that must have a second factor. */
+function secondFactorSettings(r: SettingsReader) {
+  const rpId = r.read("RP_ID");
+  if (rpId !== undefined && !HOST_NAME.test(rpId)) r.problems.push(`RP_ID must be a host name such as id.example.com (got "${rpId}")`);
+  const mfaRequiredRoles = (r.read("MFA_REQUIRED_ROLES") ?? "")
+    .split(",")
+    .map((role) => role.trim().toUpperCase())
+    .filter((role) => role !== "");
+  for (const role of mfaRequiredRoles)
+    if (role !== "USER" && role !== "ADMIN") r.problems.push(`MFA_REQUIRED_ROLES must list roles (USER, ADMIN), comma-separated (got "${role}")`);
+  return { rpId, rpOrigins: Object.freeze(corsOriginsOf(r, "RP_ORIGINS")), mfaRequiredRoles: Object.freeze(mfaRequiredRoles) };
 }
 
 /** Where notifications go: the webhook, and mail through SMTP with links to PUBLIC_URL. */

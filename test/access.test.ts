@@ -148,6 +148,22 @@ const rows: Row[] = [
     send: (token) => t.request("GET", "/totally/unknown", { token }),
     expect: { anonymous: 401, noRole: 404, user: 404, admin: 404 },
   },
+  {
+    request: "GET /api/account/mfa (any signed-in caller: their own factors)",
+    send: (token) => t.request("GET", "/api/account/mfa", { token }),
+    expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "GET /api/users/{id}/mfa (ADMIN)",
+    send: async (token) => t.request("GET", `/api/users/${(await target()).id}/mfa`, { token }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 200 },
+  },
+  {
+    request: "POST /api/auth/passkey/options (open: reaches the handler; no PUBLIC_URL here)",
+    send: (token) => t.request("POST", "/api/auth/passkey/options", { token }),
+    expect: { anonymous: 400, noRole: 400, user: 400, admin: 400 },
+    own: { 400: { message: "Passkeys are not configured on this server (PUBLIC_URL or RP_ID)", errorCode: "PASSKEYS_NOT_CONFIGURED" } },
+  },
 ];
 
 /** The guard's answers. */

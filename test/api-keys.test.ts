@@ -41,7 +41,7 @@ async function createKey(token: string, scopes: readonly string[], extra: Record
 }
 
 beforeAll(async () => {
-  t = await makeTestApp();
+  t = await makeTestApp({ PUBLIC_URL: "https://id.example.test" });
   routeWalk = await prepareRouteWalk(t);
   const adminToken = await signIn(routeWalk.admin.email, t, "Admin-Passw0rd!");
   adminKeys.all = (await createKey(adminToken, SCOPES)).key;

@@ -13,7 +13,7 @@ let routeWalk: Awaited<ReturnType<typeof prepareRouteWalk>>;
 let user: { id: number; email: string; token: string };
 
 beforeAll(async () => {
-  t = await makeTestApp();
+  t = await makeTestApp({ PUBLIC_URL: "https://id.example.test" });
   routeWalk = await prepareRouteWalk(t);
   user = await t.createUser({ password: "Passw0rd!" });
 }, 60_000);

@@ -148,6 +148,15 @@ describe("loadConfig", () => {
     expect(loadConfig({ API_KEY_MAX_PER_USER: "5", API_KEY_RATE_LIMIT: "60" }, 4)).toMatchObject({ apiKeyMaxPerUser: 5, apiKeyRateLimit: 60 });
   });
 
+  test("second factors: RP_ID, RP_ORIGINS and MFA_REQUIRED_ROLES (defaults: none)", () => {
+    expect(loadConfig({}, 4)).toMatchObject({ rpId: undefined, rpOrigins: [], mfaRequiredRoles: [] });
+    expect(loadConfig({ RP_ID: "example.com", RP_ORIGINS: "https://id.example.com,https://app.example.com", MFA_REQUIRED_ROLES: "admin, USER" }, 4)).toMatchObject({
+      rpId: "example.com",
+      rpOrigins: ["https://id.example.com", "https://app.example.com"],
+      mfaRequiredRoles: ["ADMIN", "USER"],
+    });
+  });
+
   test.each(["127.0.0.1", "::", "::1", "localhost", "svc-1.internal.example.com"])("HOST %p is accepted", (host) => {
     expect(loadConfig({ HOST: host }, 4).host).toBe(host);
   });
@@ -223,6 +232,9 @@ describe("loadConfig", () => {
     ["REFRESH_REUSE_GRACE_S", "-1"],
     ["TOKEN_SIGNING", "RS256"],
     ["TOKEN_KEY_ROTATION_DAYS", "0"],
+    ["RP_ID", "https://id.example.com"],
+    ["RP_ORIGINS", "id.example.com"],
+    ["MFA_REQUIRED_ROLES", "OWNER"],
     ["ORDER_PAYMENT_TIMEOUT", "soon"],
     ["ORDER_PAYMENT_TIMEOUT", "0"],
     ["ORDER_PAYMENT_TIMEOUT", "30 minutes"],

@@ -433,3 +433,80 @@ export const signingKeys = sqliteTable("signing_keys", {
   /** Withdrawn by `usersvc keys rotate --revoke`: its tokens are refused at once. */
   revokedAt: millis("revoked_at"),
 });
+
+/* ---- Second factors (issue 27): TOTP, recovery codes, passkeys, and the ceremonies between two requests ---- */
+
+/** A user's TOTP authenticator: pending until a first code confirms it. */
+export const mfaTotp = sqliteTable("mfa_totp", {
+  userId: integer("user_id")
+    .primaryKey()
+    .references(() => users.id, { onDelete: "cascade" }),
+  /** The base32 secret sealed by the data cipher (security/data-encryption.ts); never plain. */
+  secretSealed: text("secret_sealed").notNull(),
+  createdAt: millis("created_at").notNull(),
+  /** Null while pending. */
+  confirmedAt: millis("confirmed_at"),
+  /** The last 30-second step a code was accepted for: a code of it or any earlier one is refused. */
+  lastStep: integer("last_step").notNull().default(0),
+  lastUsedAt: millis("last_used_at"),
+});
+
+/** Recovery codes: a SHA-256 of each (≥ 50 random bits), single use. */
+export const mfaRecoveryCodes = sqliteTable(
+  "mfa_recovery_codes",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    codeHash: text("code_hash").notNull(),
+    createdAt: millis("created_at").notNull(),
+    usedAt: millis("used_at"),
+  },
+  (t) => [index("mfa_recovery_codes_user_idx").on(t.userId, t.codeHash)],
+);
+
+/** WebAuthn credentials (discoverable): the public key, its signature counter, and the user's name for it. */
+export const passkeys = sqliteTable(
+  "passkeys",
+  {
+    /** Random, the id in the API (never the credential id). */
+    id: text("id").primaryKey(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    /** base64url credential id, as the authenticator names it in an assertion. */
+    credentialId: text("credential_id").notNull(),
+    /** COSE public key, base64url. */
+    publicKey: text("public_key").notNull(),
+    counter: integer("counter").notNull(),
+    /** Comma-separated transports the browser reported. */
+    transports: text("transports"),
+    name: text("name").notNull(),
+    createdAt: millis("created_at").notNull(),
+    lastUsedAt: millis("last_used_at"),
+  },
+  (t) => [uniqueIndex("passkeys_credential_idx").on(t.credentialId), index("passkeys_user_idx").on(t.userId)],
+);
+
+/**
+ * What lives between two requests of a sign-in or a ceremony, in the database so any instance on
+ * one primary can finish it: an mfaToken (purpose `login`, with the WebAuthn challenge its
+ * passkeyOptions carry) and WebAuthn challenges (`register`, `passkey`). Keyed by a SHA-256 of
+ * the token or challenge; single use (deleted when used), expires.
+ */
+export const mfaChallenges = sqliteTable(
+  "mfa_challenges",
+  {
+    id: text("id").primaryKey(),
+    purpose: text("purpose").notNull(),
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    /** The WebAuthn challenge (base64url) an mfaToken's passkeyOptions carried. */
+    challenge: text("challenge"),
+    /** How the first step signed in (an mfaToken: pwd). */
+    amr: text("amr"),
+    failures: integer("failures").notNull().default(0),
+    expiresAt: millis("expires_at").notNull(),
+  },
+  (t) => [index("mfa_challenges_expiry_idx").on(t.expiresAt)],
+);

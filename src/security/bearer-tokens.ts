@@ -48,6 +48,8 @@ export interface TokenSession {
   sid: string;
   notAfter: number;
   authTime: number;
+  /** How the session signed in (RFC 8176 method names: pwd, otp, hwk; rec for a recovery code). */
+  amr?: string[];
 }
 
 export interface Tokens {
@@ -101,12 +103,13 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
     async issue(email, tokenVersion, userId, session) {
       const iat = Math.floor(now() / 1000);
       const signer = await keyring?.signer();
-      // The claims in @elysiajs/jwt's order (sub, ver, uid, sid, exp, iat), so tokens look as before.
+      // The claims in @elysiajs/jwt's order (sub, ver, uid, sid, auth_time, amr, exp, iat), so tokens look as before.
       const jwt = new SignJWT({
         sub: email,
         ver: tokenVersion,
         ...(userId === undefined ? {} : { uid: userId }),
         ...(session && { sid: session.sid, auth_time: session.authTime }),
+        ...(session?.amr && { amr: session.amr }),
       })
         .setProtectedHeader({ alg: signer?.alg ?? "HS512", typ: "JWT", kid: signer?.kid ?? HS512_KID })
         .setIssuer(issuer)

@@ -27,9 +27,11 @@ export interface Caller {
   /** The version the caller's token carries (current, or the guard would have refused it). */
   tokenVersion: number;
   /** The session of a session token (its id and absolute end, ms); tokens without `sid` have none. */
-  session?: { id: string; expiresAt: number };
+  session?: { id: string; expiresAt: number; amr?: string[] };
   /** An API key's caller: the owner narrowed to the key's scopes (src/security/api-keys.ts). */
   apiKey?: { id: number; scopes: readonly string[]; lastUsedAt: number | null };
+  /** MFA_REQUIRED_ROLES: the session signed in without the second factor its role requires, and may only enrol one. */
+  enrolOnly?: boolean;
   /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */
   authTime?: number;
 }

@@ -52,7 +52,14 @@ export interface SessionRules {
   activity: SessionActivity;
   /** Requests by how the caller authenticated (session, token, api_key). */
   metrics?: Pick<Metrics, "authenticatedRequests">;
+  mfaRequiredRoles?: readonly string[];
 }
+
+/** The amr values of a second factor (a passkey alone counts: it is one). */
+const SECOND_FACTORS = ["otp", "hwk", "rec"];
+
+/** Where an enrol-only session may go: setting up a factor, its own sessions, and signing out or refreshing. */
+const ENROLMENT_PATHS = ["/api/account/mfa", "/api/account/passkeys", "/api/account/sessions", "/api/auth/"];
 
 /** A hash to compare an unknown prefix's secret with, so that an unknown key costs what a wrong secret does. */
 const NO_KEY = "A".repeat(43);
@@ -86,12 +93,16 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     if (session?.keyRevoked) return keyWithdrawn(claims.kid!);
     if (!session || !isOpen(session, now, sessions.idleMs) || session.tokenVersion !== claims.ver) return undefined;
     sessions.activity.seen(claims.sid, session.lastSeenAt, now);
+    const roles = rolesOf(session.roles);
+    const amr = session.amr.split(",");
+    const enrolOnly = roles.some((role) => sessions.mfaRequiredRoles?.includes(role)) && !amr.some((method) => SECOND_FACTORS.includes(method));
     return {
       id: session.userId,
       email: session.email,
-      roles: rolesOf(session.roles),
+      roles,
+      ...(enrolOnly && { enrolOnly }),
       tokenVersion: session.tokenVersion,
-      session: { id: claims.sid, expiresAt: session.expiresAt },
+      session: { id: claims.sid, expiresAt: session.expiresAt, amr },
       authTime: claims.authTime,
     };
   }
@@ -154,7 +165,7 @@ const securityOf = (declared: AccessDeclaration): Record<string, string[]>[] =>
  * unprivileged request is answered 401/403 whatever its body (as a security filter would);
  * `resolve` then hands the caller to the handler.
  */
-export const authPlugin = (authenticator: Authenticator, keys: KeyRules) =>
+export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePath = "") =>
   new Elysia({ name: "auth" }).macro({
     auth: (declared: AccessDeclaration) => ({
       // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies,
@@ -166,6 +177,7 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules) =>
         if (caller.apiKey) admitKey(caller.apiKey, declared, { request, set, server }, keys);
         const rule = typeof declared === "string" ? declared : declared[0];
         if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
+        if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
         requestState(request).caller = caller;
       },
       // The transform above ran first and threw unless it found a caller.

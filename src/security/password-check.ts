@@ -87,6 +87,22 @@ function assertNotThrottled(deps: PasswordCheckDeps, origin: AttemptOrigin, rows
   refuseUntil(Math.max(lockedUntil, ...spent), deps.now());
 }
 
+/**
+ * The second step of a sign-in (a code after the password): refused with 429 while the e-mail from
+ * this network or the address is throttled, or the e-mail is locked out, as a login would be;
+ * answers what its success clears.
+ */
+export async function assertLoginAllowed(deps: PasswordCheckDeps, email: string, address: string): Promise<FailuresToClear> {
+  const origin = { email, address, network: clientNetwork(address) };
+  const read = await deps.db.readAll((db) => ({ throttle: loginThrottleRows(db, origin, deps.now()), lockout: loginLockoutRows(db, email) }));
+  assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);
+  return { origin, pairHasFailures: read.throttle.some((row) => row.key === pairKey(email, origin.network)) };
+}
+
+/** A second step's wrong code: counted like a wrong password from where it came (the global count and lockout included). */
+export const countSecondStepFailure = (deps: PasswordCheckDeps, origin: AttemptOrigin, audit: AuditRecord, userId: number) =>
+  countLoginFailure(deps.db, { ...origin, now: deps.now(), audit, globalLimit: deps.config.loginMaxFailuresGlobal, userId });
+
 /** 429 TOO_MANY_REQUESTS with Retry-After (whole seconds, at least one) while `blockedUntil` is ahead. */
 export function refuseUntil(blockedUntil: number, now: number) {
   if (blockedUntil <= now) return;
@@ -149,8 +165,11 @@ export async function checkPassword(deps: PasswordCheckDeps, email: string, pass
   return { account: { ...account, passwordHash: stored }, origin, pairHasFailures, device };
 }
 
+/** What a sign-in's success clears: its origin's count (when it has failures) and the deviceToken's. */
+export type FailuresToClear = Pick<CheckedPassword, "origin" | "pairHasFailures" | "device">;
+
 /** What a right password clears, as statements of the unit its caller writes: the e-mail's count from that network, and the deviceToken's failures. */
-export function failuresCleared(tx: Db, checked: CheckedPassword) {
+export function failuresCleared(tx: Db, checked: FailuresToClear) {
   const { origin, device } = checked;
   return [
     ...(checked.pairHasFailures ? [clearLoginFailures(tx, origin.email, origin.network)] : []),

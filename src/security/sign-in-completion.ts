@@ -13,8 +13,8 @@ import { randomToken } from "../store/sessions";
 export interface CompletedSignIn {
   userId: number;
   email: string;
-  /** The account's lastLogin before this sign-in: none for the first after registration, which mails nothing. */
-  lastLogin: Date | null;
+  /** The first sign-in after registration (no lastLogin yet): it mails nothing. */
+  firstSignIn: boolean;
   address: string;
   /** The device label of the session ("Chrome 142 on Linux"). */
   device: string | null;
@@ -29,6 +29,6 @@ export function completeSignIn(signIn: CompletedSignIn, now: Date) {
   const device = { userId: signIn.userId, email: signIn.email, device: signIn.device, address: signIn.address, network: clientNetwork(signIn.address) };
   return {
     deviceToken,
-    rows: (tx: Db) => [...(presented ? [] : newDeviceTokenRows(tx, deviceToken, signIn.userId, now)), ...knownDeviceRows(tx, device, now, signIn.lastLogin === null)],
+    rows: (tx: Db) => [...(presented ? [] : newDeviceTokenRows(tx, deviceToken, signIn.userId, now)), ...knownDeviceRows(tx, device, now, signIn.firstSignIn)],
   };
 }

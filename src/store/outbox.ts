@@ -23,7 +23,11 @@ export type NotificationKind =
   | "PAYMENT_FAILED"
   | "LOGIN_LOCKED"
   | "NEW_SIGN_IN"
-  | "API_KEY_CREATED";
+  | "API_KEY_CREATED"
+  | "MFA_ENABLED"
+  | "MFA_DISABLED"
+  | "PASSKEY_ADDED"
+  | "RECOVERY_CODE_USED";
 
 const insertNotification = prepared((tx: Db) =>
   tx

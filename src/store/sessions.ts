@@ -30,6 +30,7 @@ const sessionAndUser = {
   endedAt: sessions.endedAt,
   expiresAt: sessions.expiresAt,
   lastSeenAt: sessions.lastSeenAt,
+  amr: sessions.amr,
 };
 
 /** The session a token's `sid` names, with its user: the guard's one read for a session token. */
@@ -54,6 +55,8 @@ export interface SessionHolder {
   endedAt: number | null;
   expiresAt: number;
   lastSeenAt: number;
+  /** How the session signed in, comma-separated (pwd, otp, hwk, rec). */
+  amr: string;
   /** Whether the token's signing key was withdrawn (`usersvc keys rotate --revoke`). */
   keyRevoked?: boolean;
 }
@@ -76,7 +79,8 @@ export async function sessionHolder(db: Reader, sid: string, kid = ""): Promise<
       endedAt: v[6] as number | null,
       expiresAt: v[7] as number,
       lastSeenAt: v[8] as number,
-      keyRevoked: Boolean(v[9]),
+      amr: v[9] as string,
+      keyRevoked: Boolean(v[10]),
     }
   );
 }
@@ -253,6 +257,13 @@ const endOthers = prepared((tx: Db) =>
 );
 /** Ends every session of the user but `keep` (none: all of them). */
 export const endOtherSessionsStatement = (tx: Db, userId: number, keep: string | undefined, now: Date) => bound(endOthers(tx), { userId, keep: keep ?? "", now });
+
+/** A factor proved within the session (enrolment) joins its amr, so an enrol-only session becomes a full one. */
+export const addAmrStatement = (tx: Db, sessionId: string, method: string) =>
+  tx
+    .update(sessions)
+    .set({ amr: sql`${sessions.amr} || ',' || ${method}` })
+    .where(and(eq(sessions.id, sessionId), sql`instr(',' || ${sessions.amr} || ',', ${`,${method},`}) = 0`));
 
 /** The session carried over to the user's new token version (after its own password change), with none of its earlier refresh tokens. */
 const carryOver = prepared((tx: Db) =>

@@ -6,6 +6,7 @@
  */
 import { and, asc, count, desc, eq, inArray, lt, ne, notExists, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
+import { secondFactorsOf } from "./mfa";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { auditLog, departments, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
 import { AppError } from "../errors";
@@ -535,7 +536,15 @@ export async function tokenHolder(db: Reader, email: string, kid = "") {
 }
 
 /** What a login checks of the account with an e-mail. */
-export type LoginAccount = { id: number; passwordHash: string | null; active: boolean; tokenVersion: number; emailVerified: boolean; lastLogin: Date | null };
+export type LoginAccount = {
+  id: number;
+  passwordHash: string | null;
+  active: boolean;
+  tokenVersion: number;
+  emailVerified: boolean;
+  lastLogin: Date | null;
+  secondFactors: number;
+};
 
 const accountByEmail = prepared((db: Reader) =>
   db
@@ -546,6 +555,8 @@ const accountByEmail = prepared((db: Reader) =>
       tokenVersion: users.tokenVersion,
       emailVerified: users.emailVerified,
       lastLogin: users.lastLogin,
+      // Whether a right password is only the first step (store/mfa.ts): in the same read.
+      secondFactors: secondFactorsOf(),
     })
     .from(users)
     .where(eq(users.email, sql.placeholder("email")))

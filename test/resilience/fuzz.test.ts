@@ -11,12 +11,14 @@ import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import fc from "fast-check";
 import { eq } from "drizzle-orm";
-import { files, users } from "../../src/db/schema";
+import { files, sessions, users } from "../../src/db/schema";
 import type { Envelope } from "../../src/envelope";
 import type { FileUploadResponse } from "../../src/features/files/model";
 import { jsonOf, makeTestApp, validRegistration, type TestApp } from "../helpers";
 import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 import { issueToken } from "../../src/store/account-tokens";
+import { SoftwareAuthenticator } from "../support/software-authenticator";
+import { totpAt } from "../support/totp";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 250);
@@ -203,6 +205,7 @@ const TARGETS: Record<string, Target> = {
     token: async () => admin.token,
     valid: () => ({ avatarUrl: "https://img.example.com/a.png", bio: "fuzzed", birthDate: "1990-01-01", address: "Somewhere 1" }),
   },
+  ...secondFactorTargets(),
 };
 
 // ---- the mutations ----------------------------------------------------------------------------
@@ -518,6 +521,147 @@ function unsafeNumberIn(value: unknown, path = "body"): string | undefined {
 /** Numbers at the edges of what JSON, JavaScript and SQLite hold, written as JSON text. */
 const NUMBER_EDGES = ["1e308", "-1e308", "9223372036854775808", "-9223372036854775809", "9007199254740992", "9007199254740993", "-0", "4.9e-324", "0.5", "-1", "0", "1e999"];
 
+/**
+ * Second factors (issue 27). Their users sign in once (a session of their own, marked seen an hour
+ * ahead so the guard writes no activity between a case's snapshots), and their tokens are minted
+ * fresh in that session for each case (enrolment needs a recent sign-in). Ceremonies need a
+ * challenge each: pools of them are made before the run, one taken per valid body.
+ */
+const RP = { id: "id.example.test", origin: "https://id.example.test" };
+const MFA_PASSWORD = "MfaPassw0rd!";
+const mfa = {
+  /** Confirms a pending TOTP; re-enrolled after each success. */
+  enroller: { id: 0, email: "", sid: "", pending: "" },
+  /** Removes its TOTP with the password; re-enrolled after each success. */
+  remover: { id: 0, email: "", sid: "" },
+  /** Regenerates its recovery codes. */
+  regenerator: { id: 0, email: "", sid: "" },
+  /** Completes sign-ins with its recovery codes. */
+  signer: { mfaToken: "", codes: [] as string[] },
+  /** Registers passkeys and renames one. */
+  keyholder: { id: 0, email: "", sid: "", passkeyId: "" },
+  registrations: [] as { challenge: string; rp: { id?: string }; user: { id: string } }[],
+  signIns: [] as { challenge: string }[],
+  device: new SoftwareAuthenticator(RP.id, RP.origin),
+};
+
+type SessionUser = { id: number; email: string; sid: string };
+const recentToken = (user: SessionUser) => {
+  const now = Math.floor(Date.now() / 1000);
+  return t.tokens.issue(user.email, 0, user.id, { sid: user.sid, notAfter: now + 3600, authTime: now });
+};
+
+async function sessionUser(name: string): Promise<SessionUser> {
+  const { id, email } = await t.createUser({ name, password: MFA_PASSWORD });
+  const login = await t.request("POST", "/api/auth/login", { body: { email, password: MFA_PASSWORD } });
+  const sid = JSON.parse(Buffer.from(login.body.data.token.split(".")[1], "base64url").toString()).sid as string;
+  await t.db
+    .update(sessions)
+    .set({ lastSeenAt: new Date(Date.now() + 3_600_000) })
+    .where(eq(sessions.id, sid));
+  return { id, email, sid };
+}
+
+/** A new pending TOTP secret for the user; with `confirm`, confirmed at once (its recovery codes answered). */
+async function enrol(user: SessionUser, confirm: boolean) {
+  const started = await t.request("POST", "/api/account/mfa/totp", { token: await recentToken(user) });
+  if (started.status !== 200) throw new Error(`fixture TOTP: ${started.text}`);
+  if (!confirm) return { secret: started.body.secret as string, codes: [] as string[] };
+  const confirmed = await t.request("POST", "/api/account/mfa/totp/confirm", { token: await recentToken(user), body: { code: totpAt(started.body.secret, Date.now()) } });
+  if (confirmed.status !== 200) throw new Error(`fixture TOTP confirm: ${confirmed.text}`);
+  return { secret: started.body.secret as string, codes: confirmed.body.recoveryCodes as string[] };
+}
+
+async function prepareSecondFactors() {
+  const pool = RUNS_PER_ROUTE + ZZUF_SEEDS_PER_ROUTE + 20;
+  mfa.enroller = { ...(await sessionUser("Enroller")), pending: "" };
+  mfa.enroller.pending = (await enrol(mfa.enroller, false)).secret;
+  mfa.remover = await sessionUser("Remover");
+  await enrol(mfa.remover, true);
+  mfa.regenerator = await sessionUser("Regenerator");
+  await enrol(mfa.regenerator, true);
+  const signer = await sessionUser("Signer");
+  mfa.signer.codes = (await enrol(signer, true)).codes;
+  await nextMfaToken(signer.email);
+  mfa.keyholder = { ...(await sessionUser("Keyholder")), passkeyId: "" };
+  const token = await recentToken(mfa.keyholder);
+  for (let i = 0; i < pool; i++) mfa.registrations.push((await t.request("POST", "/api/account/passkeys/options", { token })).body);
+  const added = await t.request("POST", "/api/account/passkeys", { token, body: { name: "Fuzz key", response: mfa.device.register(mfa.registrations.pop()!) } });
+  if (added.status !== 201) throw new Error(`fixture passkey: ${added.text}`);
+  mfa.keyholder.passkeyId = added.body.id;
+  for (let i = 0; i < pool; i++) mfa.signIns.push((await t.request("POST", "/api/auth/passkey/options")).body.data);
+  signerEmail = signer.email;
+}
+let signerEmail = "";
+
+async function nextMfaToken(email: string) {
+  const first = await t.request("POST", "/api/auth/login", { body: { email, password: MFA_PASSWORD } });
+  if (first.status === 200) mfa.signer.mfaToken = first.body.data.mfaToken;
+}
+
+function secondFactorTargets(): Record<string, Target> {
+  return {
+    "POST /api/account/mfa/totp/confirm": {
+      url: () => "/api/account/mfa/totp/confirm",
+      token: () => recentToken(mfa.enroller),
+      valid: () => ({ code: totpAt(mfa.enroller.pending, Date.now()) }),
+      async after(status) {
+        if (status !== 200) return;
+        await t.request("DELETE", "/api/account/mfa/totp", { token: await recentToken(mfa.enroller), body: { password: MFA_PASSWORD } });
+        mfa.enroller.pending = (await enrol(mfa.enroller, false)).secret;
+      },
+    },
+    "DELETE /api/account/mfa/totp": {
+      url: () => "/api/account/mfa/totp",
+      token: () => recentToken(mfa.remover),
+      valid: () => ({ password: MFA_PASSWORD }),
+      auditsOn4xx: true,
+      async after(status) {
+        if (status === 204) await enrol(mfa.remover, true);
+      },
+    },
+    "POST /api/account/mfa/recovery-codes": {
+      url: () => "/api/account/mfa/recovery-codes",
+      token: () => recentToken(mfa.regenerator),
+      valid: () => ({ password: MFA_PASSWORD }),
+      auditsOn4xx: true,
+    },
+    "POST /api/auth/login/mfa": {
+      url: () => "/api/auth/login/mfa",
+      token: async () => undefined,
+      valid: () => ({ mfaToken: mfa.signer.mfaToken, code: mfa.signer.codes[0] ?? "00000-00000" }),
+      // A wrong code is counted (audited MFA_FAILED) against its mfaToken and in the login throttle.
+      auditsOn4xx: true,
+      async after(status) {
+        if (status !== 200) return;
+        mfa.signer.codes.shift();
+        await nextMfaToken(signerEmail);
+      },
+    },
+    "POST /api/account/passkeys": {
+      url: () => "/api/account/passkeys",
+      token: () => recentToken(mfa.keyholder),
+      valid: () => {
+        const options = mfa.registrations.shift();
+        return { name: "Fuzz key", response: options ? mfa.device.register(options) : {} };
+      },
+    },
+    "PATCH /api/account/passkeys/:id": {
+      url: () => `/api/account/passkeys/${mfa.keyholder.passkeyId}`,
+      token: () => recentToken(mfa.keyholder),
+      valid: (n) => ({ name: `Fuzz key ${n}` }),
+    },
+    "POST /api/auth/passkey": {
+      url: () => "/api/auth/passkey",
+      token: async () => undefined,
+      valid: () => {
+        const options = mfa.signIns.shift();
+        return { response: options ? mfa.device.assert(options, { credential: mfa.device.credentials[0] }) : {} };
+      },
+    },
+  };
+}
+
 let counter = 0;
 const failures: string[] = [];
 let casesRun = 0;
@@ -544,7 +688,7 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
 }
 
 beforeAll(async () => {
-  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000" }, { logs: { write() {} } });
+  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000", PUBLIC_URL: RP.origin }, { logs: { write() {} } });
   admin = await t.admin();
   const v = await t.createUser({ name: "Victim" });
   victim = { id: v.id, email: v.email };
@@ -565,7 +709,8 @@ beforeAll(async () => {
   productId = product.body.id;
   orderProductId = orderable.body.id;
   await newPendingOrder();
-}, 30_000); // a remote leg's server does the fixtures' writes over HTTP
+  await prepareSecondFactors();
+}, 60_000); // a remote leg's server does the fixtures' writes over HTTP
 afterAll(() => t.close());
 
 describe("fuzzing every JSON endpoint", () => {

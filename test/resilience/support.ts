@@ -13,9 +13,10 @@ import { SCHEMA_TABLES } from "../support/tables";
 
 /**
  * Tables whose rows a refused (4xx) request must leave exactly as they were: every schema table but
- * the two throttles (a refused login or reset request is counted, by design) and the workers' leases.
+ * the two throttles (a refused login or reset request is counted, by design), the workers' leases,
+ * and mfa_challenges (a wrong code counts against its mfaToken; a refused passkey uses its challenge up).
  */
-const CHANGED_BY_DESIGN = new Set(["login_throttle", "reset_throttle", "leases"]);
+const CHANGED_BY_DESIGN = new Set(["login_throttle", "reset_throttle", "leases", "mfa_challenges"]);
 const DOMAIN_TABLES = SCHEMA_TABLES.filter((table) => !CHANGED_BY_DESIGN.has(table));
 
 /** One digest per table: the rows in rowid order, so any changed, added or removed row shows. */

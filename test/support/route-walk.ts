@@ -7,9 +7,12 @@
 import { expect } from "bun:test";
 import { remote } from "../legs";
 import { validRegistration, type TestApp } from "../helpers";
+import { SoftwareAuthenticator } from "./software-authenticator";
+import { totpAt } from "./totp";
 
 export interface Sample {
   path: string;
+  /** A function: the body made when it is sent. */
   body?: unknown;
   /** Sent as-is (multipart) instead of JSON. */
   raw?: FormData;
@@ -35,6 +38,7 @@ export interface Walked {
  * one, not a 401 or 400 that shows nothing) and hands each answer to `visit`.
  */
 export async function prepareRouteWalk(t: TestApp) {
+  if (!t.config.publicUrl) throw new Error("the route walk registers passkeys: make its app with PUBLIC_URL");
   const admin = await t.createUser({ roles: ["USER", "ADMIN"], password: "Admin-Passw0rd!" });
   /** Their tokens are revoked by the logout and change-password samples, so no other sample uses them. */
   const leaving = await t.createUser({ password: "Passw0rd!" });
@@ -64,6 +68,8 @@ export async function prepareRouteWalk(t: TestApp) {
   const [ownKeyId, devicesKeyId] = [await newKey(adminSignedIn), await newKey(device.token)];
   // A remote database is backed up by its server: there is no archive to download there.
   const backup = remote ? undefined : ((await t.request("POST", "/api/admin/backups", { token: admin.token })).body.name as string);
+
+  const factors = await prepareSecondFactors(t, signIn);
 
   /** One request per registered route, as "METHOD /template". */
   const samples: Record<string, Sample> = {
@@ -172,6 +178,7 @@ export async function prepareRouteWalk(t: TestApp) {
     "DELETE /api/account/api-keys/:id": { path: `/api/account/api-keys/${ownKeyId}`, status: 204 },
     "GET /api/users/:id/api-keys": { path: `/api/users/${devices.id}/api-keys`, status: 200 },
     "DELETE /api/users/:id/api-keys/:keyId": { path: `/api/users/${devices.id}/api-keys/${devicesKeyId}`, status: 204 },
+    ...factors.samples,
     "GET /admin": { path: "/admin", token: undefined, status: 200 },
     "GET /admin/assets/:name": { path: "/admin/assets/app.js", token: undefined, status: 200 },
     "GET /.well-known/jwks.json": { path: "/.well-known/jwks.json", token: undefined, status: 200 },
@@ -188,7 +195,7 @@ export async function prepareRouteWalk(t: TestApp) {
       if (token) headers.authorization = `Bearer ${token}`;
       let body: RequestInit["body"] = sample.raw;
       if (sample.body !== undefined) {
-        body = JSON.stringify(sample.body);
+        body = JSON.stringify(typeof sample.body === "function" ? sample.body() : sample.body);
         headers["content-type"] = "application/json";
       }
       const request = new Request(`http://localhost${sample.path}`, { method, headers, body });
@@ -201,6 +208,62 @@ export async function prepareRouteWalk(t: TestApp) {
   }
 
   return { admin, registered, samples, walk };
+}
+
+/**
+ * Second factors for the walk (the app needs PUBLIC_URL for passkeys): a user with TOTP and its
+ * recovery codes, pending sign-ins of it (by recovery code and passkey), passkeys registered and
+ * ceremonies begun, each sample's own so none spends another's.
+ */
+async function prepareSecondFactors(t: TestApp, signIn: (email: string) => Promise<{ token: string }>) {
+  const rp = new URL(t.config.publicUrl!);
+  const device = new SoftwareAuthenticator(rp.hostname, rp.origin);
+  const user = async () => {
+    const created = await t.createUser({ password: "Passw0rd!" });
+    return { ...created, token: (await signIn(created.email)).token };
+  };
+  const withTotp = async () => {
+    const holder = await user();
+    const { secret } = (await t.request("POST", "/api/account/mfa/totp", { token: holder.token })).body;
+    const confirmed = await t.request("POST", "/api/account/mfa/totp/confirm", { token: holder.token, body: { code: totpAt(secret, Date.now()) } });
+    expect(confirmed.status).toBe(200);
+    return { ...holder, secret: secret as string, recoveryCodes: confirmed.body.recoveryCodes as string[] };
+  };
+  const withPasskey = async (holder: { token: string }) => {
+    const options = (await t.request("POST", "/api/account/passkeys/options", { token: holder.token })).body;
+    return (await t.request("POST", "/api/account/passkeys", { token: holder.token, body: { name: "Walk key", response: device.register(options) } })).body.id as string;
+  };
+  const [enrolling, confirming, totp, removing, keyed] = [await user(), await user(), await withTotp(), await withTotp(), await user()];
+  const pendingSecret = (await t.request("POST", "/api/account/mfa/totp", { token: confirming.token })).body.secret as string;
+  const renamed = await withPasskey(keyed);
+  const removed = await withPasskey(keyed);
+  const registration = (await t.request("POST", "/api/account/passkeys/options", { token: keyed.token })).body;
+  const mfaToken = (await t.request("POST", "/api/auth/login", { body: { email: totp.email, password: "Passw0rd!" } })).body.data.mfaToken as string;
+  const passwordless = (await t.request("POST", "/api/auth/passkey/options")).body.data;
+  const samples: Record<string, Sample> = {
+    "GET /api/account/mfa": { path: "/api/account/mfa", token: totp.token, status: 200 },
+    "POST /api/account/mfa/totp": { path: "/api/account/mfa/totp", token: enrolling.token, status: 200 },
+    // The code is computed when sent: the walk takes longer than a step.
+    "POST /api/account/mfa/totp/confirm": {
+      path: "/api/account/mfa/totp/confirm",
+      token: confirming.token,
+      body: () => ({ code: totpAt(pendingSecret, Date.now()) }),
+      status: 200,
+    },
+    "DELETE /api/account/mfa/totp": { path: "/api/account/mfa/totp", token: removing.token, body: { password: "Passw0rd!" }, status: 204 },
+    "POST /api/account/mfa/recovery-codes": { path: "/api/account/mfa/recovery-codes", token: totp.token, body: { password: "Passw0rd!" }, status: 200 },
+    "POST /api/account/passkeys/options": { path: "/api/account/passkeys/options", token: keyed.token, status: 200 },
+    "POST /api/account/passkeys": { path: "/api/account/passkeys", token: keyed.token, body: { name: "Walk key 3", response: device.register(registration) }, status: 201 },
+    "GET /api/account/passkeys": { path: "/api/account/passkeys", token: keyed.token, status: 200 },
+    "PATCH /api/account/passkeys/:id": { path: `/api/account/passkeys/${renamed}`, token: keyed.token, body: { name: "Renamed" }, status: 200 },
+    "DELETE /api/account/passkeys/:id": { path: `/api/account/passkeys/${removed}`, token: keyed.token, status: 204 },
+    "GET /api/users/:id/mfa": { path: `/api/users/${totp.id}/mfa`, status: 200 },
+    "DELETE /api/users/:id/mfa": { path: `/api/users/${removing.id}/mfa`, status: 204 },
+    "POST /api/auth/login/mfa": { path: "/api/auth/login/mfa", token: undefined, body: { mfaToken, code: totp.recoveryCodes[0] }, status: 200 },
+    "POST /api/auth/passkey/options": { path: "/api/auth/passkey/options", token: undefined, status: 200 },
+    "POST /api/auth/passkey": { path: "/api/auth/passkey", token: undefined, body: { response: device.assert(passwordless, { credential: device.credentials[0] }) }, status: 200 },
+  };
+  return { samples };
 }
 
 function uploadForm() {

@@ -6,7 +6,7 @@
  * same variables must not revoke the admin's tokens). An account that holds the address without
  * being an ADMIN may be a stranger who registered it (registration is open): it becomes ADMIN
  * only with the operator's password, and everything it held ends (its tokens, its API keys, its e-mailed
- * verification and reset links, its deviceTokens); the promotion is audited.
+ * verification and reset links, its deviceTokens, its second factors); the promotion is audited.
  */
 import type { Database } from "../../db/database";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
@@ -15,6 +15,7 @@ import { revokeAccountTokens } from "../../store/account-tokens";
 import { writeAudit } from "../../store/audit";
 import { forgetDeviceTokens } from "../../store/devices";
 import { deleteKeysOfStatement } from "../../store/api-keys";
+import { removeFactorsRows } from "../../store/mfa";
 import { adminStatusOf, grantRoles, insertVerifiedUser, normalizeEmail, promoteToAdmin } from "../../store/users";
 
 /**
@@ -49,6 +50,8 @@ export async function ensureAdmin(
       await revokeAccountTokens(tx, id);
       await forgetDeviceTokens(tx, id);
       await deleteKeysOfStatement(tx, id);
+      // The stranger's second factors would otherwise stand between the operator and the account.
+      for (const statement of removeFactorsRows(tx, id)) await statement;
       await writeAudit(tx, { action: "USER_PROMOTED_TO_ADMIN", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, at);
     }
     await grantRoles(tx, id, ["USER", "ADMIN"]);

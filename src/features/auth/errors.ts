@@ -4,6 +4,10 @@ import { defineErrors, defineTexts } from "../../i18n";
 export const authErrors = defineErrors({
   INVALID_CREDENTIALS: { status: 401, en: "Invalid e-mail or password", "zh-TW": "帳號或密碼錯誤" },
   ACCOUNT_DISABLED: { status: 403, en: "This account is disabled", "zh-TW": "帳號已停用" },
+  INVALID_MFA_CODE: { status: 401, en: "The code is wrong, or the sign-in has expired: sign in again", "zh-TW": "驗證碼錯誤，或登入已逾時，請重新登入" },
+  INVALID_PASSKEY: { status: 401, en: "The passkey was not accepted", "zh-TW": "無法接受此通行金鑰" },
+  PASSKEYS_NOT_CONFIGURED: { status: 400, en: "Passkeys are not configured on this server (PUBLIC_URL or RP_ID)", "zh-TW": "此伺服器尚未設定通行金鑰（PUBLIC_URL 或 RP_ID）" },
+  MFA_ENROLMENT_REQUIRED: { status: 403, en: "Set up a second factor first", "zh-TW": "請先設定第二步驟驗證" },
 });
 
 export const authTexts = defineTexts({
@@ -35,5 +39,9 @@ export const authTexts = defineTexts({
   "field.detail.blank": { en: "must not be blank", "zh-TW": "詳細地址不能為空" },
   "field.detail.length": { en: "must be at most 200 characters", "zh-TW": "詳細地址不能超過 200 字元" },
   "field.zipCode.pattern": { en: "must be exactly 5 digits", "zh-TW": "郵遞區號必須是 5 位數字" },
+  "auth.passkeyOptions": { en: "Sign in with your passkey", "zh-TW": "請使用您的通行金鑰登入" },
+  "auth.mfaRequired": { en: "Password accepted; the second step is required", "zh-TW": "密碼正確，請完成第二步驟驗證" },
+  "field.mfa.oneOf": { en: "give either code or passkey", "zh-TW": "請提供驗證碼或通行金鑰其中之一" },
+  "field.mfaToken.blank": { en: "must not be blank", "zh-TW": "mfaToken 不能為空" },
   "field.currentPassword.wrong": { en: "is not the current password", "zh-TW": "目前密碼不正確" },
 });

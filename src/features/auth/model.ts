@@ -8,6 +8,7 @@ import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, PatternString, type Violation } from "../../validation";
 import { CurrentPassword, Email, matchingNewPassword, Password, Phone, User } from "../../models/user";
+import { PasskeyAssertion } from "../../models/webauthn";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -133,3 +134,50 @@ export const RefreshBody = t.Object({
 export type RefreshBody = Static<typeof RefreshBody>;
 
 export const LogoutQuery = t.Object({ scope: t.Optional(t.Literal("all")) });
+
+/** WebAuthn request options (PublicKeyCredentialRequestOptionsJSON) for navigator.credentials.get. */
+export const PasskeyRequestOptions = t.Object(
+  {
+    challenge: t.String(),
+    rpId: t.Optional(t.String()),
+    timeout: t.Optional(t.Integer()),
+    userVerification: t.Optional(t.String()),
+    allowCredentials: t.Optional(t.Array(t.Object({ id: t.String(), type: t.String(), transports: t.Optional(t.Array(t.String())) }))),
+    extensions: t.Optional(t.Record(t.String(), t.Unknown())),
+  },
+  { title: "PasskeyRequestOptions" },
+);
+export type PasskeyRequestOptions = Static<typeof PasskeyRequestOptions>;
+
+/** A right password for an account with a second factor: no token yet, the second step's challenge. */
+export const MfaRequired = t.Object(
+  {
+    mfaRequired: t.Literal(true),
+    mfaToken: t.String({ description: "Single use, for POST /api/auth/login/mfa; burnt by 5 wrong codes" }),
+    methods: t.Array(t.Union([t.Literal("totp"), t.Literal("recovery_code"), t.Literal("passkey")])),
+    expiresIn: t.Integer({ description: "Seconds the mfaToken lives (300)" }),
+    passkeyOptions: t.Optional(PasskeyRequestOptions),
+  },
+  { title: "MfaRequired" },
+);
+export type MfaRequired = Static<typeof MfaRequired>;
+
+export const LoginAnswer = t.Union([TokenResponse, MfaRequired], { title: "LoginAnswer" });
+
+/** Exactly one of a code (TOTP or recovery code) and a passkey assertion. */
+function oneSecondFactor(value: Record<string, unknown>): Violation[] {
+  return (value.code === undefined) === (value.passkey === undefined) ? [{ path: "code", key: "field.mfa.oneOf" }] : [];
+}
+
+export const LoginMfaBody = t.Object(
+  {
+    mfaToken: t.String({ minLength: 1, maxLength: 200, messages: { required: "field.mfaToken.blank", minLength: "field.mfaToken.blank" } }),
+    code: t.Optional(t.String({ minLength: 1, maxLength: 64, description: "A 6-digit TOTP code or a recovery code (xxxxx-xxxxx)" })),
+    passkey: t.Optional(PasskeyAssertion),
+  },
+  { refine: oneSecondFactor, title: "LoginMfaBody" },
+);
+export type LoginMfaBody = Static<typeof LoginMfaBody>;
+
+export const PasskeySignInBody = t.Object({ response: PasskeyAssertion }, { title: "PasskeySignInBody" });
+export type PasskeySignInBody = Static<typeof PasskeySignInBody>;

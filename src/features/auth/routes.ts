@@ -10,13 +10,26 @@ import { errorResponses } from "../../http/route-docs";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
 import { User } from "../../models/user";
-import { ChangePasswordBody, LoginBody, LogoutQuery, RefreshBody, RegistrationBody, TokenResponse, ValidateEmailQuery } from "./model";
+import {
+  ChangePasswordBody,
+  LoginAnswer,
+  LoginBody,
+  LoginMfaBody,
+  LogoutQuery,
+  PasskeyRequestOptions,
+  PasskeySignInBody,
+  RefreshBody,
+  RegistrationBody,
+  TokenResponse,
+  ValidateEmailQuery,
+} from "./model";
 import { clientAddress } from "../../http/client-address";
 import { deviceOf } from "../../security/device-label";
 import { unauthorized } from "../../security/guard";
 import { withPasswordPolicy } from "../../security/password-policy";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh, refreshWithToken } from "./service";
+import { completeSecondStep, passkeySignIn, passkeySignInOptions } from "./second-step";
 import { countEmailCheck, countRegistration } from "./address-limits";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
@@ -28,11 +41,16 @@ function dropNulls(value: unknown) {
   }
 }
 
+/** Where a sign-in comes from: the client address, and the device its user agent names. */
+const signInClientOf = (trustProxy: number) => async (request: Request, server: Parameters<typeof clientAddress>[0]) => ({
+  address: clientAddress(server, request, trustProxy),
+  ...(await deviceOf(request)),
+});
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 // Open routes that read the database: a busy one answers 503 with Retry-After.
 const errors = errorResponses(400, 401, 403, 409, 429, 503);
 
-export const authRoutes = (ctx: AppContext) =>
+export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.config.trustProxy)) =>
   new Elysia({ prefix: "/api/auth", tags: ["Authentication"] })
     .use(ctx.auth)
     .post(
@@ -72,15 +90,50 @@ export const authRoutes = (ctx: AppContext) =>
     .post(
       "/login",
       async ({ body, request, server }) => {
-        const client = { address: clientAddress(server, request, ctx.config.trustProxy), ...(await deviceOf(request)) };
-        return ctx.ok(await login(ctx, body, client), translate("auth.loggedIn", langOf(request)));
+        const answer = await login(ctx, body, await signInClient(request, server));
+        return ctx.ok(answer, translate("mfaRequired" in answer ? "auth.mfaRequired" : "auth.loggedIn", langOf(request)));
       },
       {
         body: LoginBody,
-        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        response: { 200: EnvelopeOf(LoginAnswer), ...errors },
         detail: {
           summary: "Exchange e-mail and password for a bearer token",
-          description: "Opens a session. 401 INVALID_CREDENTIALS for a wrong e-mail or password alike; 403 ACCOUNT_DISABLED; 429 with Retry-After after too many failures.",
+          description:
+            "Opens a session. For an account with a second factor the answer is MfaRequired instead (no token): complete it with POST /api/auth/login/mfa. 401 INVALID_CREDENTIALS for a wrong e-mail or password alike; 403 ACCOUNT_DISABLED; 429 with Retry-After after too many failures.",
+        },
+      },
+    )
+    .post(
+      "/login/mfa",
+      async ({ body, request, server }) => ctx.ok(await completeSecondStep(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))),
+      {
+        body: LoginMfaBody,
+        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        detail: {
+          summary: "Complete a sign-in with its second factor",
+          description:
+            "{mfaToken, code} (a TOTP code or a recovery code) or {mfaToken, passkey} (an assertion for the login answer's passkeyOptions): the login answer. 401 INVALID_MFA_CODE for a wrong code or a used, expired or burnt mfaToken (5 wrong codes burn it; each counts in the login throttle: 429).",
+        },
+      },
+    )
+    .post("/passkey/options", async ({ request }) => ctx.ok(await passkeySignInOptions(ctx), translate("auth.passkeyOptions", langOf(request))), {
+      response: { 200: EnvelopeOf(PasskeyRequestOptions), ...errors },
+      detail: {
+        summary: "Start a passwordless sign-in with a passkey",
+        description:
+          "WebAuthn request options (discoverable credentials, user verification required); the challenge lives 5 minutes. 400 PASSKEYS_NOT_CONFIGURED without PUBLIC_URL or RP_ID.",
+      },
+    })
+    .post(
+      "/passkey",
+      async ({ body, request, server }) => ctx.ok(await passkeySignIn(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))),
+      {
+        body: PasskeySignInBody,
+        response: { 200: EnvelopeOf(TokenResponse), ...errors },
+        detail: {
+          summary: "Sign in with a passkey alone",
+          description:
+            "The assertion for POST /api/auth/passkey/options' challenge: the login answer (amr hwk). 401 INVALID_PASSKEY for an unknown credential, a used challenge, a wrong signature, no user verification or a signature counter that went backwards (audited PASSKEY_COUNTER_REGRESSION).",
         },
       },
     )

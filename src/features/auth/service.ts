@@ -9,75 +9,31 @@
  * and both answer 401 INVALID_CREDENTIALS.
  */
 import { AppError } from "../../errors";
-import type { User } from "../../models/user";
-import type { Tokens } from "../../security/bearer-tokens";
 import type { Caller } from "../../security/caller";
 import { unauthorized } from "../../security/guard";
-import { attemptTurn, checkPassword, failuresCleared, wrongCurrentPassword, type PasswordCheckDeps } from "../../security/password-check";
-import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
+import { attemptTurn, checkPassword, failuresCleared, wrongCurrentPassword } from "../../security/password-check";
+import { assertPasswordAllowed } from "../../security/password-policy";
 import { hashPassword, needsRehash } from "../../security/passwords";
 import { completeSignIn } from "../../security/sign-in-completion";
 import { auditStatement, type AuditRecord } from "../../store/audit";
-import { endSessionStatement, isOpen, keptSessionRows, openSessionRows, randomToken, refreshStateOf, rotationRows } from "../../store/sessions";
-import { findUser, lastLoginStatement, newPasswordStatement, normalizeEmail, rehashStatement, tokenVersionBump, userById, userOf } from "../../store/users";
-import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
+import { endSessionStatement, isOpen, keptSessionRows, randomToken, refreshStateOf, rotationRows } from "../../store/sessions";
+import { findUser, newPasswordStatement, normalizeEmail, rehashStatement, tokenVersionBump, userById, userOf } from "../../store/users";
+import type { ChangePasswordBody, LoginBody, MfaRequired, TokenResponse } from "./model";
+import { type ChallengeDeps, secondStepChallenge } from "./second-step";
+import { type AnswerSession, newSession, type SessionDeps, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
 
-export interface SessionDeps extends PasswordCheckDeps, PasswordPolicyDeps {
-  tokens: Tokens;
-  config: PasswordCheckDeps["config"] &
-    PasswordPolicyDeps["config"] & {
-      requireEmailVerification: boolean;
-      sessionMaxAgeMs: number;
-      sessionIdleTimeoutMs: number;
-      sessionMaxPerUser: number;
-      refreshReuseGraceS: number;
-    };
-}
-
-/** Where a sign-in comes from: the client address and its user agent with the device label (security/device-label.ts). */
-export interface SignInClient {
-  address: string;
-  userAgent: string | null;
-  device: string | null;
-}
-
-/** A session an answer's tokens belong to: its id, absolute end (ms), sign-in time (s) and, when one is handed out, its new refresh token. */
-interface AnswerSession {
-  id: string;
-  expiresAt: number;
-  authTime: number;
-  refreshToken?: string;
-}
-
-/**
- * The one token answer: a bearer token for the account (its id, e-mail and token version) and,
- * in a session, never outliving it, with the refresh token being handed out; and the user.
- */
-async function tokenAnswer(
-  deps: SessionDeps,
-  account: { id: number; email: string; tokenVersion: number },
-  user: User | Promise<User>,
-  session?: AnswerSession,
-): Promise<TokenResponse> {
-  const bound = session && { sid: session.id, notAfter: Math.floor(session.expiresAt / 1000), authTime: session.authTime };
-  const [token, shown] = await Promise.all([deps.tokens.issue(account.email, account.tokenVersion, account.id, bound), user]);
-  const now = deps.now();
-  const answer: TokenResponse = { token, tokenType: "Bearer", expiresIn: deps.tokens.expiryOf(bound) - Math.floor(now / 1000), user: shown };
-  if (session?.refreshToken === undefined) return answer;
-  // The refresh token lives while its session does: until the absolute end, unless left idle.
-  const refreshExpiresIn = Math.floor((Math.min(session.expiresAt, now + deps.config.sessionIdleTimeoutMs) - now) / 1000);
-  return { ...answer, refreshToken: session.refreshToken, refreshExpiresIn };
-}
+export type { SessionDeps, SignInClient } from "./session-answer";
 
 /**
  * Login's checks and writes, in the e-mail's turn: the throttle, the account, the password,
- * then the refusals of a right password (its failures are cleared all the same), then one list
- * unit: failures cleared, last login, the audit row, a rehash, the completed sign-in's device
+ * then the refusals of a right password (its failures are cleared all the same), then, for an
+ * account with a second factor, the second step's challenge; else one list unit: the session,
+ * failures cleared, last login, the audit row, a rehash, the sign-in's device
  * (security/sign-in-completion.ts), and the answer's user read back.
  * Sign-ins are audited, never with the password: LOGIN with the client address, LOGIN_FAILED
  * with the e-mail tried and the address (and the reason when the password was right).
  */
-async function signIn(deps: SessionDeps, email: string, password: string, client: SignInClient, deviceToken?: string) {
+async function signIn(deps: SessionDeps & ChallengeDeps, email: string, password: string, client: SignInClient, deviceToken?: string) {
   const { address } = client;
   const failed = (reason?: string): AuditRecord => ({
     action: "LOGIN_FAILED",
@@ -98,33 +54,29 @@ async function signIn(deps: SessionDeps, email: string, password: string, client
     }));
     throw new AppError(refused);
   }
+  // The password is only the first step: no token, and the failures stay counted until the second.
+  if (account.secondFactors > 0) return secondStepChallenge(deps, account.id, account.secondFactors);
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
-  const session = {
-    id: randomToken(16),
-    expiresAt: lastLogin.getTime() + deps.config.sessionMaxAgeMs,
-    authTime: Math.floor(lastLogin.getTime() / 1000),
-    refreshToken: randomToken(32),
-  };
-  const opened = { id: session.id, userId: account.id, tokenVersion: account.tokenVersion, ...client, amr: ["pwd"] };
-  const completed = completeSignIn({ userId: account.id, email, lastLogin: account.lastLogin, ...client, deviceToken: checked.device?.token }, lastLogin);
+  const session = newSession(deps, lastLogin, ["pwd"]);
+  const signedIn = { id: account.id, email, tokenVersion: account.tokenVersion };
+  const completed = completeSignIn({ userId: account.id, email, firstSignIn: account.lastLogin === null, ...client, deviceToken: checked.device?.token }, lastLogin);
   const { user } = await deps.db.writeAll((tx) => ({
-    session: openSessionRows(tx, opened, session.refreshToken, { now: lastLogin, expiresAt: new Date(session.expiresAt) }, deps.config.sessionMaxPerUser),
-    device: completed.rows(tx),
-    cleared: failuresCleared(tx, checked),
-    lastLogin: lastLoginStatement(tx, account.id, lastLogin),
-    audited: auditStatement(tx, { action: "LOGIN", actor: email, subjectType: "User", subjectId: account.id, details: { address } }, lastLogin),
+    ...signedInRows(tx, deps, signedIn, client, session, { toClear: checked, completed }),
     rehashed: rehash ? rehashStatement(tx, account.id, account.passwordHash, rehash) : undefined,
-    user: userById(tx, account.id),
   }));
-  return { id: account.id, tokenVersion: account.tokenVersion, user: userOf(user), session, deviceToken: completed.deviceToken };
+  return { signedIn, user: userOf(user), session, deviceToken: completed.deviceToken };
 }
 
-export async function login(deps: SessionDeps, input: LoginBody, client: SignInClient): Promise<TokenResponse> {
-  const email = normalizeEmail(input.email);
-  const { id, tokenVersion, user, session, deviceToken } = await signIn(deps, email, input.password, client, input.deviceToken);
+/**
+ * E-mail and password: the token answer (with the device's deviceToken), or, for an account with
+ * a second factor, the challenge of the second step (POST /api/auth/login/mfa) and no token.
+ */
+export async function login(deps: SessionDeps & ChallengeDeps, input: LoginBody, client: SignInClient): Promise<TokenResponse | MfaRequired> {
+  const done = await signIn(deps, normalizeEmail(input.email), input.password, client, input.deviceToken);
+  if ("mfaRequired" in done) return done;
   // Signed after the e-mail's turn: the next attempt for it need not wait for the signature.
-  return { ...(await tokenAnswer(deps, { id, email, tokenVersion }, user, session)), deviceToken };
+  return { ...(await tokenAnswer(deps, done.signedIn, done.user, done.session)), deviceToken: done.deviceToken };
 }
 
 /**
@@ -169,7 +121,7 @@ export async function refreshWithToken(deps: SessionDeps, refreshToken: string):
   // this one the sibling, as the grace would have answered a moment later.
   if (issued.length === 0 && state.rotatedAt === null) ({ issued, user } = await rotate(true));
   if (issued.length === 0) throw unauthorized();
-  const session = { id: state.sessionId, expiresAt: state.expiresAt, authTime: Math.floor(state.signedInAt / 1000), refreshToken: next };
+  const session = { id: state.sessionId, expiresAt: state.expiresAt, authTime: Math.floor(state.signedInAt / 1000), amr: state.amr.split(","), refreshToken: next };
   return tokenAnswer(deps, { id: state.userId, email: state.email, tokenVersion: state.tokenVersion }, userOf(user), session);
 }
 

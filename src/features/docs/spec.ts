@@ -8,7 +8,7 @@
  * - Integers are `type: integer` (Elysia's t.Integer is a string-or-integer union for coercion),
  *   nullable enums list null, and objects are closed (`additionalProperties: false`).
  * - Every operation lists the statuses the service really gives: what the route declares
- *   (`errorResponses(...)`), plus 401 and 503 behind the guard, 400/413/415 where a JSON body is read,
+ *   (`errorResponses(...)`), plus 401, 403 and 503 behind the guard, 400/413/415 where a JSON body is read,
  *   500 everywhere, and 431 (Bun's own answer to an oversized request line or headers).
  * - Response headers: X-Request-Id on every answer, WWW-Authenticate on 401, Retry-After on 429
  *   and 503; a route declares its own with `documentedHeaders({ 200: ["ETag"] })` in `detail`.
@@ -148,8 +148,9 @@ function completeResponses(operation: Json, usedHeaders: Set<ResponseHeader>, er
   const responses: Json = operation.responses;
   const secured = operation.security.length > 0;
   const readsJson = operation.requestBody?.content?.["application/json"] !== undefined;
-  // The guard reads the caller's row: a secured route can meet a busy database (503) too.
-  for (const status of [...(secured ? ["401", "503"] : []), ...(readsJson ? ["400", "413", "415"] : []), "500"]) responses[status] ??= errorAnswer(status);
+  // The guard reads the caller's row: a secured route can meet a busy database (503) too, and
+  // refuses an enrol-only session (MFA_REQUIRED_ROLES) with 403 MFA_ENROLMENT_REQUIRED.
+  for (const status of [...(secured ? ["401", "403", "503"] : []), ...(readsJson ? ["400", "413", "415"] : []), "500"]) responses[status] ??= errorAnswer(status);
   responses["431"] = { description: STATUS_TEXT[431] };
 
   const own: Record<string, ResponseHeader[]> = operation[HEADERS_KEY] ?? {};

@@ -129,6 +129,14 @@ export interface ApiKey {
   lastUsedAt: string | null;
   lastUsedFrom: string | null;
 }
+
+/** One of a user's second factors, as GET /api/users/{id}/mfa lists it. */
+export interface Factor {
+  kind: "totp" | "passkey" | "recovery_codes";
+  name: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
 export interface Profile {
   userId: number;
   avatarUrl: string | null;

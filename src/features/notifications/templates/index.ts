@@ -213,6 +213,76 @@ const TEMPLATES: Record<NotificationKind, Template> = {
       ],
     }),
   },
+  MFA_ENABLED: {
+    en: (v) => ({
+      subject: "Two-step sign-in is on",
+      paragraphs: [
+        hello.en(v),
+        "An authenticator app was just set up for your account: signing in now takes your password and a code from it. Keep your recovery codes somewhere safe.",
+        "If you did not do this, reset your password now and tell your administrator.",
+      ],
+      link: { label: "Review your account's security", path: "/account/security", open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: "兩步驟登入已啟用",
+      paragraphs: [
+        hello["zh-TW"](v),
+        "您的帳號剛剛設定了驗證器 App：登入時需要密碼以及 App 產生的驗證碼。請妥善保存您的復原碼。",
+        "如果不是您本人操作，請立即重設密碼並通知管理員。",
+      ],
+      link: { label: "檢視帳號安全性", path: "/account/security", open: true },
+    }),
+  },
+  MFA_DISABLED: {
+    en: (v) => ({
+      subject: "A second factor was removed from your account",
+      paragraphs: [
+        hello.en(v),
+        v.reason === "admin"
+          ? "An administrator removed every second factor of your account and ended its sign-ins. Sign in with your password and set up a new one."
+          : "A second factor (an authenticator app or a passkey) was just removed from your account.",
+        "If you did not expect this, reset your password now and tell your administrator.",
+      ],
+      link: { label: "Review your account's security", path: "/account/security", open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: "您帳號的第二步驟驗證已移除",
+      paragraphs: [
+        hello["zh-TW"](v),
+        v.reason === "admin" ? "管理員已移除您帳號的所有第二步驟驗證，並結束所有登入。請使用密碼登入後重新設定。" : "您帳號的一項第二步驟驗證（驗證器 App 或通行金鑰）剛剛已移除。",
+        "如果這不在您的預期之中，請立即重設密碼並通知管理員。",
+      ],
+      link: { label: "檢視帳號安全性", path: "/account/security", open: true },
+    }),
+  },
+  PASSKEY_ADDED: {
+    en: (v) => ({
+      subject: "A passkey was added to your account",
+      paragraphs: [hello.en(v), "A new passkey can now sign in to your account.", "If you did not add it, remove it and reset your password now."],
+      link: { label: "Review your account's security", path: "/account/security", open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: "您的帳號已新增通行金鑰",
+      paragraphs: [hello["zh-TW"](v), "一把新的通行金鑰現在可以登入您的帳號。", "如果不是您本人新增，請立即移除它並重設密碼。"],
+      link: { label: "檢視帳號安全性", path: "/account/security", open: true },
+    }),
+  },
+  RECOVERY_CODE_USED: {
+    en: (v) => ({
+      subject: "A recovery code was used",
+      paragraphs: [
+        hello.en(v),
+        "One of your recovery codes was just used to sign in; it no longer works. When few are left, make new ones.",
+        "If it was not you, reset your password now and tell your administrator.",
+      ],
+      link: { label: "Review your account's security", path: "/account/security", open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: "已使用一組復原碼",
+      paragraphs: [hello["zh-TW"](v), "剛剛有人使用您的一組復原碼登入，該組復原碼已失效。剩餘不多時，請產生新的復原碼。", "如果不是您本人，請立即重設密碼並通知管理員。"],
+      link: { label: "檢視帳號安全性", path: "/account/security", open: true },
+    }),
+  },
 };
 
 const text = (value: unknown) => (value === undefined || value === null ? "" : String(value));

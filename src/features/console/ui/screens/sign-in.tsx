@@ -1,4 +1,8 @@
-/** Sign-in: e-mail and password against /api/auth/login; only an ADMIN's token is kept. */
+/**
+ * Sign-in: e-mail and password against /api/auth/login, then, for an account with a second
+ * factor, its code (an authenticator app's or a recovery code) against /api/auth/login/mfa; only
+ * an ADMIN's token is kept.
+ */
 import { useState } from "preact/hooks";
 import type { Session, User } from "../api";
 import { useConsole } from "../app-context";
@@ -9,13 +13,20 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(s
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [notAdmin, setNotAdmin] = useState(false);
+  /** The second step's token, once the password was right for an account with a second factor. */
+  const [mfaToken, setMfaToken] = useState<string>();
+  const [code, setCode] = useState("");
   const action = useAction();
 
   const submit = async (event: Event) => {
     event.preventDefault();
     setNotAdmin(false);
-    const answer = await action.run(() => api.post<{ data: { token: string; user: User } }>("/api/auth/login", { email, password }));
+    type Answer = { data: { token: string; user: User } | { mfaRequired: true; mfaToken: string } };
+    const answer = await action.run(() =>
+      mfaToken ? api.post<Answer>("/api/auth/login/mfa", { mfaToken, code: code.trim() }) : api.post<Answer>("/api/auth/login", { email, password }),
+    );
     if (!answer) return;
+    if ("mfaRequired" in answer.data) return setMfaToken(answer.data.mfaToken);
     // The token is never stored for anyone else: the console is an ADMIN's tool.
     if (!answer.data.user.roles.includes("ADMIN")) return setNotAdmin(true);
     onSignedIn({ token: answer.data.token, email: answer.data.user.email });
@@ -33,9 +44,17 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(s
         <Field label={t("signIn.email")}>
           {(id) => <input id={id} name="email" type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(inputValue(e))} />}
         </Field>
-        <Field label={t("signIn.password")}>
-          {(id) => <input id={id} name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(inputValue(e))} />}
-        </Field>
+        {mfaToken ? (
+          <Field label={t("signIn.code")} hint={t("signIn.codeHint")}>
+            {(id, describedBy) => (
+              <input id={id} name="code" autocomplete="one-time-code" aria-describedby={describedBy} required value={code} onInput={(e) => setCode(inputValue(e))} />
+            )}
+          </Field>
+        ) : (
+          <Field label={t("signIn.password")}>
+            {(id) => <input id={id} name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(inputValue(e))} />}
+          </Field>
+        )}
         {notAdmin && (
           <p class="form-error" role="alert">
             {t("signIn.notAdmin")}

@@ -1,10 +1,11 @@
 /**
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
- * activate/deactivate, revoke tokens, unlock sign-in, the user's API keys (revoke after confirmation),
- * the signed-in devices (each can be ended), delete after confirmation, and the profile.
+ * activate/deactivate, revoke tokens, unlock sign-in, second factors (removed all at once after
+ * confirmation), the user's API keys (revoke after confirmation), the signed-in devices (each can be
+ * ended), delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
-import type { ApiKey, Department, DeviceSession, Profile, User } from "../api";
+import type { ApiKey, Department, DeviceSession, Factor, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
 import { Confirm, ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
@@ -42,6 +43,7 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
         <DetailsForm key={`details-${user.version}`} user={user} onSaved={changed} onReload={reload} />
         <RolesForm key={`roles-${user.version}`} user={user} onSaved={changed} />
         <AccessPanel user={user} onChanged={changed} />
+        <FactorsPanel user={user} />
         <ApiKeysPanel userId={user.id} />
         <ProfileForm userId={user.id} />
       </div>
@@ -240,6 +242,62 @@ function ApiKeysPanel({ userId }: { userId: number }) {
         confirmLabel={t("user.apiKeyRevokeShort")}
         onConfirm={revoke}
         onCancel={() => setRevoking(undefined)}
+      />
+    </section>
+  );
+}
+
+/** The user's second factors (TOTP, passkeys, recovery codes) and their removal, which signs the user out everywhere. */
+function FactorsPanel({ user }: { user: User }) {
+  const { api, t, fmt, announce } = useConsole();
+  const factors = useLoad(() => api.get<Factor[]>(`/api/users/${user.id}/mfa`), [user.id]);
+  const [asking, setAsking] = useState(false);
+  const action = useAction();
+  const remove = async () => {
+    setAsking(false);
+    const done = await action.run(async () => {
+      await api.delete(`/api/users/${user.id}/mfa`);
+      return true;
+    });
+    if (!done) return;
+    announce(t("user.factorsRemoved"));
+    factors.reload();
+  };
+  return (
+    <section class="panel" aria-labelledby="factors-title">
+      <h2 id="factors-title">{t("user.factors")}</h2>
+      <Loaded load={factors}>
+        {(list) =>
+          list.length === 0 ? (
+            <p>{t("user.factorsNone")}</p>
+          ) : (
+            <>
+              <ul>
+                {list.map((factor, index) => (
+                  <li key={`${factor.kind}-${index}`}>
+                    {t(`user.factor.${factor.kind}`)}: {factor.name} · {t("common.createdAt")}: {fmt.dateTime(factor.createdAt)} · {t("user.factorLastUsed")}:{" "}
+                    {fmt.dateTime(factor.lastUsedAt)}
+                  </li>
+                ))}
+              </ul>
+              <button type="button" class="danger" onClick={() => setAsking(true)} disabled={action.busy} aria-describedby="factors-hint">
+                {t("user.factorsRemove")}
+              </button>
+              <p class="hint" id="factors-hint">
+                {t("user.factorsRemoveHint")}
+              </p>
+            </>
+          )
+        }
+      </Loaded>
+      <ErrorText error={action.error} />
+      <Confirm
+        open={asking}
+        title={t("user.factorsRemove")}
+        message={t("user.factorsRemoveConfirm", { name: user.name, email: user.email })}
+        confirmLabel={t("user.factorsRemove")}
+        onConfirm={remove}
+        onCancel={() => setAsking(false)}
       />
     </section>
   );

@@ -1,0 +1,178 @@
+/**
+ * Sign-in beyond the password: the second step (a TOTP code, a recovery code or a passkey after a
+ * right password, against a single-use mfaToken) and passwordless sign-in with a passkey.
+ *
+ * An mfaToken lives 5 minutes, is used up by the step that completes it and burnt by its 5th
+ * wrong code; every wrong code also counts in the e-mail's login throttle (a right password does
+ * not clear it until the second step is done). Tokens and WebAuthn challenges live in the
+ * database (store/mfa.ts), so any instance on one primary finishes what another began.
+ */
+import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
+import type { Db } from "../../db/database";
+import { AppError } from "../../errors";
+import { assertLoginAllowed, attemptTurn, countSecondStepFailure } from "../../security/password-check";
+import { completeSignIn } from "../../security/sign-in-completion";
+import { acceptedStep, isRecoveryCode, recoveryCodeHash, type SecretCipher } from "../../security/totp";
+import { checkAssertion, challengeOf, type RelyingPartyConfig, relyingParty, relyingPartyOf, requestOptions } from "../../security/webauthn";
+import type { AuditRecord } from "../../store/audit";
+import {
+  challengeFailureRows,
+  challengeRows,
+  liveChallenge,
+  mfaTokenHolder,
+  passkeyUsedStatement,
+  takeChallengeStatement,
+  totpOf,
+  totpStepStatement,
+  useRecoveryCodeStatement,
+} from "../../store/mfa";
+import { enqueueNotification } from "../../store/outbox";
+import { randomToken } from "../../store/sessions";
+import { userOf } from "../../store/users";
+import type { PasskeyAssertion } from "../../models/webauthn";
+import type { LoginMfaBody, MfaRequired, PasskeyRequestOptions, PasskeySignInBody, TokenResponse } from "./model";
+import { newSession, type SessionDeps, type SignedInAccount, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
+
+export interface SecondStepDeps extends SessionDeps {
+  cipher: SecretCipher;
+  config: SessionDeps["config"] & RelyingPartyConfig;
+}
+
+/** What the first step needs to hand out the second's challenge. */
+export type ChallengeDeps = Pick<SessionDeps, "db" | "now"> & { config: RelyingPartyConfig };
+
+const MFA_TOKEN_TTL_MS = 5 * 60_000;
+const CHALLENGE_TTL_MS = 5 * 60_000;
+const MFA_MAX_FAILURES = 5;
+
+const invalidCode = () => new AppError("INVALID_MFA_CODE");
+const invalidPasskey = () => new AppError("INVALID_PASSKEY");
+const asAssertion = (passkey: PasskeyAssertion) => ({ clientExtensionResults: {}, ...passkey }) as AuthenticationResponseJSON;
+
+/**
+ * The second step's challenge for an account whose password was right: a fresh mfaToken, the
+ * methods it may be completed with and, with a passkey (and passkeys configured), the request
+ * options whose challenge the token keeps. `factors`: 1 an active TOTP, +2 a passkey.
+ */
+export async function secondStepChallenge(deps: ChallengeDeps, userId: number, factors: number): Promise<MfaRequired> {
+  const now = new Date(deps.now());
+  const mfaToken = randomToken(32);
+  const rp = factors & 2 ? relyingPartyOf(deps.config) : undefined;
+  const passkeyOptions = rp && (await requestOptions(rp, "preferred"));
+  const expiresAt = new Date(now.getTime() + MFA_TOKEN_TTL_MS);
+  await deps.db.writeAll((tx) => challengeRows(tx, { key: mfaToken, purpose: "login", userId, challenge: passkeyOptions?.challenge ?? null, amr: "pwd", expiresAt }, now));
+  const methods: MfaRequired["methods"] = [...(factors & 1 ? (["totp"] as const) : []), "recovery_code", ...(passkeyOptions ? (["passkey"] as const) : [])];
+  return { mfaRequired: true, mfaToken, methods, expiresIn: MFA_TOKEN_TTL_MS / 1000, ...(passkeyOptions && { passkeyOptions: passkeyOptions as PasskeyRequestOptions }) };
+}
+
+/** Runs a sign-in's statements (signedInRows) one after another inside a closure unit; answers the user's rows. */
+async function runSignedIn(rows: ReturnType<typeof signedInRows>) {
+  for (const statement of [...rows.session, ...rows.cleared, ...rows.device]) await statement;
+  await rows.lastLogin;
+  await rows.audited;
+  return userOf(await rows.user);
+}
+
+/** What the second step proved, and the write that uses it up (refusing a replay that raced it). */
+interface Proof {
+  amr: string;
+  use(tx: Db, now: Date): Promise<boolean>;
+}
+
+/** The proof a code or an assertion gives for the account, or undefined when it is wrong. */
+async function proofOf(deps: SecondStepDeps, userId: number, email: string, body: LoginMfaBody, challenge: string | null, now: Date): Promise<Proof | undefined> {
+  if (body.passkey) {
+    if (!challenge) return undefined;
+    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, { userId, requireUserVerification: false });
+    return checked && { amr: "hwk", use: async (tx, at) => (await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, at)).length > 0 };
+  }
+  const code = body.code ?? "";
+  if (isRecoveryCode(code)) {
+    const hash = recoveryCodeHash(code);
+    if (!hash) return undefined;
+    return {
+      amr: "rec",
+      async use(tx, at) {
+        if ((await useRecoveryCodeStatement(tx, userId, hash, at)).length === 0) return false;
+        await enqueueNotification(tx, "RECOVERY_CODE_USED", email, { userId }, at);
+        return true;
+      },
+    };
+  }
+  const totp = await totpOf(deps.db, userId);
+  if (!totp?.confirmedAt) return undefined;
+  const step = acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), now.getTime(), totp.lastStep);
+  return step === undefined ? undefined : { amr: "otp", use: async (tx, at) => (await totpStepStatement(tx, userId, step, at)).length > 0 };
+}
+
+/**
+ * `POST /api/auth/login/mfa`: the mfaToken completed by a TOTP code, a recovery code (used up,
+ * and mailed RECOVERY_CODE_USED) or a passkey assertion of the account's: the login answer, amr
+ * pwd plus otp, rec or hwk. Wrong, used, expired or burnt: 401 INVALID_MFA_CODE; a wrong one is
+ * counted on the token (5 burn it) and in the e-mail's login throttle (429 once it is full).
+ */
+export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBody, client: SignInClient): Promise<TokenResponse> {
+  const now = new Date(deps.now());
+  const held = await mfaTokenHolder(deps.db, body.mfaToken, now);
+  if (!held?.challenge.userId) throw invalidCode();
+  const { email } = held;
+  const userId = held.challenge.userId;
+  // In the e-mail's turn, as a login: parallel guesses see each other's failures.
+  using _turn = await attemptTurn(email);
+  const toClear = await assertLoginAllowed(deps, email, client.address);
+  const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, now);
+  if (!proof) {
+    const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
+    await deps.db.writeAll((tx) => challengeFailureRows(tx, body.mfaToken, MFA_MAX_FAILURES));
+    await countSecondStepFailure(deps, toClear.origin, failure, userId);
+    throw invalidCode();
+  }
+  if (!held.active) throw new AppError("ACCOUNT_DISABLED");
+  const account: SignedInAccount = { id: userId, email, tokenVersion: held.tokenVersion };
+  const session = newSession(deps, now, [...(held.challenge.amr?.split(",") ?? ["pwd"]), proof.amr]);
+  // An account with a second factor has signed in before: its device is judged as any other's.
+  const completed = completeSignIn({ userId, email, firstSignIn: false, ...client }, now);
+  const user = await deps.db.write(async (tx) => {
+    // The token and the proof are used up together, or neither (a replay racing this one loses).
+    if ((await takeChallengeStatement(tx, "login", body.mfaToken, now)).length === 0) throw invalidCode();
+    if (!(await proof.use(tx, now))) throw invalidCode();
+    return runSignedIn(signedInRows(tx, deps, account, client, session, { toClear, completed }));
+  });
+  return { ...(await tokenAnswer(deps, account, user, session)), deviceToken: completed.deviceToken };
+}
+
+/** `POST /api/auth/passkey/options`: request options for a passwordless sign-in, their challenge kept 5 minutes. */
+export async function passkeySignInOptions(deps: SecondStepDeps): Promise<PasskeyRequestOptions> {
+  const rp = relyingParty(deps.config);
+  const options = await requestOptions(rp, "required");
+  const now = new Date(deps.now());
+  await deps.db.writeAll((tx) => challengeRows(tx, { key: options.challenge, purpose: "passkey", expiresAt: new Date(now.getTime() + CHALLENGE_TTL_MS) }, now));
+  return options as PasskeyRequestOptions;
+}
+
+/**
+ * `POST /api/auth/passkey`: a passwordless sign-in with a discoverable credential, user
+ * verification required; the login answer, amr hwk. The challenge is used up either way.
+ */
+export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBody, client: SignInClient): Promise<TokenResponse> {
+  const rp = relyingParty(deps.config);
+  const now = new Date(deps.now());
+  const challenge = challengeOf(body.response.response);
+  if (!challenge || !(await liveChallenge(deps.db, "passkey", challenge, now))) throw invalidPasskey();
+  const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, { requireUserVerification: true });
+  if (!checked) {
+    await deps.db.writeAll((tx) => [takeChallengeStatement(tx, "passkey", challenge, now)]);
+    throw invalidPasskey();
+  }
+  const refused = !checked.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !checked.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
+  if (refused) throw new AppError(refused);
+  const account: SignedInAccount = { id: checked.userId, email: checked.email, tokenVersion: checked.tokenVersion };
+  const session = newSession(deps, now, ["hwk"]);
+  const completed = completeSignIn({ userId: checked.userId, email: checked.email, firstSignIn: false, ...client }, now);
+  const user = await deps.db.write(async (tx) => {
+    if ((await takeChallengeStatement(tx, "passkey", challenge, now)).length === 0) throw invalidPasskey();
+    if ((await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, now)).length === 0) throw invalidPasskey();
+    return runSignedIn(signedInRows(tx, deps, account, client, session, { completed }));
+  });
+  return { ...(await tokenAnswer(deps, account, user, session)), deviceToken: completed.deviceToken };
+}

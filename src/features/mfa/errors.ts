@@ -1,0 +1,20 @@
+/** The second-factor feature's error codes (English, and zh-TW). */
+import { defineErrors, defineTexts } from "../../i18n";
+
+export const mfaErrors = defineErrors({
+  INVALID_CODE: { status: 400, en: "The code is not right", "zh-TW": "驗證碼不正確" },
+  TOTP_ALREADY_ENABLED: { status: 409, en: "An authenticator app is already set up; remove it first", "zh-TW": "已設定驗證器 App，請先移除" },
+  TOTP_NOT_PENDING: { status: 409, en: "Start the authenticator app's setup first", "zh-TW": "請先開始設定驗證器 App" },
+  TOTP_NOT_ENABLED: { status: 404, en: "No authenticator app is set up", "zh-TW": "尚未設定驗證器 App" },
+  MFA_NOT_ENABLED: { status: 409, en: "Set up a second factor first", "zh-TW": "請先設定第二步驟驗證" },
+  PASSKEY_REJECTED: { status: 400, en: "The passkey could not be registered; try again", "zh-TW": "無法註冊此通行金鑰，請再試一次" },
+  PASSKEY_EXISTS: { status: 409, en: "This passkey is already registered", "zh-TW": "此通行金鑰已註冊" },
+  PASSKEY_NOT_FOUND: { status: 404, en: "Passkey not found", "zh-TW": "找不到此通行金鑰" },
+});
+
+export const mfaTexts = defineTexts({
+  "field.code.blank": { en: "must not be blank", "zh-TW": "驗證碼不能為空" },
+  "field.codeOrPassword": { en: "give either code or password", "zh-TW": "請提供驗證碼或密碼其中之一" },
+  "field.passkeyName.blank": { en: "must not be blank", "zh-TW": "通行金鑰名稱不能為空" },
+  "field.passkeyName.length": { en: "must be at most 100 characters", "zh-TW": "通行金鑰名稱不能超過 100 字元" },
+});

@@ -1,0 +1,95 @@
+/** TypeBox shapes of the second factors: what a user enrols and sees, and what an ADMIN sees (never a secret, a hash or a key). */
+import { t, type Static } from "elysia";
+import { CurrentPassword, UserIdParams } from "../../models/user";
+import { PasskeyAttestation } from "../../models/webauthn";
+import { NotBlankString } from "../../validation";
+
+export const MfaStatus = t.Object({ totp: t.Boolean(), passkeys: t.Integer({ minimum: 0 }), recoveryCodesLeft: t.Integer({ minimum: 0 }) }, { title: "MfaStatus" });
+export type MfaStatus = Static<typeof MfaStatus>;
+
+export const TotpEnrolment = t.Object(
+  {
+    secret: t.String({ description: "base32, for typing into an app by hand" }),
+    otpauthUri: t.String({ examples: ["otpauth://totp/usersvc:ann%40example.com?issuer=usersvc&secret=…&algorithm=SHA1&digits=6&period=30"] }),
+    qrSvg: t.String({ description: "The otpauthUri as a QR code, an SVG document" }),
+  },
+  { title: "TotpEnrolment" },
+);
+
+const Code = t.String({ minLength: 1, maxLength: 64, messages: { required: "field.code.blank", minLength: "field.code.blank" } });
+
+export const TotpConfirmBody = t.Object({ code: Code }, { title: "TotpConfirmBody" });
+
+/** Exactly one of a current code and the password. */
+export const TotpRemoveBody = t.Object(
+  { code: t.Optional(Code), password: t.Optional(CurrentPassword) },
+  {
+    title: "TotpRemoveBody",
+    refine: (value: Record<string, unknown>) => ((value.code === undefined) === (value.password === undefined) ? [{ path: "code", key: "field.codeOrPassword" }] : []),
+  },
+);
+export type TotpRemoveBody = Static<typeof TotpRemoveBody>;
+
+export const PasswordBody = t.Object({ password: CurrentPassword }, { title: "PasswordBody" });
+
+export const RecoveryCodes = t.Object(
+  { recoveryCodes: t.Array(t.String({ examples: ["k3m9p-x2c7d"] }), { description: "Shown once: 10 single-use codes" }) },
+  { title: "RecoveryCodes" },
+);
+
+/** WebAuthn creation options (PublicKeyCredentialCreationOptionsJSON) for navigator.credentials.create. */
+export const PasskeyCreationOptions = t.Object(
+  {
+    challenge: t.String(),
+    rp: t.Object({ id: t.Optional(t.String()), name: t.String() }),
+    user: t.Object({ id: t.String(), name: t.String(), displayName: t.String() }),
+    pubKeyCredParams: t.Array(t.Object({ alg: t.Integer(), type: t.String() })),
+    timeout: t.Optional(t.Integer()),
+    excludeCredentials: t.Optional(t.Array(t.Object({ id: t.String(), type: t.String(), transports: t.Optional(t.Array(t.String())) }))),
+    authenticatorSelection: t.Optional(
+      t.Object({
+        authenticatorAttachment: t.Optional(t.String()),
+        residentKey: t.Optional(t.String()),
+        requireResidentKey: t.Optional(t.Boolean()),
+        userVerification: t.Optional(t.String()),
+      }),
+    ),
+    attestation: t.Optional(t.String()),
+    hints: t.Optional(t.Array(t.String())),
+    extensions: t.Optional(t.Record(t.String(), t.Unknown())),
+  },
+  { title: "PasskeyCreationOptions" },
+);
+
+const PasskeyName = NotBlankString({ maxLength: 100, messages: { required: "field.passkeyName.blank", blank: "field.passkeyName.blank", maxLength: "field.passkeyName.length" } });
+
+export const NewPasskeyBody = t.Object({ name: PasskeyName, response: PasskeyAttestation }, { title: "NewPasskeyBody" });
+export type NewPasskeyBody = Static<typeof NewPasskeyBody>;
+export const RenamePasskeyBody = t.Object({ name: PasskeyName }, { title: "RenamePasskeyBody" });
+
+export const Passkey = t.Object(
+  {
+    id: t.String(),
+    name: t.String(),
+    createdAt: t.String({ format: "date-time" }),
+    lastUsedAt: t.Union([t.String({ format: "date-time" }), t.Null()]),
+  },
+  { title: "Passkey" },
+);
+export type Passkey = Static<typeof Passkey>;
+
+export const PasskeyIdParams = t.Object({ id: t.String({ minLength: 1, maxLength: 64 }) });
+
+/** One of a user's factors, as an ADMIN sees it. */
+export const Factor = t.Object(
+  {
+    kind: t.Union([t.Literal("totp"), t.Literal("passkey"), t.Literal("recovery_codes")]),
+    name: t.String({ description: "The passkey's name; for recovery codes, how many are left" }),
+    createdAt: t.String({ format: "date-time" }),
+    lastUsedAt: t.Union([t.String({ format: "date-time" }), t.Null()]),
+  },
+  { title: "Factor" },
+);
+export type Factor = Static<typeof Factor>;
+
+export { UserIdParams };

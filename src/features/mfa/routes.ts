@@ -1,0 +1,159 @@
+/** Feature folder mfa/: a user's second factors (TOTP, recovery codes, passkeys) and an ADMIN's view and removal of them. */
+/**
+ * /api/account/mfa/** and /api/account/passkeys/** (the caller's own; bare resources, 204 for
+ * removals) and /api/users/{id}/mfa (ADMIN). Enrolment and removal need a sign-in within the
+ * last 10 minutes (403 REAUTHENTICATION_REQUIRED); passkeys need PUBLIC_URL or RP_ID (400
+ * PASSKEYS_NOT_CONFIGURED).
+ */
+import { Elysia, t } from "elysia";
+import type { AppContext } from "../../context";
+import { clientAddress } from "../../http/client-address";
+import { errorResponses } from "../../http/route-docs";
+import { userId } from "../../models/user";
+import { removeUserFactors, userFactors } from "./admin";
+import {
+  Factor,
+  MfaStatus,
+  NewPasskeyBody,
+  PasswordBody,
+  Passkey,
+  PasskeyCreationOptions,
+  PasskeyIdParams,
+  RecoveryCodes,
+  RenamePasskeyBody,
+  TotpConfirmBody,
+  TotpEnrolment,
+  TotpRemoveBody,
+  UserIdParams,
+} from "./model";
+import { addPasskey, listPasskeys, registrationOptions, removePasskey, renamePasskey } from "./passkeys";
+import { confirmTotp, mfaStatus, regenerateRecoveryCodes, removeTotp, startTotp } from "./service";
+
+const RECENT = " Needs a sign-in within the last 10 minutes (403 REAUTHENTICATION_REQUIRED).";
+
+export const mfaRoutes = (ctx: AppContext) =>
+  new Elysia({ tags: ["Second factors"] })
+    .use(ctx.auth)
+    .get("/api/account/mfa", ({ caller }) => mfaStatus(ctx, caller), {
+      auth: "authenticated",
+      response: { 200: MfaStatus, ...errorResponses(401, 503) },
+      detail: { summary: "The caller's second factors", description: "Whether TOTP is on, how many passkeys, how many unused recovery codes." },
+    })
+    .post("/api/account/mfa/totp", ({ caller }) => startTotp(ctx, caller), {
+      auth: "authenticated",
+      response: { 200: TotpEnrolment, ...errorResponses(401, 403, 409, 503) },
+      detail: {
+        summary: "Start setting up an authenticator app",
+        description: `A new pending secret (RFC 6238: SHA-1, 6 digits, 30 s) with its otpauth URI and QR code; confirm it with a first code. 409 TOTP_ALREADY_ENABLED.${RECENT}`,
+      },
+    })
+    .post("/api/account/mfa/totp/confirm", ({ caller, body }) => confirmTotp(ctx, caller, body.code), {
+      auth: "authenticated",
+      body: TotpConfirmBody,
+      response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 503) },
+      detail: {
+        summary: "Confirm the authenticator app with a first code",
+        description: `TOTP is on; answers 10 recovery codes, shown only here. Mails MFA_ENABLED. 400 INVALID_CODE; 409 TOTP_NOT_PENDING.${RECENT}`,
+      },
+    })
+    .delete(
+      "/api/account/mfa/totp",
+      async ({ caller, body, request, server, set }) => {
+        await removeTotp(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy));
+        set.status = 204;
+      },
+      {
+        auth: "authenticated",
+        body: TotpRemoveBody,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
+        detail: {
+          summary: "Remove the authenticator app",
+          description: `With a current {code} or the {password} (throttled like a login). Ends the caller's other sessions; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
+        },
+      },
+    )
+    .post(
+      "/api/account/mfa/recovery-codes",
+      ({ caller, body, request, server }) => regenerateRecoveryCodes(ctx, caller, body.password, clientAddress(server, request, ctx.config.trustProxy)),
+      {
+        auth: "authenticated",
+        body: PasswordBody,
+        response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
+        detail: {
+          summary: "Replace the recovery codes",
+          description: `10 new codes (xxxxx-xxxxx, single use), shown only here; the old ones stop working. A wrong password is a 400, throttled like a login. 409 MFA_NOT_ENABLED.${RECENT}`,
+        },
+      },
+    )
+    .post("/api/account/passkeys/options", ({ caller }) => registrationOptions(ctx, caller), {
+      auth: "authenticated",
+      response: { 200: PasskeyCreationOptions, ...errorResponses(400, 401, 403, 503) },
+      detail: {
+        summary: "Start registering a passkey",
+        description: `WebAuthn creation options (a discoverable credential; the caller's passkeys excluded); the challenge lives 5 minutes.${RECENT}`,
+      },
+    })
+    .post(
+      "/api/account/passkeys",
+      async ({ caller, body, set }) => {
+        const passkey = await addPasskey(ctx, caller, body);
+        set.status = 201;
+        return passkey;
+      },
+      {
+        auth: "authenticated",
+        body: NewPasskeyBody,
+        response: { 201: Passkey, ...errorResponses(400, 401, 403, 409, 503) },
+        detail: {
+          summary: "Register a passkey",
+          description: `{name, response}: the authenticator's answer to the options. Mails PASSKEY_ADDED. 400 PASSKEY_REJECTED; 409 PASSKEY_EXISTS.${RECENT}`,
+        },
+      },
+    )
+    .get("/api/account/passkeys", ({ caller }) => listPasskeys(ctx, caller), {
+      auth: "authenticated",
+      response: { 200: t.Array(Passkey), ...errorResponses(401, 503) },
+      detail: { summary: "The caller's passkeys", description: "Oldest first." },
+    })
+    .patch("/api/account/passkeys/:id", ({ caller, params, body }) => renamePasskey(ctx, caller, params.id, body.name), {
+      auth: "authenticated",
+      params: PasskeyIdParams,
+      body: RenamePasskeyBody,
+      response: { 200: Passkey, ...errorResponses(400, 401, 404, 503) },
+      detail: { summary: "Rename a passkey", description: "404 PASSKEY_NOT_FOUND for another user's or an unknown one." },
+    })
+    .delete(
+      "/api/account/passkeys/:id",
+      async ({ caller, params, set }) => {
+        await removePasskey(ctx, caller, params.id);
+        set.status = 204;
+      },
+      {
+        auth: "authenticated",
+        params: PasskeyIdParams,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
+        detail: { summary: "Remove a passkey", description: "Ends the caller's other sessions; mails MFA_DISABLED. 404 PASSKEY_NOT_FOUND." },
+      },
+    )
+    .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      response: { 200: t.Array(Factor), ...errorResponses(400, 401, 403, 404, 503) },
+      detail: { summary: "A user's second factors", description: "Kind, name, when added and last used; never a secret or a key." },
+    })
+    .delete(
+      "/api/users/:id/mfa",
+      async ({ caller, params, set }) => {
+        await removeUserFactors(ctx, caller, userId(params));
+        set.status = 204;
+      },
+      {
+        auth: "ADMIN",
+        params: UserIdParams,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
+        detail: {
+          summary: "Remove every second factor of a user",
+          description: "TOTP, passkeys and recovery codes; every session and token of the user ends. Audited MFA_REMOVED; mails MFA_DISABLED.",
+        },
+      },
+    );

@@ -1,0 +1,116 @@
+/**
+ * The caller's own second factors: TOTP (pending until a first code confirms it; the confirmation
+ * answers 10 recovery codes, shown once), recovery codes (regenerated with the password), and the
+ * summary. Enrolling or removing TOTP and regenerating codes need a sign-in within 10 minutes
+ * (security/recent-auth.ts). A factor proved in the caller's session joins its amr, so an
+ * enrol-only session (MFA_REQUIRED_ROLES) becomes a full one. Removing one ends the user's other
+ * sessions; every change is audited and mailed.
+ */
+import type { Config } from "../../config";
+import type { Database, Db } from "../../db/database";
+import { AppError } from "../../errors";
+import type { Caller } from "../../security/caller";
+import { confirmPassword, type PasswordCheckDeps } from "../../security/password-check";
+import { requireRecentAuth } from "../../security/recent-auth";
+import { acceptedStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, type SecretCipher } from "../../security/totp";
+import { auditStatement } from "../../store/audit";
+import { deleteRecoveryCodesStatement, deleteTotpStatement, factorCounts, pendingTotpStatement, replaceRecoveryCodesRows, totpOf, totpStepStatement } from "../../store/mfa";
+import { enqueueNotification } from "../../store/outbox";
+import { addAmrStatement, endOtherSessionsStatement } from "../../store/sessions";
+import type { MfaStatus, TotpRemoveBody } from "./model";
+
+export interface MfaDeps extends PasswordCheckDeps {
+  db: Database;
+  now: () => number;
+  cipher: SecretCipher;
+  config: PasswordCheckDeps["config"] & Pick<Config, "publicUrl" | "rpId" | "rpOrigins">;
+}
+
+export async function mfaStatus(deps: MfaDeps, caller: Caller): Promise<MfaStatus> {
+  const counts = await factorCounts(deps.db, caller.id);
+  return { totp: counts.totp > 0, passkeys: counts.passkeys, recoveryCodesLeft: counts.recoveryCodesLeft };
+}
+
+/** A new pending secret (replacing a pending one): its base32 form, the otpauth URI and its QR code. 409 when TOTP is already on. */
+export async function startTotp(deps: MfaDeps, caller: Caller) {
+  requireRecentAuth(caller, deps.now());
+  const enrolment = await newTotpSecret(caller.email);
+  const [stored] = await deps.db.writeAll((tx) => [pendingTotpStatement(tx, caller.id, deps.cipher.seal(enrolment.secret), new Date(deps.now()))]);
+  if (stored.length === 0) throw new AppError("TOTP_ALREADY_ENABLED");
+  return enrolment;
+}
+
+/** The step a code is good for against the user's stored secret (pending or active), or undefined. */
+const stepOf = (deps: MfaDeps, totp: { secretSealed: string; lastStep: number }, code: string) =>
+  acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), deps.now(), totp.lastStep);
+
+/** Statements that note a change of the user's factors: audited, mailed. */
+export const noted = (tx: Db, caller: Caller, kind: "MFA_ENABLED" | "MFA_DISABLED" | "PASSKEY_ADDED", at: Date, details?: Record<string, unknown>) =>
+  Promise.all([
+    auditStatement(tx, { action: kind, actor: caller.email, subjectType: "User", subjectId: caller.id, details }, at),
+    enqueueNotification(tx, kind, caller.email, { userId: caller.id }, at),
+  ]);
+
+/** The first code confirms the pending secret: TOTP is on, mailed MFA_ENABLED; answers 10 new recovery codes. */
+export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
+  requireRecentAuth(caller, deps.now());
+  const totp = await totpOf(deps.db, caller.id);
+  if (!totp || totp.confirmedAt) throw new AppError("TOTP_NOT_PENDING");
+  const step = stepOf(deps, totp, code);
+  if (step === undefined) throw new AppError("INVALID_CODE");
+  const codes = newRecoveryCodes();
+  const hashes = codes.map((c) => recoveryCodeHash(c) as string);
+  const now = new Date(deps.now());
+  await deps.db.write(async (tx) => {
+    if ((await totpStepStatement(tx, caller.id, step, now, true)).length === 0) throw new AppError("INVALID_CODE");
+    for (const statement of replaceRecoveryCodesRows(tx, caller.id, hashes, now)) await statement;
+    if (caller.session) await addAmrStatement(tx, caller.session.id, "otp");
+    await noted(tx, caller, "MFA_ENABLED", now);
+  });
+  return { recoveryCodes: codes };
+}
+
+/**
+ * TOTP removed, proved by a current code or the password (throttled like a login). The user's
+ * other sessions end; recovery codes go too when no passkey is left; mailed MFA_DISABLED.
+ */
+export async function removeTotp(deps: MfaDeps, caller: Caller, body: TotpRemoveBody, address: string) {
+  requireRecentAuth(caller, deps.now());
+  const totp = await totpOf(deps.db, caller.id);
+  if (!totp?.confirmedAt) throw new AppError("TOTP_NOT_ENABLED");
+  if (body.password !== undefined) await confirmPassword(deps, caller, body.password, address);
+  else if (stepOf(deps, totp, body.code ?? "") === undefined) throw new AppError("INVALID_CODE");
+  const now = new Date(deps.now());
+  await deps.db.write(async (tx) => {
+    await deleteTotpStatement(tx, caller.id);
+    await dropCodesWithoutFactor(tx, caller.id);
+    await endOtherSessionsStatement(tx, caller.id, caller.session?.id, now);
+    await noted(tx, caller, "MFA_DISABLED", now, { factor: "totp" });
+  });
+}
+
+/** Recovery codes guard second factors: with none left, they go too. */
+export async function dropCodesWithoutFactor(tx: Db, userId: number) {
+  const counts = await factorCounts(tx, userId);
+  if (counts.totp === 0 && counts.passkeys === 0) await deleteRecoveryCodesStatement(tx, userId);
+}
+
+/** 10 new recovery codes replace the old ones, with the password (throttled like a login); 409 without a second factor. */
+export async function regenerateRecoveryCodes(deps: MfaDeps, caller: Caller, password: string, address: string) {
+  requireRecentAuth(caller, deps.now());
+  await confirmPassword(deps, caller, password, address);
+  const counts = await factorCounts(deps.db, caller.id);
+  if (counts.totp === 0 && counts.passkeys === 0) throw new AppError("MFA_NOT_ENABLED");
+  const codes = newRecoveryCodes();
+  const now = new Date(deps.now());
+  await deps.db.writeAll((tx) => [
+    ...replaceRecoveryCodesRows(
+      tx,
+      caller.id,
+      codes.map((c) => recoveryCodeHash(c) as string),
+      now,
+    ),
+    auditStatement(tx, { action: "RECOVERY_CODES_REGENERATED", actor: caller.email, subjectType: "User", subjectId: caller.id }, now),
+  ]);
+  return { recoveryCodes: codes };
+}

@@ -1,0 +1,114 @@
+/**
+ * Passkeys (WebAuthn through @simplewebauthn/server): the relying party from configuration only
+ * (PUBLIC_URL's host and origin, RP_ID / RP_ORIGINS overriding them), never from a request's Host
+ * header; and an assertion checked against a stored credential, its signature counter included:
+ * a counter that does not move forward (a cloned authenticator) is refused and audited.
+ */
+import { type AuthenticationResponseJSON, generateAuthenticationOptions, verifyAuthenticationResponse } from "@simplewebauthn/server";
+import type { Database } from "../db/database";
+import { AppError } from "../errors";
+import { writeAudit } from "../store/audit";
+import { passkeyByCredential } from "../store/mfa";
+
+export interface RelyingParty {
+  id: string;
+  name: string;
+  origins: string[];
+}
+
+export interface RelyingPartyConfig {
+  publicUrl?: string;
+  rpId?: string;
+  rpOrigins: readonly string[];
+}
+
+/** The relying party, or undefined without PUBLIC_URL or RP_ID. */
+export function relyingPartyOf(config: RelyingPartyConfig): RelyingParty | undefined {
+  const publicUrl = config.publicUrl ? new URL(config.publicUrl) : undefined;
+  const id = config.rpId ?? publicUrl?.hostname;
+  if (!id) return undefined;
+  const origins = config.rpOrigins.length > 0 ? [...config.rpOrigins] : [publicUrl?.origin ?? `https://${id}`];
+  return { id, name: "usersvc", origins };
+}
+
+/** The relying party; 400 PASSKEYS_NOT_CONFIGURED without one. */
+export function relyingParty(config: RelyingPartyConfig): RelyingParty {
+  const rp = relyingPartyOf(config);
+  if (!rp) throw new AppError("PASSKEYS_NOT_CONFIGURED");
+  return rp;
+}
+
+/** The WebAuthn user handle of an account: its id, as the authenticator keeps it with a discoverable credential. */
+export const userHandleOf = (userId: number) => new TextEncoder().encode(String(userId));
+
+/** Request options for a sign-in with any of the account's (discoverable) credentials. */
+export const requestOptions = (rp: RelyingParty, userVerification: "required" | "preferred") => generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000 });
+
+/** The challenge a ceremony's answer signed (from its clientDataJSON), to find the ceremony by. */
+export function challengeOf(response: { clientDataJSON: string }): string | undefined {
+  try {
+    const data = JSON.parse(Buffer.from(response.clientDataJSON, "base64url").toString("utf8"));
+    return typeof data?.challenge === "string" && data.challenge.length <= 200 ? data.challenge : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The signature counter an assertion's authenticator data carries (bytes 33-36, big-endian). */
+function signCountOf(response: AuthenticationResponseJSON): number | undefined {
+  const data = Buffer.from(response.response.authenticatorData, "base64url");
+  return data.length >= 37 ? data.readUInt32BE(33) : undefined;
+}
+
+export interface CheckedAssertion {
+  passkeyId: string;
+  userId: number;
+  email: string;
+  active: boolean;
+  emailVerified: boolean;
+  tokenVersion: number;
+  newCounter: number;
+}
+
+/**
+ * An assertion checked against the credential it names: signed for `challenge` at one of the
+ * relying party's origins, by a credential of `userId` when given (a second factor), with user
+ * verification when `requireUserVerification` (passwordless). Undefined when refused; a counter
+ * going backwards is audited PASSKEY_COUNTER_REGRESSION first.
+ */
+export async function checkAssertion(
+  deps: { db: Database; now: () => number },
+  rp: RelyingParty,
+  response: AuthenticationResponseJSON,
+  challenge: string,
+  options: { userId?: number; requireUserVerification: boolean },
+): Promise<CheckedAssertion | undefined> {
+  const found = await passkeyByCredential(deps.db, response.id);
+  if (!found || (options.userId !== undefined && found.passkey.userId !== options.userId)) return undefined;
+  const { passkey } = found;
+  const handle = response.response.userHandle;
+  if (handle && Buffer.from(handle, "base64url").toString("utf8") !== String(passkey.userId)) return undefined;
+  const counter = signCountOf(response);
+  if (counter !== undefined && (counter > 0 || passkey.counter > 0) && counter <= passkey.counter) {
+    const details = { passkeyId: passkey.id, storedCounter: passkey.counter, presentedCounter: counter };
+    const audit = { action: "PASSKEY_COUNTER_REGRESSION", actor: found.email, subjectType: "User", subjectId: passkey.userId, details };
+    await deps.db.write((tx) => writeAudit(tx, audit, new Date(deps.now())));
+    return undefined;
+  }
+  try {
+    const { verified, authenticationInfo } = await verifyAuthenticationResponse({
+      response,
+      expectedChallenge: challenge,
+      expectedOrigin: rp.origins,
+      expectedRPID: rp.id,
+      credential: { id: passkey.credentialId, publicKey: Buffer.from(passkey.publicKey, "base64url"), counter: passkey.counter },
+      requireUserVerification: options.requireUserVerification,
+    });
+    if (!verified) return undefined;
+    const { email, active, emailVerified, tokenVersion } = found;
+    return { passkeyId: passkey.id, userId: passkey.userId, email, active, emailVerified, tokenVersion, newCounter: authenticationInfo.newCounter };
+  } catch {
+    // A malformed answer, a wrong origin, RP or signature, or no user verification where required.
+    return undefined;
+  }
+}

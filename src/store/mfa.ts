@@ -1,0 +1,191 @@
+/**
+ * Second factors (mfa_totp, mfa_recovery_codes, passkeys) and what lives between two requests of
+ * a sign-in or a WebAuthn ceremony (mfa_challenges): every statement on them. Secrets arrive
+ * sealed (the TOTP secret) or hashed (recovery codes, mfaTokens, challenges); nothing here sees a
+ * plain secret but a passkey's public key.
+ */
+import { and, asc, count, eq, gt, isNotNull, isNull, lt, lte, sql } from "drizzle-orm";
+import type { Db, Reader } from "../db/database";
+import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
+
+export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(value).digest("base64url");
+
+/* ---- TOTP ---- */
+
+export const totpOf = (db: Reader, userId: number) =>
+  db
+    .select()
+    .from(mfaTotp)
+    .where(eq(mfaTotp.userId, userId))
+    .then((rows) => rows[0]);
+
+/** A new pending secret replaces any pending one; an active one stays (the insert does nothing). */
+export const pendingTotpStatement = (tx: Db, userId: number, secretSealed: string, now: Date) =>
+  tx
+    .insert(mfaTotp)
+    .values({ userId, secretSealed, createdAt: now })
+    .onConflictDoUpdate({ target: mfaTotp.userId, set: { secretSealed, createdAt: now, lastStep: 0 }, setWhere: isNull(mfaTotp.confirmedAt) })
+    .returning({ userId: mfaTotp.userId });
+
+/**
+ * A code of `step` accepted: only if no code of that step or a later one was (two requests with
+ * one code: one wins). `confirm` also activates a pending secret. Answers a row when it took.
+ */
+export const totpStepStatement = (tx: Db, userId: number, step: number, now: Date, confirm = false) =>
+  tx
+    .update(mfaTotp)
+    .set({ lastStep: step, lastUsedAt: now, ...(confirm && { confirmedAt: now }) })
+    .where(and(eq(mfaTotp.userId, userId), lt(mfaTotp.lastStep, step), confirm ? isNull(mfaTotp.confirmedAt) : isNotNull(mfaTotp.confirmedAt)))
+    .returning({ userId: mfaTotp.userId });
+
+export const deleteTotpStatement = (tx: Db, userId: number) => tx.delete(mfaTotp).where(eq(mfaTotp.userId, userId)).returning({ userId: mfaTotp.userId });
+
+/* ---- Recovery codes ---- */
+
+/** The user's codes replaced by these hashes. */
+export const replaceRecoveryCodesRows = (tx: Db, userId: number, hashes: string[], now: Date) => [
+  tx.delete(mfaRecoveryCodes).where(eq(mfaRecoveryCodes.userId, userId)),
+  tx.insert(mfaRecoveryCodes).values(hashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))),
+];
+
+export const deleteRecoveryCodesStatement = (tx: Db, userId: number) => tx.delete(mfaRecoveryCodes).where(eq(mfaRecoveryCodes.userId, userId));
+
+/** A recovery code spent, once: answers a row only when it was the user's and unused. */
+export const useRecoveryCodeStatement = (tx: Db, userId: number, codeHash: string, now: Date) =>
+  tx
+    .update(mfaRecoveryCodes)
+    .set({ usedAt: now })
+    .where(and(eq(mfaRecoveryCodes.userId, userId), eq(mfaRecoveryCodes.codeHash, codeHash), isNull(mfaRecoveryCodes.usedAt)))
+    .returning({ id: mfaRecoveryCodes.id });
+
+/* ---- Passkeys ---- */
+
+export type PasskeyRow = typeof passkeys.$inferSelect;
+
+/** A passkey by its credential id, with its owner's e-mail and state: a passkey sign-in's one read. */
+export const passkeyByCredential = (db: Reader, credentialId: string) =>
+  db
+    .select({ passkey: passkeys, email: users.email, active: users.active, emailVerified: users.emailVerified, tokenVersion: users.tokenVersion })
+    .from(passkeys)
+    .innerJoin(users, eq(users.id, passkeys.userId))
+    .where(eq(passkeys.credentialId, credentialId))
+    .then((rows) => rows[0]);
+
+export const passkeysOf = (db: Reader, userId: number) => db.select().from(passkeys).where(eq(passkeys.userId, userId)).orderBy(asc(passkeys.createdAt), asc(passkeys.id));
+
+export const insertPasskeyStatement = (tx: Db, row: typeof passkeys.$inferInsert) => tx.insert(passkeys).values(row).returning();
+
+/** The counter moved forward (never back: a clone racing the original loses). Answers a row when it took. */
+export const passkeyUsedStatement = (tx: Db, id: string, counter: number, now: Date) =>
+  tx
+    .update(passkeys)
+    .set({ counter, lastUsedAt: now })
+    .where(and(eq(passkeys.id, id), sql`(${passkeys.counter} < ${counter} or (${passkeys.counter} = 0 and ${counter} = 0))`))
+    .returning({ id: passkeys.id });
+
+export const renamePasskeyStatement = (tx: Db, userId: number, id: string, name: string) =>
+  tx
+    .update(passkeys)
+    .set({ name })
+    .where(and(eq(passkeys.id, id), eq(passkeys.userId, userId)))
+    .returning();
+
+export const deletePasskeyStatement = (tx: Db, userId: number, id: string) =>
+  tx
+    .delete(passkeys)
+    .where(and(eq(passkeys.id, id), eq(passkeys.userId, userId)))
+    .returning({ id: passkeys.id });
+
+export const deletePasskeysStatement = (tx: Db, userId: number) => tx.delete(passkeys).where(eq(passkeys.userId, userId));
+
+/** Every second factor of the user gone: TOTP, passkeys, recovery codes and pending sign-ins. */
+export const removeFactorsRows = (tx: Db, userId: number) => [
+  deleteTotpStatement(tx, userId),
+  deletePasskeysStatement(tx, userId),
+  deleteRecoveryCodesStatement(tx, userId),
+  tx.delete(mfaChallenges).where(eq(mfaChallenges.userId, userId)),
+];
+
+/* ---- The summary ---- */
+
+/** How many of each factor the user has: an active TOTP (0/1), passkeys, unused recovery codes. */
+export async function factorCounts(db: Reader, userId: number) {
+  const [row] = await db
+    .select({
+      totp: sql<number>`(select count(*) from ${mfaTotp} where ${mfaTotp.userId} = ${userId} and ${mfaTotp.confirmedAt} is not null)`,
+      passkeys: sql<number>`(select count(*) from ${passkeys} where ${passkeys.userId} = ${userId})`,
+      recoveryCodesLeft: sql<number>`(select count(*) from ${mfaRecoveryCodes} where ${mfaRecoveryCodes.userId} = ${userId} and ${mfaRecoveryCodes.usedAt} is null)`,
+    })
+    .from(users)
+    .where(eq(users.id, userId));
+  return row;
+}
+
+/**
+ * SQL for a login's account read (a select from users alone, where drizzle leaves column names
+ * unqualified, so the subqueries name theirs in full): 1 when the user has an active TOTP, +2 with a passkey.
+ */
+export const secondFactorsOf = () =>
+  sql<number>`(exists(select 1 from mfa_totp where mfa_totp.user_id = users.id and mfa_totp.confirmed_at is not null) + 2 * exists(select 1 from passkeys where passkeys.user_id = users.id))`;
+
+/* ---- Between two requests ---- */
+
+export type ChallengePurpose = "login" | "register" | "passkey";
+export type ChallengeRow = typeof mfaChallenges.$inferSelect;
+
+/** A new mfaToken or challenge (keyed by its hash), with the expired ones swept in the same unit. */
+export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id"> & { key: string }, now: Date) => {
+  const { key, ...rest } = row;
+  return [tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)), tx.insert(mfaChallenges).values({ id: sha256(key), ...rest })];
+};
+
+/** An unexpired row of the purpose, by its token or challenge. */
+export const liveChallenge = (db: Reader, purpose: ChallengePurpose, key: string, now: Date) =>
+  db
+    .select()
+    .from(mfaChallenges)
+    .where(and(eq(mfaChallenges.id, sha256(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
+    .then((rows) => rows[0]);
+
+/** The row used up, once: answers it only to the one request that took it. */
+export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: string, now: Date) =>
+  tx
+    .delete(mfaChallenges)
+    .where(and(eq(mfaChallenges.id, sha256(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
+    .returning();
+
+/** A wrong code against an mfaToken: counted, and the token burnt at `limit`. */
+export const challengeFailureRows = (tx: Db, key: string, limit: number) => [
+  tx
+    .update(mfaChallenges)
+    .set({ failures: sql`${mfaChallenges.failures} + 1` })
+    .where(eq(mfaChallenges.id, sha256(key))),
+  tx.delete(mfaChallenges).where(and(eq(mfaChallenges.id, sha256(key)), sql`${mfaChallenges.failures} >= ${limit}`)),
+];
+
+/** What an ADMIN sees of a user's factors (never a secret, a hash or a key). */
+export async function factorsOf(db: Reader, userId: number) {
+  const [totp, keys, [codes]] = await Promise.all([
+    totpOf(db, userId),
+    passkeysOf(db, userId),
+    db
+      .select({
+        total: count(),
+        left: sql<number>`count(*) - count(${mfaRecoveryCodes.usedAt})`,
+        createdAt: sql<number | null>`min(${mfaRecoveryCodes.createdAt})`,
+        lastUsedAt: sql<number | null>`max(${mfaRecoveryCodes.usedAt})`,
+      })
+      .from(mfaRecoveryCodes)
+      .where(eq(mfaRecoveryCodes.userId, userId)),
+  ]);
+  return { totp: totp?.confirmedAt ? totp : undefined, passkeys: keys, recoveryCodes: codes };
+}
+
+/** An unexpired mfaToken with its account: the second step's first read. */
+export const mfaTokenHolder = (db: Reader, token: string, now: Date) =>
+  db
+    .select({ challenge: mfaChallenges, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
+    .from(mfaChallenges)
+    .innerJoin(users, eq(users.id, mfaChallenges.userId))
+    .where(and(eq(mfaChallenges.id, sha256(token)), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, now)))
+    .then((rows) => rows[0]);

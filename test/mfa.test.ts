@@ -1,0 +1,394 @@
+/**
+ * Second factors (issue 27 items 1-7), through HTTP on every leg: TOTP codes are computed here
+ * with an implementation of the test's own (node:crypto HMAC, checked against RFC 6238's test
+ * vectors), passkeys with a software authenticator (test/support/software-authenticator.ts).
+ * Enrolment, the login's second step and its mfaToken, replay, recovery codes, passwordless
+ * sign-in, counter regression, one user's passkey against another, MFA_REQUIRED_ROLES and an
+ * ADMIN's removal.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { eq } from "drizzle-orm";
+import { decodeJwt } from "jose";
+import { auditLog, outbox } from "../src/db/schema";
+import { ensureAdmin } from "../src/features/auth/bootstrap";
+import { renderMail } from "../src/features/notifications/templates";
+import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
+import { expectFailure } from "./scenario";
+import { SoftwareAuthenticator } from "./support/software-authenticator";
+import { hotp, STEP_MS, totpAt } from "./support/totp";
+
+const PASSWORD = "Passw0rd!";
+const RP_ID = "id.example.test";
+const ORIGIN = `https://${RP_ID}`;
+
+test("the test's own TOTP matches RFC 6238's SHA-1 test vectors", () => {
+  const key = Buffer.from("12345678901234567890");
+  const vectors: [number, string][] = [
+    [59, "94287082"],
+    [1111111109, "07081804"],
+    [1111111111, "14050471"],
+    [1234567890, "89005924"],
+    [2000000000, "69279037"],
+    [20000000000, "65353130"],
+  ];
+  for (const [seconds, code] of vectors) expect(hotp(key, Math.floor(seconds / 30), 8)).toBe(code);
+});
+
+/* ---- The app, on a clock the tests move ---- */
+
+// The middle of a step, so ±1 step around it is unambiguous.
+let clock = Math.floor(Date.now() / STEP_MS) * STEP_MS + STEP_MS / 2;
+let t: TestApp;
+beforeAll(async () => {
+  t = await makeTestApp({ PUBLIC_URL: ORIGIN, LOGIN_MAX_FAILURES: "50" }, { now: () => clock });
+});
+afterAll(() => t.close());
+
+const login = (email: string, app: TestApp = t) => app.request("POST", "/api/auth/login", { body: { email, password: PASSWORD } });
+const secondStep = (body: Record<string, unknown>, app: TestApp = t) => app.request("POST", "/api/auth/login/mfa", { body });
+const amrOf = (token: string) => decodeJwt(token).amr;
+
+async function signedIn(app: TestApp = t, roles: ("USER" | "ADMIN")[] = ["USER"]) {
+  const { id, email } = await app.createUser({ email: uniqueEmail("mfa"), password: PASSWORD, roles });
+  const res = await login(email, app);
+  expect(res.status).toBe(200);
+  return { id, email, token: res.body.data.token as string };
+}
+
+/** TOTP enrolled and confirmed at the clock's step: the secret and the recovery codes. */
+async function withTotp(token: string, app: TestApp = t) {
+  const started = await app.request("POST", "/api/account/mfa/totp", { token });
+  expect(started.status).toBe(200);
+  const { secret } = started.body;
+  const confirmed = await app.request("POST", "/api/account/mfa/totp/confirm", { token, body: { code: totpAt(secret, clock) } });
+  expect(confirmed.status).toBe(200);
+  return { secret: secret as string, recoveryCodes: confirmed.body.recoveryCodes as string[] };
+}
+
+/** The first step for an account with a factor: its mfaToken (and the rest of the answer). */
+async function firstStep(email: string, app: TestApp = t) {
+  const res = await login(email, app);
+  expect(res.status).toBe(200);
+  expect(res.body.data.mfaRequired).toBe(true);
+  return res.body.data as { mfaToken: string; methods: string[]; expiresIn: number; passkeyOptions?: { challenge: string } };
+}
+
+const outboxKinds = async (userId: number) =>
+  (await t.db.select({ kind: outbox.kind, payload: outbox.payload }).from(outbox)).filter((row) => (row.payload as { userId?: number })?.userId === userId).map((row) => row.kind);
+
+describe("TOTP", () => {
+  test("enrol (secret, otpauth URI, QR as SVG), confirm with a code: 10 recovery codes, the summary, MFA_ENABLED mailed", async () => {
+    const { id, token } = await signedIn();
+    const started = await t.request("POST", "/api/account/mfa/totp", { token });
+    expect(started.status).toBe(200);
+    expect(started.body.secret).toMatch(/^[A-Z2-7]{32}$/);
+    expect(started.body.otpauthUri).toStartWith("otpauth://totp/usersvc:");
+    expect(started.body.otpauthUri).toContain(`secret=${started.body.secret}`);
+    expect(started.body.qrSvg).toStartWith("<svg");
+    // Pending: not yet a factor.
+    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
+    const wrong = await t.request("POST", "/api/account/mfa/totp/confirm", { token, body: { code: totpAt(started.body.secret, clock - 3 * STEP_MS) } });
+    expectFailure(wrong, 400, { message: "The code is not right", errorCode: "INVALID_CODE" });
+    const confirmed = await t.request("POST", "/api/account/mfa/totp/confirm", { token, body: { code: totpAt(started.body.secret, clock) } });
+    expect(confirmed.status).toBe(200);
+    expect(confirmed.body.recoveryCodes).toHaveLength(10);
+    for (const code of confirmed.body.recoveryCodes) expect(code).toMatch(/^[0-9a-z]{5}-[0-9a-z]{5}$/);
+    expect(new Set(confirmed.body.recoveryCodes).size).toBe(10);
+    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: true, passkeys: 0, recoveryCodesLeft: 10 });
+    expect(await outboxKinds(id)).toContain("MFA_ENABLED");
+    // Stored sealed, never plain.
+    const again = await t.request("POST", "/api/account/mfa/totp", { token });
+    expectFailure(again, 409, { message: "An authenticator app is already set up; remove it first", errorCode: "TOTP_ALREADY_ENABLED" });
+  });
+
+  test("enrolment needs a sign-in within 10 minutes: 403 REAUTHENTICATION_REQUIRED after", async () => {
+    const { token } = await signedIn();
+    clock += 11 * 60_000;
+    for (const path of ["/api/account/mfa/totp", "/api/account/passkeys/options"]) {
+      const res = await t.request("POST", path, { token });
+      expect({ path, status: res.status, errorCode: res.body.errorCode }).toEqual({ path, status: 403, errorCode: "REAUTHENTICATION_REQUIRED" });
+    }
+  });
+
+  test("sign in: the password alone answers mfaRequired and no token; a code completes it (amr pwd+otp); the same code is refused again", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    clock += STEP_MS;
+    const first = await login(email);
+    expect(first.body.data).toEqual({ mfaRequired: true, mfaToken: expect.any(String), methods: ["totp", "recovery_code"], expiresIn: 300 });
+    expect(first.text).not.toContain('"token"');
+    // The mfaToken is no bearer token.
+    expect((await t.request("GET", "/api/search/profile", { token: first.body.data.mfaToken })).status).toBe(401);
+    const code = totpAt(secret, clock);
+    const done = await secondStep({ mfaToken: first.body.data.mfaToken, code });
+    expect(done.status).toBe(200);
+    expect(done.body.data).toMatchObject({ tokenType: "Bearer", user: { email }, refreshToken: expect.any(String) });
+    expect(amrOf(done.body.data.token)).toEqual(["pwd", "otp"]);
+    const sessions = await t.request<{ amr: string[]; current: boolean }[]>("GET", "/api/account/sessions", { token: done.body.data.token });
+    expect(sessions.body.find((s) => s.current)?.amr).toEqual(["pwd", "otp"]);
+    // Replay: the same code with a fresh mfaToken.
+    const replay = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code });
+    expectFailure(replay, 401, { message: "The code is wrong, or the sign-in has expired: sign in again", errorCode: "INVALID_MFA_CODE" });
+  });
+
+  test("±1 step: a code one step old is accepted, one two steps old is refused (moved clock)", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    clock += 10 * STEP_MS;
+    const stale = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: totpAt(secret, clock - 2 * STEP_MS) });
+    expectFailure(stale, 401, { message: "The code is wrong, or the sign-in has expired: sign in again", errorCode: "INVALID_MFA_CODE" });
+    const late = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: totpAt(secret, clock - STEP_MS) });
+    expect(late.status).toBe(200);
+  });
+
+  test("a recovery code works once (amr pwd+rec, RECOVERY_CODE_USED mailed, one fewer left)", async () => {
+    const { id, email, token } = await signedIn();
+    const { recoveryCodes } = await withTotp(token);
+    const used = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[3].toUpperCase() });
+    expect(used.status).toBe(200);
+    expect(amrOf(used.body.data.token)).toEqual(["pwd", "rec"]);
+    expect(await outboxKinds(id)).toContain("RECOVERY_CODE_USED");
+    expect((await t.request("GET", "/api/account/mfa", { token })).body.recoveryCodesLeft).toBe(9);
+    const again = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[3] });
+    expectFailure(again, 401, { message: "The code is wrong, or the sign-in has expired: sign in again", errorCode: "INVALID_MFA_CODE" });
+  });
+
+  test("recovery codes regenerated with the password: the old ones stop working", async () => {
+    const { email, token } = await signedIn();
+    const { recoveryCodes } = await withTotp(token);
+    const wrong = await t.request("POST", "/api/account/mfa/recovery-codes", { token, body: { password: "wrong-Passw0rd!" } });
+    expect(wrong.status).toBe(400);
+    const fresh = await t.request("POST", "/api/account/mfa/recovery-codes", { token, body: { password: PASSWORD } });
+    expect(fresh.status).toBe(200);
+    expect(fresh.body.recoveryCodes).toHaveLength(10);
+    const old = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[0] });
+    expect(old.status).toBe(401);
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: fresh.body.recoveryCodes[0] })).status).toBe(200);
+  });
+
+  test("removing TOTP with the password: sign-in is one step again, MFA_DISABLED mailed", async () => {
+    const { id, email, token } = await signedIn();
+    await withTotp(token);
+    const removed = await t.request("DELETE", "/api/account/mfa/totp", { token, body: { password: PASSWORD } });
+    expect(removed.status).toBe(204);
+    expect(await outboxKinds(id)).toContain("MFA_DISABLED");
+    expect((await login(email)).body.data.token).toEqual(expect.any(String));
+    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
+  });
+});
+
+describe("mfaToken", () => {
+  test("expired after 5 minutes, used once, burnt by 5 wrong codes", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    const expiring = await firstStep(email);
+    clock += 5 * 60_000 + 1000;
+    expect((await secondStep({ mfaToken: expiring.mfaToken, code: totpAt(secret, clock) })).status).toBe(401);
+
+    clock += STEP_MS;
+    const once = await firstStep(email);
+    expect((await secondStep({ mfaToken: once.mfaToken, code: totpAt(secret, clock) })).status).toBe(200);
+    clock += STEP_MS;
+    expect((await secondStep({ mfaToken: once.mfaToken, code: totpAt(secret, clock) })).status).toBe(401);
+
+    clock += STEP_MS;
+    const burnt = await firstStep(email);
+    for (let i = 0; i < 5; i++) expect((await secondStep({ mfaToken: burnt.mfaToken, code: "000000" === totpAt(secret, clock) ? "111111" : "000000" })).status).toBe(401);
+    expect((await secondStep({ mfaToken: burnt.mfaToken, code: totpAt(secret, clock) })).status).toBe(401);
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: totpAt(secret, clock) })).status).toBe(200);
+  });
+
+  test("wrong codes count in the e-mail's login throttle: then even the right password gets 429", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN }, { now: () => clock });
+    try {
+      const { email, token } = await signedIn(app);
+      const { secret } = await withTotp(token, app);
+      const { mfaToken } = await firstStep(email, app);
+      const wrong = totpAt(secret, clock) === "000000" ? "111111" : "000000";
+      for (let i = 0; i < 5; i++) expect((await secondStep({ mfaToken, code: wrong }, app)).status).toBe(401);
+      const throttled = await login(email, app);
+      expect(throttled.status).toBe(429);
+      expect(throttled.headers.get("retry-after")).toMatch(/^\d+$/);
+      const audits = await app.db.select().from(auditLog).where(eq(auditLog.action, "MFA_FAILED"));
+      expect(audits).toHaveLength(5);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test("a body with both or neither of code and passkey: 400", async () => {
+    const res = await secondStep({ mfaToken: "x" });
+    expect(res.status).toBe(400);
+    expect(res.body.errors).toEqual(["code: give either code or passkey"]);
+  });
+});
+
+describe("passkeys", () => {
+  const authenticator = () => new SoftwareAuthenticator(RP_ID, ORIGIN);
+
+  async function withPasskey(token: string, device = authenticator(), app: TestApp = t) {
+    const options = await app.request("POST", "/api/account/passkeys/options", { token });
+    expect(options.status).toBe(200);
+    const added = await app.request("POST", "/api/account/passkeys", { token, body: { name: "Laptop", response: device.register(options.body) } });
+    expect(added.status).toBe(201);
+    return { device, passkey: added.body as { id: string; name: string; createdAt: string; lastUsedAt: string | null } };
+  }
+
+  const passwordless = async (device: SoftwareAuthenticator, choice: Parameters<SoftwareAuthenticator["assert"]>[1] = {}) => {
+    const options = await t.request("POST", "/api/auth/passkey/options");
+    expect(options.status).toBe(200);
+    expect(options.body.data.userVerification).toBe("required");
+    return t.request("POST", "/api/auth/passkey", { body: { response: device.assert(options.body.data, choice) } });
+  };
+
+  test("register (PASSKEY_ADDED mailed), list, rename; sign in with it alone (amr hwk)", async () => {
+    const { id, email, token } = await signedIn();
+    const options = await t.request("POST", "/api/account/passkeys/options", { token });
+    expect(options.body).toMatchObject({ rp: { id: RP_ID }, authenticatorSelection: { residentKey: "required" }, attestation: "none" });
+    const { device, passkey } = await withPasskey(token);
+    expect(passkey).toEqual({ id: expect.any(String), name: "Laptop", createdAt: expect.any(String), lastUsedAt: null });
+    expect(await outboxKinds(id)).toContain("PASSKEY_ADDED");
+    const renamed = await t.request("PATCH", `/api/account/passkeys/${passkey.id}`, { token, body: { name: "Work laptop" } });
+    expect(renamed.body.name).toBe("Work laptop");
+    expect((await t.request("GET", "/api/account/passkeys", { token })).body).toEqual([{ ...renamed.body }]);
+    const res = await passwordless(device);
+    expect(res.status).toBe(200);
+    expect(res.body.data.user.email).toBe(email);
+    expect(amrOf(res.body.data.token)).toEqual(["hwk"]);
+    expect((await t.request("GET", "/api/account/passkeys", { token })).body[0].lastUsedAt).toEqual(expect.any(String));
+  });
+
+  test("passwordless without user verification is refused", async () => {
+    const { token } = await signedIn();
+    const { device } = await withPasskey(token);
+    expectFailure(await passwordless(device, { uv: false }), 401, { message: "The passkey was not accepted", errorCode: "INVALID_PASSKEY" });
+  });
+
+  test("a right password answers mfaRequired with passkeyOptions; the passkey completes it (amr pwd+hwk)", async () => {
+    const { email, token } = await signedIn();
+    const { device } = await withPasskey(token);
+    const first = await firstStep(email);
+    expect(first.methods).toEqual(["recovery_code", "passkey"]);
+    // (Not toMatchObject with expect.any: Bun's matcher writes itself into the object it matched.)
+    expect(first.passkeyOptions?.challenge).toMatch(/^[\w-]{43}$/);
+    expect(first.passkeyOptions).toMatchObject({ rpId: RP_ID, userVerification: "preferred" });
+    const done = await secondStep({ mfaToken: first.mfaToken, passkey: device.assert(first.passkeyOptions!, { uv: false }) });
+    expect(done.status).toBe(200);
+    expect(amrOf(done.body.data.token)).toEqual(["pwd", "hwk"]);
+  });
+
+  test("a cloned authenticator (its counter behind) is refused and audited", async () => {
+    const { id, token } = await signedIn();
+    const { device } = await withPasskey(token);
+    expect((await passwordless(device)).status).toBe(200);
+    expect((await passwordless(device)).status).toBe(200);
+    const clone = await passwordless(device, { counter: 1 });
+    expectFailure(clone, 401, { message: "The passkey was not accepted", errorCode: "INVALID_PASSKEY" });
+    const audits = await t.db.select().from(auditLog).where(eq(auditLog.action, "PASSKEY_COUNTER_REGRESSION"));
+    expect(audits.filter((a) => a.subjectId === String(id))).toHaveLength(1);
+  });
+
+  test("one user's passkey signs in no one else: not as another's second step, not under another's user handle", async () => {
+    const ann = await signedIn();
+    const bob = await signedIn();
+    const { device } = await withPasskey(ann.token);
+    await withPasskey(bob.token);
+    const first = await firstStep(bob.email);
+    expect((await secondStep({ mfaToken: first.mfaToken, passkey: device.assert(first.passkeyOptions!) })).status).toBe(401);
+    const credential = device.credentials[0];
+    const forged = { ...credential, userHandle: Buffer.from(String(bob.id)).toString("base64url") };
+    expectFailure(await passwordless(device, { credential: forged }), 401, { message: "The passkey was not accepted", errorCode: "INVALID_PASSKEY" });
+  });
+
+  test("an assertion from another origin is refused", async () => {
+    const { token } = await signedIn();
+    const { device } = await withPasskey(token);
+    expect((await passwordless(device, { origin: "https://evil.example" })).status).toBe(401);
+  });
+
+  test("without PUBLIC_URL or RP_ID every passkey route answers 400 PASSKEYS_NOT_CONFIGURED, whatever the Host header", async () => {
+    const app = await makeTestApp({}, { now: () => clock });
+    try {
+      const { token } = await signedIn(app);
+      const refused = { message: "Passkeys are not configured on this server (PUBLIC_URL or RP_ID)", errorCode: "PASSKEYS_NOT_CONFIGURED" };
+      expectFailure(await app.request("POST", "/api/auth/passkey/options", { headers: { host: RP_ID } }), 400, refused);
+      expectFailure(await app.request("POST", "/api/account/passkeys/options", { token, headers: { host: RP_ID } }), 400, refused);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe("policy and ADMIN", () => {
+  test("MFA_REQUIRED_ROLES=ADMIN: an ADMIN without a factor gets an enrol-only session (403 MFA_ENROLMENT_REQUIRED elsewhere), enrols, then works", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN, MFA_REQUIRED_ROLES: "ADMIN" }, { now: () => clock });
+    try {
+      const admin = await signedIn(app, ["USER", "ADMIN"]);
+      const refused = { message: "Set up a second factor first", errorCode: "MFA_ENROLMENT_REQUIRED" };
+      expectFailure(await app.request("GET", "/api/users", { token: admin.token }), 403, refused);
+      expectFailure(await app.request("GET", "/api/search/profile", { token: admin.token }), 403, refused);
+      expect((await app.request("GET", "/api/account/mfa", { token: admin.token })).status).toBe(200);
+      // A USER is not concerned.
+      const user = await signedIn(app);
+      expect((await app.request("GET", "/api/search/profile", { token: user.token })).status).toBe(200);
+      const { secret } = await withTotp(admin.token, app);
+      expect((await app.request("GET", "/api/users", { token: admin.token })).status).toBe(200);
+      clock += STEP_MS;
+      const first = await firstStep(admin.email, app);
+      const done = await secondStep({ mfaToken: first.mfaToken, code: totpAt(secret, clock) }, app);
+      expect((await app.request("GET", "/api/users", { token: done.body.data.token })).status).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test("ADMIN_EMAIL on an address a stranger holds with TOTP: the stranger's factors go, the operator signs in with the password and may enrol", async () => {
+    const stranger = await signedIn();
+    await withTotp(stranger.token);
+    expect(await ensureAdmin(t.database, { email: stranger.email, password: "Operat0r!pass" }, () => clock)).toEqual({ id: stranger.id, created: false });
+    const operator = await t.request("POST", "/api/auth/login", { body: { email: stranger.email, password: "Operat0r!pass" } });
+    expect(operator.status).toBe(200);
+    expect(amrOf(operator.body.data.token)).toEqual(["pwd"]);
+    expect((await t.request("GET", "/api/account/mfa", { token: operator.body.data.token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
+    expect((await t.request("POST", "/api/account/mfa/totp", { token: operator.body.data.token })).status).toBe(200);
+  });
+
+  test("ADMIN sees a user's factors and removes them all: the user's sessions end, audited, MFA_DISABLED mailed; USER may not", async () => {
+    const { id, email, token } = await signedIn();
+    await withTotp(token);
+    const admin = await t.admin();
+    const factors = await t.request("GET", `/api/users/${id}/mfa`, { token: admin.token });
+    expect(factors.body).toEqual([
+      { kind: "totp", name: "Authenticator app", createdAt: expect.any(String), lastUsedAt: expect.any(String) },
+      { kind: "recovery_codes", name: "10 of 10 left", createdAt: expect.any(String), lastUsedAt: null },
+    ]);
+    expect((await t.request("GET", `/api/users/${id}/mfa`, { token })).status).toBe(403);
+    expect((await t.request("DELETE", `/api/users/${id}/mfa`, { token: admin.token })).status).toBe(204);
+    expect((await t.request("GET", "/api/account/mfa", { token })).status).toBe(401);
+    expect(await outboxKinds(id)).toContain("MFA_DISABLED");
+    const audits = await t.db.select().from(auditLog).where(eq(auditLog.action, "MFA_REMOVED"));
+    expect(audits.some((a) => a.subjectId === String(id))).toBe(true);
+    expect((await t.request("GET", `/api/users/${id}/mfa`, { token: admin.token })).body).toEqual([]);
+    expect((await login(email)).body.data.token).toEqual(expect.any(String));
+    expect((await t.request("GET", "/api/users/999999/mfa", { token: admin.token })).status).toBe(404);
+  });
+});
+
+describe("the mails", () => {
+  test.each(["MFA_ENABLED", "MFA_DISABLED", "PASSKEY_ADDED", "RECOVERY_CODE_USED"] as const)("%s in English and zh-TW, linking to /account/security under PUBLIC_URL", (kind) => {
+    const en = renderMail({ kind, lang: "en", name: "Mei Lin", payload: { userId: 1 }, publicBase: "https://id.example.com/svc" });
+    const zh = renderMail({ kind, lang: "zh-TW", name: "Mei Lin", payload: { userId: 1 } });
+    expect(en.text).toStartWith("Hello Mei Lin,");
+    expect(en.text).toContain("https://id.example.com/svc/account/security");
+    expect(zh.text).toStartWith("Mei Lin 您好：");
+    expect(zh.html).toContain('<html lang="zh-TW">');
+    // Without PUBLIC_URL there is no link (and never a token).
+    expect(zh.text).not.toContain("http");
+    expect(en.subject).not.toBe(zh.subject);
+  });
+
+  test("MFA_DISABLED says so when an ADMIN removed the factors", () => {
+    expect(renderMail({ kind: "MFA_DISABLED", lang: "en", name: "", payload: { userId: 1, reason: "admin" } }).text).toContain("An administrator removed every second factor");
+    expect(renderMail({ kind: "MFA_DISABLED", lang: "zh-TW", name: "", payload: { userId: 1, reason: "admin" } }).text).toContain("管理員已移除");
+  });
+});
