@@ -11,8 +11,7 @@
 import { Elysia } from "elysia";
 import type { Reader } from "../db/database";
 import { AppError } from "../errors";
-import { requestState } from "../http/request-state";
-import { tokenHolder } from "../store/users";
+import { type AlsoUser, tokenHolder } from "../store/users";
 import { isOpen, sessionHolder } from "../store/sessions";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
@@ -32,8 +31,8 @@ export function bearerToken(request: Request): string | undefined {
 }
 
 export interface Authenticator {
-  /** The caller behind the request's bearer token, or undefined. */
-  callerOf(request: Request): Promise<Caller | undefined>;
+  /** The caller behind the request's bearer token, or undefined; with `also`, that user read in the same statement. */
+  callerOf(request: Request, also?: AlsoUser): Promise<Caller | undefined>;
 }
 
 const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
@@ -47,8 +46,8 @@ export interface SessionRules {
 }
 
 export function createAuthenticator(db: Reader, tokens: Tokens, sessions: SessionRules): Authenticator {
-  async function sessionCaller(claims: TokenClaims & { sid: string }): Promise<Caller | undefined> {
-    const session = await sessionHolder(db, claims.sid);
+  async function sessionCaller(claims: TokenClaims & { sid: string }, also?: AlsoUser): Promise<Caller | undefined> {
+    const session = await sessionHolder(db, claims.sid, also);
     const now = sessions.now();
     if (!session || !isOpen(session, now, sessions.idleMs) || session.tokenVersion !== claims.ver) return undefined;
     sessions.activity.seen(claims.sid, session.lastSeenAt, now);
@@ -61,13 +60,13 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     };
   }
   return {
-    async callerOf(request) {
+    async callerOf(request, also) {
       const token = bearerToken(request);
       if (!token) return undefined;
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
-      if (claims.sid !== undefined) return sessionCaller(claims as TokenClaims & { sid: string });
-      const user = await tokenHolder(db, claims.sub);
+      if (claims.sid !== undefined) return sessionCaller(claims as TokenClaims & { sid: string }, also);
+      const user = await tokenHolder(db, claims.sub, also);
       if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
       // e-mail (whose versions restarted at 0): it must not open the new one.
@@ -82,22 +81,47 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
 }
 
 /**
+ * A route's guard: its access rule, or with `readsUser` (a route that answers the user of its
+ * `:id`) the rule plus that user, read in the caller's statement (store/users.ts withUserById):
+ * the route gets it as `userReadAlong` and reads again only when it is not there.
+ */
+export type Guard = AccessRule | { rule: AccessRule; readsUser: true };
+
+/** Where the guard leaves its finding on the request's context (the same object from transform to handler). */
+const GUARDED = Symbol("guarded");
+interface Guarded {
+  [GUARDED]?: { caller: Caller; userReadAlong?: AlsoUser };
+}
+
+/** The `:id` segment as a user id, when it is one; the route's own params check still decides. */
+const idOf = (segment: string | undefined) => {
+  const id = Number(segment);
+  return Number.isSafeInteger(id) && id >= 1 ? id : undefined;
+};
+
+/**
  * The check runs in `transform`, before body and query validation, so an anonymous or
  * unprivileged request is answered 401/403 whatever its body (as a security filter would);
  * `resolve` then hands the caller to the handler.
  */
 export const authPlugin = (authenticator: Authenticator) =>
   new Elysia({ name: "auth" }).macro({
-    auth: (rule: AccessRule) => ({
-      // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
-      detail: { security: [{ bearerAuth: [] }] },
-      async transform({ request, params }) {
-        const caller = await authenticator.callerOf(request);
-        if (!caller) throw unauthorized();
-        if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
-        requestState(request).caller = caller;
-      },
-      // The transform above ran first and threw unless it found a caller.
-      resolve: ({ request }) => ({ caller: requestState(request).caller as Caller }),
-    }),
+    auth: (guard: Guard) => {
+      const rule = typeof guard === "string" ? guard : guard.rule;
+      return {
+        // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies.
+        detail: { security: [{ bearerAuth: [] }] },
+        async transform(context) {
+          const pathId = (context.params as Record<string, string> | undefined)?.id;
+          const id = typeof guard === "string" ? undefined : idOf(pathId);
+          const userReadAlong = id === undefined ? undefined : { id };
+          const caller = await authenticator.callerOf(context.request, userReadAlong);
+          if (!caller) throw unauthorized();
+          if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
+          (context as Guarded)[GUARDED] = { caller, userReadAlong };
+        },
+        // The transform above ran first and threw unless it found a caller.
+        resolve: (context) => (context as Guarded)[GUARDED] as { caller: Caller; userReadAlong?: AlsoUser },
+      };
+    },
   });

@@ -11,6 +11,7 @@ import { and, desc, eq, isNull, ne, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { refreshTokens, sessions, users } from "../db/schema";
+import { type AlsoUser, readCaller, withUserById } from "./users";
 
 /** Random bytes as base64url: 16 for a session id, 32 for a refresh token. */
 export const randomToken = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
@@ -41,6 +42,19 @@ const callerBySession = prepared((db: Reader) =>
     .prepare(),
 );
 
+const callerBySessionWithUser = prepared((db: Reader) =>
+  withUserById(
+    db,
+    (columns) =>
+      db
+        .select(columns)
+        .from(sessions)
+        .innerJoin(users, eq(users.id, sessions.userId))
+        .where(eq(sessions.id, sql.placeholder("sid"))),
+    Object.values(sessionAndUser),
+  ).prepare(),
+);
+
 /** A session with its user, as isOpen judges it: instants in epoch milliseconds. */
 export interface SessionHolder {
   userId: number;
@@ -54,26 +68,31 @@ export interface SessionHolder {
   lastSeenAt: number;
 }
 
+/** A row of sessionAndUser as raw values (instants as epoch milliseconds, flags as 0/1). */
+const sessionHolderOf = (v: ArrayLike<unknown>): SessionHolder => ({
+  userId: v[0] as number,
+  email: v[1] as string,
+  active: Boolean(v[2]),
+  tokenVersion: v[3] as number,
+  roles: v[4] as string | null,
+  sessionVersion: v[5] as number,
+  endedAt: v[6] as number | null,
+  expiresAt: v[7] as number,
+  lastSeenAt: v[8] as number,
+});
+
 /**
  * The session a token names, with its user, as the guard checks it: read as raw values in
- * sessionAndUser's column order (instants as epoch milliseconds, flags as 0/1), skipping drizzle's
- * row mapping as the bearer read does (users.ts tokenHolder).
+ * sessionAndUser's column order, skipping drizzle's row mapping as the bearer read does
+ * (users.ts tokenHolder); with `also`, that user in the same statement.
  */
-export async function sessionHolder(db: Reader, sid: string): Promise<SessionHolder | undefined> {
-  const [v] = (await callerBySession(db).values({ sid })) as ArrayLike<unknown>[];
-  return (
-    v && {
-      userId: v[0] as number,
-      email: v[1] as string,
-      active: Boolean(v[2]),
-      tokenVersion: v[3] as number,
-      roles: v[4] as string | null,
-      sessionVersion: v[5] as number,
-      endedAt: v[6] as number | null,
-      expiresAt: v[7] as number,
-      lastSeenAt: v[8] as number,
-    }
+export async function sessionHolder(db: Reader, sid: string, also?: AlsoUser): Promise<SessionHolder | undefined> {
+  const v = await readCaller(
+    () => callerBySession(db).values({ sid }),
+    () => callerBySessionWithUser(db).values({ sid, userId: also?.id }),
+    also,
   );
+  return v && sessionHolderOf(v);
 }
 
 /** Whether a session read with its user is open at `now`: not ended, of the user's token version, within both lifetimes, and the user active. */
