@@ -42,26 +42,10 @@ const sessionAndUser = {
 const bySid = eq(sessions.id, sql`+${sql.placeholder("sid")}`);
 
 /** The session a token's `sid` names, with its user: the guard's one read for a session token. */
-const callerBySession = prepared((db: Reader) =>
-  db
-    .select(sessionAndUser)
-    .from(sessions)
-    .innerJoin(users, eq(users.id, sessions.userId))
-    .where(bySid)
-    .prepare(),
-);
+const callerBySession = prepared((db: Reader) => db.select(sessionAndUser).from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(bySid).prepare());
 
 const callerBySessionWithUser = prepared((db: Reader) =>
-  withUserById(
-    db,
-    (columns) =>
-      db
-        .select(columns)
-        .from(sessions)
-        .innerJoin(users, eq(users.id, sessions.userId))
-        .where(bySid),
-    Object.values(sessionAndUser),
-  ).prepare(),
+  withUserById(db, (columns) => db.select(columns).from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(bySid), Object.values(sessionAndUser)).prepare(),
 );
 
 /** A session with its user, as isOpen judges it: instants in epoch milliseconds. */
