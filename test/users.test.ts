@@ -360,6 +360,32 @@ describe("GET /api/users/{id}", () => {
     expect(zh.body.message).toBe("找不到使用者，ID: 7777777");
   });
 
+  // The guard reads the :id user in the caller's own statement (readsUser): the answers of every
+  // token kind, found or not, and of a caller refused whatever the id, stay those of two reads.
+  test("with a session token: the user, an unknown id's 404, and 401 for any id once the session ended", async () => {
+    const password = "Read-Along-1!";
+    const caller = await t.createUser({ password });
+    const user = await create();
+    const signIn = await t.request("POST", "/api/auth/login", { body: { email: caller.email, password } });
+    expect(signIn.status).toBe(200);
+    const { token } = signIn.body.data;
+    const read = await t.request("GET", `/api/users/${user.id}`, { token });
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual(user);
+    expect(read.headers.get("etag")).toBe('"0"');
+    expect((await t.request("GET", `/api/users/${caller.id}`, { token })).body).toMatchObject({ id: caller.id, email: caller.email });
+    expectFailure(await t.request("GET", "/api/users/7777777", { token }), 404, { errorCode: "USER_NOT_FOUND" });
+    expect((await t.request("POST", "/api/auth/logout", { token })).status).toBe(200);
+    for (const id of [user.id, caller.id, 7777777]) expectFailure(await t.request("GET", `/api/users/${id}`, { token }), 401, UNAUTHORIZED);
+  });
+
+  test("a deactivated caller is 401 for any id, their own included", async () => {
+    const caller = await t.createUser();
+    const user = await create();
+    expect((await t.request("POST", `/api/users/${caller.id}/deactivate`, { token: admin.token })).status).toBe(200);
+    for (const id of [user.id, caller.id, 7777777]) expectFailure(await t.request("GET", `/api/users/${id}`, { token: caller.token }), 401, UNAUTHORIZED);
+  });
+
   test.each(["abc", "0", "-3", "1.5", "99999999999999999999"])("a bad id (%s) is 400 parameter validation", async (id) => {
     const res = await t.request("GET", `/api/users/${id}`, { token: admin.token });
     expect(res.status).toBe(400);

@@ -3,15 +3,11 @@
  * guard, validation and the errors plugin as separate hooks, and some of them need what an
  * earlier one found. Kept beside the Request (a WeakMap, so it goes with the request).
  */
-import type { Caller } from "../security/caller";
-
 export interface RequestState {
   /** The JSON body as the client sent it, before Elysia normalises it in place for its schema. */
   sentBody?: unknown;
   /** A body the parser refused (malformed, too large…), held back until the guard has let the caller through. */
   refusedBody?: Error;
-  /** The caller the access guard found, for the route's `resolve`. */
-  caller?: Caller;
 }
 
 const states = new WeakMap<Request, RequestState>();

@@ -47,7 +47,10 @@ export const User = t.Object(
     roles: t.Array(t.String()),
     emailVerified: t.Boolean({ description: "Whether the address was confirmed (false again after an e-mail change)" }),
   },
-  { title: "User" },
+  // noValidate: Elysia still cleans a User answer to these fields (exactMirror) but skips the check
+  // of a shape toUser (store/users.ts) builds field by field: ~1.5 µs of GET /api/users/{id} served.
+  // Every answer in the tests is still checked against the OpenAPI document (test/helpers.ts).
+  { title: "User", noValidate: true },
 );
 export type User = Static<typeof User>;
 

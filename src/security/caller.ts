@@ -14,8 +14,10 @@ export const SCOPES = AREAS.flatMap((area) => [`${area}:read`, `${area}:write`] 
  * What a route declares with the `auth` macro: its access rule alone (API keys refused:
  * 403 API_KEY_NOT_ALLOWED), or the rule and the area an API key needs a scope of
  * (`auth: ["authenticated", "orders"]`). `grep -rn "auth:" src/features` is the table.
+ * A route that answers the user of its `:id` adds `{ readsUser: true }`: the guard reads that user
+ * in the caller's statement (store/users.ts withUserById) and hands it over as `userReadAlong`.
  */
-export type AccessDeclaration = AccessRule | readonly [AccessRule, Area];
+export type AccessDeclaration = AccessRule | readonly [AccessRule, Area] | readonly [AccessRule, Area, { readsUser: true }];
 
 /** The scope a request of `method` on an area needs. */
 export const scopeFor = (area: Area, method: string): Scope => `${area}:${method === "GET" || method === "HEAD" ? "read" : "write"}`;

@@ -13,8 +13,7 @@
 import { Elysia } from "elysia";
 import type { Reader } from "../db/database";
 import { AppError } from "../errors";
-import { requestState } from "../http/request-state";
-import { tokenHolder } from "../store/users";
+import { type AlsoUser, tokenHolder } from "../store/users";
 import { isOpen, sessionHolder } from "../store/sessions";
 import { keyHolder } from "../store/api-keys";
 import { clientAddress } from "../http/client-address";
@@ -22,7 +21,7 @@ import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
 import { isKeyBearer, parseKey, secretMatches, setRateLimitHeaders, type KeyActivity, type KeyRateLimit } from "./api-keys";
-import { satisfies, scopeFor, type AccessDeclaration, type Caller, type RoleName } from "./caller";
+import { satisfies, scopeFor, type AccessDeclaration, type Area, type Caller, type RoleName } from "./caller";
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
 
@@ -38,8 +37,8 @@ export function bearerToken(request: Request): string | undefined {
 }
 
 export interface Authenticator {
-  /** The caller behind the request's bearer token, or undefined. */
-  callerOf(request: Request): Promise<Caller | undefined>;
+  /** The caller behind the request's bearer token, or undefined; with `also`, that user read in the same statement. */
+  callerOf(request: Request, also?: AlsoUser): Promise<Caller | undefined>;
 }
 
 const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
@@ -87,8 +86,8 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     tokens.withdrawn(kid);
     return undefined;
   };
-  async function sessionCaller(claims: TokenClaims & { sid: string }): Promise<Caller | undefined> {
-    const session = await sessionHolder(db, claims.sid, claims.kid);
+  async function sessionCaller(claims: TokenClaims & { sid: string }, also?: AlsoUser): Promise<Caller | undefined> {
+    const session = await sessionHolder(db, claims.sid, claims.kid, also);
     const now = sessions.now();
     if (session?.keyRevoked) return keyWithdrawn(claims.kid!);
     if (!session || !isOpen(session, now, sessions.idleMs) || session.tokenVersion !== claims.ver) return undefined;
@@ -107,14 +106,14 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     };
   }
   return {
-    async callerOf(request) {
+    async callerOf(request, also) {
       const token = bearerToken(request);
       if (!token) return undefined;
       if (isKeyBearer(token)) return counted("api_key", await keyCaller(token));
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
-      if (claims.sid !== undefined) return counted("session", await sessionCaller(claims as TokenClaims & { sid: string }));
-      const user = await tokenHolder(db, claims.sub, claims.kid);
+      if (claims.sid !== undefined) return counted("session", await sessionCaller(claims as TokenClaims & { sid: string }, also));
+      const user = await tokenHolder(db, claims.sub, claims.kid, also);
       if (user?.keyRevoked) return keyWithdrawn(claims.kid!);
       if (!user?.active || user.tokenVersion !== claims.ver) return undefined;
       // A token issued before this account existed belonged to a deleted account with the same
@@ -143,7 +142,7 @@ export interface KeyRules {
  * refused where the route declares no area (403 API_KEY_NOT_ALLOWED) or the key lacks the area's
  * scope for the method (403 INSUFFICIENT_SCOPE). The owner's roles still apply after this.
  */
-function admitKey(key: NonNullable<Caller["apiKey"]>, declared: AccessDeclaration, context: KeyContext, keys: KeyRules) {
+function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, context: KeyContext, keys: KeyRules) {
   const { request, set, server } = context;
   const limit = keys.rateLimit.take(key.id);
   // A key well within its minute is not told (three more headers cost an answer ~10 µs of CPU, a
@@ -151,14 +150,25 @@ function admitKey(key: NonNullable<Caller["apiKey"]>, declared: AccessDeclaratio
   if (limit.remaining < limit.limit / 2) setRateLimitHeaders(set.headers, limit);
   if (!limit.allowed) throw new AppError("TOO_MANY_REQUESTS", {}, { headers: setRateLimitHeaders({ "retry-after": String(limit.resetS) }, limit) as Record<string, string> });
   keys.activity.used(key.id, key.lastUsedAt, keys.now(), () => clientAddress(server, request, keys.trustProxy));
-  if (typeof declared === "string") throw new AppError("API_KEY_NOT_ALLOWED");
-  if (!key.scopes.includes(scopeFor(declared[1], request.method))) throw new AppError("INSUFFICIENT_SCOPE");
+  if (area === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
+  if (!key.scopes.includes(scopeFor(area, request.method))) throw new AppError("INSUFFICIENT_SCOPE");
 }
 type KeyContext = { request: Request; set: { headers: Record<string, unknown> }; server: Parameters<typeof clientAddress>[0] };
 
 /** The security requirements the OpenAPI document shows: the bearer, and an API key's area where the route declares one. */
-const securityOf = (declared: AccessDeclaration): Record<string, string[]>[] =>
-  typeof declared === "string" ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [declared[1]] }];
+const securityOf = (area: Area | undefined): Record<string, string[]>[] => (area === undefined ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [area] }]);
+
+/** Where the guard leaves its finding on the request's context (the same object from transform to handler). */
+const GUARDED = Symbol("guarded");
+interface Guarded {
+  [GUARDED]?: { caller: Caller; userReadAlong?: AlsoUser };
+}
+
+/** The `:id` segment as a user id, when it is one; the route's own params check still decides. */
+const idOf = (segment: string | undefined) => {
+  const id = Number(segment);
+  return Number.isSafeInteger(id) && id >= 1 ? id : undefined;
+};
 
 /**
  * The check runs in `transform`, before body and query validation, so an anonymous or
@@ -167,20 +177,26 @@ const securityOf = (declared: AccessDeclaration): Record<string, string[]>[] =>
  */
 export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePath = "") =>
   new Elysia({ name: "auth" }).macro({
-    auth: (declared: AccessDeclaration) => ({
-      // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies,
-      // and the API-key scope a route's area asks for (the method picks read or write).
-      detail: { security: securityOf(declared) },
-      async transform({ request, params, set, server }) {
-        const caller = await authenticator.callerOf(request);
-        if (!caller) throw unauthorized();
-        if (caller.apiKey) admitKey(caller.apiKey, declared, { request, set, server }, keys);
-        const rule = typeof declared === "string" ? declared : declared[0];
-        if (!satisfies(caller, rule, (params as Record<string, string> | undefined)?.id)) throw new AppError("ACCESS_DENIED");
-        if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
-        requestState(request).caller = caller;
-      },
-      // The transform above ran first and threw unless it found a caller.
-      resolve: ({ request }) => ({ caller: requestState(request).caller as Caller }),
-    }),
+    auth: (declared: AccessDeclaration) => {
+      const [rule, area, options] = typeof declared === "string" ? [declared] : declared;
+      return {
+        // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies,
+        // and the API-key scope a route's area asks for (the method picks read or write).
+        detail: { security: securityOf(area) },
+        async transform(context) {
+          const { request, set, server } = context;
+          const pathId = (context.params as Record<string, string> | undefined)?.id;
+          const id = options?.readsUser ? idOf(pathId) : undefined;
+          const userReadAlong = id === undefined ? undefined : { id };
+          const caller = await authenticator.callerOf(request, userReadAlong);
+          if (!caller) throw unauthorized();
+          if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, server }, keys);
+          if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
+          if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
+          (context as Guarded)[GUARDED] = { caller, userReadAlong };
+        },
+        // The transform above ran first and threw unless it found a caller.
+        resolve: (context) => (context as Guarded)[GUARDED] as { caller: Caller; userReadAlong?: AlsoUser },
+      };
+    },
   });

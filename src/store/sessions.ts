@@ -12,6 +12,7 @@ import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { refreshTokens, sessions, users } from "../db/schema";
 import { keyRevoked } from "./signing-keys";
+import { type AlsoUser, readCaller, withUserById } from "./users";
 
 /** Random bytes as base64url: 16 for a session id, 32 for a refresh token. */
 export const randomToken = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
@@ -33,15 +34,22 @@ const sessionAndUser = {
   amr: sessions.amr,
 };
 
+/**
+ * The token's session: `+?`, not `?`. Bun 1.4.5's bun:sqlite prepares a join again each time a
+ * value is bound to it (README, Performance), and this one is every session token's read: 23–25 µs
+ * CPU a run in a loop with `?`, 5.1–5.4 with `+?` (1.4.4: 5.2 either way). Unary plus changes no
+ * value and no comparison (the column's TEXT affinity still applies), and the plan still seeks the
+ * primary key.
+ */
+const bySid = eq(sessions.id, sql`+${sql.placeholder("sid")}`);
+
 /** The session a token's `sid` names, with its user: the guard's one read for a session token. */
-const callerBySession = prepared((db: Reader) =>
-  db
-    .select({ ...sessionAndUser, keyRevoked: keyRevoked(sql.placeholder("kid")) })
-    .from(sessions)
-    .innerJoin(users, eq(users.id, sessions.userId))
-    // Bound as `+?`: Bun 1.4.5 prepares a join bound with a plain `?` again on every run (README, Performance).
-    .where(eq(sessions.id, sql`+${sql.placeholder("sid")}`))
-    .prepare(),
+/** The guard's columns: the session with its user, and whether the token's signing key was withdrawn. */
+const guardColumns = { ...sessionAndUser, keyRevoked: keyRevoked(sql.placeholder("kid")) };
+const callerBySession = prepared((db: Reader) => db.select(guardColumns).from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(bySid).prepare());
+
+const callerBySessionWithUser = prepared((db: Reader) =>
+  withUserById(db, (columns) => db.select(columns).from(sessions).innerJoin(users, eq(users.id, sessions.userId)).where(bySid), Object.values(guardColumns)).prepare(),
 );
 
 /** A session with its user, as isOpen judges it: instants in epoch milliseconds. */
@@ -61,28 +69,33 @@ export interface SessionHolder {
   keyRevoked?: boolean;
 }
 
+/** A row of guardColumns as raw values (instants as epoch milliseconds, flags as 0/1). */
+const sessionHolderOf = (v: ArrayLike<unknown>): SessionHolder => ({
+  userId: v[0] as number,
+  email: v[1] as string,
+  active: Boolean(v[2]),
+  tokenVersion: v[3] as number,
+  roles: v[4] as string | null,
+  sessionVersion: v[5] as number,
+  endedAt: v[6] as number | null,
+  expiresAt: v[7] as number,
+  lastSeenAt: v[8] as number,
+  amr: v[9] as string,
+  keyRevoked: Boolean(v[10]),
+});
+
 /**
  * The session a token names, with its user, as the guard checks it: read as raw values in
- * sessionAndUser's column order (instants as epoch milliseconds, flags as 0/1), skipping drizzle's
- * row mapping as the bearer read does (users.ts tokenHolder).
+ * guardColumns' order, skipping drizzle's row mapping as the bearer read does
+ * (users.ts tokenHolder); with `also`, that user in the same statement.
  */
-export async function sessionHolder(db: Reader, sid: string, kid = ""): Promise<SessionHolder | undefined> {
-  const [v] = (await callerBySession(db).values({ sid, kid })) as ArrayLike<unknown>[];
-  return (
-    v && {
-      userId: v[0] as number,
-      email: v[1] as string,
-      active: Boolean(v[2]),
-      tokenVersion: v[3] as number,
-      roles: v[4] as string | null,
-      sessionVersion: v[5] as number,
-      endedAt: v[6] as number | null,
-      expiresAt: v[7] as number,
-      lastSeenAt: v[8] as number,
-      amr: v[9] as string,
-      keyRevoked: Boolean(v[10]),
-    }
+export async function sessionHolder(db: Reader, sid: string, kid = "", also?: AlsoUser): Promise<SessionHolder | undefined> {
+  const v = await readCaller(
+    () => callerBySession(db).values({ sid, kid }),
+    () => callerBySessionWithUser(db).values({ sid, kid, userId: also?.id }),
+    also,
   );
+  return v && sessionHolderOf(v);
 }
 
 /** Whether a session read with its user is open at `now`: not ended, of the user's token version, within both lifetimes, and the user active. */

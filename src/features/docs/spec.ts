@@ -48,7 +48,7 @@ const STATUS_TEXT: Record<string, string> = {
 };
 
 /** Keys our TypeBox schemas add for src/validation.ts; no JSON Schema meaning. */
-const OWN_KEYWORDS = ["messages", "refine"];
+const OWN_KEYWORDS = ["messages", "refine", "noValidate"];
 /** `t.Integer`, `t.Numeric`, `t.BooleanString`: a string form for coercion beside the real type. */
 const COERCED = new Set(["integer", "numeric", "boolean"]);
 

@@ -114,12 +114,20 @@ export const usersRoutes = (ctx: AppContext) =>
         },
       },
     )
-    .get("/:id", async ({ params, set }) => tagged(set, await findUser(ctx.db, userId(params))), {
-      auth: ["authenticated", "users"],
-      params: UserIdParams,
-      response: { 200: User, ...errors },
-      detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
-    })
+    .get(
+      "/:id",
+      async ({ params, set, userReadAlong }) => {
+        const id = userId(params);
+        // Read by the guard in its own statement (readsUser); when the guard found none, findUser answers 404.
+        return tagged(set, (userReadAlong?.id === id && userReadAlong.user) || (await findUser(ctx.db, id)));
+      },
+      {
+        auth: ["authenticated", "users", { readsUser: true }],
+        params: UserIdParams,
+        response: { 200: User, ...errors },
+        detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
+      },
+    )
     .post(
       "",
       async ({ body, caller, set }) => {
