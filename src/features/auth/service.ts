@@ -52,7 +52,7 @@ interface AnswerSession {
  * The one token answer: a bearer token for the account (its id, e-mail and token version) and,
  * in a session, never outliving it, with the refresh token being handed out; and the user.
  */
-async function tokenAnswer(
+export async function tokenAnswer(
   deps: SessionDeps,
   account: { id: number; email: string; tokenVersion: number },
   user: User | Promise<User>,

@@ -8,6 +8,7 @@ import type { Lang } from "../../../i18n";
 import type { PasswordPolicy } from "../../../security/password-policy";
 import { pagePolicy } from "../../../http/security-headers";
 import { escapeHtml } from "../../../http/html";
+import type { PageAssets } from "../../../http/page-bundle";
 import script from "./account.js" with { type: "text" };
 import styles from "./account.css" with { type: "text" };
 
@@ -104,6 +105,72 @@ ${fields.join("\n")}
   <div id="status" tabindex="-1" hidden></div>
   </main>
   <script src="${e(basePath)}/account/assets/account.js"></script>
+</body>
+</html>`;
+}
+
+/** The pages the bundled script draws (ui/main.tsx): first-run setup and the security page. */
+export type AppPage = "setup" | "security";
+
+const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string }>> = {
+  setup: {
+    en: { title: "Create the first administrator", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "建立第一位管理員", noScript: "此頁面需要啟用 JavaScript。" },
+  },
+  security: {
+    en: { title: "Account security", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "帳號安全", noScript: "此頁面需要啟用 JavaScript。" },
+  },
+};
+
+/** The shell of a bundled page: its assets (linked by hash), the base path, page and policy in data attributes; no inline script. */
+export function renderAppShell(page: AppPage, lang: Lang, basePath: string, assets: PageAssets, policy: PasswordPolicy = "seed"): string {
+  const e = escapeHtml;
+  const texts = APP_TEXTS[page][lang];
+  const href = (name: keyof PageAssets) => e(`${basePath}/account/assets/${name}?v=${assets[name].hash}`);
+  return `<!DOCTYPE html>
+<html lang="${lang}">
+<head>
+  <meta charset="utf-8" />
+  <meta name="viewport" content="width=device-width, initial-scale=1" />
+  <meta name="referrer" content="no-referrer" />
+  <title>${e(texts.title)}</title>
+  <link rel="icon" href="data:," />
+  <link rel="stylesheet" href="${href("app.css")}" />
+  <script type="module" src="${href("app.js")}"></script>
+</head>
+<body>
+  <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"></div>
+  <noscript>${e(texts.noScript)}</noscript>
+</body>
+</html>`;
+}
+
+const SETUP_DONE: Record<Lang, { title: string; text: string; link: string }> = {
+  en: { title: "Setup is complete", text: "An administrator exists already, so this setup link no longer works.", link: "Sign in to the admin console" },
+  "zh-TW": { title: "設定已完成", text: "已有管理員，因此此設定連結已失效。", link: "登入管理主控台" },
+};
+
+/** What /account/setup shows once any ADMIN exists (answered 410 Gone): where to sign in instead. */
+export function renderSetupDone(lang: Lang, basePath: string): string {
+  const e = escapeHtml;
+  const texts = SETUP_DONE[lang];
+  return `<!DOCTYPE html>
+<html lang="${lang}">
+<head>
+  <meta charset="utf-8" />
+  <meta name="viewport" content="width=device-width, initial-scale=1" />
+  <meta name="referrer" content="no-referrer" />
+  <title>${e(texts.title)}</title>
+  <link rel="icon" href="data:," />
+  <link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />
+</head>
+<body>
+  <main>
+  <h1>${e(texts.title)}</h1>
+  <p>${e(texts.text)}</p>
+  <p><a href="${e(basePath)}/admin">${e(texts.link)}</a></p>
+  </main>
 </body>
 </html>`;
 }
