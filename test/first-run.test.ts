@@ -10,7 +10,7 @@
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { AuditEntry } from "../src/features/audit/model";
 import { issueSetupLink } from "../src/features/auth/first-run";
 import type { TokenResponse } from "../src/features/auth/model";
@@ -18,7 +18,7 @@ import type { Session } from "../src/features/sessions/model";
 import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { ISO_Z, makeTestApp, type TestApp } from "./helpers";
 import { expectFailure, invalidBody } from "./scenario";
-import { freePort } from "./server-process";
+import { linesOf, serveProgram as serve, program, stderrLines } from "./support/program";
 
 const PASSWORD = "Setup@Pass1!";
 const INVALID_TOKEN = { message: "The link is invalid, used or expired; ask for a new one", errorCode: "INVALID_TOKEN" };
@@ -58,7 +58,7 @@ describe("the setup token through the API", () => {
   test("the token makes the first ADMIN, verified and signed in: 201 with the login answer and a session", async () => {
     const res = await setup(t, token, "First-Admin@Example.com");
     expect(res.status).toBe(201);
-    expect(res.body).toEqual({
+    expect(res.body as unknown).toEqual({
       success: true,
       message: "Login successful",
       data: {
@@ -160,57 +160,7 @@ test("with ADMIN_EMAIL set the service waits for no setup: the status says false
   }
 });
 
-/** The program from source, with its stdout and stderr collected as they come. */
-const ROOT = resolve(import.meta.dir, "..");
-const SECRET = "first-run-secret-".padEnd(80, "f");
-
-function program(args: string[], env: Record<string, string>) {
-  const { ADMIN_EMAIL: _email, ADMIN_PASSWORD: _password, PUBLIC_URL: _url, BASE_PATH: _base, ...inherited } = process.env;
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
-    env: { ...inherited, JWT_SECRET: SECRET, HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const out = { stdout: "", stderr: "" };
-  const collect = async (stream: ReadableStream<Uint8Array>, into: "stdout" | "stderr") => {
-    const decoder = new TextDecoder();
-    for await (const chunk of stream) out[into] += decoder.decode(chunk, { stream: true });
-  };
-  const collected = Promise.all([collect(proc.stdout, "stdout"), collect(proc.stderr, "stderr")]);
-  return { proc, out, collected };
-}
-
-/** `usersvc serve` on a port, answering health; `stop` sends SIGTERM and waits for every line. */
-async function serve(dataDir: string, env: Record<string, string> = {}) {
-  const port = freePort();
-  const running = program(["serve"], { DATA_DIR: dataDir, DATABASE_URL: `file:${join(dataDir, "usersvc.db")}`, PORT: String(port), ...env });
-  const origin = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    const health = await fetch(`${origin}${env.BASE_PATH ?? ""}/actuator/health`).catch(() => undefined);
-    if (health?.ok) break;
-    if (i > 300 || running.proc.exitCode !== null) throw new Error(`usersvc did not start: ${running.out.stderr}`);
-    await Bun.sleep(50);
-  }
-  return {
-    port,
-    url: `${origin}${env.BASE_PATH ?? ""}`,
-    out: running.out,
-    async stop() {
-      running.proc.kill("SIGTERM");
-      await running.proc.exited;
-      await running.collected;
-    },
-  };
-}
-
-/** stderr's lines once it has one (the notice follows the first answers by a moment: it is written once listening). */
-async function stderrLines(out: { stderr: string }) {
-  for (let i = 0; i < 100 && !out.stderr.includes("\n"); i++) await Bun.sleep(50);
-  return linesOf(out.stderr);
-}
-
 const SETUP_LINE = /^usersvc: no ADMIN yet\. Create the first one at (\S+) \(works once, for 1 hour; `usersvc setup-link` prints a fresh one\)$/;
-const linesOf = (text: string) => text.split("\n").filter(Boolean);
 
 describe.skipIf(leg !== "native")("the real program on a fresh data folder", () => {
   const dirs: string[] = [];

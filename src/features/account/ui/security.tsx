@@ -46,6 +46,8 @@ function Section(props: { id: string; title: MessageKey; children: ComponentChil
 function Loaded<T>({ load, children }: { load: Load<T>; children: (data: T) => ComponentChildren }) {
   const { t } = usePage();
   if (load.state === "loading") return <p class="muted">{t("common.busy")}</p>;
+  // A section whose routes this server lacks (404 NOT_FOUND) is a note, not an alarm.
+  if (load.state === "error" && load.error.code === "NOT_FOUND") return <p class="muted">{t("common.unavailable")}</p>;
   if (load.state === "error") return <OutcomeText outcome={failureOf(load.error, t)} />;
   return <>{children(load.data)}</>;
 }
