@@ -23,6 +23,10 @@ export interface Config {
   readonly databaseBusyTimeoutMs: number;
   /** HS512 key (UTF-8 bytes). Undefined: main.ts generates one and keeps it in dataDir. */
   readonly jwtSecret?: string;
+  /** AES-256-GCM key for secrets at rest (32 bytes). Undefined: main.ts generates one and keeps it in dataDir. */
+  readonly dataEncryptionKey?: Buffer;
+  /** Earlier DATA_ENCRYPTION_KEYs: they only open what was sealed under them, until `usersvc keys rewrap`. */
+  readonly dataEncryptionKeysPrevious: readonly Buffer[];
   readonly dataDir: string;
   /** A folder, or s3://bucket/prefix. */
   readonly fileStorage: string;
@@ -340,6 +344,18 @@ function accountSettings(r: SettingsReader) {
   if (jwtSecret !== undefined && new TextEncoder().encode(jwtSecret).length < MIN_JWT_SECRET_BYTES) {
     r.problems.push(`JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes for HS512`);
   }
+  const encryptionKey = (name: string, value: string) => {
+    const key = Buffer.from(value, "base64");
+    if (key.length !== 32 || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) r.problems.push(`${name} must be 32 bytes in base64 (e.g. openssl rand -base64 32)`);
+    return key;
+  };
+  const rawEncryptionKey = r.read("DATA_ENCRYPTION_KEY");
+  const dataEncryptionKey = rawEncryptionKey === undefined ? undefined : encryptionKey("DATA_ENCRYPTION_KEY", rawEncryptionKey);
+  const dataEncryptionKeysPrevious = (r.read("DATA_ENCRYPTION_KEY_PREVIOUS") ?? "")
+    .split(",")
+    .map((value) => value.trim())
+    .filter(Boolean)
+    .map((value) => encryptionKey("DATA_ENCRYPTION_KEY_PREVIOUS", value));
   const adminEmail = r.read("ADMIN_EMAIL");
   const adminPassword = r.read("ADMIN_PASSWORD");
   if (adminEmail !== undefined && !looksLikeEmail(adminEmail)) r.problems.push(`ADMIN_EMAIL must be an e-mail address (got "${adminEmail}")`);
@@ -351,6 +367,8 @@ function accountSettings(r: SettingsReader) {
   if (hibpRangeUrl && passwordPolicy !== "strict") r.problems.push("HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)");
   return {
     jwtSecret,
+    dataEncryptionKey,
+    dataEncryptionKeysPrevious,
     adminEmail,
     adminPassword,
     requireEmailVerification: r.oneOf("REQUIRE_EMAIL_VERIFICATION", ["true", "false"] as const, "false") === "true",

@@ -9,6 +9,7 @@ import type { Logging } from "./logging/logger";
 import type { Metrics } from "./metrics";
 import type { Authenticator, authPlugin } from "./security/guard";
 import type { Tokens } from "./security/bearer-tokens";
+import type { DataCipher } from "./security/data-encryption";
 import type { SessionActivity } from "./security/session-activity";
 import type { PaymentGateway } from "./features/orders/payment-gateway";
 import type { FileStore } from "./storage/files";
@@ -31,6 +32,8 @@ export interface AppDeps {
   metrics: Metrics;
   logging: Logging;
   tokens: Tokens;
+  /** Seals secrets kept in the database (DATA_ENCRYPTION_KEY). */
+  cipher: DataCipher;
   /** Uploaded files: a local folder or S3 (FILE_STORAGE). */
   files: FileStore;
   lifecycle: Lifecycle;

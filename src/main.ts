@@ -14,7 +14,8 @@ import { ensureAdmin } from "./features/auth/bootstrap";
 import { issueSetupLink, setupNotice } from "./features/auth/first-run";
 import { translate } from "./catalogue";
 import { Violations } from "./errors";
-import { resolveJwtSecret } from "./security/jwt-secret";
+import { createDataCipher } from "./security/data-encryption";
+import { resolveDataEncryptionKey, resolveJwtSecret } from "./security/kept-secrets";
 import { createTokens } from "./security/bearer-tokens";
 import { createLogging, logStream } from "./logging/logger";
 import { normalizeEmail, tokenHolder } from "./store/users";
@@ -122,8 +123,9 @@ async function prepareDataFolder(config: Config, logger: Logger, { runMigrations
   const database = runMigrations ? await openMigrated(config, tracing) : await openConfigured(config, tracing);
   try {
     const secret = resolveJwtSecret(config.jwtSecret, config.dataDir, logger);
+    const cipher = createDataCipher(resolveDataEncryptionKey(config.dataEncryptionKey, config.dataDir, logger), config.dataEncryptionKeysPrevious);
     const files = await createFileStore(config.fileStorage, config.s3);
-    return { database, secret, files };
+    return { database, secret, cipher, files };
   } catch (error) {
     database.close();
     throw error;
@@ -301,13 +303,13 @@ async function serve(config: Config) {
   // The app's one clock: every timestamp the service makes comes from here.
   const now = Date.now;
   const child = isWorkerChild();
-  const { database, secret, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
+  const { database, secret, cipher, files } = await prepareDataFolder(config, logger, { runMigrations: !child, tracing });
   if (!child) await ensureConfiguredAdmin(config, database, logger, now);
   // Its lease tells `usersvc restore` the data folder is in use; the primary also runs BACKUP_SCHEDULE.
   const backups = await startBackupDuties({ config, db: database, logger: logging.get("backup"), now }, { primary: !child });
   const lifecycle = startingLifecycle();
   const { metrics, peers } = sharedMetrics(config);
-  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now, config.accessTokenTtlS), lifecycle, files, now, tracing });
+  const app = createApp({ config, db: database, metrics, logging, tokens: createTokens(secret, now, config.accessTokenTtlS), cipher, lifecycle, files, now, tracing });
   listen(app, config);
   lifecycle.ready = true;
   const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now, tracing });

@@ -12,7 +12,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
-import { resolveJwtSecret } from "../src/security/jwt-secret";
+import { resolveJwtSecret } from "../src/security/kept-secrets";
 import { createLogging } from "../src/logging/logger";
 import { makeTestApp, TEST_SECRET, type TestApp, uniqueEmail, validRegistration } from "./helpers";
 import { expectFailure, UNAUTHORIZED } from "./scenario";
@@ -186,7 +186,7 @@ test("without JWT_SECRET a key is generated once (0600) and reused; a short kept
 
 test("processes generating the key at the same moment all end up with the one kept key", async () => {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-secret-race-"));
-  const script = `import { resolveJwtSecret } from ${JSON.stringify(join(import.meta.dir, "../src/security/jwt-secret.ts"))};
+  const script = `import { resolveJwtSecret } from ${JSON.stringify(join(import.meta.dir, "../src/security/kept-secrets.ts"))};
     import { createLogging } from ${JSON.stringify(join(import.meta.dir, "../src/logging/logger.ts"))};
     process.stdout.write(resolveJwtSecret(undefined, ${JSON.stringify(dir)}, createLogging("silent", "json").root));`;
   try {

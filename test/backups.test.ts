@@ -58,8 +58,9 @@ describe("the ADMIN API", () => {
     expect(manifest).toMatchObject({ format: 2, trigger: "manual", migration: LATEST_MIGRATION.tag, createdAt: created.body.createdAt });
     expect(manifest.tables.users).toBe(2);
     expect(manifest.tables.leases).toBe(0); // this backup's own lease is not in it
-    expect(Object.keys(manifest.files)).toEqual(["usersvc.db"]); // JWT_SECRET is set: no key file in the data folder
-    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number) });
+    // JWT_SECRET is set, DATA_ENCRYPTION_KEY is not: only the generated encryption key is carried.
+    expect(Object.keys(manifest.files)).toEqual(["usersvc.db", "encryption.key"]);
+    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number), "encryption.key": 45 });
 
     const list = await t.request("GET", "/api/admin/backups", { token: admin.token });
     expect(list.status).toBe(200);
@@ -114,6 +115,7 @@ describe("the ADMIN API", () => {
       metrics: createMetrics({ defaultMetrics: false }),
       logging: t.logging,
       tokens: t.tokens,
+      cipher: t.cipher,
       lifecycle: t.lifecycle,
       files: t.files,
     });
@@ -236,7 +238,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     const download = await fetch(`${source.url}/api/admin/backups/${created.body.name}`, { headers: { authorization: `Bearer ${source.token}` } });
     await Bun.write(archive, download);
     const manifest = await manifestOf(archive);
-    expect(Object.keys(manifest.files).sort()).toEqual(["jwt.secret", ...uploads.map((u) => `uploads/${u.body.fileName}`), "usersvc.db"].sort());
+    expect(Object.keys(manifest.files).sort()).toEqual(["encryption.key", "jwt.secret", ...uploads.map((u) => `uploads/${u.body.fileName}`), "usersvc.db"].sort());
     expect(manifest.tables).toMatchObject({ users: 4, departments: 1, orders: 2, files: 2 });
 
     try {
@@ -250,7 +252,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     const restoredDb = join(target, "usersvc.db");
     expect(digests(restoredDb)).toEqual(before);
     expect(integrity(restoredDb)).toEqual({ integrity: ["ok"], foreignKeys: [] });
-    expect(readFileSync(join(target, "jwt.secret"), "utf8")).toBe(readFileSync(join(source.dataDir, "jwt.secret"), "utf8"));
+    for (const kept of ["jwt.secret", "encryption.key"]) expect(readFileSync(join(target, kept), "utf8")).toBe(readFileSync(join(source.dataDir, kept), "utf8"));
     expect(folderHashes(join(target, "uploads"))).toEqual(folderHashes(join(source.dataDir, "uploads")));
     expect(existsSync(`${restoredDb}.before-restore`)).toBe(false); // the folder was empty
 

@@ -169,6 +169,9 @@ describe("loadConfig", () => {
     ["DATABASE_URL", "not a url"],
     ["DATABASE_SYNC_URL", "ftp://primary"],
     ["JWT_SECRET", "s".repeat(63)],
+    ["DATA_ENCRYPTION_KEY", Buffer.alloc(31).toString("base64")],
+    ["DATA_ENCRYPTION_KEY", "not base64 at all!"],
+    ["DATA_ENCRYPTION_KEY_PREVIOUS", `${Buffer.alloc(32, 1).toString("base64")},short`],
     ["MAX_UPLOAD_BYTES", "0"],
     ["MAX_UPLOAD_BYTES", "10MB"],
     ["MAX_BODY_BYTES", "100"],
@@ -279,6 +282,15 @@ describe("loadConfig", () => {
       'HIBP_RANGE_URL must be a http: / https: URL (got "ftp://range.example.com/")',
     ]);
     expect(problemsOf({ HIBP_RANGE_URL: range })).toEqual(["HIBP_RANGE_URL needs PASSWORD_POLICY=strict (the seed policy checks the seed's rules alone)"]);
+  });
+
+  test("DATA_ENCRYPTION_KEY is 32 bytes in base64; DATA_ENCRYPTION_KEY_PREVIOUS a list of such keys", () => {
+    const key = Buffer.alloc(32, 7);
+    const old = Buffer.alloc(32, 9);
+    const config = loadConfig({ DATA_ENCRYPTION_KEY: key.toString("base64"), DATA_ENCRYPTION_KEY_PREVIOUS: ` ${old.toString("base64")} ,` }, 4);
+    expect(config.dataEncryptionKey).toEqual(key);
+    expect(config.dataEncryptionKeysPrevious).toEqual([old]);
+    expect(loadConfig({}, 4).dataEncryptionKey).toBeUndefined();
   });
 
   test("JWT_SECRET is measured in bytes: 64 ASCII pass, 63 do not, 22 CJK characters (66 bytes) pass", () => {

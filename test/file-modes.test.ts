@@ -65,6 +65,7 @@ describe.skipIf(remote)("file modes under umask 022", () => {
         "usersvc.db-wal": "0600",
         "usersvc.db-shm": "0600",
         "jwt.secret": "0600",
+        "encryption.key": "0600",
         uploads: "0700",
         [upload]: "0600",
         backups: "0700",
@@ -98,6 +99,6 @@ describe.skipIf(remote)("file modes under umask 022", () => {
     run(["restore", archive], dataDir);
     const modes = modesUnder(dataDir);
     const upload = Object.keys(modes).find((path) => path.startsWith("uploads/"))!;
-    expect(modes).toEqual({ ".": "0700", ...databaseModes(modes), "jwt.secret": "0600", uploads: "0700", [upload]: "0600" });
+    expect(modes).toEqual({ ".": "0700", ...databaseModes(modes), "encryption.key": "0600", "jwt.secret": "0600", uploads: "0700", [upload]: "0600" });
   });
 });

@@ -18,6 +18,8 @@ import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { createTokens } from "../src/security/bearer-tokens";
+import { createDataCipher } from "../src/security/data-encryption";
+import { resolveDataEncryptionKey } from "../src/security/kept-secrets";
 import { hashPassword } from "../src/security/passwords";
 import { createLogging } from "../src/logging/logger";
 import { createMetrics } from "../src/metrics";
@@ -123,12 +125,13 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   await migrate(database);
   const now = options.now ?? Date.now;
   const tokens = createTokens(config.jwtSecret!, now, config.accessTokenTtlS);
+  const cipher = createDataCipher(resolveDataEncryptionKey(config.dataEncryptionKey, config.dataDir, createLogging("silent", "json").root), config.dataEncryptionKeysPrevious);
   const metrics = createMetrics({ defaultMetrics: false });
   const logging = createLogging(config.logLevel, "json", options.logs, tracing?.logFields);
   const lifecycle: Lifecycle = { ready: true };
   // FILE_STORAGE defaults to an uploads folder in the temp dir; an s3:// one (env) uses the S3 settings there.
   const files = await createFileStore(config.fileStorage, config.s3);
-  const app = createApp({ config, db: database, metrics, logging, tokens, lifecycle, now, files, paymentGateway: options.paymentGateway, tracing });
+  const app = createApp({ config, db: database, metrics, logging, tokens, cipher, lifecycle, now, files, paymentGateway: options.paymentGateway, tracing });
   const base = `http://localhost${config.basePath}`;
   let conformance: Conformance | undefined;
 
@@ -206,6 +209,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     /** The writer's own handle, for fixtures and checks between requests (never while a unit runs). */
     db: database.unguarded,
     tokens,
+    cipher,
     metrics,
     files,
     logging,

@@ -221,6 +221,23 @@ describe("refresh rotation", () => {
     expect((await refreshWith(next.refreshToken)).status).toBe(200);
   });
 
+  test("auth_time is the sign-in's instant and stays it through both refreshes and a password change, while iat moves on", async () => {
+    const { laptop } = await twoDevices();
+    const signedIn = decodeJwt(laptop.token);
+    expect(signedIn.auth_time).toBe(signedIn.iat);
+    clock += 120_000;
+    const rotated = (await refreshWith(laptop.refreshToken)).body.data;
+    clock += 60_000;
+    const bearer = (await t.request("POST", "/api/auth/refresh", { token: rotated.token })).body.data;
+    const changed = await t.request("POST", "/api/auth/change-password", {
+      token: bearer.token,
+      body: { currentPassword: PASSWORD, newPassword: "Passw0rd!9", confirmNewPassword: "Passw0rd!9" },
+    });
+    expect(changed.status).toBe(200);
+    for (const token of [rotated.token, bearer.token, changed.body.data.token]) expect(decodeJwt(token).auth_time).toBe(signedIn.auth_time);
+    expect(decodeJwt(bearer.token).iat).toBe((signedIn.iat as number) + 180);
+  });
+
   test("the old refresh token replayed after the grace ends the session: the access token and the new refresh token are refused (audited)", async () => {
     const { user, laptop, phone } = await twoDevices();
     const next = (await refreshWith(laptop.refreshToken)).body.data;

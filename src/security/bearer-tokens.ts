@@ -2,8 +2,8 @@
  * Bearer tokens: HS512 over the UTF-8 bytes of JWT_SECRET, claims sub (the e-mail), iat,
  * exp = iat + ACCESS_TOKEN_TTL (18000 s by default, never past the session's end), ver (the user's
  * token version, so logout can revoke), uid (the account's id: after an e-mail change the address
- * may belong to another account) and sid (the session a sign-in opened; tokens of earlier releases
- * carry none). Signing is jose's SignJWT, so iat comes from the app's clock (@elysiajs/jwt's sign
+ * may belong to another account), sid (the session a sign-in opened; tokens of earlier releases
+ * carry none) and auth_time (when that sign-in happened: routes that need a recent one read it). Signing is jose's SignJWT, so iat comes from the app's clock (@elysiajs/jwt's sign
  * stamps iat from the machine's); verifying is @elysiajs/jwt's, and pins the algorithm, so
  * alg:none, HS256 or RS* tokens never pass whatever their signature.
  */
@@ -22,12 +22,15 @@ export interface TokenClaims {
   uid?: number;
   /** The session the token belongs to (store/sessions.ts); tokens of other libraries and earlier releases carry none. */
   sid?: string;
+  /** When the sign-in behind the token happened (seconds; OpenID Connect's auth_time). */
+  authTime?: number;
 }
 
-/** A session token's session, and the instant (seconds) no token of it may outlive. */
+/** A session token's session, the instant (seconds) no token of it may outlive, and when its sign-in happened (seconds). */
 export interface TokenSession {
   sid: string;
   notAfter: number;
+  authTime: number;
 }
 
 export interface Tokens {
@@ -59,11 +62,8 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
     issue(email, tokenVersion, userId, session) {
       const iat = Math.floor(now() / 1000);
       // The header and claims in @elysiajs/jwt's order (sub, ver, uid, sid, exp, iat), so tokens look as before.
-      return new SignJWT({ sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid }) })
-        .setProtectedHeader({ alg: "HS512", typ: "JWT" })
-        .setExpirationTime(expiryOf(session))
-        .setIssuedAt(iat)
-        .sign(key);
+      const claims = { sub: email, ver: tokenVersion, ...(userId === undefined ? {} : { uid: userId }), ...(session && { sid: session.sid, auth_time: session.authTime }) };
+      return new SignJWT(claims).setProtectedHeader({ alg: "HS512", typ: "JWT" }).setExpirationTime(expiryOf(session)).setIssuedAt(iat).sign(key);
     },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;
@@ -87,6 +87,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
       if (typeof claims.iat === "number") result.iat = claims.iat;
       if (typeof claims.uid === "number") result.uid = claims.uid;
       if (typeof claims.sid === "string") result.sid = claims.sid;
+      if (typeof claims.auth_time === "number") result.authTime = claims.auth_time;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
       verified.set(token, result);
       return result;

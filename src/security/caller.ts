@@ -12,6 +12,8 @@ export interface Caller {
   tokenVersion: number;
   /** The session of a session token (its id and absolute end, ms); tokens without `sid` have none. */
   session?: { id: string; expiresAt: number };
+  /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */
+  authTime?: number;
 }
 
 export const isAdmin = (caller: Caller) => caller.roles.includes("ADMIN");

@@ -58,6 +58,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       roles: rolesOf(session.roles),
       tokenVersion: session.tokenVersion,
       session: { id: claims.sid, expiresAt: session.expiresAt },
+      authTime: claims.authTime,
     };
   }
   return {

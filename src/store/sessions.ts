@@ -143,7 +143,7 @@ export function openSessionRows(tx: Db, session: NewSession, refreshToken: strin
 /** A refresh token's state, its session's and its user's: a refresh's first read. */
 const refreshState = prepared((db: Reader) =>
   db
-    .select({ ...sessionAndUser, sessionId: sessions.id, rotatedAt: refreshTokens.rotatedAt, sibling: refreshTokens.sibling })
+    .select({ ...sessionAndUser, sessionId: sessions.id, signedInAt: sessions.createdAt, rotatedAt: refreshTokens.rotatedAt, sibling: refreshTokens.sibling })
     .from(refreshTokens)
     .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .innerJoin(users, eq(users.id, sessions.userId))
@@ -160,6 +160,7 @@ export async function refreshStateOf(db: Reader, token: string) {
       endedAt: row.endedAt?.getTime() ?? null,
       expiresAt: row.expiresAt.getTime(),
       lastSeenAt: row.lastSeenAt.getTime(),
+      signedInAt: row.signedInAt.getTime(),
       rotatedAt: row.rotatedAt?.getTime() ?? null,
     }
   );

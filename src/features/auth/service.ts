@@ -41,10 +41,11 @@ export interface SignInClient {
   device: string | null;
 }
 
-/** A session an answer's tokens belong to: its id, absolute end (ms) and, when one is handed out, its new refresh token. */
+/** A session an answer's tokens belong to: its id, absolute end (ms), sign-in time (s) and, when one is handed out, its new refresh token. */
 interface AnswerSession {
   id: string;
   expiresAt: number;
+  authTime: number;
   refreshToken?: string;
 }
 
@@ -58,7 +59,7 @@ export async function tokenAnswer(
   user: User | Promise<User>,
   session?: AnswerSession,
 ): Promise<TokenResponse> {
-  const bound = session && { sid: session.id, notAfter: Math.floor(session.expiresAt / 1000) };
+  const bound = session && { sid: session.id, notAfter: Math.floor(session.expiresAt / 1000), authTime: session.authTime };
   const [token, shown] = await Promise.all([deps.tokens.issue(account.email, account.tokenVersion, account.id, bound), user]);
   const now = deps.now();
   const answer: TokenResponse = { token, tokenType: "Bearer", expiresIn: deps.tokens.expiryOf(bound) - Math.floor(now / 1000), user: shown };
@@ -98,7 +99,12 @@ async function signIn(deps: SessionDeps, email: string, password: string, client
   }
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
-  const session = { id: randomToken(16), expiresAt: lastLogin.getTime() + deps.config.sessionMaxAgeMs, refreshToken: randomToken(32) };
+  const session = {
+    id: randomToken(16),
+    expiresAt: lastLogin.getTime() + deps.config.sessionMaxAgeMs,
+    authTime: Math.floor(lastLogin.getTime() / 1000),
+    refreshToken: randomToken(32),
+  };
   const opened = { id: session.id, userId: account.id, tokenVersion: account.tokenVersion, ...client, amr: ["pwd"] };
   const { user } = await deps.db.writeAll((tx) => ({
     session: openSessionRows(tx, opened, session.refreshToken, { now: lastLogin, expiresAt: new Date(session.expiresAt) }, deps.config.sessionMaxPerUser),
@@ -124,8 +130,12 @@ export async function login(deps: SessionDeps, input: LoginBody, client: SignInC
  * end; a sid-less token refreshes to a sid-less token.
  */
 export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenResponse> {
-  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), caller.session);
+  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), callerSession(caller));
 }
+
+/** The caller's session as an answer's tokens carry it on: its sign-in time stays the caller's. */
+const callerSession = (caller: Caller, refreshToken?: string): AnswerSession | undefined =>
+  caller.session && { ...caller.session, authTime: caller.authTime ?? 0, ...(refreshToken && { refreshToken }) };
 
 /**
  * A refresh token exchanged for a fresh access token and a new refresh token (rotation), in two
@@ -151,7 +161,7 @@ export async function refreshWithToken(deps: SessionDeps, refreshToken: string):
   }));
   // Another request rotated the same token meanwhile: it got the successor, this one nothing.
   if (issued.length === 0) throw unauthorized();
-  const session = { id: state.sessionId, expiresAt: state.expiresAt, refreshToken: next };
+  const session = { id: state.sessionId, expiresAt: state.expiresAt, authTime: Math.floor(state.signedInAt / 1000), refreshToken: next };
   return tokenAnswer(deps, { id: state.userId, email: state.email, tokenVersion: state.tokenVersion }, userOf(user), session);
 }
 
@@ -196,5 +206,5 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
   await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
   const refreshToken = randomToken(32);
   const tokenVersion = await storeNewPassword(deps, caller, input, address, refreshToken);
-  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id), caller.session && { ...caller.session, refreshToken });
+  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id), callerSession(caller, refreshToken));
 }

@@ -8,6 +8,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { ReadEntry } from "tar";
 import { isStoredName } from "../../storage/files";
+import { ENCRYPTION_KEY_FILE, JWT_SECRET_FILE } from "../../security/kept-secrets";
 
 export const ARCHIVE_NAME = /^usersvc-(\d{8}T\d{6}Z)(?:-(\d{1,4}))?\.tar\.gz$/;
 export const isArchiveName = (name: string) => name.length <= 64 && ARCHIVE_NAME.test(name);
@@ -57,12 +58,13 @@ export const MAX_EXPANSION = 200;
 
 export const MANIFEST = "manifest.json";
 export const DATABASE_MEMBER = "usersvc.db";
-export const SECRET_MEMBER = "jwt.secret";
+/** The secrets kept in the data folder when not configured (security/kept-secrets.ts): carried so a restore can read what they sign and seal. */
+export const SECRET_MEMBERS: readonly string[] = [JWT_SECRET_FILE, ENCRYPTION_KEY_FILE];
 export const UPLOADS_PREFIX = "uploads/";
 
 /** The only member paths an archive may hold: nothing else is ever written on restore. */
 const isKnownMember = (path: string) =>
-  path === MANIFEST || path === DATABASE_MEMBER || path === SECRET_MEMBER || (path.startsWith(UPLOADS_PREFIX) && isStoredName(path.slice(UPLOADS_PREFIX.length)));
+  path === MANIFEST || path === DATABASE_MEMBER || SECRET_MEMBERS.includes(path) || (path.startsWith(UPLOADS_PREFIX) && isStoredName(path.slice(UPLOADS_PREFIX.length)));
 
 /**
  * zlib level 1: a 1,000,000-user database (261 MiB) packs in about a third of level 6's CPU time

@@ -16,7 +16,7 @@ import { migrate } from "../../db/migrate";
 import { createFileStore } from "../../storage/files";
 import { privateFolder } from "../../storage/private-paths";
 import { writeAudit } from "../../store/audit";
-import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBER, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
+import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBERS, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
 import { acquireLease, BACKUP_LEASE, claimLease, hasLeaseTable, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "../../store/leases";
 import { localDatabasePath } from "./service";
 import { LATEST_MIGRATION, migrationTag } from "./snapshot";
@@ -127,11 +127,11 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
     privateFolder(resolve(databasePath, ".."));
     renameSync(join(staging, DATABASE_MEMBER), databasePath);
 
-    if (manifest.files[SECRET_MEMBER]) {
-      const secretFile = join(dataDir, "jwt.secret");
-      const restored = readFileSync(join(staging, SECRET_MEMBER), "utf8");
+    for (const member of SECRET_MEMBERS.filter((name) => manifest.files[name])) {
+      const secretFile = join(dataDir, member);
+      const restored = readFileSync(join(staging, member), "utf8");
       if (existsSync(secretFile) && readFileSync(secretFile, "utf8") !== restored) renameSync(secretFile, `${secretFile}.before-restore`);
-      renameSync(join(staging, SECRET_MEMBER), secretFile);
+      renameSync(join(staging, member), secretFile);
     }
 
     // The restored file is migrated now (as serve would) so the restore can be recorded in it.

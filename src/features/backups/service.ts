@@ -9,6 +9,7 @@ import type { Config } from "../../config";
 import type { Database } from "../../db/database";
 import { AppError } from "../../errors";
 import { VERSION } from "../../version";
+import { ENCRYPTION_KEY_FILE, JWT_SECRET_FILE } from "../../security/kept-secrets";
 import { writeAudit } from "../../store/audit";
 import { createdAtOf, isArchiveName, readManifest, type Trigger } from "./archive";
 import { openDestination, type ArchiveInfo, type Destination } from "./destination";
@@ -53,7 +54,9 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
     const result = await snapshotInChild({
       databasePath,
       dataDir: resolve(config.dataDir),
-      secretFile: config.jwtSecret ? undefined : resolve(config.dataDir, "jwt.secret"),
+      secretFiles: [config.jwtSecret ? undefined : JWT_SECRET_FILE, config.dataEncryptionKey ? undefined : ENCRYPTION_KEY_FILE].flatMap((name) =>
+        name ? [resolve(config.dataDir, name)] : [],
+      ),
       uploadsDir: config.fileStorage.startsWith("s3://") ? undefined : resolve(config.fileStorage),
       destination: { location, s3: config.s3 },
       trigger: options.trigger,

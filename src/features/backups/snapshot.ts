@@ -5,18 +5,18 @@
  */
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync, existsSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import journal from "../../../drizzle/meta/_journal.json";
 import type { S3Settings } from "../../storage/files";
 import { privateFolder } from "../../storage/private-paths";
-import { DATABASE_MEMBER, MANIFEST, packArchive, SECRET_MEMBER, stampOf, UPLOADS_PREFIX, type Manifest, type Trigger } from "./archive";
+import { DATABASE_MEMBER, MANIFEST, packArchive, stampOf, UPLOADS_PREFIX, type Manifest, type Trigger } from "./archive";
 import { openDestination, TEMP_ARCHIVE, tempArchiveName } from "./destination";
 
 export interface SnapshotJob {
   databasePath: string;
   dataDir: string;
-  /** The signing key's file, when the key lives in the data folder. */
-  secretFile?: string;
+  /** The kept secrets' files (the signing key, the data encryption key) that live in the data folder. */
+  secretFiles: string[];
   /** The uploads folder, when FILE_STORAGE is a folder (S3 objects stay where they are). */
   uploadsDir?: string;
   destination: { location: string; s3: S3Settings };
@@ -109,9 +109,9 @@ export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean 
   try {
     const snapshot = snapshotDatabase(job.databasePath, join(staging, DATABASE_MEMBER), job.uploadsDir !== undefined);
     const members = [DATABASE_MEMBER];
-    if (job.secretFile && existsSync(job.secretFile)) {
-      symlinkSync(job.secretFile, join(staging, SECRET_MEMBER));
-      members.push(SECRET_MEMBER);
+    for (const file of job.secretFiles.filter((path) => existsSync(path))) {
+      symlinkSync(file, join(staging, basename(file)));
+      members.push(basename(file));
     }
     let missingUploads = 0;
     if (job.uploadsDir && snapshot.uploads.length > 0) {
