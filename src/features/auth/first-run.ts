@@ -72,7 +72,8 @@ export async function completeSetup(deps: SessionDeps, input: SetupBody, client:
   if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
   // Hashed before the unit: the write lock is never held through argon2.
   const passwordHash = await hashPassword(input.password);
-  const session = { id: randomToken(16), expiresAt: at.getTime() + deps.config.sessionMaxAgeMs, refreshToken: randomToken(32) };
+  // A sign-in now: enrolling a passkey or an app right after needs no second one (recent authentication).
+  const session = { id: randomToken(16), expiresAt: at.getTime() + deps.config.sessionMaxAgeMs, authTime: Math.floor(at.getTime() / 1000), refreshToken: randomToken(32) };
   try {
     const { id, user } = await deps.db.write(async (tx) => {
       if (!(await consumeSetupToken(tx, tokenHash, at)) || (await anyAdmin(tx))) throw new AppError("INVALID_TOKEN");
