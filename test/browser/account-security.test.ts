@@ -6,12 +6,15 @@
  * Traditional Chinese in test-artifacts/account/.
  *
  * The passkey ceremony (a CDP virtual authenticator: register on the page, sign out, sign in with
- * the passkey alone, then with password + passkey as the second factor) runs once the server has
- * the passkey routes; until then it reports itself skipped with the reason.
+ * the passkey alone, then with password + passkey as the second factor) and the authenticator app
+ * (QR shown, confirmed with a code computed here by RFC 6238 over node:crypto, recovery codes shown
+ * once and downloaded, then password + code) run once the server has the second-factor routes;
+ * until then they report themselves skipped with the reason.
  *
  * Runs under `npm run test:browser` (CONSOLE_BROWSER=1); without Chromium it reports itself skipped.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { createHmac } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -45,6 +48,18 @@ async function apiLogin(server: ServerProcess, email: string, userAgent: string)
   return ((await res.json()) as { data: { token: string } }).data.token;
 }
 
+/** RFC 6238 (SHA-1, 6 digits, 30 s) from a base32 secret, with node:crypto: what an authenticator app shows now. */
+function totpNow(secret: string, at = Date.now()): string {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  const bits = [...secret.replace(/=+$/, "").toUpperCase()].map((c) => alphabet.indexOf(c).toString(2).padStart(5, "0")).join("");
+  const key = Buffer.from(bits.match(/.{8}/g)!.map((byte) => Number.parseInt(byte, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(at / 30_000)));
+  const mac = createHmac("sha1", key).update(counter).digest();
+  const offset = mac[mac.length - 1] & 0xf;
+  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, "0");
+}
+
 const sessionsStatus = async (server: ServerProcess, token: string) =>
   (await fetch(`${server.url}/api/account/sessions`, { headers: { authorization: `Bearer ${token}` } })).status;
 
@@ -55,9 +70,9 @@ if (skipped) {
   // localhost, not 127.0.0.1: a WebAuthn relying party is a domain, and PUBLIC_URL names it.
   const server = await startServer((origin) => ({ PUBLIC_URL: origin.replace("127.0.0.1", "localhost") }));
   const base = server.url.replace("127.0.0.1", "localhost");
-  // Whether the server has the passkey routes (the mfa branch's): its API document lists them.
+  // Whether the server has the second-factor routes (the mfa branch's): its API document lists them.
   const documented = (await (await fetch(`${server.url}/swagger/json`)).json()) as { paths: Record<string, unknown> };
-  const passkeyRoutes = "/api/auth/passkey/options" in documented.paths && "/api/account/passkeys" in documented.paths;
+  const mfaRoutes = ["/api/auth/passkey/options", "/api/account/passkeys", "/api/account/mfa/totp", "/api/auth/login/mfa"].every((path) => path in documented.paths);
   let browser: Browser;
   const cspViolations: string[] = [];
   const email = `security-${crypto.randomUUID().slice(0, 8)}@example.com`;
@@ -207,41 +222,89 @@ if (skipped) {
     });
   });
 
-  describe("passkeys through a virtual authenticator", () => {
-    const reason = passkeyRoutes ? undefined : "the server has no passkey routes yet (its API document lists no /api/auth/passkey/options): the mfa branch adds them";
-    if (reason) console.warn(`passkey ceremony: skipped (${reason})`);
+  describe("second factors: passkeys through a virtual authenticator, the authenticator app", () => {
+    const reason = mfaRoutes
+      ? undefined
+      : "the server has no second-factor routes yet (its API document lacks /api/auth/passkey/options, /api/account/mfa/totp…): the mfa branch adds them";
+    if (reason) console.warn(`passkey ceremony and authenticator app: skipped (${reason})`);
 
-    test.skipIf(!passkeyRoutes)(
-      `register a passkey on the page, sign out, sign in with it alone, then with password + passkey${reason ? ` — SKIPPED: ${reason}` : ""}`,
+    test.skipIf(!mfaRoutes)(`register a passkey on the page, sign out, sign in with it alone, then with password + passkey${reason ? ` — SKIPPED: ${reason}` : ""}`, async () => {
+      const { context, page } = await newPage();
+      const cdp = await context.newCDPSession(page);
+      await cdp.send("WebAuthn.enable");
+      await cdp.send("WebAuthn.addVirtualAuthenticator", {
+        options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+      });
+
+      await signIn(page);
+      await page.getByRole("heading", { level: 2, name: "Passkeys" }).waitFor();
+      await page.getByLabel("Name of the new passkey").fill("Test laptop");
+      await page.getByRole("button", { name: "Add a passkey" }).click();
+      await page.getByRole("status").getByText("Passkey added.").waitFor();
+      await page.locator("#passkeys").getByText("Test laptop").waitFor();
+      await check(page, "security-passkey-en");
+
+      await page.getByRole("button", { name: "Sign out" }).click();
+      await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+      await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
+      await page.locator("#sessions").getByText("passkey").first().waitFor();
+
+      // With a passkey the password alone is not enough: the second step, answered by the passkey.
+      await page.getByRole("button", { name: "Sign out" }).click();
+      await signIn(page);
+      await page.getByRole("heading", { level: 1, name: "Second step" }).waitFor();
+      await page.getByRole("button", { name: "Use your passkey" }).click();
+      await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
+      await context.close();
+    });
+
+    test.skipIf(!mfaRoutes)(
+      `enrol the authenticator app (QR shown, recovery codes shown once and as a .txt), then sign in with password + code${reason ? ` — SKIPPED: ${reason}` : ""}`,
       async () => {
-        const { context, page } = await newPage();
-        const cdp = await context.newCDPSession(page);
-        await cdp.send("WebAuthn.enable");
-        await cdp.send("WebAuthn.addVirtualAuthenticator", {
-          options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+        const fresh = `totp-${crypto.randomUUID().slice(0, 8)}@example.com`;
+        const made = await fetch(`${server.url}/api/users`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+          body: JSON.stringify({ name: "Lin Wei", email: fresh, password: PASSWORD }),
         });
-
-        await signIn(page);
-        await page.getByRole("heading", { level: 2, name: "Passkeys" }).waitFor();
-        await page.getByLabel("Name of the new passkey").fill("Test laptop");
-        await page.getByRole("button", { name: "Add a passkey" }).click();
-        await page.getByRole("status").getByText("Passkey added.").waitFor();
-        await page.locator("#passkeys").getByText("Test laptop").waitFor();
-        await check(page, "security-passkey-en");
+        expect(made.status).toBe(201);
+        const { context, page } = await newPage();
+        const signInAs = async () => {
+          await page.getByLabel("E-mail", { exact: true }).fill(fresh);
+          await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+          await page.getByRole("button", { name: "Sign in", exact: true }).click();
+        };
+        await page.goto(`${base}/account/security`);
+        await signInAs();
+        await page.getByRole("button", { name: "Set up an authenticator app" }).click();
+        await page.getByRole("img", { name: "QR code for your authenticator app" }).waitFor();
+        const secret = (await page.locator("code.secret").textContent())!;
+        await check(page, "security-totp-enrol-en");
+        const enrolledAt = Date.now();
+        await page.getByLabel("Code from the app").fill(totpNow(secret, enrolledAt));
+        await page.getByRole("button", { name: "Turn on" }).click();
+        await page.getByText("Your recovery codes, shown only now. Keep them somewhere safe:").waitFor();
+        expect(await page.locator(".code-list li").count()).toBe(10);
+        const download = page.waitForEvent("download");
+        await page.getByRole("link", { name: "Download as a text file" }).click();
+        expect((await download).suggestedFilename()).toBe("usersvc-recovery-codes.txt");
+        await check(page, "security-recovery-codes-en");
+        await page.getByRole("button", { name: "I have saved them" }).click();
+        await page.getByText("10 of 10 codes left").waitFor();
 
         await page.getByRole("button", { name: "Sign out" }).click();
-        await page.getByRole("button", { name: "Sign in with a passkey" }).click();
-        await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
-        await page.locator("#sessions").getByText("passkey").first().waitFor();
-
-        // With a passkey the password alone is not enough: the second step, answered by the passkey.
-        await page.getByRole("button", { name: "Sign out" }).click();
-        await signIn(page);
+        await signInAs();
         await page.getByRole("heading", { level: 1, name: "Second step" }).waitFor();
-        await page.getByRole("button", { name: "Use your passkey" }).click();
+        await check(page, "second-step-en");
+        // The enrolment's code is spent (a replay is refused): the next step's code signs in.
+        await Bun.sleep(30_000 - (enrolledAt % 30_000) + 200);
+        await page.getByLabel("Code", { exact: true }).fill(totpNow(secret));
+        await page.getByRole("button", { name: "Verify" }).click();
         await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
+        await page.locator("#sessions").getByText("password + authenticator code").waitFor();
         await context.close();
       },
+      90_000,
     );
   });
 }
