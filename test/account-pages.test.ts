@@ -22,16 +22,22 @@ describe("the pages' answers", () => {
   });
   afterAll(() => t.close());
 
+  /** An open page: 200, HTML, with one complete policy of its own (its scripts 'self', framing denied, nothing unsafe). */
+  async function page(path: string) {
+    const res = await t.request("GET", path);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    const policy = res.headers.get("content-security-policy")!;
+    expect(policy.split(", ")).toHaveLength(1);
+    expect(policy).toContain("script-src 'self';");
+    expect(policy).toContain("frame-ancestors 'none'");
+    expect(policy).not.toContain("unsafe");
+    return res;
+  }
+
   test("open, HTML with one complete policy of their own: script-src 'self', framing denied, no inline script", async () => {
     for (const path of ["/account/verify-email?token=abc", "/account/reset-password"]) {
-      const res = await t.request("GET", path);
-      expect(res.status).toBe(200);
-      expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
-      const policy = res.headers.get("content-security-policy")!;
-      expect(policy.split(", ")).toHaveLength(1);
-      expect(policy).toContain("script-src 'self';");
-      expect(policy).toContain("frame-ancestors 'none'");
-      expect(policy).not.toContain("unsafe");
+      const res = await page(path);
       // Every script is a file of ours, under BASE_PATH; nothing is loaded from another host.
       expect([...res.text.matchAll(/<script([^>]*)>/g)].map((m) => m[1])).toEqual([' src="/svc/account/assets/account.js"']);
       expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
@@ -50,14 +56,7 @@ describe("the pages' answers", () => {
 
   test("the setup and security pages: the bundled script and stylesheet by hash under BASE_PATH, one complete policy, no inline script", async () => {
     for (const path of ["/account/security", "/account/setup?token=abc"]) {
-      const res = await t.request("GET", path);
-      expect(res.status).toBe(200);
-      expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
-      const policy = res.headers.get("content-security-policy")!;
-      expect(policy.split(", ")).toHaveLength(1);
-      expect(policy).toContain("script-src 'self';");
-      expect(policy).toContain("frame-ancestors 'none'");
-      expect(policy).not.toContain("unsafe");
+      const res = await page(path);
       const scripts = [...res.text.matchAll(/<script([^>]*)>([^<]*)<\/script>/g)];
       expect(scripts.map((m) => [m[1], m[2]])).toEqual([[expect.stringMatching(/^ type="module" src="\/svc\/account\/assets\/app\.js\?v=\w+"$/), ""]]);
       expect(res.text).toMatch(/href="\/svc\/account\/assets\/app\.css\?v=\w+"/);

@@ -15,27 +15,22 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { launchChromium, skippedBecause } from "./support";
 import { startServer, type ServerProcess } from "../server-process";
 import { serveProgram, stderrLines } from "../support/program";
 
 setDefaultTimeout(60_000);
 
-const CHROMIUM = "/usr/bin/chromium";
 const ARTIFACTS = resolve(import.meta.dir, "../../test-artifacts/account");
 const PASSWORD = "Passw0rd!";
 const FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0";
 
-const skipped =
-  process.env.CONSOLE_BROWSER !== "1"
-    ? "slow; runs under npm run test:browser (CONSOLE_BROWSER=1)"
-    : !existsSync(CHROMIUM)
-      ? `no Chromium at ${CHROMIUM} (apt-get install chromium)`
-      : undefined;
+const skipped = skippedBecause;
 
 /** A sign-in through the API, as another device: its bearer token. */
 async function apiLogin(server: ServerProcess, email: string, userAgent: string): Promise<string> {
@@ -110,7 +105,7 @@ if (skipped) {
       body: JSON.stringify({ name: "Mei Lin", email, password: PASSWORD }),
     });
     expect(created.status).toBe(201);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {

@@ -71,6 +71,18 @@ const STRICT_HINT: Record<Lang, string> = {
 
 const API: Record<AccountPage, string> = { "verify-email": "/api/auth/verify-email/confirm", "reset-password": "/api/auth/password-reset/confirm" };
 
+/** Every account page's document start: its language and title, no referrer, the empty icon, then `assets` (already escaped). */
+const pageHead = (lang: Lang, title: string, assets: string) => `<!DOCTYPE html>
+<html lang="${lang}">
+<head>
+  <meta charset="utf-8" />
+  <meta name="viewport" content="width=device-width, initial-scale=1" />
+  <meta name="referrer" content="no-referrer" />
+  <title>${escapeHtml(title)}</title>
+  <link rel="icon" href="data:," />
+  ${assets}
+</head>`;
+
 export function renderAccountPage(page: AccountPage, lang: Lang, basePath: string, policy: PasswordPolicy = "seed"): string {
   const texts = PAGES[page][lang];
   const common = COMMON[lang];
@@ -84,16 +96,7 @@ export function renderAccountPage(page: AccountPage, lang: Lang, basePath: strin
     return `    <label for="${field.name}">${e(field.label)}</label>
     <input id="${field.name}" name="${field.name}" type="password" autocomplete="new-password" required maxlength="${maxLength}"${described} />${hint}`;
   });
-  return `<!DOCTYPE html>
-<html lang="${lang}">
-<head>
-  <meta charset="utf-8" />
-  <meta name="viewport" content="width=device-width, initial-scale=1" />
-  <meta name="referrer" content="no-referrer" />
-  <title>${e(texts.title)}</title>
-  <link rel="icon" href="data:," />
-  <link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />
-</head>
+  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />`)}
 <body>
   <main>
   <h1>${e(texts.title)}</h1>
@@ -128,17 +131,7 @@ export function renderAppShell(page: AppPage, lang: Lang, basePath: string, asse
   const e = escapeHtml;
   const texts = APP_TEXTS[page][lang];
   const href = (name: keyof PageAssets) => e(`${basePath}/account/assets/${name}?v=${assets[name].hash}`);
-  return `<!DOCTYPE html>
-<html lang="${lang}">
-<head>
-  <meta charset="utf-8" />
-  <meta name="viewport" content="width=device-width, initial-scale=1" />
-  <meta name="referrer" content="no-referrer" />
-  <title>${e(texts.title)}</title>
-  <link rel="icon" href="data:," />
-  <link rel="stylesheet" href="${href("app.css")}" />
-  <script type="module" src="${href("app.js")}"></script>
-</head>
+  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${href("app.css")}" />\n  <script type="module" src="${href("app.js")}"></script>`)}
 <body>
   <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"></div>
   <noscript>${e(texts.noScript)}</noscript>
@@ -155,16 +148,7 @@ const SETUP_DONE: Record<Lang, { title: string; text: string; link: string }> = 
 export function renderSetupDone(lang: Lang, basePath: string): string {
   const e = escapeHtml;
   const texts = SETUP_DONE[lang];
-  return `<!DOCTYPE html>
-<html lang="${lang}">
-<head>
-  <meta charset="utf-8" />
-  <meta name="viewport" content="width=device-width, initial-scale=1" />
-  <meta name="referrer" content="no-referrer" />
-  <title>${e(texts.title)}</title>
-  <link rel="icon" href="data:," />
-  <link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />
-</head>
+  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />`)}
 <body>
   <main>
   <h1>${e(texts.title)}</h1>

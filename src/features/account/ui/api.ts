@@ -3,20 +3,12 @@
  * language, with the signed-in user's bearer token (kept in sessionStorage: it ends with the tab,
  * and the setup page hands it to the security page). Any 401 but a sign-in's ends the session.
  */
+import { ApiError } from "../../../http/browser/kit";
 import type { Lang } from "./i18n";
 
 const SESSION_KEY = "usersvc.account.session";
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly code?: string,
-    readonly errors: string[] = [],
-  ) {
-    super(message);
-  }
-}
+export { ApiError };
 
 export interface Session {
   token: string;

@@ -3,7 +3,9 @@
  * language from Accept-Language (the page's `<html lang>`), as for the other account pages; API
  * messages arrive in the same language because every request sends it as Accept-Language.
  */
-export type Lang = "en" | "zh-TW";
+import { type Lang, translatorOf } from "../../../http/browser/kit";
+
+export type { Lang };
 
 const en = {
   "common.failed": "The service could not be reached. Try again.",
@@ -251,10 +253,7 @@ const catalogues: Record<Lang, Record<MessageKey, string>> = { en, "zh-TW": zhTW
 
 export type Translate = (key: MessageKey, params?: Record<string, string | number>) => string;
 
-export const translator =
-  (lang: Lang): Translate =>
-  (key, params = {}) =>
-    catalogues[lang][key].replace(/\{(\w+)\}/g, (_, name: string) => String(params[name] ?? ""));
+export const translator: (lang: Lang) => Translate = translatorOf(catalogues);
 
 export const dateTime = (lang: Lang, iso: string | null | undefined, never: string) =>
   iso ? new Date(iso).toLocaleString(lang, { dateStyle: "medium", timeStyle: "short" }) : never;

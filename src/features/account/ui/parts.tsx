@@ -1,6 +1,6 @@
 /** What both pages are made of: the page context, labelled fields, an action's outcome, a status region. */
-import { createContext, type ComponentChildren } from "preact";
-import { useContext, useId, useState } from "preact/hooks";
+import { createContext } from "preact";
+import { useContext, useState } from "preact/hooks";
 import { ApiError, type Api } from "./api";
 import type { Lang, MessageKey, Translate } from "./i18n";
 
@@ -14,22 +14,7 @@ export interface Page {
 export const PageContext = createContext<Page | undefined>(undefined);
 export const usePage = () => useContext(PageContext)!;
 
-/** A label tied to its control by id, with an optional hint read out with it. */
-export function Field(props: { label: string; hint?: string; children: (id: string, describedBy?: string) => ComponentChildren }) {
-  const id = useId();
-  const hintId = props.hint ? `${id}-hint` : undefined;
-  return (
-    <div class="field">
-      <label for={id}>{props.label}</label>
-      {props.children(id, hintId)}
-      {props.hint && (
-        <p class="hint" id={hintId}>
-          {props.hint}
-        </p>
-      )}
-    </div>
-  );
-}
+export { Field } from "../../../http/browser/kit";
 
 export const inputValue = (event: Event) => (event.currentTarget as HTMLInputElement).value;
 

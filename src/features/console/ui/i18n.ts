@@ -4,7 +4,9 @@
  * The zh-TW words are the API's own (使用者, 部門, 權杖, 啟用中, 停用, 管理員 …), and API
  * messages arrive in the same language because every request sends it as Accept-Language.
  */
-export type Lang = "en" | "zh-TW";
+import { type Lang, translatorOf } from "../../../http/browser/kit";
+
+export type { Lang };
 
 export function pickLanguage(languages: readonly string[]): Lang {
   for (const tag of languages.map((l) => l.toLowerCase())) {
@@ -354,10 +356,7 @@ const catalogues: Record<Lang, Record<MessageKey, string>> = { en, "zh-TW": zhTW
 
 export type Translate = (key: MessageKey, params?: Record<string, string | number>) => string;
 
-export const translator =
-  (lang: Lang): Translate =>
-  (key, params = {}) =>
-    catalogues[lang][key].replace(/\{(\w+)\}/g, (_, name: string) => String(params[name] ?? ""));
+export const translator: (lang: Lang) => Translate = translatorOf(catalogues);
 
 /** Dates and numbers in the reader's language. */
 export const formatters = (lang: Lang) => ({
