@@ -17,10 +17,8 @@ import { type PasswordPolicy, withPasswordPolicy } from "../../security/password
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
 import { AppError } from "../../errors";
 import { assetAnswer } from "../../http/page-bundle";
-import { anyAdmin } from "../../store/setup-tokens";
-import type { Database } from "../../db/database";
 import { accountAssets } from "./bundle";
-import { ACCOUNT_PAGE_POLICY, renderAccountPage, renderAppShell, renderSetupDone, script, styles, type AccountPage, type AppPage } from "./page";
+import { ACCOUNT_PAGE_POLICY, renderAccountPage, renderAppShell, script, styles, type AccountPage, type AppPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
@@ -89,7 +87,7 @@ const PAGE_HEADERS = pageHeaders(ACCOUNT_PAGE_POLICY);
 const asset = (body: string, type: string) => () => new Response(body, { headers: { "content-type": type, "cache-control": "public, max-age=3600" } });
 const hidden = { detail: { hide: true } };
 
-const pageRoutes = (db: Database, basePath: string, policy: PasswordPolicy) => {
+const pageRoutes = (basePath: string, policy: PasswordPolicy) => {
   const page =
     (name: AccountPage) =>
     ({ request }: { request: Request }) =>
@@ -101,18 +99,7 @@ const pageRoutes = (db: Database, basePath: string, policy: PasswordPolicy) => {
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
     .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
     .get("/security", ({ request }) => appPage("security", request), shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys and API keys"))
-    .get(
-      "/setup",
-      async ({ request }) => ((await anyAdmin(db)) ? new Response(renderSetupDone(langOf(request), basePath), { status: 410, headers: PAGE_HEADERS }) : appPage("setup", request)),
-      {
-        response: {
-          200: t.String({ description: "The first-run page the setup link opens (?token=…)", contentMediaType: "text/html" }),
-          410: t.String({ description: "An ADMIN exists: the link no longer works; where to sign in", contentMediaType: "text/html" }),
-          ...errorResponses(503),
-        },
-        detail: { summary: "Create the first ADMIN with the one-time setup link" },
-      },
-    )
+    .get("/setup", ({ request }) => appPage("setup", request), shown("The first-run page the setup link opens (?token=…): it makes the first ADMIN"))
     .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
     .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden)
     .get(
@@ -126,4 +113,4 @@ const pageRoutes = (db: Database, basePath: string, policy: PasswordPolicy) => {
     );
 };
 
-export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.db, ctx.config.basePath, ctx.config.passwordPolicy));
+export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.config.basePath, ctx.config.passwordPolicy));

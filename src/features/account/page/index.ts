@@ -138,23 +138,3 @@ export function renderAppShell(page: AppPage, lang: Lang, basePath: string, asse
 </body>
 </html>`;
 }
-
-const SETUP_DONE: Record<Lang, { title: string; text: string; link: string }> = {
-  en: { title: "Setup is complete", text: "An administrator exists already, so this setup link no longer works.", link: "Sign in to the admin console" },
-  "zh-TW": { title: "設定已完成", text: "已有管理員，因此此設定連結已失效。", link: "登入管理主控台" },
-};
-
-/** What /account/setup shows once any ADMIN exists (answered 410 Gone): where to sign in instead. */
-export function renderSetupDone(lang: Lang, basePath: string): string {
-  const e = escapeHtml;
-  const texts = SETUP_DONE[lang];
-  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />`)}
-<body>
-  <main>
-  <h1>${e(texts.title)}</h1>
-  <p>${e(texts.text)}</p>
-  <p><a href="${e(basePath)}/admin">${e(texts.link)}</a></p>
-  </main>
-</body>
-</html>`;
-}

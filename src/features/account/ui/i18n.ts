@@ -34,6 +34,8 @@ const en = {
   "setup.passkey": "Add a passkey",
   "setup.totp": "Set up an authenticator app",
   "setup.console": "Open the admin console",
+  "setup.complete": "Setup is complete: an administrator exists, so this link no longer works.",
+  "setup.signIn": "Sign in to the admin console",
 
   "signIn.title": "Account security",
   "signIn.intro": "Sign in to manage your sessions, second factors, passkeys and API keys.",
@@ -156,6 +158,8 @@ const zhTW: Record<MessageKey, string> = {
   "setup.passkey": "新增通行金鑰",
   "setup.totp": "設定驗證器應用程式",
   "setup.console": "開啟管理主控台",
+  "setup.complete": "設定已完成：已有管理員，因此此連結已失效。",
+  "setup.signIn": "登入管理主控台",
 
   "signIn.title": "帳號安全",
   "signIn.intro": "登入以管理您的工作階段、第二道驗證、通行金鑰及 API 金鑰。",

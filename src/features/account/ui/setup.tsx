@@ -3,7 +3,7 @@
  * ADMIN is signed in (the session goes to sessionStorage for the security page) and offered a
  * passkey or an authenticator app at once.
  */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { session, type TokenAnswer } from "./api";
 import { Field, inputValue, OutcomeText, useAction, usePage } from "./parts";
 
@@ -16,6 +16,14 @@ export function Setup({ strict }: { strict: boolean }) {
   const [confirm, setConfirm] = useState("");
   const [created, setCreated] = useState<string | undefined>();
   const action = useAction();
+  // Once any ADMIN exists the link is void: say so (and where to sign in) instead of offering the form.
+  const [complete, setComplete] = useState(false);
+  useEffect(() => {
+    api.get<{ setupRequired: boolean }>("/api/account/setup").then(
+      (status) => setComplete(!status.setupRequired),
+      () => undefined,
+    );
+  }, []);
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -44,6 +52,13 @@ export function Setup({ strict }: { strict: boolean }) {
               <a href={`${basePath}/admin`}>{t("setup.console")}</a>
             </li>
           </ul>
+        </div>
+      ) : complete ? (
+        <div class="outcome error" role="alert">
+          <p>{t("setup.complete")}</p>
+          <p>
+            <a href={`${basePath}/admin`}>{t("setup.signIn")}</a>
+          </p>
         </div>
       ) : !token ? (
         <p class="outcome error" role="alert">
