@@ -176,6 +176,13 @@ if (skipped) {
         const link = /at (\S+) \(works once/.exec((await stderrLines(fresh.out))[0])![1];
         expect(link).toStartWith(`http://localhost:${fresh.port}/account/setup?token=`);
 
+        // The console's sign-in says where the link is, while no ADMIN exists.
+        const consolePage = await newPage();
+        await consolePage.page.goto(`http://localhost:${fresh.port}/admin`);
+        await consolePage.page.getByText(/^No administrator exists yet\. When it started, the server wrote a one-time setup link to its standard error/).waitFor();
+        await check(consolePage.page, "console-first-run-en");
+        await consolePage.context.close();
+
         const zh = await newPage("zh-TW");
         await zh.page.goto(link);
         await zh.page.getByRole("heading", { level: 1, name: "建立第一位管理員" }).waitFor();
