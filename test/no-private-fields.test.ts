@@ -10,7 +10,7 @@ import { users } from "../src/db/schema";
 import { makeTestApp, type TestApp } from "./helpers";
 import { prepareRouteWalk } from "./support/route-walk";
 
-const PRIVATE = ["passwordHash", "password_hash", "salaryCents", "salary_cents", "tokenVersion", "token_version"];
+const PRIVATE = ["passwordHash", "password_hash", "salaryCents", "salary_cents", "tokenVersion", "token_version", "tokenHash", "token_hash"];
 const privateFieldsIn = (text: string) => PRIVATE.filter((name) => text.includes(name));
 
 let t: TestApp;
