@@ -13,31 +13,12 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { CONNECTIONS, DURATION_S, type Figure, load, RTT_MS } from "./autocannon-load";
 import { startHranaServer } from "../test/support/hrana";
 import { startServer, type ServerProcess } from "../test/server-process";
 
 const ROOT = resolve(import.meta.dir, "..");
-const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
-const WARMUP_S = 1;
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
 const log = (message: string) => process.stderr.write(`[remote] ${message}\n`);
-
-type Result = { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
-const { default: autocannon } = (await import("autocannon" as string)) as { default: (options: object) => Promise<Result> };
-
-interface Figure {
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  non2xx: number;
-}
-
-async function load(options: object): Promise<Figure> {
-  await autocannon({ ...options, connections: CONNECTIONS, duration: WARMUP_S });
-  const r = await autocannon({ ...options, connections: CONNECTIONS, duration: DURATION_S });
-  return { rps: Math.round(r.requests.average), p50Ms: r.latency.p50, p99Ms: r.latency.p99, non2xx: r.non2xx + r.errors };
-}
 
 async function scenarios(server: ServerProcess) {
   const headers = { authorization: `Bearer ${server.token}`, "content-type": "application/json" };

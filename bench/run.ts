@@ -15,12 +15,13 @@
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes] [--reads]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes] [--reads] [--multi]
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
  *     --reads       only the user read against the floors (about a minute): for iterating on the read path
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, backup.ts, remote.ts)
  *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
+ *     --multi       only bench/multi.ts: 1 and 3 instances behind nginx on a remote primary, 20 ms per round trip (about two minutes; never in a plain run)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
  * Writes bench/results/latest.json. The whole run stays under six minutes.
@@ -818,7 +819,20 @@ function printTable(rows: Row[], results: Figures, targets: Record<string, { met
   console.log(out.join("\n"));
 }
 
-await (flags.has("--only") && process.argv.includes("writes") ? onlyWrites() : main()).catch((error) => {
+/** --multi: the compiled binary behind nginx on a remote primary (bench/multi.ts), alone. */
+async function onlyMulti() {
+  await ensureBinary();
+  const proc = Bun.spawn([process.execPath, join(import.meta.dir, "multi.ts")], {
+    cwd: ROOT,
+    env: { ...process.env, USERSVC_BINARY: BINARY },
+    stdout: "inherit",
+    stderr: "inherit",
+  });
+  if ((await proc.exited) !== 0) throw new Error("bench/multi.ts failed");
+}
+
+const run = flags.has("--multi") ? onlyMulti : flags.has("--only") && process.argv.includes("writes") ? onlyWrites : main;
+await run().catch((error) => {
   console.error(error);
   process.exit(1);
 });

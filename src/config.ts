@@ -57,6 +57,7 @@ export interface Config {
   readonly hibpRangeUrl?: string;
   readonly loginMaxFailures: number;
   readonly loginMaxFailuresPerIp: number;
+  readonly loginMaxFailuresGlobal: number;
   readonly emailCheckMaxPerIp: number;
   readonly registerMaxPerIp: number;
   /** Reverse proxies of ours in front of the service: how many X-Forwarded-For hops to believe. */
@@ -149,6 +150,7 @@ export const CONFIG_VARIABLES = [
   "HIBP_RANGE_URL",
   "LOGIN_MAX_FAILURES",
   "LOGIN_MAX_FAILURES_PER_IP",
+  "LOGIN_MAX_FAILURES_GLOBAL",
   "TRUST_PROXY",
   "METRICS_TOKEN",
   "WORKERS",
@@ -378,6 +380,7 @@ function accountSettings(r: SettingsReader) {
     hibpRangeUrl,
     loginMaxFailures: r.integer("LOGIN_MAX_FAILURES", 5, 1, 1_000_000),
     loginMaxFailuresPerIp: r.integer("LOGIN_MAX_FAILURES_PER_IP", 50, 1, 1_000_000),
+    loginMaxFailuresGlobal: r.integer("LOGIN_MAX_FAILURES_GLOBAL", 50, 1, 1_000_000),
     emailCheckMaxPerIp: r.integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
     registerMaxPerIp: r.integer("REGISTER_MAX_PER_IP", 20, 1, 1_000_000),
     accessTokenTtlS: r.integer("ACCESS_TOKEN_TTL", 18_000, 60, 30 * 86_400),

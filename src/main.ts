@@ -230,7 +230,7 @@ function startPrimaryDuties(deps: {
   const sweep = orphanedFileSweep({ ...deps, logger });
   const sweeper = setInterval(sweep, 60 * 60 * 1000);
   const paymentTimeouts = startPaymentTimeoutSweep(ordersDeps({ db: database, logging, config, now }));
-  const upkeep = startNameIndexUpkeep(database, logging.get("search"));
+  const upkeep = startNameIndexUpkeep(database, logging.get("search"), deps.metrics);
   return {
     firstSweep: sweep(),
     /** Starts stopping the worker children; settles once they have exited. */

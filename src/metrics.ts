@@ -39,6 +39,8 @@ export interface Metrics {
   usersActive: Gauge;
   /** Notifications a channel gave up on after its retries (they stay in the outbox, status failed). */
   notificationsFailed: Counter<"channel">;
+  /** Segments of the name-search index this instance's upkeep folded away (src/features/search/index-upkeep.ts). */
+  searchIndexSegmentsMerged: Counter;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
   /**
@@ -238,6 +240,11 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
     labelNames: ["channel"],
     registers: [registry],
   });
+  const searchIndexSegmentsMerged = new Counter({
+    name: "search_index_segments_merged_total",
+    help: "Segments of the name-search index this instance's upkeep merged away",
+    registers: [registry],
+  });
   return {
     registry,
     httpRequests,
@@ -246,6 +253,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
     usersOperationDuration,
     usersActive: activeUsers.gauge,
     notificationsFailed,
+    searchIndexSegmentsMerged,
     countActiveUsersWith: activeUsers.countWith,
     current: async () => registry,
   };

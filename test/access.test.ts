@@ -115,6 +115,11 @@ const rows: Row[] = [
     expect: { anonymous: 401, noRole: 403, user: 403, admin: 204 },
   },
   {
+    request: "POST /api/users/{id}/unlock (ADMIN)",
+    send: async (token) => t.request("POST", `/api/users/${(await target()).id}/unlock`, { token }),
+    expect: { anonymous: 401, noRole: 403, user: 403, admin: 204 },
+  },
+  {
     request: "PATCH /api/users/{own id} (self or ADMIN)",
     send: (token, self) => t.request("PATCH", `/api/users/${self?.id ?? 1}`, { token, body: { name: "Self Renamed" } }),
     expect: { anonymous: 401, noRole: 200, user: 200, admin: 200 },

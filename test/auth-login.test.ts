@@ -38,6 +38,7 @@ describe("login", () => {
         expiresIn: 18000,
         refreshToken: expect.stringMatching(/^[\w-]{43}$/),
         refreshExpiresIn: 7 * 86_400,
+        deviceToken: expect.stringMatching(/^[\w-]{43}$/),
         user: expect.objectContaining({ id: user.id, email: "login.ok@example.com", roles: ["USER"], lastLogin: expect.stringMatching(ISO_Z) }),
       },
       timestamp: expect.stringMatching(ISO_Z),

@@ -10,7 +10,7 @@
  *
  * drizzle wraps each in a DrizzleQueryError (the driver's error is its cause), so the chain is walked.
  * A remote primary that cannot be reached (refused, reset, a proxy's 5xx, a stream it forgot in a
- * restart) is "unreachable": answered 503 like "busy", but never retried, since a write whose
+ * restart, no answer within DATABASE_BUSY_TIMEOUT_MS) is "unreachable": answered 503 like "busy", but never retried, since a write whose
  * answer was lost may have committed.
  */
 
@@ -54,7 +54,7 @@ const BY_TEXT: [RegExp, Failure][] = [
 ];
 
 /** What drivers put on their errors, any of it possibly absent. */
-type DriverError = { extendedCode?: unknown; code?: unknown; rawCode?: unknown; errno?: unknown; message?: unknown; cause?: unknown };
+type DriverError = { extendedCode?: unknown; code?: unknown; rawCode?: unknown; errno?: unknown; name?: unknown; message?: unknown; cause?: unknown };
 
 function classifyOne(e: DriverError): Failure | undefined {
   const codes = [e.extendedCode, e.code].filter((c): c is string => typeof c === "string");
@@ -63,6 +63,8 @@ function classifyOne(e: DriverError): Failure | undefined {
     if (known) return known;
     if (UNREACHABLE.has(code)) return "unreachable";
   }
+  // A round trip past its deadline (AbortSignal.timeout, libsql.ts): the primary did not answer in time.
+  if (e.name === "TimeoutError") return "unreachable";
   const number = typeof e.rawCode === "number" ? e.rawCode : typeof e.errno === "number" && codes.some((c) => c.startsWith("SQLITE_")) ? e.errno : undefined;
   if (number !== undefined) {
     if (BY_NUMBER[number]) return BY_NUMBER[number];

@@ -54,6 +54,17 @@ function counted(client: Client, onRoundTrip: () => void): Client {
   return observe(client);
 }
 
+/**
+ * Bun's fetch with a deadline per round trip: @libsql/client's HTTP transport has no timeout of
+ * its own, so a primary that takes the connection and never answers (stopped, hung, a black-holed
+ * proxy) would hold the request forever. Aborted at `ms`, the round trip fails with a TimeoutError,
+ * which errors.ts counts as "unreachable" (503 with Retry-After, never retried).
+ */
+const fetchWithin =
+  (ms: number) =>
+  (request: Request): Promise<Response> =>
+    fetch(request, { signal: AbortSignal.timeout(ms) });
+
 export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
   const local = url.startsWith("file:");
   if (local) tuneEmbeddedConnections();
@@ -61,7 +72,12 @@ export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: Datab
   // readYourWrites (the client's documented option, stated here so it never silently changes)
   // makes a write return only once the replica can read it back.
   const replica = syncUrl ? { syncUrl, readYourWrites: true } : {};
-  const created = createClient({ url, authToken, ...replica, ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : {}) } as Parameters<typeof createClient>[0]);
+  const created = createClient({
+    url,
+    authToken,
+    ...replica,
+    ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : { fetch: fetchWithin(busyTimeoutMs) }),
+  } as Parameters<typeof createClient>[0]);
   const client = onRoundTrip && !local ? counted(created, onRoundTrip) : created;
   // WAL lets readers run beside the writer and several worker processes share the file.
   if (local && !syncUrl) await client.execute("PRAGMA journal_mode = WAL");

@@ -325,3 +325,57 @@ export const refreshTokens = sqliteTable(
   },
   (t) => [index("refresh_tokens_session_idx").on(t.sessionId)],
 );
+
+// ── Account protection (#29): global login lockouts, device tokens, known devices ──
+
+/**
+ * An e-mail's global login lockout (LOGIN_MAX_FAILURES_GLOBAL failures across networks): until when,
+ * and its length, which doubles with each further lockout that starts within 24 h of the last one's end (up to 24 h).
+ */
+export const loginLockouts = sqliteTable(
+  "login_lockouts",
+  {
+    email: text("email").primaryKey(),
+    lockedUntil: millis("locked_until").notNull(),
+    durationMs: integer("duration_ms").notNull(),
+  },
+  (t) => [index("login_lockouts_until_idx").on(t.lockedUntil)],
+);
+
+/**
+ * deviceTokens a successful login hands out (OWASP's device cookie): only a SHA-256 of each, bound to
+ * its account; a sign-in presenting one counts only its own failures, and 5 of them void it.
+ */
+export const deviceTokens = sqliteTable(
+  "device_tokens",
+  {
+    /** base64url SHA-256 of the raw token (32 random bytes, base64url). */
+    tokenHash: text("token_hash").primaryKey(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    createdAt: millis("created_at").notNull(),
+    /** createdAt + 90 days. */
+    expiresAt: millis("expires_at").notNull(),
+    /** Wrong passwords sent with it since its last success. */
+    failures: integer("failures").notNull().default(0),
+  },
+  (t) => [index("device_tokens_user_idx").on(t.userId, t.createdAt), index("device_tokens_expiry_idx").on(t.expiresAt)],
+);
+
+/** Where an account has signed in from: a device label and a client network (/24, /48), kept 90 days after last use. */
+export const knownDevices = sqliteTable(
+  "known_devices",
+  {
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    /** The session's device label ("Chrome 142 on Linux"); empty without a user agent. */
+    device: text("device").notNull(),
+    network: text("network").notNull(),
+    firstSeenAt: millis("first_seen_at").notNull(),
+    /** Written at most once a day per device. */
+    lastUsedAt: millis("last_used_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.device, t.network] }), index("known_devices_last_used_idx").on(t.lastUsedAt)],
+);

@@ -1,10 +1,15 @@
 /**
  * Checking an account's password, as login, the password change and one's own e-mail change do,
- * with failed-login throttling (decisions.md): after `loginMaxFailures` failures for one e-mail
- * within 15 minutes, or `loginMaxFailuresPerIp` from one client address, further attempts get
- * 429 with Retry-After until that window passes, even with the right password. A successful
- * login clears the e-mail's count. Windows are fixed: they start at the first failure and
- * reset once 15 minutes have passed.
+ * with failed-login throttling (decisions.md, Authentication and Account protection): after
+ * `loginMaxFailures` failures for one e-mail from one client network (/24, /48) within 15 minutes,
+ * or `loginMaxFailuresPerIp` from one client address, further attempts from there get 429 with
+ * Retry-After until that window passes, even with the right password; a stranger elsewhere cannot
+ * lock the owner out. `loginMaxFailuresGlobal` failures of one e-mail across networks lock it out
+ * everywhere (store/throttle.ts: 15 minutes, doubling with each further lockout within a day).
+ * An attempt that presents the account's deviceToken (store/devices.ts) counts only its own
+ * failures and is refused by none of these counts: the owner's device gets in during a lockout.
+ * A successful login clears the e-mail's count for that network, and the deviceToken's. Windows
+ * are fixed: they start at the first failure and reset once 15 minutes have passed.
  *
  * Counters live in login_throttle (store/throttle.ts) so every worker process shares them. Only failures are
  * counted (counting attempts in flight would lock out a user whose clients log in in parallel).
@@ -14,18 +19,36 @@
  * address are not serialized (a proxy's clients would queue behind each other), so a burst
  * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
-import type { Database } from "../db/database";
+import type { Database, Db } from "../db/database";
 import { AppError, Violations } from "../errors";
-import type { AuditRecord } from "../store/audit";
-import { clearLoginFailures, countLoginFailure, emailKey, LOGIN_WINDOW_MS, loginThrottleRows, type ThrottleRow } from "../store/throttle";
-import { loginAccount } from "../store/users";
+import { clientNetwork } from "../http/client-network";
+import { auditStatement, type AuditRecord } from "../store/audit";
+import { DEVICE_TOKEN_MAX_FAILURES, deviceFailureStatement, deviceSuccessStatement, deviceTokenRows, type DeviceTokenRow } from "../store/devices";
+import {
+  addressKey,
+  type AttemptOrigin,
+  clearLoginFailures,
+  countLoginFailure,
+  LOGIN_WINDOW_MS,
+  loginLockoutRows,
+  loginThrottleRows,
+  pairKey,
+  type ThrottleRow,
+} from "../store/throttle";
+import { type LoginAccount, loginAccount } from "../store/users";
 import type { Caller } from "./caller";
 import { hashPassword, verifyPassword } from "./passwords";
 
 export interface PasswordCheckDeps {
   db: Database;
   now: () => number;
-  config: { loginMaxFailures: number; loginMaxFailuresPerIp: number };
+  config: { loginMaxFailures: number; loginMaxFailuresPerIp: number; loginMaxFailuresGlobal: number };
+}
+
+/** Where an attempt comes from: the client address, and the deviceToken it presents, if any. */
+export interface AttemptClient {
+  address: string;
+  deviceToken?: string;
 }
 
 /** The end of the last turn of each e-mail's attempts in this process. */
@@ -52,15 +75,16 @@ export async function attemptTurn(email: string): Promise<Disposable> {
 }
 
 /**
- * Throws 429 with Retry-After when the e-mail or the address has used up its failures;
- * otherwise tells whether the e-mail has failures in its current window (to clear on success).
+ * Throws 429 with Retry-After while the e-mail from this network or the address has used up its
+ * failures, or the e-mail is locked out everywhere (until `lockedUntil`).
  */
-function assertNotThrottled(deps: PasswordCheckDeps, email: string, rows: ThrottleRow[]): { emailHasFailures: boolean } {
-  const now = deps.now();
-  const limitOf = (key: string) => (key.startsWith("email:") ? deps.config.loginMaxFailures : deps.config.loginMaxFailuresPerIp);
-  const blockedUntil = Math.max(0, ...rows.filter((row) => row.failures >= limitOf(row.key)).map((row) => row.windowStartedAt.getTime() + LOGIN_WINDOW_MS));
-  refuseUntil(blockedUntil, now);
-  return { emailHasFailures: rows.some((row) => row.key === emailKey(email)) };
+function assertNotThrottled(deps: PasswordCheckDeps, origin: AttemptOrigin, rows: ThrottleRow[], lockedUntil: number) {
+  const limits = new Map([
+    [pairKey(origin.email, origin.network), deps.config.loginMaxFailures],
+    [addressKey(origin.address), deps.config.loginMaxFailuresPerIp],
+  ]);
+  const spent = rows.filter((row) => row.failures >= (limits.get(row.key) ?? Number.POSITIVE_INFINITY)).map((row) => row.windowStartedAt.getTime() + LOGIN_WINDOW_MS);
+  refuseUntil(Math.max(lockedUntil, ...spent), deps.now());
 }
 
 /** 429 TOO_MANY_REQUESTS with Retry-After (whole seconds, at least one) while `blockedUntil` is ahead. */
@@ -74,25 +98,64 @@ export function refuseUntil(blockedUntil: number, now: number) {
 let dummyHash: Promise<string> | undefined;
 const dummy = () => (dummyHash ??= hashPassword(crypto.randomUUID()));
 
+/** A right password's check: the account, where the attempt came from, and what its success clears. */
+export interface CheckedPassword {
+  account: LoginAccount & { passwordHash: string };
+  origin: AttemptOrigin;
+  /** The e-mail has failures from this network in its current window. */
+  pairHasFailures: boolean;
+  /** The account's own deviceToken, when the attempt presented one that is still good. */
+  device?: { token: string; failures: number };
+}
+
+/** The presented deviceToken, if it is the account's, not expired and not void by its own failures. */
+function trustedDevice(token: string | undefined, row: DeviceTokenRow | undefined, account: { id: number } | undefined, now: number) {
+  const good = token !== undefined && row && account && row.userId === account.id && row.expiresAt > now && row.failures < DEVICE_TOKEN_MAX_FAILURES;
+  return good ? { token, failures: row.failures } : undefined;
+}
+
 /**
- * The account if `password` is its password, and whether the e-mail has failures to clear
- * (in the unit the caller writes anyway); undefined otherwise, the failure counted and audited
- * as `failure` (never with the password). Refused
- * with 429 while the e-mail or the address is throttled. The throttle rows and the account are
- * one read unit (one round trip to a remote primary). Wrong e-mail and wrong password take the
- * same path and the same time: an unknown account is checked against a dummy argon2id hash.
- * Run it in the e-mail's turn (attemptTurn), so parallel guesses see each other's failures.
+ * The account if `password` is its password, where the attempt came from and what its success
+ * clears (in the unit the caller writes anyway: failuresCleared); undefined otherwise, the failure
+ * counted and audited as `failure` (never with the password). Refused with 429 while the e-mail
+ * from this network, the address or the e-mail everywhere is throttled, unless the attempt
+ * presents the account's deviceToken: then only that token's own failures count. The throttle
+ * rows, the lockout, the deviceToken and the account are one read unit (one round trip to a
+ * remote primary). Wrong e-mail and wrong password take the same path and the same time: an
+ * unknown account is checked against a dummy argon2id hash. Run it in the e-mail's turn
+ * (attemptTurn), so parallel guesses see each other's failures.
  */
-export async function checkPassword(deps: PasswordCheckDeps, email: string, password: string, address: string, failure: AuditRecord) {
-  const [throttle, [account]] = await deps.db.readAll((db) => [loginThrottleRows(db, email, address, deps.now()), loginAccount(db, email)]);
-  const { emailHasFailures } = assertNotThrottled(deps, email, throttle);
+export async function checkPassword(deps: PasswordCheckDeps, email: string, password: string, client: AttemptClient, failure: AuditRecord): Promise<CheckedPassword | undefined> {
+  const origin = { email, address: client.address, network: clientNetwork(client.address) };
+  const now = deps.now();
+  const read = await deps.db.readAll((db) => ({
+    throttle: loginThrottleRows(db, origin, now),
+    lockout: loginLockoutRows(db, email),
+    account: loginAccount(db, email),
+    device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
+  }));
+  const [account] = read.account;
+  const device = trustedDevice(client.deviceToken, read.device?.[0], account, now);
+  if (!device) assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);
   const stored = account?.passwordHash;
   const matches = await verifyPassword(stored ?? (await dummy()), password);
   if (!account || !stored || !matches) {
-    await countLoginFailure(deps.db, email, address, deps.now(), failure);
+    const at = deps.now();
+    if (device) await deps.db.writeAll((tx) => [deviceFailureStatement(tx, device.token), auditStatement(tx, failure, new Date(at))]);
+    else await countLoginFailure(deps.db, { ...origin, now: at, audit: failure, globalLimit: deps.config.loginMaxFailuresGlobal, userId: account?.id });
     return undefined;
   }
-  return { account: { ...account, passwordHash: stored }, emailHasFailures };
+  const pairHasFailures = read.throttle.some((row) => row.key === pairKey(email, origin.network));
+  return { account: { ...account, passwordHash: stored }, origin, pairHasFailures, device };
+}
+
+/** What a right password clears, as statements of the unit its caller writes: the e-mail's count from that network, and the deviceToken's failures. */
+export function failuresCleared(tx: Db, checked: CheckedPassword) {
+  const { origin, device } = checked;
+  return [
+    ...(checked.pairHasFailures ? [clearLoginFailures(tx, origin.email, origin.network)] : []),
+    ...(device && device.failures > 0 ? [deviceSuccessStatement(tx, device.token)] : []),
+  ];
 }
 
 /** A wrong current password: a 400 on `currentPassword`, wherever a change needs it. */
@@ -106,7 +169,7 @@ export const wrongCurrentPassword = () => new Violations("body", [{ path: "curre
 export async function confirmPassword(deps: PasswordCheckDeps, caller: Caller, password: string, address: string) {
   using _turn = await attemptTurn(caller.email);
   const failure = { action: "PASSWORD_CHECK_FAILED", actor: caller.email, subjectType: "User", subjectId: caller.id, details: { address } };
-  const checked = await checkPassword(deps, caller.email, password, address, failure);
+  const checked = await checkPassword(deps, caller.email, password, { address }, failure);
   if (!checked) throw wrongCurrentPassword();
-  if (checked.emailHasFailures) await deps.db.writeAll((tx) => [clearLoginFailures(tx, caller.email)]);
+  if (checked.pairHasFailures) await deps.db.writeAll((tx) => failuresCleared(tx, checked));
 }

@@ -20,7 +20,9 @@ export type NotificationKind =
   | "USER_UPDATED"
   | "ORDER_CREATED"
   | "PAYMENT_SUCCESS"
-  | "PAYMENT_FAILED";
+  | "PAYMENT_FAILED"
+  | "LOGIN_LOCKED"
+  | "NEW_SIGN_IN";
 
 const insertNotification = prepared((tx: Db) =>
   tx

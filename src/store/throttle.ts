@@ -3,12 +3,19 @@
  * "ip:…"), shared by every worker process through the database. Login counts its failures,
  * password reset its requests, open routes their requests per client address (in reset_throttle,
  * under the route's own key prefix); a window starts at the first count and ends after its length.
+ *
+ * Login counts each failure three times: for the e-mail from the client network (`pairKey`, the
+ * seed's LOGIN_MAX_FAILURES), for the e-mail across networks (`emailKey`, LOGIN_MAX_FAILURES_GLOBAL)
+ * and for the client address. The failure that brings the e-mail's global count to its limit locks
+ * the e-mail out everywhere (login_lockouts), mails the owner LOGIN_LOCKED once, and starts the
+ * count again, all in the failure's one unit.
  */
-import { and, eq, getTableColumns, gt, inArray, lte, sql, type AnyColumn } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, gte, inArray, lte, or, sql, type AnyColumn } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
-import { bound, prepared } from "../db/prepared";
-import { loginThrottle, resetThrottle } from "../db/schema";
+import { bound, placeholder, prepared } from "../db/prepared";
+import { loginLockouts, loginThrottle, outbox, resetThrottle } from "../db/schema";
 import { auditStatement, type AuditRecord } from "./audit";
+import { notificationSelection, traced } from "./outbox";
 
 /** Login's window: failures count for 15 minutes from the first. */
 export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
@@ -17,22 +24,47 @@ export const RESET_WINDOW_MS = 60 * 60 * 1000;
 
 export type ThrottleRow = typeof loginThrottle.$inferSelect;
 
+/** A global lockout's first length; each further one within a day of the last one's end doubles it, up to a day. */
+export const LOCKOUT_BASE_MS = LOGIN_WINDOW_MS;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** The e-mail's failures across networks (login), or its requests (password reset). */
 export const emailKey = (email: string) => `email:${email}`;
+/** The e-mail's login failures from one client network (/24, /48). */
+export const pairKey = (email: string, network: string) => `${emailKey(email)}|${network}`;
 export const addressKey = (address: string) => `ip:${address}`;
+
+/** Where one login attempt comes from, as its counters know it. */
+export interface AttemptOrigin {
+  email: string;
+  /** The client network (http/client-network.ts). */
+  network: string;
+  address: string;
+}
 
 const currentThrottleRows = prepared((db: Reader) =>
   db
     .select()
     .from(loginThrottle)
-    .where(and(inArray(loginThrottle.key, [sql.placeholder("emailKey"), sql.placeholder("addressKey")]), gt(loginThrottle.windowStartedAt, sql.placeholder("since"))))
+    .where(and(inArray(loginThrottle.key, [sql.placeholder("pairKey"), sql.placeholder("addressKey")]), gt(loginThrottle.windowStartedAt, sql.placeholder("since"))))
     .prepare(),
 );
 
-/** The e-mail's and the address's login failure rows in their current windows: a (prepared) read for a read unit. */
-export function loginThrottleRows(db: Reader, email: string, address: string, now: number) {
+/** The e-mail-and-network's and the address's login failure rows in their current windows: a (prepared) read for a read unit. */
+export function loginThrottleRows(db: Reader, origin: AttemptOrigin, now: number) {
   // `since` in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
-  return bound(currentThrottleRows(db), { emailKey: emailKey(email), addressKey: addressKey(address), since: now - LOGIN_WINDOW_MS });
+  return bound(currentThrottleRows(db), { pairKey: pairKey(origin.email, origin.network), addressKey: addressKey(origin.address), since: now - LOGIN_WINDOW_MS });
 }
+
+const lockoutOf = prepared((db: Reader) =>
+  db
+    .select({ lockedUntil: loginLockouts.lockedUntil })
+    .from(loginLockouts)
+    .where(eq(loginLockouts.email, sql.placeholder("email")))
+    .prepare(),
+);
+/** The e-mail's global lockout (its end), if it ever had one: a statement for a read unit. */
+export const loginLockoutRows = (db: Reader, email: string) => bound(lockoutOf(db), { email });
 
 /** A fixed-window counter table: login's failures and password reset's requests. */
 type CounterTable = typeof loginThrottle | typeof resetThrottle;
@@ -69,12 +101,79 @@ function windowCounter<T extends CounterTable>(table: T, count: CountColumn<T>, 
 
 const countFailure = windowCounter(loginThrottle, "failures", LOGIN_WINDOW_MS);
 
+/** The e-mail's global count has reached its limit: the condition of a lockout's statements. */
+const globalLimitReached = and(eq(loginThrottle.key, sql.placeholder("key")), gte(loginThrottle.failures, sql.placeholder("limit")));
+
 /**
- * One more login failure for the e-mail and for the address, each in its own window, and its audit
- * row, in the one unit (a batch: no more round trips than the counters alone).
+ * The e-mail locked out, if its global count has reached the limit: a day after the last lockout
+ * ended (or the first time) for LOCKOUT_BASE_MS, else for twice the last one's length, up to a day.
+ * In SET every column reads the row as it was.
  */
-export async function countLoginFailure(db: Database, email: string, address: string, now: number, audit: AuditRecord) {
-  await db.writeAll((tx) => [countFailure(tx, emailKey(email), now), countFailure(tx, addressKey(address), now), auditStatement(tx, audit, new Date(now))]);
+const lockOut = prepared((tx: Db) => {
+  const escalated = sql`case when ${loginLockouts.lockedUntil} > ${sql.placeholder("now")} - ${DAY_MS}
+    then min(${loginLockouts.durationMs} * 2, ${DAY_MS}) else ${LOCKOUT_BASE_MS} end`;
+  const first = {
+    email: sql`${sql.placeholder("email")}`.as("email"),
+    lockedUntil: sql`${sql.placeholder("now")} + ${LOCKOUT_BASE_MS}`.as("locked_until"),
+    durationMs: sql`${LOCKOUT_BASE_MS}`.as("duration_ms"),
+  };
+  return tx
+    .insert(loginLockouts)
+    .select(tx.select(first).from(loginThrottle).where(globalLimitReached))
+    .onConflictDoUpdate({ target: loginLockouts.email, set: { lockedUntil: sql`${sql.placeholder("now")} + ${escalated}`, durationMs: escalated } })
+    .prepare();
+});
+
+/** LOGIN_LOCKED to the account's owner, if the statement before locked the e-mail out. */
+const lockedMail = prepared((tx: Db) =>
+  tx
+    .insert(outbox)
+    .select(
+      tx
+        .select(
+          notificationSelection(
+            "LOGIN_LOCKED",
+            placeholder<string>("email"),
+            sql`json_object('userId', ${sql.placeholder("userId")}, 'lockedUntil', (select ${loginLockouts.lockedUntil} from ${loginLockouts} where ${loginLockouts.email} = ${sql.placeholder("email")}))`,
+            placeholder<Date>("at"),
+          ),
+        )
+        .from(loginThrottle)
+        .where(globalLimitReached),
+    )
+    .prepare(),
+);
+
+/** After a lockout the global count starts again. */
+const restartGlobalCount = prepared((tx: Db) => tx.delete(loginThrottle).where(globalLimitReached).prepare());
+
+/** One failed login as its unit counts it. */
+export interface LoginFailure extends AttemptOrigin {
+  now: number;
+  audit: AuditRecord;
+  /** LOGIN_MAX_FAILURES_GLOBAL: the failure that reaches it locks the e-mail out on every network. */
+  globalLimit: number;
+  /** The account's id, when the e-mail has one: its owner is mailed LOGIN_LOCKED. */
+  userId?: number;
+}
+
+/**
+ * One more login failure for the e-mail from its network, for the e-mail everywhere and for the
+ * address, each in its own window, the lockout the global count may reach, and the audit row, in
+ * the one unit (a batch: no more round trips than the counters alone).
+ */
+export async function countLoginFailure(db: Database, failure: LoginFailure) {
+  const { email, now, globalLimit: limit } = failure;
+  const global = { key: emailKey(email), limit };
+  await db.writeAll((tx) => [
+    countFailure(tx, pairKey(email, failure.network), now),
+    countFailure(tx, emailKey(email), now),
+    countFailure(tx, addressKey(failure.address), now),
+    bound(lockOut(tx), { ...global, email, now }),
+    ...(failure.userId === undefined ? [] : [bound(lockedMail(tx), traced({ ...global, email, userId: failure.userId, at: now }))]),
+    bound(restartGlobalCount(tx), global),
+    auditStatement(tx, failure.audit, new Date(now)),
+  ]);
 }
 
 const deleteCounter = prepared((tx: Db) =>
@@ -84,8 +183,23 @@ const deleteCounter = prepared((tx: Db) =>
     .prepare(),
 );
 
-/** The e-mail's login failures cleared (the address keeps its own): a statement for a unit. */
-export const clearLoginFailures = (tx: Db, email: string) => bound(deleteCounter(tx), { key: emailKey(email) });
+/** The e-mail's login failures from that network cleared (other networks, the global count and the address keep theirs): a statement for a unit. */
+export const clearLoginFailures = (tx: Db, email: string, network: string) => bound(deleteCounter(tx), { key: pairKey(email, network) });
+
+/**
+ * An ADMIN's unlock: every login failure count of the e-mail (from every network, and across them)
+ * and its lockout, with the lockouts' doubling, gone: statements for a unit.
+ */
+export function unlockStatements(tx: Db, email: string) {
+  const prefix = `${pairKey(email, "")}`;
+  return [
+    tx.delete(loginThrottle).where(or(eq(loginThrottle.key, emailKey(email)), sql`substr(${loginThrottle.key}, 1, ${prefix.length}) = ${prefix}`)),
+    tx.delete(loginLockouts).where(eq(loginLockouts.email, email)),
+  ];
+}
+
+/** Lockouts that ended a day ago no longer double the next: a statement of the outbox sender's housekeeping. */
+export const forgetOldLockouts = (tx: Db, now: number) => tx.delete(loginLockouts).where(lte(loginLockouts.lockedUntil, new Date(now - DAY_MS)));
 
 const countRequestOn = windowCounter(resetThrottle, "requests", RESET_WINDOW_MS);
 

@@ -3,9 +3,9 @@
  * drizzle condition or nothing (absent or blank criteria do not restrict), and they are
  * and-ed together; every value is a bound parameter, never spliced into SQL text.
  */
-import { and, asc, count, desc, eq, inArray, sql } from "drizzle-orm";
-import { integer, sqliteTable } from "drizzle-orm/sqlite-core";
-import type { Db, Reader } from "../db/database";
+import { and, asc, count, countDistinct, desc, eq, inArray, sql } from "drizzle-orm";
+import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import type { Database, Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
 import { departments, roles, userRoles, userSkills, users } from "../db/schema";
 import type { SORTABLE_FIELDS, User } from "../models/user";
@@ -282,10 +282,22 @@ export async function countMatches(db: Reader, criteria: UserSearchCriteria): Pr
   return total;
 }
 
+/** FTS5's own tables of users_name_fts, as far as the upkeep uses them: its leaf-page index (one row per leaf page of each segment, so its distinct segids are the segments), and its command column. */
+const usersNameFtsIdx = sqliteTable("users_name_fts_idx", { segid: integer("segid").notNull() });
+const usersNameFtsCommands = sqliteTable("users_name_fts", { command: text("users_name_fts").notNull(), rank: integer("rank").notNull() });
+
 /**
- * One step of the name index's upkeep: up to `pages` pages of its segments merged towards one
- * (FTS5's 'merge' command; a negative count merges segments of every level).
+ * One step of the name index's upkeep, a unit of its own (one round trip to a remote primary):
+ * up to `pages` pages of its segments merged towards one (FTS5's 'merge' command; a negative
+ * count merges segments of every level). Answers the segments it folded away, counted inside
+ * the unit (0 on an index in one piece).
  */
-export async function mergeNameIndexSegments(tx: Db, pages: number) {
-  await tx.run(sql.raw(`INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('merge', -${pages})`));
+export async function mergeNameIndexSegments(db: Database, pages: number): Promise<number> {
+  const segments = (tx: Db) => tx.select({ n: countDistinct(usersNameFtsIdx.segid) }).from(usersNameFtsIdx);
+  const { before, after } = await db.writeAll((tx) => ({
+    before: segments(tx),
+    merge: tx.insert(usersNameFtsCommands).values({ command: "merge", rank: -pages }),
+    after: segments(tx),
+  }));
+  return before[0].n - after[0].n;
 }

@@ -532,11 +532,18 @@ export async function tokenHolder(db: Reader, email: string) {
 }
 
 /** What a login checks of the account with an e-mail. */
-export type LoginAccount = { id: number; passwordHash: string | null; active: boolean; tokenVersion: number; emailVerified: boolean };
+export type LoginAccount = { id: number; passwordHash: string | null; active: boolean; tokenVersion: number; emailVerified: boolean; lastLogin: Date | null };
 
 const accountByEmail = prepared((db: Reader) =>
   db
-    .select({ id: users.id, passwordHash: users.passwordHash, active: users.active, tokenVersion: users.tokenVersion, emailVerified: users.emailVerified })
+    .select({
+      id: users.id,
+      passwordHash: users.passwordHash,
+      active: users.active,
+      tokenVersion: users.tokenVersion,
+      emailVerified: users.emailVerified,
+      lastLogin: users.lastLogin,
+    })
     .from(users)
     .where(eq(users.email, sql.placeholder("email")))
     .prepare(),

@@ -28,9 +28,15 @@ import { reaper } from "../support/reaper";
 
 export const ADMIN = { email: "admin@multi.example.com", password: "Multi-Admin-1!" };
 export const WEBHOOK_SECRET = `whsec_${Buffer.from("multi-instance-webhook-secret-32b").toString("base64")}`;
-/** Short, so an outage's 503s come quickly; still far above any healthy unit's time. */
-export const BUSY_TIMEOUT_MS = 2000;
+/**
+ * The production default. A killed primary's 503s come at once (refused connections) whatever it
+ * is; but a round trip slower than this counts as a lost primary (src/db/libsql.ts), and on this
+ * loaded 2-core machine one Hrana round trip took over 2 s (load average 28).
+ */
+export const BUSY_TIMEOUT_MS = 5000;
 const JWT_SECRET = "multi-instance-secret-".padEnd(80, "m");
+/** One key for every instance, as README's configuration table asks (each would generate its own into its data folder). */
+const DATA_ENCRYPTION_KEY = Buffer.from("multi-instance-data-key-".padEnd(32, "k")).toString("base64");
 
 /** Why the suite cannot run here (nginx missing), or undefined. */
 export function clusterUnavailable(): string | undefined {
@@ -143,13 +149,14 @@ function startWebhookReceiver(): WebhookReceiver {
   };
 }
 
-interface Nginx {
+export interface Nginx {
   url: string;
   port: number;
   stop(): Promise<void>;
 }
 
-async function startNginx(dir: string, upstreams: number[]): Promise<Nginx> {
+/** Debian's nginx on loopback, round robin over `upstreams` (ports on 127.0.0.1); also bench/multi.ts's balancer. */
+export async function startNginx(dir: string, upstreams: number[]): Promise<Nginx> {
   const port = freePort();
   const temp = (name: string) => {
     mkdirSync(join(dir, name), { recursive: true });
@@ -276,6 +283,7 @@ export async function startCluster(): Promise<Cluster> {
       DATABASE_URL: hranaUrl,
       DATABASE_BUSY_TIMEOUT_MS: String(BUSY_TIMEOUT_MS),
       JWT_SECRET,
+      DATA_ENCRYPTION_KEY,
       PORT: String(port),
       HOST: "127.0.0.1",
       LOG_LEVEL: "info",

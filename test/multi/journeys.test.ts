@@ -8,7 +8,20 @@
  * X-Request-Id is in that instance's own log. The journey table is printed at the end.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { ADMIN, BUSY_TIMEOUT_MS, clusterUnavailable, eventually, sha256, startCluster, writeReport, type Answer, type Cluster, type Instance, type Receipt } from "./cluster";
+import {
+  ADMIN,
+  BUSY_TIMEOUT_MS,
+  type CallOptions,
+  clusterUnavailable,
+  eventually,
+  sha256,
+  startCluster,
+  writeReport,
+  type Answer,
+  type Cluster,
+  type Instance,
+  type Receipt,
+} from "./cluster";
 
 const MULTI = process.env.MULTI_INSTANCE === "1";
 const missing = clusterUnavailable();
@@ -103,6 +116,52 @@ describe.skipIf(!RUN)("three instances on one primary, behind nginx", () => {
     const steps = [registered, login, used, refreshed, usedAgain, out].map((a) => a.instance);
     expect(new Set(steps).size).toBe(3);
     for (let n = 1; n < steps.length; n++) expect(steps[n]).not.toBe(steps[n - 1]);
+  }, 60_000);
+
+  test("a session ended through one instance: every other refuses its access and refresh tokens at once; the other session's refresh, through nginx on another instance, works", async () => {
+    const J = "a session ended through one instance (DELETE /api/account/sessions/{id})";
+    const email = unique("ended");
+    const step = async (label: string, status: number, method: string, path: string, options: { token?: string; body?: unknown; via?: Instance } = {}) => {
+      const answer = await c.call(label, method, path, options);
+      note(J, label, answer);
+      expect({ label, status: answer.status }).toEqual({ label, status });
+      return answer;
+    };
+    const registered = await step("register", 201, "POST", "/api/auth/register", { body: registration(email) });
+    const id = registered.body.data.id;
+    const signIn = async (device: string) => (await step(`sign in (${device})`, 200, "POST", "/api/auth/login", { body: { email, password: PASSWORD } })).body.data;
+    const { token: phoneToken, refreshToken: phoneRefresh } = await signIn("phone");
+    const laptop = await signIn("laptop");
+    const sid = JSON.parse(Buffer.from(phoneToken.split(".")[1], "base64url").toString()).sid as string;
+    await step("phone uses its token", 200, "GET", `/api/users/${id}`, { token: phoneToken });
+    const listed = await step("laptop lists the sessions", 200, "GET", "/api/account/sessions", { token: laptop.token });
+    expect(listed.body.map((s: { id: string }) => s.id)).toContain(sid);
+    const ended = await step("laptop ends the phone's session", 204, "DELETE", `/api/account/sessions/${sid}`, { token: laptop.token });
+    // At once, on each of the others directly: the phone's access token and its refresh token.
+    const others = direct().filter((i) => i.name !== ended.instance);
+    expect(others).toHaveLength(2);
+    const attempts: [string, CallOptions][] = [
+      ["at once, the phone's access token on another instance", { token: phoneToken }],
+      ["at once, the phone's refresh token on another instance", { body: { refreshToken: phoneRefresh } }],
+    ];
+    const refused = await Promise.all(
+      others.flatMap((via) =>
+        attempts.map(async ([label, options]) => ({
+          label,
+          answer: await c.call(label, options.token ? "GET" : "POST", options.token ? `/api/users/${id}` : "/api/auth/refresh", { ...options, via }),
+        })),
+      ),
+    );
+    for (const { label, answer } of refused) note(J, label, answer);
+    expect(refused.map(({ answer }) => answer.status)).toEqual([401, 401, 401, 401]);
+    // The laptop's session lives on: its refresh, the next request through nginx, lands on another instance than the DELETE and works.
+    const refreshed = await step("laptop refreshes through nginx", 200, "POST", "/api/auth/refresh", { body: { refreshToken: laptop.refreshToken } });
+    expect(refreshed.instance).not.toBe(ended.instance);
+    await step("the refreshed token in use", 200, "GET", `/api/users/${id}`, { token: refreshed.body.data.token });
+    // Through nginx too, three times in a row (every instance): the ended tokens stay refused.
+    const viaNginx: string[] = [];
+    for (let n = 0; n < 3; n++) viaNginx.push((await step("the ended access token through nginx", 401, "GET", `/api/users/${id}`, { token: phoneToken })).instance);
+    expect(new Set(viaNginx)).toEqual(new Set(["i1", "i2", "i3"]));
   }, 60_000);
 
   describe("throttles count across instances", () => {
@@ -245,32 +304,69 @@ describe.skipIf(!RUN)("three instances on one primary, behind nginx", () => {
     }
   }, 120_000);
 
-  test("search index upkeep in three instances: no error, the index whole, no repeated work, per-instance metrics add up", async () => {
+  test("search index upkeep in three instances: no error, the index whole, no repeated work, the instances' merge counters sum to the merging done once", async () => {
     const J = "search index upkeep (each instance merges every 10 s)";
     const db = c.primary.client();
     const segments = async () => Number((await db.execute("SELECT count(DISTINCT segid) AS n FROM users_name_fts_idx")).rows[0].n);
+    const whole = () => eventually(60_000, "the name index merged into one segment", async () => ((await segments()) === 1 ? true : undefined));
+    const merged = () => Promise.all(c.instances.map((i) => scrape(i, "search_index_segments_merged_total")));
+    // FTS5 merges on its own during writes too (automerge, crisismerge): off for this journey, so
+    // each write adds one segment and only the upkeep folds them, and the upkeep's work is known:
+    // from one segment, W single writes and back to one is W segments merged, once.
+    const config = async () =>
+      new Map((await db.execute("SELECT k, v FROM users_name_fts_config WHERE k IN ('automerge', 'crisismerge')")).rows.map((r) => [String(r.k), Number(r.v)]));
+    const before = await config();
+    // A write of this client's own: it waits, as the instances' units do, while an instance's step holds the lock.
+    const write = (statement: string) =>
+      eventually(10_000, statement, () =>
+        db.execute(statement).then(
+          () => true,
+          (error) => (/SQLITE_BUSY|database is locked/.test(String(error)) ? undefined : Promise.reject(error)),
+        ),
+      );
+    const setConfig = (key: string, value: number) => write(`INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('${key}', ${value})`);
+    await setConfig("automerge", 0);
+    await setConfig("crisismerge", 1000);
+    const WRITES = 30;
     const tag = crypto.randomUUID().slice(0, 6);
-    // The most segments seen: a step of some instance may merge between the last write and a read after the loop.
-    let before = 0;
-    for (let n = 0; n < 30; n++) {
-      const created = await c.call("create user", "POST", "/api/users", { token: admin, body: { name: `Zephyrine ${tag} ${n}`, email: unique(`fts${n}`) } });
-      if (n < 3) note(J, `create user ${n + 1} of 30`, created);
-      expect(created.status).toBe(201);
-      before = Math.max(before, await segments());
+    let counted: { start: number[]; end: number[] };
+    let most = 0;
+    try {
+      await whole();
+      const start = await merged();
+      for (let n = 0; n < WRITES; n++) {
+        const created = await c.call("create user", "POST", "/api/users", { token: admin, body: { name: `Zephyrine ${tag} ${n}`, email: unique(`fts${n}`) } });
+        if (n < 3) note(J, `create user ${n + 1} of ${WRITES}`, created);
+        expect(created.status).toBe(201);
+        most = Math.max(most, await segments());
+      }
+      await whole();
+      counted = { start, end: await merged() };
+    } finally {
+      // FTS5's defaults (automerge 4, crisismerge 16) unless the index had its own.
+      await setConfig("automerge", before.get("automerge") ?? 4);
+      await setConfig("crisismerge", before.get("crisismerge") ?? 16);
     }
-    note(J, `segments during 30 single writes: at most ${before}`);
-    expect(before).toBeGreaterThan(1);
-    await eventually(60_000, "the name index merged into one segment", async () => ((await segments()) === 1 ? true : undefined));
-    // Two more periods of every instance's step on a whole index: not a page of it rewritten.
+    const work = counted.end.map((n, i) => n - counted.start[i]);
+    note(J, `segments during ${WRITES} single writes: at most ${most}; back to one`);
+    note(
+      J,
+      `search_index_segments_merged_total during them: ${c.instances.map((i, n) => `${i.name} +${work[n]}`).join(", ")}; sum ${work.reduce((a, b) => a + b, 0)} = the ${WRITES} segments the writes added`,
+    );
+    expect(most).toBeGreaterThan(1);
+    expect(work.every((n) => n >= 0)).toBe(true);
+    expect(work.reduce((a, b) => a + b, 0)).toBe(WRITES);
+    // Two more periods of every instance's step on a whole index: not a page of it rewritten, not a segment counted.
     const pages = async () => JSON.stringify((await db.execute("SELECT id, hex(block) AS b FROM users_name_fts_data ORDER BY id")).rows);
-    const whole = await pages();
+    const wholePages = await pages();
     await Bun.sleep(21_000);
-    expect(await pages()).toBe(whole);
-    await db.execute("INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('integrity-check', 1)");
+    expect(await pages()).toBe(wholePages);
+    expect(await merged()).toEqual(counted.end);
+    await write("INSERT INTO users_name_fts(users_name_fts, rank) VALUES ('integrity-check', 1)");
     for (const instance of c.instances) {
       const found = await c.call("search", "GET", `/api/search/users?name=${tag}&size=100`, { token: admin, via: instance });
-      note(J, "search finds all 30", found);
-      expect(found.body).toHaveLength(30);
+      note(J, `search finds all ${WRITES}`, found);
+      expect(found.body).toHaveLength(WRITES);
     }
     for (const instance of c.instances) {
       // No error at all, and no warning from the upkeep (a failed merge step warns).

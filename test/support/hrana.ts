@@ -21,6 +21,9 @@ export interface HranaServer {
   stop(): Promise<void>;
   /** SIGKILL, as a crash: the database file stays as the kill left it (for a restart on it). */
   kill(): Promise<void>;
+  /** SIGSTOP, a hung primary: connections are still accepted (by the kernel), nothing is answered, until `resume` (SIGCONT). */
+  pause(): void;
+  resume(): void;
 }
 
 export interface HranaOptions {
@@ -64,6 +67,8 @@ export async function startHranaServer(options: HranaOptions = {}): Promise<Hran
       proc.kill("SIGKILL");
       await proc.exited;
     },
+    pause: () => proc.kill("SIGSTOP"),
+    resume: () => proc.kill("SIGCONT"),
   };
 }
 

@@ -161,6 +161,7 @@ export async function prepareRouteWalk(t: TestApp) {
     "GET /api/users/:id/sessions": { path: `/api/users/${devices.id}/sessions`, status: 200 },
     "DELETE /api/users/:id/sessions/:sid": { path: `/api/users/${devices.id}/sessions/${endedByAdmin.sid}`, status: 204 },
     "POST /api/users/:id/revoke-tokens": { path: `/api/users/${registered.id}/revoke-tokens`, status: 204 },
+    "POST /api/users/:id/unlock": { path: `/api/users/${registered.id}/unlock`, status: 204 },
     "GET /api/files": { path: "/api/files", status: 200 },
     "GET /admin": { path: "/admin", token: undefined, status: 200 },
     "GET /admin/assets/:name": { path: "/admin/assets/app.js", token: undefined, status: 200 },

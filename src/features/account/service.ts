@@ -16,6 +16,7 @@ import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/p
 import { hashPassword } from "../../security/passwords";
 import { consumeToken, enqueueVerification, liveTokenOwner, revokeAccountTokens } from "../../store/account-tokens";
 import { writeAudit } from "../../store/audit";
+import { forgetDeviceTokens } from "../../store/devices";
 import { enqueueNotification } from "../../store/outbox";
 import { addressKey, countResetRequest, emailKey } from "../../store/throttle";
 import { emailVerifiedOf, findUser, markEmailVerified, normalizeEmail, resetPassword } from "../../store/users";
@@ -64,8 +65,8 @@ export async function requestPasswordReset(deps: AccountDeps, rawEmail: string, 
 }
 
 /**
- * Sets the new password, revokes every bearer token and every earlier e-mail token of the user,
- * and sends PASSWORD_CHANGED (audited PASSWORD_RESET). Completing a reset proves the mailbox is the user's, so the
+ * Sets the new password, revokes every bearer token, every earlier e-mail token and every deviceToken
+ * of the user (a device that knew the old password signs in as a stranger again), and sends PASSWORD_CHANGED (audited PASSWORD_RESET). Completing a reset proves the mailbox is the user's, so the
  * address counts as verified too (a user whose verification link expired is never locked out).
  */
 export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfirmBody) {
@@ -81,6 +82,7 @@ export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfir
     if (id === undefined) throw new AppError("INVALID_TOKEN");
     const recipient = await resetPassword(tx, id, passwordHash, new Date(now));
     await revokeAccountTokens(tx, id);
+    await forgetDeviceTokens(tx, id);
     await enqueueNotification(tx, "PASSWORD_CHANGED", recipient, { userId: id }, new Date(now));
     await writeAudit(tx, { action: "PASSWORD_RESET", actor: recipient, subjectType: "User", subjectId: id }, new Date(now));
   });

@@ -6,13 +6,14 @@
  * same variables must not revoke the admin's tokens). An account that holds the address without
  * being an ADMIN may be a stranger who registered it (registration is open): it becomes ADMIN
  * only with the operator's password, and everything it held ends (its tokens, its e-mailed
- * verification and reset links); the promotion is audited.
+ * verification and reset links, its deviceTokens); the promotion is audited.
  */
 import type { Database } from "../../db/database";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
 import { revokeAccountTokens } from "../../store/account-tokens";
 import { writeAudit } from "../../store/audit";
+import { forgetDeviceTokens } from "../../store/devices";
 import { adminStatusOf, grantRoles, insertVerifiedUser, normalizeEmail, promoteToAdmin } from "../../store/users";
 
 /**
@@ -45,6 +46,7 @@ export async function ensureAdmin(
       id = existing.id;
       await promoteToAdmin(tx, id, passwordHash, at);
       await revokeAccountTokens(tx, id);
+      await forgetDeviceTokens(tx, id);
       await writeAudit(tx, { action: "USER_PROMOTED_TO_ADMIN", actor: "system", subjectType: "User", subjectId: id, details: { email, via: "bootstrap" } }, at);
     }
     await grantRoles(tx, id, ["USER", "ADMIN"]);

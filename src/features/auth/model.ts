@@ -102,6 +102,7 @@ export const ValidateEmailQuery = t.Object({ email: Email });
 export const LoginBody = t.Object({
   email: t.String({ minLength: 1, maxLength: 320, messages: { required: "field.email.blank", minLength: "field.email.blank" } }),
   password: t.String({ minLength: 1, maxLength: 1024, messages: { required: "field.password.blank", minLength: "field.password.blank" } }),
+  deviceToken: t.Optional(t.String({ maxLength: 200, description: "The deviceToken an earlier login on this device answered: its sign-ins count only their own failures" })),
 });
 export type LoginBody = Static<typeof LoginBody>;
 
@@ -122,6 +123,7 @@ export const TokenResponse = t.Object(
     expiresIn: t.Integer({ description: "Seconds until the token expires" }),
     refreshToken: t.Optional(t.String({ description: "Shown once; for POST /api/auth/refresh" })),
     refreshExpiresIn: t.Optional(t.Integer()),
+    deviceToken: t.Optional(t.String({ description: "A login's: keep it on this device and send it back with the next login (90 days)" })),
     user: User,
   },
   { title: "TokenResponse" },

@@ -13,12 +13,12 @@ import type { User } from "../../models/user";
 import type { Tokens } from "../../security/bearer-tokens";
 import type { Caller } from "../../security/caller";
 import { unauthorized } from "../../security/guard";
-import { attemptTurn, checkPassword, wrongCurrentPassword, type PasswordCheckDeps } from "../../security/password-check";
+import { attemptTurn, checkPassword, failuresCleared, wrongCurrentPassword, type PasswordCheckDeps } from "../../security/password-check";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword, needsRehash } from "../../security/passwords";
+import { completeSignIn } from "../../security/sign-in-completion";
 import { auditStatement, type AuditRecord } from "../../store/audit";
 import { endSessionStatement, isOpen, keptSessionRows, openSessionRows, randomToken, refreshStateOf, rotationRows } from "../../store/sessions";
-import { clearLoginFailures } from "../../store/throttle";
 import { findUser, lastLoginStatement, newPasswordStatement, normalizeEmail, rehashStatement, tokenVersionBump, userById, userOf } from "../../store/users";
 import type { ChangePasswordBody, LoginBody, TokenResponse } from "./model";
 
@@ -72,11 +72,12 @@ export async function tokenAnswer(
 /**
  * Login's checks and writes, in the e-mail's turn: the throttle, the account, the password,
  * then the refusals of a right password (its failures are cleared all the same), then one list
- * unit: failures cleared, last login, the audit row, a rehash, and the answer's user read back.
+ * unit: failures cleared, last login, the audit row, a rehash, the completed sign-in's device
+ * (security/sign-in-completion.ts), and the answer's user read back.
  * Sign-ins are audited, never with the password: LOGIN with the client address, LOGIN_FAILED
  * with the e-mail tried and the address (and the reason when the password was right).
  */
-async function signIn(deps: SessionDeps, email: string, password: string, client: SignInClient) {
+async function signIn(deps: SessionDeps, email: string, password: string, client: SignInClient, deviceToken?: string) {
   const { address } = client;
   const failed = (reason?: string): AuditRecord => ({
     action: "LOGIN_FAILED",
@@ -86,13 +87,13 @@ async function signIn(deps: SessionDeps, email: string, password: string, client
     details: { email, address, ...(reason && { reason }) },
   });
   using _turn = await attemptTurn(email);
-  const checked = await checkPassword(deps, email, password, address, failed());
+  const checked = await checkPassword(deps, email, password, { address, deviceToken }, failed());
   if (!checked) throw new AppError("INVALID_CREDENTIALS");
-  const { account, emailHasFailures } = checked;
+  const { account } = checked;
   const refused = !account.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !account.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
   if (refused) {
     await deps.db.writeAll((tx) => ({
-      cleared: emailHasFailures ? clearLoginFailures(tx, email) : undefined,
+      cleared: failuresCleared(tx, checked),
       audited: auditStatement(tx, failed(refused), new Date(deps.now())),
     }));
     throw new AppError(refused);
@@ -106,22 +107,24 @@ async function signIn(deps: SessionDeps, email: string, password: string, client
     refreshToken: randomToken(32),
   };
   const opened = { id: session.id, userId: account.id, tokenVersion: account.tokenVersion, ...client, amr: ["pwd"] };
+  const completed = completeSignIn({ userId: account.id, email, lastLogin: account.lastLogin, ...client, deviceToken: checked.device?.token }, lastLogin);
   const { user } = await deps.db.writeAll((tx) => ({
     session: openSessionRows(tx, opened, session.refreshToken, { now: lastLogin, expiresAt: new Date(session.expiresAt) }, deps.config.sessionMaxPerUser),
-    cleared: emailHasFailures ? clearLoginFailures(tx, email) : undefined,
+    device: completed.rows(tx),
+    cleared: failuresCleared(tx, checked),
     lastLogin: lastLoginStatement(tx, account.id, lastLogin),
     audited: auditStatement(tx, { action: "LOGIN", actor: email, subjectType: "User", subjectId: account.id, details: { address } }, lastLogin),
     rehashed: rehash ? rehashStatement(tx, account.id, account.passwordHash, rehash) : undefined,
     user: userById(tx, account.id),
   }));
-  return { id: account.id, tokenVersion: account.tokenVersion, user: userOf(user), session };
+  return { id: account.id, tokenVersion: account.tokenVersion, user: userOf(user), session, deviceToken: completed.deviceToken };
 }
 
 export async function login(deps: SessionDeps, input: LoginBody, client: SignInClient): Promise<TokenResponse> {
   const email = normalizeEmail(input.email);
-  const { id, tokenVersion, user, session } = await signIn(deps, email, input.password, client);
+  const { id, tokenVersion, user, session, deviceToken } = await signIn(deps, email, input.password, client, input.deviceToken);
   // Signed after the e-mail's turn: the next attempt for it need not wait for the signature.
-  return tokenAnswer(deps, { id, email, tokenVersion }, user, session);
+  return { ...(await tokenAnswer(deps, { id, email, tokenVersion }, user, session)), deviceToken };
 }
 
 /**
@@ -184,12 +187,12 @@ export async function logout(deps: SessionDeps, caller: Caller, all: boolean) {
 async function storeNewPassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string, refreshToken: string): Promise<number> {
   const subject = { actor: caller.email, subjectType: "User", subjectId: caller.id };
   using _turn = await attemptTurn(caller.email);
-  const checked = await checkPassword(deps, caller.email, input.currentPassword, address, { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } });
+  const checked = await checkPassword(deps, caller.email, input.currentPassword, { address }, { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } });
   if (!checked) throw wrongCurrentPassword();
   const passwordHash = await hashPassword(input.newPassword);
   const now = new Date(deps.now());
   const { updated } = await deps.db.writeAll((tx) => ({
-    cleared: checked.emailHasFailures ? clearLoginFailures(tx, caller.email) : undefined,
+    cleared: failuresCleared(tx, checked),
     audited: auditStatement(tx, { ...subject, action: "PASSWORD_CHANGED" }, now),
     updated: newPasswordStatement(tx, checked.account.id, passwordHash, now),
     kept: caller.session ? keptSessionRows(tx, caller.session.id, refreshToken, now) : undefined,

@@ -12,7 +12,8 @@
  * Each channel runs its own loop (a webhook timing out never slows the mail), and a third loop
  * keeps house with the stores' duties: it resolves password-reset requests, erases raw tokens
  * whose mail was sent, given up or skipped, or whose token expired, and drops expired token
- * hashes and ended reset windows (store/account-tokens.ts, store/throttle.ts).
+ * hashes, ended reset windows, old login lockouts, ended deviceTokens and devices unused for 90
+ * days (store/account-tokens.ts, store/throttle.ts, store/devices.ts).
  */
 import type { Logger } from "pino";
 import type { Database } from "../../db/database";
@@ -20,7 +21,8 @@ import { isBusy } from "../../db/errors";
 import type { Metrics } from "../../metrics";
 import { eraseTokens, forgetExpiredTokens, resolvePasswordResets } from "../../store/account-tokens";
 import { attemptsOn, claimDueRows, markDeliveredRows, recordAttempt, skipPendingMail, type Outcome, type OutboxRow } from "../../store/outbox";
-import { forgetEndedResetWindows } from "../../store/throttle";
+import { forgetStaleDevices } from "../../store/devices";
+import { forgetEndedResetWindows, forgetOldLockouts } from "../../store/throttle";
 import type { Tracing } from "../../tracing";
 import { GiveUp, type Channel } from "./channels";
 
@@ -175,6 +177,8 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
       erased: eraseTokens(tx, now()),
       expired: forgetExpiredTokens(tx, now()),
       ended: forgetEndedResetWindows(tx, now()),
+      lockouts: forgetOldLockouts(tx, now()),
+      devices: forgetStaleDevices(tx, now()),
     }));
     return 0;
   }

@@ -10,22 +10,30 @@
  * The primary runs one bounded step every MERGE_EVERY_MS: at most MERGE_PAGES pages of the index
  * rewritten (a few milliseconds of the write lock; a bulk-loaded 100,000-user index is whole again
  * after about 8 steps). On an index in one piece a step writes nothing.
+ *
+ * Every instance on a shared primary runs its own timer: their steps take turns on the write lock,
+ * and a step that finds the index whole does nothing. search_index_segments_merged_total counts
+ * each instance's work, so the instances' sum is the work done, once.
  */
 import type { Logger } from "pino";
 import type { Database } from "../../db/database";
 import { isBusy } from "../../db/errors";
+import type { Metrics } from "../../metrics";
 import { mergeNameIndexSegments } from "../../store/user-search";
 
 export const MERGE_PAGES = 128;
 export const MERGE_EVERY_MS = 10_000;
 
-/** One step: up to MERGE_PAGES pages of the index's segments merged towards one. */
-export const mergeNameIndex = (db: Database) => db.write((tx) => mergeNameIndexSegments(tx, MERGE_PAGES));
+/** One step: up to MERGE_PAGES pages of the index's segments merged towards one; answers the segments folded away. */
+export const mergeNameIndex = (db: Database) => mergeNameIndexSegments(db, MERGE_PAGES);
 
-export function startNameIndexUpkeep(db: Database, logger: Pick<Logger, "warn" | "debug">, everyMs = MERGE_EVERY_MS) {
+export function startNameIndexUpkeep(db: Database, logger: Pick<Logger, "warn" | "debug">, metrics: Pick<Metrics, "searchIndexSegmentsMerged">, everyMs = MERGE_EVERY_MS) {
   let step: Promise<unknown> | undefined;
   const timer = setInterval(() => {
     step ??= mergeNameIndex(db)
+      .then((merged) => {
+        if (merged > 0) metrics.searchIndexSegmentsMerged.inc(merged);
+      })
       .catch((error) => {
         // Writers held the lock past the busy timeout: the index waits for the next step.
         if (isBusy(error)) logger.debug("search index merge met a busy database");

@@ -14,7 +14,7 @@ import { withPasswordPolicy } from "../../security/password-policy";
 import { countMatches, userChunks } from "../../store/user-search";
 import { findUser, normalizeEmail } from "../../store/users";
 import { UserBody, UserListQuery, UserPatch } from "./model";
-import { createUser, deleteUser, filterUsers, listCriteria, listUsers, patchUser, replaceUser, revokeBearerTokens, setActive } from "./service";
+import { createUser, deleteUser, filterUsers, listCriteria, listUsers, patchUser, replaceUser, revokeBearerTokens, setActive, unlockSignIn } from "./service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -187,5 +187,22 @@ export const usersRoutes = (ctx: AppContext) =>
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },
+      },
+    )
+    .post(
+      "/:id/unlock",
+      async ({ params, caller, set }) => {
+        await unlockSignIn(ctx, userId(params), caller.email);
+        set.status = 204;
+      },
+      {
+        auth: "ADMIN",
+        params: UserIdParams,
+        response: { 204: t.Void(), ...errors },
+        detail: {
+          summary: "Lift a user's sign-in lockout",
+          description:
+            "Clears the failed-login counts of the user's e-mail on every network and its global lockout (LOGIN_MAX_FAILURES_GLOBAL), so they may sign in at once. Audited USER_UNLOCKED.",
+        },
       },
     );

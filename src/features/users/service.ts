@@ -12,13 +12,15 @@ import type { Page } from "../../paging";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
 import { revokeAccountTokens } from "../../store/account-tokens";
-import { writeAudit } from "../../store/audit";
+import { auditStatement, writeAudit } from "../../store/audit";
 import { enqueueNotification } from "../../store/outbox";
+import { unlockStatements } from "../../store/throttle";
 import { countMatches, searchUsers, type UserSearchCriteria } from "../../store/user-search";
 import {
   createdUserRows,
   deleteUserRow,
   departmentId,
+  emailOfUser,
   emailTaken,
   findUser,
   keepAnAdmin,
@@ -215,4 +217,16 @@ export async function revokeBearerTokens(deps: UsersDeps, id: number, actor: str
     if (revoked.length === 0) throw new AppError("USER_NOT_FOUND", { id });
     await writeAudit(tx, { action: "USER_TOKENS_REVOKED", actor, subjectType: "User", subjectId: id }, now);
   });
+}
+
+/**
+ * The user may sign in with a password again from everywhere at once: every failed-login count of
+ * their e-mail (per network and across networks) and its lockout, with the lockouts' doubling, are
+ * gone. Audited USER_UNLOCKED. The per-address counts stay: they belong to the addresses, not the user.
+ */
+export async function unlockSignIn(deps: UsersDeps, id: number, actor: string) {
+  const [[user]] = await deps.db.readAll((db) => [emailOfUser(db, id)]);
+  if (!user) throw new AppError("USER_NOT_FOUND", { id });
+  const now = new Date(deps.now());
+  await deps.db.writeAll((tx) => [...unlockStatements(tx, user.email), auditStatement(tx, { action: "USER_UNLOCKED", actor, subjectType: "User", subjectId: id }, now)]);
 }

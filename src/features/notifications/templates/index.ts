@@ -27,8 +27,20 @@ export interface Mail {
   html: string;
 }
 
-type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string }; codeLabel?: string };
-type Values = { name: string; orderId: string; amount: string; paymentId: string; reason: string };
+/** A link carries the mail's token, unless `open` (a page that needs none, e.g. /account/security). */
+type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string; open?: boolean }; codeLabel?: string };
+type Values = {
+  name: string;
+  orderId: string;
+  amount: string;
+  paymentId: string;
+  reason: string;
+  /** Sign-ins: when the lockout ends, when and from where (device label, address) a sign-in came. */
+  lockedUntil: string;
+  signedInAt: string;
+  device: string;
+  address: string;
+};
 type Template = Record<Lang, (v: Values) => Texts>;
 
 /** The greeting, by name when there is one (never for an address nobody has confirmed: the name is the registrant's free text). */
@@ -37,7 +49,49 @@ const hello: Record<Lang, (v: Values) => string> = {
   "zh-TW": (v) => (v.name ? `${v.name} 您好：` : "您好："),
 };
 
+const SECURITY_PAGE = "/account/security";
+
 const TEMPLATES: Record<NotificationKind, Template> = {
+  LOGIN_LOCKED: {
+    en: (v) => ({
+      subject: "Sign-ins to your account are paused",
+      paragraphs: [
+        hello.en(v),
+        `Many wrong passwords were tried for your account from several networks, so sign-ins with a password are paused until ${v.lockedUntil}.`,
+        "Devices you have signed in from before can still sign in. If these attempts were not yours, your password is still safe; consider making it longer and unique.",
+      ],
+      link: { label: "Review your account's security", path: SECURITY_PAGE, open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: "您帳號的登入已暫停",
+      paragraphs: [
+        hello["zh-TW"](v),
+        `有人從多個網路以錯誤的密碼多次嘗試登入您的帳號，因此以密碼登入已暫停至 ${v.lockedUntil}。`,
+        "您先前登入過的裝置仍可登入。如果這些嘗試不是您本人，您的密碼仍然安全；建議改用更長且獨一無二的密碼。",
+      ],
+      link: { label: "檢視帳號安全性", path: SECURITY_PAGE, open: true },
+    }),
+  },
+  NEW_SIGN_IN: {
+    en: (v) => ({
+      subject: "A new sign-in to your account",
+      paragraphs: [
+        hello.en(v),
+        `Your account was just signed in to from a device or network it had not used before: ${v.device || "an unknown device"}, address ${v.address}, at ${v.signedInAt}.`,
+        "If this was you, there is nothing to do. If not, end that session and change your password now.",
+      ],
+      link: { label: "Review your sessions", path: SECURITY_PAGE, open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: "您的帳號有新的登入",
+      paragraphs: [
+        hello["zh-TW"](v),
+        `您的帳號剛剛從先前未使用過的裝置或網路登入：${v.device || "未知的裝置"}，位址 ${v.address}，時間 ${v.signedInAt}。`,
+        "如果是您本人，無須採取任何行動；如果不是，請立即結束該工作階段並變更密碼。",
+      ],
+      link: { label: "檢視您的工作階段", path: SECURITY_PAGE, open: true },
+    }),
+  },
   WELCOME: {
     en: (v) => ({ subject: "Welcome to usersvc", paragraphs: [hello.en(v), "Your account has been created. You can sign in with this e-mail address."] }),
     "zh-TW": (v) => ({ subject: "歡迎加入 usersvc", paragraphs: [hello["zh-TW"](v), "您的帳號已建立，可以使用這個 Email 地址登入。"] }),
@@ -140,6 +194,8 @@ const TEMPLATES: Record<NotificationKind, Template> = {
 };
 
 const text = (value: unknown) => (value === undefined || value === null ? "" : String(value));
+/** An instant (epoch ms) as "2026-11-26 03:15 UTC". */
+const instant = (value: unknown) => (typeof value === "number" ? `${new Date(value).toISOString().slice(0, 16).replace("T", " ")} UTC` : text(value));
 
 export function renderMail(input: MailInput): Mail {
   const amount = typeof input.payload.totalAmount === "number" ? input.payload.totalAmount.toFixed(2) : text(input.payload.totalAmount);
@@ -149,10 +205,16 @@ export function renderMail(input: MailInput): Mail {
     amount,
     paymentId: text(input.payload.paymentId),
     reason: text(input.payload.reason),
+    lockedUntil: instant(input.payload.lockedUntil),
+    signedInAt: instant(input.payload.signedInAt),
+    device: text(input.payload.device),
+    address: text(input.payload.address),
   });
   const paragraphs = [...texts.paragraphs];
   let link: { label: string; url: string } | undefined;
-  if (texts.link && input.token) {
+  if (texts.link?.open) {
+    if (input.publicBase) link = { label: texts.link.label, url: `${input.publicBase}${texts.link.path}` };
+  } else if (texts.link && input.token) {
     if (input.publicBase) link = { label: texts.link.label, url: `${input.publicBase}${texts.link.path}?token=${encodeURIComponent(input.token)}` };
     else paragraphs.push(`${texts.codeLabel}: ${input.token}`);
   }

@@ -1,6 +1,6 @@
 /**
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
- * activate/deactivate, revoke tokens, delete after confirmation, and the profile.
+ * activate/deactivate, revoke tokens, unlock sign-in, delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
 import type { Department, Profile, User } from "../api";
@@ -148,12 +148,13 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
     const next = await action.run(() => api.post<User>(`/api/users/${user.id}/${user.active ? "deactivate" : "activate"}`));
     if (next) onChanged(next);
   };
-  const revoke = async () => {
-    const done = await action.run(async () => {
-      await api.post(`/api/users/${user.id}/revoke-tokens`);
+  /** A POST that answers 204, announced when done. */
+  const post = (path: string, done: "user.revoked" | "user.unlocked") => async () => {
+    const ok = await action.run(async () => {
+      await api.post(`/api/users/${user.id}/${path}`);
       return true;
     });
-    if (done) announce(t("user.revoked"));
+    if (ok) announce(t(done));
   };
   return (
     <div class="panel">
@@ -168,12 +169,18 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
         <button type="button" onClick={toggle} disabled={action.busy} aria-describedby={user.active ? "deactivate-hint" : undefined}>
           {user.active ? t("user.deactivate") : t("user.activate")}
         </button>
-        <button type="button" onClick={revoke} disabled={action.busy} aria-describedby="revoke-hint">
+        <button type="button" onClick={post("revoke-tokens", "user.revoked")} disabled={action.busy} aria-describedby="revoke-hint">
           {t("user.revoke")}
+        </button>
+        <button type="button" onClick={post("unlock", "user.unlocked")} disabled={action.busy} aria-describedby="unlock-hint">
+          {t("user.unlock")}
         </button>
       </div>
       <p class="hint" id="revoke-hint">
         {t("user.revokeHint")}
+      </p>
+      <p class="hint" id="unlock-hint">
+        {t("user.unlockHint")}
       </p>
       <ErrorText error={action.error} />
     </div>
