@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bundleConsole } from "../src/features/console/bundle";
+import { bundleAccountPages } from "../src/features/account/bundle";
 
 const target = process.env.USERSVC_TARGET ?? "bun-linux-x64";
 const libsqlAddon = { "bun-linux-x64": "@libsql/linux-x64-gnu", "bun-linux-arm64": "@libsql/linux-arm64-gnu" }[target];
@@ -21,6 +22,8 @@ const commit = (await $`git rev-parse --short HEAD`.nothrow().quiet().text()).tr
 mkdirSync("dist", { recursive: true });
 // The admin console, bundled once and embedded (src/features/console/bundle.ts reads CONSOLE_BUNDLE).
 const consoleBundle = await bundleConsole();
+// The setup and security pages, likewise (src/features/account/bundle.ts reads ACCOUNT_BUNDLE).
+const accountBundle = await bundleAccountPages();
 
 const build = (bytecodeOrder: string | null) =>
   Bun.build({
@@ -42,6 +45,7 @@ const build = (bytecodeOrder: string | null) =>
       BUILD_COMMIT: JSON.stringify(commit),
       BUILD_TIME: JSON.stringify(new Date().toISOString()),
       CONSOLE_BUNDLE: JSON.stringify(JSON.stringify(consoleBundle)),
+      ACCOUNT_BUNDLE: JSON.stringify(JSON.stringify(accountBundle)),
       "process.env.NODE_ENV": '"production"',
     },
     plugins: [

@@ -10,7 +10,7 @@ import { authPlugin, createAuthenticator } from "./security/guard";
 import { createSessionActivity } from "./security/session-activity";
 import { apiKeyBoundary, createKeyActivity, createKeyRateLimit } from "./security/api-keys";
 import { actuatorRoutes } from "./features/actuator/routes";
-import { authRoutes } from "./features/auth/routes";
+import { authRoutes, firstRunRoutes } from "./features/auth/routes";
 import { accountRoutes } from "./features/account/routes";
 import { outboxRoutes } from "./features/notifications/routes";
 import { docsRoutes } from "./features/docs/routes";
@@ -94,6 +94,7 @@ export function createApp(deps: AppDeps) {
     .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
+    .use(firstRunRoutes(ctx))
     .use(profileRoutes(ctx))
     .use(accountRoutes(ctx))
     .use(docsRoutes(config.basePath, () => self!))

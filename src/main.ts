@@ -11,6 +11,7 @@ import type { Lifecycle } from "./context";
 import { openDatabase } from "./db/open";
 import { migrate } from "./db/migrate";
 import { ensureAdmin } from "./features/auth/bootstrap";
+import { issueSetupLink, setupNotice } from "./features/auth/first-run";
 import { translate } from "./catalogue";
 import { Violations } from "./errors";
 import { createDataCipher } from "./security/data-encryption";
@@ -45,6 +46,7 @@ Usage:
   usersvc token --email E                                   print a bearer token (local development)
   usersvc keys rotate [--revoke KID]                        publish the next signing key (signs in 10 minutes); --revoke withdraws KID at once
   usersvc keys rewrap                                       seal the private signing keys under the current DATA_ENCRYPTION_KEY
+  usersvc setup-link                                        print a fresh one-time link to create the first ADMIN
   usersvc backup [--output DIR]                             write a backup archive, print its path
   usersvc restore ARCHIVE                                   restore a backup (the server stopped)
   usersvc --help | --version
@@ -144,6 +146,20 @@ async function ensureConfiguredAdmin(config: Config, database: Database, logger:
     refusedPassword((problem) => new ConfigError([`ADMIN_PASSWORD ${problem}`])),
   );
   logger.info({ email: config.adminEmail, created }, "admin account ensured");
+}
+
+/**
+ * First run: while no ADMIN exists and ADMIN_EMAIL is unset, one plain line on stderr with the
+ * one-time setup link (instances starting together: one of them gets the link). A failure only warns.
+ */
+async function announceSetupLink(config: Config, database: Database, logger: Logger, port: number, now: () => number) {
+  if (config.adminEmail) return;
+  try {
+    const notice = setupNotice(await issueSetupLink(database, { ...config, port }, new Date(now()), false));
+    if (notice) process.stderr.write(notice);
+  } catch (error) {
+    logger.warn({ err: error }, "could not issue the first-run setup link: `usersvc setup-link` prints one");
+  }
 }
 
 /**
@@ -306,6 +322,7 @@ async function serve(config: Config) {
   const duties = child ? undefined : startPrimaryDuties({ config, database, files, logging, metrics, logger, now, tracing });
   settleAfterStart(duties?.firstSweep ?? Promise.resolve());
   if (!child) {
+    await announceSetupLink(config, database, logger, app.server?.port ?? config.port, now);
     logger.info(
       { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version },
       "usersvc listening",
@@ -413,6 +430,18 @@ async function main(argv: string[]): Promise<number> {
       } finally {
         database.close();
       }
+      return 0;
+    }
+    case "setup-link": {
+      expectNoMore(0);
+      const config = configFrom(values);
+      const database = await openMigrated(config);
+      const issued = await issueSetupLink(database, config, new Date(), true).finally(() => database.close());
+      if (!("link" in issued)) {
+        process.stderr.write(`usersvc: an ADMIN exists already; sign in at ${config.publicUrl ?? `http://localhost:${config.port}`}${config.basePath}/admin\n`);
+        return 1;
+      }
+      process.stdout.write(`${issued.link}\n`);
       return 0;
     }
     case "backup": {

@@ -54,6 +54,22 @@ const rows: Row[] = [
     },
   },
   {
+    request: "GET /api/account/setup (open: first run's status)",
+    send: (token) => t.request("GET", "/api/account/setup", { token }),
+    expect: { anonymous: 200, noRole: 200, user: 200, admin: 200 },
+  },
+  {
+    request: "POST /api/account/setup (open: reaches the handler; the token is void, an ADMIN exists)",
+    send: (token) => t.request("POST", "/api/account/setup", { token, body: { token: "x", name: "Late Admin", email: "late@example.com", password: "Passw0rd!" } }),
+    expect: { anonymous: 400, noRole: 400, user: 400, admin: 400 },
+    own: { 400: { message: "The link is invalid, used or expired; ask for a new one", errorCode: "INVALID_TOKEN" } },
+  },
+  {
+    request: "GET /account/security (open page)",
+    send: (token) => t.request("GET", "/account/security", { token }),
+    expect: { anonymous: 200, noRole: 200, user: 200, admin: 200 },
+  },
+  {
     request: "GET /swagger/json (open)",
     send: (token) => t.request("GET", "/swagger/json", { token }),
     expect: { anonymous: 200, noRole: 200, user: 200, admin: 200 },

@@ -22,16 +22,22 @@ describe("the pages' answers", () => {
   });
   afterAll(() => t.close());
 
+  /** An open page: 200, HTML, with one complete policy of its own (its scripts 'self', framing denied, nothing unsafe). */
+  async function page(path: string) {
+    const res = await t.request("GET", path);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    const policy = res.headers.get("content-security-policy")!;
+    expect(policy.split(", ")).toHaveLength(1);
+    expect(policy).toContain("script-src 'self';");
+    expect(policy).toContain("frame-ancestors 'none'");
+    expect(policy).not.toContain("unsafe");
+    return res;
+  }
+
   test("open, HTML with one complete policy of their own: script-src 'self', framing denied, no inline script", async () => {
     for (const path of ["/account/verify-email?token=abc", "/account/reset-password"]) {
-      const res = await t.request("GET", path);
-      expect(res.status).toBe(200);
-      expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
-      const policy = res.headers.get("content-security-policy")!;
-      expect(policy.split(", ")).toHaveLength(1);
-      expect(policy).toContain("script-src 'self';");
-      expect(policy).toContain("frame-ancestors 'none'");
-      expect(policy).not.toContain("unsafe");
+      const res = await page(path);
       // Every script is a file of ours, under BASE_PATH; nothing is loaded from another host.
       expect([...res.text.matchAll(/<script([^>]*)>/g)].map((m) => m[1])).toEqual([' src="/svc/account/assets/account.js"']);
       expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
@@ -43,6 +49,44 @@ describe("the pages' answers", () => {
     const script = await t.request("GET", "/account/assets/account.js");
     expect([script.status, script.headers.get("content-type")]).toEqual([200, "text/javascript; charset=utf-8"]);
     expect((await t.request("GET", "/account/assets/account.css")).status).toBe(200);
+  });
+
+  /** A bundled asset, straight from the app (assets are no operations of the API document). */
+  const asset = (path: string) => t.app.handle(new Request(`http://localhost${path}`));
+
+  test("the setup and security pages: the bundled script and stylesheet by hash under BASE_PATH, one complete policy, no inline script", async () => {
+    for (const path of ["/account/security", "/account/setup?token=abc"]) {
+      const res = await page(path);
+      const scripts = [...res.text.matchAll(/<script([^>]*)>([^<]*)<\/script>/g)];
+      expect(scripts.map((m) => [m[1], m[2]])).toEqual([[expect.stringMatching(/^ type="module" src="\/svc\/account\/assets\/app\.js\?v=\w+"$/), ""]]);
+      expect(res.text).toMatch(/href="\/svc\/account\/assets\/app\.css\?v=\w+"/);
+      expect(res.text).toContain('data-base-path="/svc"');
+      expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
+      expect(res.text).not.toContain("abc");
+    }
+    const script = await asset(/src="(\/svc\/account\/assets\/app\.js\?v=\w+)"/.exec((await t.request("GET", "/account/security")).text)![1]);
+    expect([script.status, script.headers.get("content-type"), script.headers.get("cache-control")]).toEqual([
+      200,
+      "text/javascript; charset=utf-8",
+      "public, max-age=31536000, immutable",
+    ]);
+    expect((await asset("/svc/account/assets/app.css")).status).toBe(200);
+    expect((await asset("/svc/account/assets/other.js")).status).toBe(404);
+  });
+
+  test("the setup and security pages in English and Traditional Chinese, by Accept-Language", async () => {
+    const zh = { headers: { "accept-language": "zh-TW,zh;q=0.9" } };
+    const titles = async (path: string, options = {}) => {
+      const res = await t.request("GET", path, options);
+      return [/<html lang="([^"]+)">/.exec(res.text)![1], /<title>([^<]+)<\/title>/.exec(res.text)![1]];
+    };
+    expect(await titles("/account/security")).toEqual(["en", "Account security"]);
+    expect(await titles("/account/security", zh)).toEqual(["zh-TW", "帳號安全"]);
+    expect(await titles("/account/setup")).toEqual(["en", "Create the first administrator"]);
+    expect(await titles("/account/setup", zh)).toEqual(["zh-TW", "建立第一位管理員"]);
+    // Both languages' texts are in the bundle the page runs.
+    const bundle = await (await asset("/svc/account/assets/app.js")).text();
+    for (const text of ["End all other sessions", "結束其他所有工作階段", "Add a passkey", "新增通行金鑰"]) expect(bundle).toContain(text);
   });
 
   test("labelled fields, in the browser's language", async () => {

@@ -98,6 +98,21 @@ describe("dist/usersvc alone in an empty folder", () => {
     expect(await bundle.text()).toContain("usersvc.console.token");
   });
 
+  test("first run: stderr carries the one-time setup link (no ADMIN yet), and the setup page with its bundle is embedded", async () => {
+    const reader = server.stderr.getReader();
+    let stderr = "";
+    while (!stderr.includes("\n")) stderr += new TextDecoder().decode((await reader.read()).value);
+    reader.releaseLock();
+    const link = /^usersvc: no ADMIN yet\. Create the first one at (\S+) /.exec(stderr)![1];
+    expect(link).toMatch(/^http:\/\/localhost:\d+\/account\/setup\?token=[A-Za-z0-9_-]{43}$/);
+    const page = await fetch(`${base}${new URL(link).pathname}${new URL(link).search}`);
+    expect(page.status).toBe(200);
+    const script = /src="([^"]+app\.js[^"]*)"/.exec(await page.text())![1];
+    const bundle = await fetch(`${base}${script}`);
+    expect(bundle.status).toBe(200);
+    expect(await bundle.text()).toContain("usersvc.account.session");
+  });
+
   test("migrate: applies (nothing left to do) and exits 0 beside the running server", async () => {
     const { code, stdout } = await run(["migrate"]);
     expect(code).toBe(0);

@@ -510,3 +510,16 @@ export const mfaChallenges = sqliteTable(
   },
   (t) => [index("mfa_challenges_expiry_idx").on(t.expiresAt)],
 );
+
+// ── First run (#27) ──
+
+/**
+ * First run: the one setup token (row "setup", one at a time across instances, as a lease's row),
+ * only its SHA-256; it lets `POST /api/account/setup` create the first ADMIN while none exists.
+ */
+export const setupTokens = sqliteTable("setup_tokens", {
+  name: text("name").primaryKey(),
+  tokenHash: text("token_hash").notNull(),
+  createdAt: millis("created_at").notNull(),
+  expiresAt: millis("expires_at").notNull(),
+});

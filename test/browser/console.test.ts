@@ -8,24 +8,19 @@
  * (CONSOLE_BROWSER=1); `npm test` reports it skipped. Without Chromium it reports itself skipped.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, skippedBecause } from "./support";
 import { ADMIN, startServer, type ServerProcess } from "../server-process";
 
 setDefaultTimeout(60_000);
 
-const CHROMIUM = "/usr/bin/chromium";
 export const ARTIFACTS = resolve(import.meta.dir, "../../test-artifacts/console");
 const PASSWORD = "Passw0rd!";
 
-const skipped =
-  process.env.CONSOLE_BROWSER !== "1"
-    ? "slow; runs under npm run test:browser (CONSOLE_BROWSER=1)"
-    : !existsSync(CHROMIUM)
-      ? `no Chromium at ${CHROMIUM} (apt-get install chromium)`
-      : undefined;
+const skipped = skippedBecause;
 
 /** JSON over the API, as the test's own ADMIN (or another token). */
 async function call(server: ServerProcess, method: string, path: string, body?: unknown, token = server.token) {
@@ -55,7 +50,7 @@ if (skipped) {
   const cspViolations: string[] = [];
   const seeded: Record<string, { id: number; email: string }> = {};
 
-  const launch = () => chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  const launch = launchChromium;
 
   async function newPage(locale = "en-US") {
     const ctx = await browser.newContext({ locale, viewport: { width: 1280, height: 860 }, acceptDownloads: true });

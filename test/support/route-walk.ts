@@ -182,6 +182,22 @@ export async function prepareRouteWalk(t: TestApp) {
     "GET /admin": { path: "/admin", token: undefined, status: 200 },
     "GET /admin/assets/:name": { path: "/admin/assets/app.js", token: undefined, status: 200 },
     "GET /.well-known/jwks.json": { path: "/.well-known/jwks.json", token: undefined, status: 200 },
+    "GET /api/account/setup": { path: "/api/account/setup", token: undefined, status: 200 },
+    // An ADMIN exists here, so every setup token is void: the refusal is what can be read.
+    "POST /api/account/setup": {
+      path: "/api/account/setup",
+      body: { token: "a".repeat(43), name: "Too Late", email: "late@example.com", password: "Passw0rd!" },
+      token: undefined,
+      status: 400,
+    },
+    "GET /account/setup": { path: "/account/setup", token: undefined, status: 200 },
+    "GET /account/security": { path: "/account/security", token: undefined, status: 200 },
+    "GET /account/assets/:name": {
+      path: "/account/assets/app.js",
+      token: undefined,
+      status: 200,
+      holdsPrivateData: "the page's script names WebAuthn's publicKey option: code, not a stored key",
+    },
   };
 
   async function walk(visit: (walked: Walked) => void | Promise<void>): Promise<string[]> {

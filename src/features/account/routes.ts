@@ -15,7 +15,10 @@ import { languageOf } from "../../i18n";
 import { User } from "../../models/user";
 import { type PasswordPolicy, withPasswordPolicy } from "../../security/password-policy";
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
-import { ACCOUNT_PAGE_POLICY, renderAccountPage, script, styles, type AccountPage } from "./page";
+import { AppError } from "../../errors";
+import { assetAnswer } from "../../http/page-bundle";
+import { accountAssets } from "./bundle";
+import { ACCOUNT_PAGE_POLICY, renderAccountPage, renderAppShell, script, styles, type AccountPage, type AppPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
@@ -89,12 +92,25 @@ const pageRoutes = (basePath: string, policy: PasswordPolicy) => {
     (name: AccountPage) =>
     ({ request }: { request: Request }) =>
       new Response(renderAccountPage(name, langOf(request), basePath, policy), { headers: PAGE_HEADERS });
+  const appPage = async (name: AppPage, request: Request) =>
+    new Response(renderAppShell(name, langOf(request), basePath, await accountAssets(), policy), { headers: PAGE_HEADERS });
   const shown = (summary: string) => ({ response: { 200: t.String({ description: "An HTML page", contentMediaType: "text/html" }) }, detail: { summary } });
   return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
     .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
+    .get("/security", ({ request }) => appPage("security", request), shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys and API keys"))
+    .get("/setup", ({ request }) => appPage("setup", request), shown("The first-run page the setup link opens (?token=…): it makes the first ADMIN"))
     .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
-    .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden);
+    .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden)
+    .get(
+      "/assets/:name",
+      async ({ params, request }) => {
+        const answer = assetAnswer(await accountAssets(), params.name, request);
+        if (!answer) throw new AppError("NOT_FOUND");
+        return answer;
+      },
+      { params: t.Object({ name: t.String({ maxLength: 20 }) }), ...hidden },
+    );
 };
 
 export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.config.basePath, ctx.config.passwordPolicy));

@@ -61,13 +61,16 @@ function registrationRules(value: Record<string, unknown>): Violation[] {
   return out;
 }
 
+/** A person's name as registration takes it: 2 to 50 characters. */
+const PersonName = NotBlankString({
+  minLength: 2,
+  maxLength: 50,
+  messages: { required: "field.name.blank", blank: "field.name.blank", minLength: "field.name.length.registration", maxLength: "field.name.length.registration" },
+});
+
 export const RegistrationBody = t.Object(
   {
-    name: NotBlankString({
-      minLength: 2,
-      maxLength: 50,
-      messages: { required: "field.name.blank", blank: "field.name.blank", minLength: "field.name.length.registration", maxLength: "field.name.length.registration" },
-    }),
+    name: PersonName,
     email: Email,
     password: Password,
     confirmPassword: NotBlankString({ messages: { required: "field.confirmPassword.blank", blank: "field.confirmPassword.blank" } }),
@@ -181,3 +184,19 @@ export type LoginMfaBody = Static<typeof LoginMfaBody>;
 
 export const PasskeySignInBody = t.Object({ response: PasskeyAssertion }, { title: "PasskeySignInBody" });
 export type PasskeySignInBody = Static<typeof PasskeySignInBody>;
+/** The first ADMIN, from the one-time setup link (registration's rules for name, e-mail and password). */
+export const SetupBody = t.Object(
+  {
+    token: t.String({ minLength: 1, maxLength: 200, description: "The token from the setup link", messages: { required: "field.token.blank", minLength: "field.token.blank" } }),
+    name: PersonName,
+    email: Email,
+    password: Password,
+  },
+  { title: "SetupBody" },
+);
+export type SetupBody = Static<typeof SetupBody>;
+
+export const SetupStatus = t.Object(
+  { setupRequired: t.Boolean({ description: "True while no ADMIN exists: the first one is made through the setup link the server printed on stderr" }) },
+  { title: "SetupStatus" },
+);

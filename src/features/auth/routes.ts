@@ -20,6 +20,8 @@ import {
   PasskeySignInBody,
   RefreshBody,
   RegistrationBody,
+  SetupBody,
+  SetupStatus,
   TokenResponse,
   ValidateEmailQuery,
 } from "./model";
@@ -31,6 +33,7 @@ import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh, refreshWithToken } from "./service";
 import { completeSecondStep, passkeySignIn, passkeySignInOptions } from "./second-step";
 import { countEmailCheck, countRegistration } from "./address-limits";
+import { completeSetup, setupPending } from "./first-run";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
 function dropNulls(value: unknown) {
@@ -184,6 +187,35 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         detail: {
           summary: "Change the caller's password",
           description: "Revokes every earlier token and every other session; answers a new pair. A wrong currentPassword is a 400 on that field, throttled like a login.",
+        },
+      },
+    );
+
+/** First run (open): whether the first ADMIN is still to be made, and making it with the one-time setup token. */
+export const firstRunRoutes = (ctx: AppContext) =>
+  new Elysia({ prefix: "/api/account/setup", tags: ["Authentication"] })
+    .get("", async () => ({ setupRequired: await setupPending(ctx.db, ctx.config) }), {
+      response: { 200: SetupStatus, ...errorResponses(503) },
+      detail: {
+        summary: "Whether the first ADMIN is still to be made",
+        description: "True while no ADMIN exists and ADMIN_EMAIL is unset: the server wrote a one-time setup link to its stderr (`usersvc setup-link` prints a fresh one).",
+      },
+    })
+    .post(
+      "",
+      async ({ body, request, server, set }) => {
+        const client = { address: clientAddress(server, request, ctx.config.trustProxy), ...(await deviceOf(request)) };
+        const answer = await completeSetup(ctx, body, client);
+        set.status = 201;
+        return ctx.ok(answer, translate("auth.loggedIn", langOf(request)));
+      },
+      {
+        body: withPasswordPolicy(SetupBody, ctx.config.passwordPolicy),
+        response: { 201: EnvelopeOf(TokenResponse), ...errorResponses(400, 409, 503) },
+        detail: {
+          summary: "Create the first ADMIN with the one-time setup token",
+          description:
+            "The token from the setup link (1 hour, single use). Answers like a login: the new ADMIN is signed in. 400 INVALID_TOKEN for a used, expired or void token (an ADMIN exists).",
         },
       },
     );

@@ -8,7 +8,8 @@
 import { Elysia, t } from "elysia";
 import { AppError } from "../../errors";
 import { pageHeaders, pagePolicy } from "../../http/security-headers";
-import { consoleAssets, type ConsoleAssets } from "./bundle";
+import { assetAnswer, type PageAssets } from "../../http/page-bundle";
+import { consoleAssets } from "./bundle";
 
 /** Script, styles and API calls from this origin only; data: and blob: images (the favicon, downloads). */
 export const CONSOLE_POLICY = pagePolicy({ script: ["'self'"], style: ["'self'"], img: ["'self'", "data:", "blob:"], connect: ["'self'"] });
@@ -17,8 +18,8 @@ const SHELL_HEADERS = pageHeaders(CONSOLE_POLICY);
 const escapeAttr = (value: string) => value.replace(/[&"<>]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** The base path travels to the script in a data attribute: no inline script needed. */
-const shell = (basePath: string, assets: ConsoleAssets) => {
-  const href = (name: keyof ConsoleAssets) => escapeAttr(`${basePath}/admin/assets/${name}?v=${assets[name].hash}`);
+const shell = (basePath: string, assets: PageAssets) => {
+  const href = (name: keyof PageAssets) => escapeAttr(`${basePath}/admin/assets/${name}?v=${assets[name].hash}`);
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -36,8 +37,6 @@ const shell = (basePath: string, assets: ConsoleAssets) => {
 </html>`;
 };
 
-const accepts = (request: Request, encoding: string) => (request.headers.get("accept-encoding") ?? "").toLowerCase().includes(encoding);
-
 export const consoleRoutes = (basePath: string) =>
   new Elysia({ tags: ["Console"] })
     .get("/admin", async () => new Response(shell(basePath, await consoleAssets()), { headers: SHELL_HEADERS }), {
@@ -47,20 +46,9 @@ export const consoleRoutes = (basePath: string) =>
     .get(
       "/admin/assets/:name",
       async ({ params, request }) => {
-        const assets = await consoleAssets();
-        const found = Object.hasOwn(assets, params.name) ? assets[params.name as keyof ConsoleAssets] : undefined;
-        if (!found) throw new AppError("NOT_FOUND");
-        const etag = `"${found.hash}"`;
-        const headers: Record<string, string> = {
-          "content-type": found.type,
-          etag,
-          // The shell links each asset with ?v=<hash>: a new bundle is a new URL.
-          "cache-control": "public, max-age=31536000, immutable",
-          vary: "Accept-Encoding",
-        };
-        if (request.headers.get("if-none-match") === etag) return new Response(null, { status: 304, headers });
-        if (!accepts(request, "gzip")) return new Response(found.body, { headers });
-        return new Response(found.gzip, { headers: { ...headers, "content-encoding": "gzip" } });
+        const answer = assetAnswer(await consoleAssets(), params.name, request);
+        if (!answer) throw new AppError("NOT_FOUND");
+        return answer;
       },
       { params: t.Object({ name: t.String({ maxLength: 20 }) }), detail: { hide: true } },
     );

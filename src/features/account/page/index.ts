@@ -8,6 +8,7 @@ import type { Lang } from "../../../i18n";
 import type { PasswordPolicy } from "../../../security/password-policy";
 import { pagePolicy } from "../../../http/security-headers";
 import { escapeHtml } from "../../../http/html";
+import type { PageAssets } from "../../../http/page-bundle";
 import script from "./account.js" with { type: "text" };
 import styles from "./account.css" with { type: "text" };
 
@@ -70,6 +71,18 @@ const STRICT_HINT: Record<Lang, string> = {
 
 const API: Record<AccountPage, string> = { "verify-email": "/api/auth/verify-email/confirm", "reset-password": "/api/auth/password-reset/confirm" };
 
+/** Every account page's document start: its language and title, no referrer, the empty icon, then `assets` (already escaped). */
+const pageHead = (lang: Lang, title: string, assets: string) => `<!DOCTYPE html>
+<html lang="${lang}">
+<head>
+  <meta charset="utf-8" />
+  <meta name="viewport" content="width=device-width, initial-scale=1" />
+  <meta name="referrer" content="no-referrer" />
+  <title>${escapeHtml(title)}</title>
+  <link rel="icon" href="data:," />
+  ${assets}
+</head>`;
+
 export function renderAccountPage(page: AccountPage, lang: Lang, basePath: string, policy: PasswordPolicy = "seed"): string {
   const texts = PAGES[page][lang];
   const common = COMMON[lang];
@@ -83,16 +96,7 @@ export function renderAccountPage(page: AccountPage, lang: Lang, basePath: strin
     return `    <label for="${field.name}">${e(field.label)}</label>
     <input id="${field.name}" name="${field.name}" type="password" autocomplete="new-password" required maxlength="${maxLength}"${described} />${hint}`;
   });
-  return `<!DOCTYPE html>
-<html lang="${lang}">
-<head>
-  <meta charset="utf-8" />
-  <meta name="viewport" content="width=device-width, initial-scale=1" />
-  <meta name="referrer" content="no-referrer" />
-  <title>${e(texts.title)}</title>
-  <link rel="icon" href="data:," />
-  <link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />
-</head>
+  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />`)}
 <body>
   <main>
   <h1>${e(texts.title)}</h1>
@@ -104,6 +108,33 @@ ${fields.join("\n")}
   <div id="status" tabindex="-1" hidden></div>
   </main>
   <script src="${e(basePath)}/account/assets/account.js"></script>
+</body>
+</html>`;
+}
+
+/** The pages the bundled script draws (ui/main.tsx): first-run setup and the security page. */
+export type AppPage = "setup" | "security";
+
+const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string }>> = {
+  setup: {
+    en: { title: "Create the first administrator", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "建立第一位管理員", noScript: "此頁面需要啟用 JavaScript。" },
+  },
+  security: {
+    en: { title: "Account security", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "帳號安全", noScript: "此頁面需要啟用 JavaScript。" },
+  },
+};
+
+/** The shell of a bundled page: its assets (linked by hash), the base path, page and policy in data attributes; no inline script. */
+export function renderAppShell(page: AppPage, lang: Lang, basePath: string, assets: PageAssets, policy: PasswordPolicy = "seed"): string {
+  const e = escapeHtml;
+  const texts = APP_TEXTS[page][lang];
+  const href = (name: keyof PageAssets) => e(`${basePath}/account/assets/${name}?v=${assets[name].hash}`);
+  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${href("app.css")}" />\n  <script type="module" src="${href("app.js")}"></script>`)}
+<body>
+  <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"></div>
+  <noscript>${e(texts.noScript)}</noscript>
 </body>
 </html>`;
 }

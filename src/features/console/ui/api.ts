@@ -3,20 +3,12 @@
  * bearer token (kept in sessionStorage, so it ends with the tab) and the reader's language.
  * Any 401 ends the session: the app returns to sign-in.
  */
+import { ApiError } from "../../../http/browser/kit";
 import type { Lang } from "./i18n";
 
 const TOKEN_KEY = "usersvc.console.token";
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly code?: string,
-    readonly errors: string[] = [],
-  ) {
-    super(message);
-  }
-}
+export { ApiError };
 
 export interface Page<T> {
   items: T[];

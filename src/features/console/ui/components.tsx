@@ -111,22 +111,7 @@ export function ErrorText({ error }: { error?: ApiError }) {
   );
 }
 
-/** A labelled control; `children` receives the id to put on it. */
-export function Field(props: { label: string; hint?: string; children: (id: string, describedBy?: string) => ComponentChildren }) {
-  const id = useId();
-  const hintId = props.hint ? `${id}-hint` : undefined;
-  return (
-    <div class="field">
-      <label for={id}>{props.label}</label>
-      {props.children(id, hintId)}
-      {props.hint && (
-        <p class="hint" id={hintId}>
-          {props.hint}
-        </p>
-      )}
-    </div>
-  );
-}
+export { Field } from "../../../http/browser/kit";
 
 export function Pager(props: { page: number; size: number; total: number; onPage(page: number): void; label: string }) {
   const { t, fmt } = useConsole();

@@ -4,7 +4,9 @@
  * The zh-TW words are the API's own (使用者, 部門, 權杖, 啟用中, 停用, 管理員 …), and API
  * messages arrive in the same language because every request sends it as Accept-Language.
  */
-export type Lang = "en" | "zh-TW";
+import { type Lang, translatorOf } from "../../../http/browser/kit";
+
+export type { Lang };
 
 export function pickLanguage(languages: readonly string[]): Lang {
   for (const tag of languages.map((l) => l.toLowerCase())) {
@@ -38,6 +40,8 @@ const en = {
   "signIn.busy": "Signing in…",
   "signIn.notAdmin": "This account is not an administrator. The console is for ADMIN accounts only.",
   "signIn.expired": "Your session has ended. Please sign in again.",
+  "signIn.firstRun":
+    "No administrator exists yet. When it started, the server wrote a one-time setup link to its standard error (the terminal or the container's log); open it to create the first one. `usersvc setup-link` prints a fresh link.",
 
   "state.loading": "Loading…",
   "state.empty": "Nothing here yet.",
@@ -240,6 +244,8 @@ const zhTW: Record<MessageKey, string> = {
   "signIn.busy": "登入中…",
   "signIn.notAdmin": "此帳號不是管理員。管理主控台僅限 ADMIN 帳號使用。",
   "signIn.expired": "登入已失效，請重新登入。",
+  "signIn.firstRun":
+    "目前還沒有管理員。伺服器啟動時已將一次性設定連結寫到標準錯誤輸出（終端機或容器的日誌），請開啟該連結建立第一位管理員。執行 `usersvc setup-link` 可取得新連結。",
 
   "state.loading": "載入中…",
   "state.empty": "目前沒有資料。",
@@ -420,10 +426,7 @@ const catalogues: Record<Lang, Record<MessageKey, string>> = { en, "zh-TW": zhTW
 
 export type Translate = (key: MessageKey, params?: Record<string, string | number>) => string;
 
-export const translator =
-  (lang: Lang): Translate =>
-  (key, params = {}) =>
-    catalogues[lang][key].replace(/\{(\w+)\}/g, (_, name: string) => String(params[name] ?? ""));
+export const translator: (lang: Lang) => Translate = translatorOf(catalogues);
 
 /** Dates and numbers in the reader's language. */
 export const formatters = (lang: Lang) => ({

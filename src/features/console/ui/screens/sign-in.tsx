@@ -3,7 +3,7 @@
  * factor, its code (an authenticator app's or a recovery code) against /api/auth/login/mfa; only
  * an ADMIN's token is kept.
  */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { Session, User } from "../api";
 import { useConsole } from "../app-context";
 import { ErrorText, Field, ScreenTitle, useAction, inputValue } from "../components";
@@ -17,6 +17,14 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(s
   const [mfaToken, setMfaToken] = useState<string>();
   const [code, setCode] = useState("");
   const action = useAction();
+  // First run: with no ADMIN yet, say where the setup link is (the open GET /api/account/setup tells only that).
+  const [firstRun, setFirstRun] = useState(false);
+  useEffect(() => {
+    api.get<{ setupRequired: boolean }>("/api/account/setup").then(
+      (status) => setFirstRun(status.setupRequired),
+      () => undefined,
+    );
+  }, []);
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -36,6 +44,11 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(s
     <main class="sign-in" id="main">
       <form onSubmit={submit} aria-describedby={expired ? "expired" : undefined}>
         <ScreenTitle>{t("signIn.title")}</ScreenTitle>
+        {firstRun && (
+          <p class="notice" id="first-run" role="status">
+            {t("signIn.firstRun")}
+          </p>
+        )}
         {expired && (
           <p class="notice" id="expired" role="status">
             {t("signIn.expired")}

@@ -1,0 +1,59 @@
+/**
+ * The account pages that need more than a form (account/page/index.ts renders their shell): the
+ * first-run setup and the security page, picked by the shell's data-page. The language is the
+ * shell's `<html lang>`, which the server chose from Accept-Language.
+ */
+import "./styles.css";
+import { render } from "preact";
+import { useMemo, useState } from "preact/hooks";
+import { createApi, session, type TokenAnswer } from "./api";
+import { translator, type Lang } from "./i18n";
+import { PageContext, type Page } from "./parts";
+import { Security } from "./security";
+import { Setup } from "./setup";
+import { SignIn } from "./sign-in";
+
+function SecurityPage() {
+  const [signedIn, setSignedIn] = useState(session.get());
+  const [expired, setExpired] = useState(false);
+  const page = usePageValue(() => {
+    setSignedIn(undefined);
+    setExpired(true);
+  });
+  const signOut = async () => {
+    await page.api.post("/api/auth/logout").catch(() => undefined);
+    session.set(undefined);
+    setExpired(false);
+    setSignedIn(undefined);
+  };
+  const onSignedIn = (answer: TokenAnswer) => {
+    const value = { token: answer.token, email: answer.user.email };
+    session.set(value);
+    setExpired(false);
+    setSignedIn(value);
+  };
+  return (
+    <PageContext.Provider value={page}>
+      {signedIn ? <Security email={signedIn.email} onSignOut={signOut} /> : <SignIn expired={expired} onSignedIn={onSignedIn} />}
+    </PageContext.Provider>
+  );
+}
+
+function SetupPage({ strict }: { strict: boolean }) {
+  const page = usePageValue(() => undefined);
+  return (
+    <PageContext.Provider value={page}>
+      <Setup strict={strict} />
+    </PageContext.Provider>
+  );
+}
+
+const root = document.getElementById("app")!;
+const basePath = root.dataset.basePath ?? "";
+const lang: Lang = document.documentElement.lang === "zh-TW" ? "zh-TW" : "en";
+
+function usePageValue(onUnauthorized: () => void): Page {
+  return useMemo(() => ({ api: createApi(basePath, lang, onUnauthorized), t: translator(lang), lang, basePath }), []);
+}
+
+render(root.dataset.page === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : <SecurityPage />, root);

@@ -1,0 +1,492 @@
+/**
+ * /account/security once signed in: the caller's sessions, authenticator app (TOTP) with its
+ * recovery codes, passkeys and API keys, each a section with its own heading, live outcome and
+ * keyboard-reachable controls. A section whose routes this server lacks says so and stays quiet.
+ */
+import { startRegistration } from "@simplewebauthn/browser";
+import type { ComponentChildren } from "preact";
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { ApiError, splitOptions } from "./api";
+import { dateTime, type MessageKey } from "./i18n";
+import { failureOf, Field, inputValue, OutcomeText, RecoveryCodes, useAction, usePage } from "./parts";
+
+type Load<T> = { state: "loading" } | { state: "error"; error: ApiError } | { state: "ready"; data: T };
+
+/** GETs `path` now and on reload(); a stale answer never overwrites a newer one. */
+function useLoad<T>(path: string): Load<T> & { reload(): void } {
+  const { api } = usePage();
+  const [state, setState] = useState<Load<T>>({ state: "loading" });
+  const [round, setRound] = useState(0);
+  useEffect(() => {
+    let current = true;
+    api.get<T>(path).then(
+      (data) => current && setState({ state: "ready", data }),
+      (error) => current && setState({ state: "error", error: error instanceof ApiError ? error : new ApiError(0, String(error)) }),
+    );
+    return () => {
+      current = false;
+    };
+  }, [path, round]);
+  return { ...state, reload: useCallback(() => setRound((n) => n + 1), []) };
+}
+
+function Section(props: { id: string; title: MessageKey; children: ComponentChildren }) {
+  const { t } = usePage();
+  return (
+    <section id={props.id} aria-labelledby={`${props.id}-title`}>
+      <h2 id={`${props.id}-title`} tabIndex={-1}>
+        {t(props.title)}
+      </h2>
+      {props.children}
+    </section>
+  );
+}
+
+/** A load's loading and error states; `children` once it is ready. */
+function Loaded<T>({ load, children }: { load: Load<T>; children: (data: T) => ComponentChildren }) {
+  const { t } = usePage();
+  if (load.state === "loading") return <p class="muted">{t("common.busy")}</p>;
+  // A section whose routes this server lacks (404 NOT_FOUND) is a note, not an alarm.
+  if (load.state === "error" && load.error.code === "NOT_FOUND") return <p class="muted">{t("common.unavailable")}</p>;
+  if (load.state === "error") return <OutcomeText outcome={failureOf(load.error, t)} />;
+  return <>{children(load.data)}</>;
+}
+
+interface SessionRow {
+  id: string;
+  device: string | null;
+  address: string;
+  amr: string[];
+  lastSeenAt: string;
+  current: boolean;
+}
+
+function Sessions() {
+  const { api, t, lang } = usePage();
+  const load = useLoad<SessionRow[]>("/api/account/sessions");
+  const action = useAction();
+  const end = async (id: string) => {
+    await action.run(() => api.delete(`/api/account/sessions/${encodeURIComponent(id)}`), "sessions.ended");
+    load.reload();
+  };
+  const endOthers = async () => {
+    await action.run(() => api.post("/api/account/sessions/revoke-others"), "sessions.ended");
+    load.reload();
+  };
+  return (
+    <Section id="sessions" title="sessions.title">
+      <Loaded load={load}>
+        {(rows) => (
+          <>
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">{t("sessions.device")}</th>
+                  <th scope="col">{t("sessions.address")}</th>
+                  <th scope="col">{t("sessions.method")}</th>
+                  <th scope="col">{t("sessions.lastSeen")}</th>
+                  <th scope="col">{t("sessions.actions")}</th>
+                </tr>
+              </thead>
+              <tbody>
+                {rows.map((row) => {
+                  const device = row.device ?? t("sessions.unknownDevice");
+                  return (
+                    <tr key={row.id}>
+                      <td>
+                        {device}
+                        {row.current && <span class="tag"> ({t("sessions.current")})</span>}
+                      </td>
+                      <td>{row.address}</td>
+                      <td>{row.amr.map((m) => (`amr.${m}` in AMR ? t(`amr.${m}` as MessageKey) : m)).join(" + ")}</td>
+                      <td>{dateTime(lang, row.lastSeenAt, t("common.never"))}</td>
+                      <td>
+                        {!row.current && (
+                          <button type="button" aria-label={t("sessions.endLabel", { device })} onClick={() => end(row.id)} disabled={action.busy}>
+                            {t("sessions.end")}
+                          </button>
+                        )}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+            {rows.some((row) => !row.current) && (
+              <button type="button" onClick={endOthers} disabled={action.busy}>
+                {t("sessions.endOthers")}
+              </button>
+            )}
+          </>
+        )}
+      </Loaded>
+      <OutcomeText outcome={action.outcome} />
+    </Section>
+  );
+}
+
+const AMR = { "amr.pwd": 1, "amr.otp": 1, "amr.hwk": 1, "amr.rec": 1 };
+
+interface MfaStatus {
+  totp: boolean;
+  passkeys: number;
+  recoveryCodesLeft: number;
+}
+
+/** Recovery codes as a route answers them: a bare array, or inside an object. */
+const codesOf = (answer: unknown): string[] =>
+  Array.isArray(answer) ? answer : ((answer as { recoveryCodes?: string[]; codes?: string[] }).recoveryCodes ?? (answer as { codes: string[] }).codes);
+
+function SecondFactors({ email }: { email: string }) {
+  const { api, t } = usePage();
+  const load = useLoad<MfaStatus>("/api/account/mfa");
+  const action = useAction();
+  const [enrolment, setEnrolment] = useState<{ secret: string; qrSvg: string } | undefined>();
+  const [code, setCode] = useState("");
+  const [secret, setSecret] = useState("");
+  const recovery = useAction();
+  const [password, setPassword] = useState("");
+  const [codes, setCodes] = useState<string[] | undefined>();
+
+  const start = async () => setEnrolment(await action.run(() => api.post<{ secret: string; qrSvg: string }>("/api/account/mfa/totp")));
+  const confirm = async (event: Event) => {
+    event.preventDefault();
+    const answer = await action.run(() => api.post<unknown>("/api/account/mfa/totp/confirm", { code: code.trim() }), "totp.enabled");
+    if (answer === undefined) return;
+    setEnrolment(undefined);
+    setCode("");
+    setCodes(codesOf(answer));
+    load.reload();
+  };
+  const remove = async (event: Event) => {
+    event.preventDefault();
+    const given = secret.trim();
+    const done = await action.run(() => api.delete("/api/account/mfa/totp", /^\d{6}$/.test(given) ? { code: given } : { password: secret }).then(() => true), "totp.removed");
+    if (done) setSecret("");
+    load.reload();
+  };
+  const regenerate = async (event: Event) => {
+    event.preventDefault();
+    const answer = await recovery.run(() => api.post<unknown>("/api/account/mfa/recovery-codes", { password }));
+    if (answer === undefined) return;
+    setPassword("");
+    setCodes(codesOf(answer));
+    load.reload();
+  };
+
+  return (
+    <>
+      <Section id="totp" title="totp.title">
+        <Loaded load={load}>
+          {(status) =>
+            enrolment ? (
+              <form onSubmit={confirm} noValidate>
+                <p id="totp-scan">{t("totp.scan")}</p>
+                <img class="qr" src={`data:image/svg+xml;charset=utf-8,${encodeURIComponent(enrolment.qrSvg)}`} alt={t("totp.qr")} width={200} height={200} />
+                <p>
+                  {t("totp.secret")}: <code class="secret">{enrolment.secret}</code>
+                </p>
+                <Field label={t("totp.code")}>
+                  {(id) => (
+                    <input
+                      id={id}
+                      name="code"
+                      autocomplete="one-time-code"
+                      inputMode="numeric"
+                      required
+                      maxLength={6}
+                      aria-describedby="totp-scan"
+                      value={code}
+                      onInput={(e) => setCode(inputValue(e))}
+                    />
+                  )}
+                </Field>
+                <button type="submit" class="primary" disabled={action.busy}>
+                  {t("totp.confirm")}
+                </button>{" "}
+                <button type="button" onClick={() => setEnrolment(undefined)}>
+                  {t("common.cancel")}
+                </button>
+              </form>
+            ) : status.totp ? (
+              <form onSubmit={remove} noValidate>
+                <p>{t("totp.on")}</p>
+                <p id="totp-remove">{t("totp.removeIntro")}</p>
+                <Field label={t("totp.removeCode")}>
+                  {(id) => (
+                    <input
+                      id={id}
+                      name="code-or-password"
+                      type="password"
+                      autocomplete="current-password"
+                      required
+                      aria-describedby="totp-remove"
+                      value={secret}
+                      onInput={(e) => setSecret(inputValue(e))}
+                    />
+                  )}
+                </Field>
+                <button type="submit" disabled={action.busy}>
+                  {t("totp.remove")}
+                </button>
+              </form>
+            ) : (
+              <>
+                <p>{t("totp.off")}</p>
+                <button type="button" class="primary" onClick={start} disabled={action.busy}>
+                  {t("totp.start")}
+                </button>
+              </>
+            )
+          }
+        </Loaded>
+        <OutcomeText outcome={action.outcome} />
+        {codes && <RecoveryCodes codes={codes} email={email} onDone={() => setCodes(undefined)} />}
+      </Section>
+      <Section id="recovery" title="recovery.title">
+        <Loaded load={load}>
+          {(status) =>
+            status.totp ? (
+              <form onSubmit={regenerate} noValidate>
+                <p>{t("recovery.left", { count: status.recoveryCodesLeft })}</p>
+                <p id="recovery-intro">{t("recovery.regenerateIntro")}</p>
+                <Field label={t("common.password")}>
+                  {(id) => (
+                    <input
+                      id={id}
+                      name="password"
+                      type="password"
+                      autocomplete="current-password"
+                      required
+                      aria-describedby="recovery-intro"
+                      value={password}
+                      onInput={(e) => setPassword(inputValue(e))}
+                    />
+                  )}
+                </Field>
+                <button type="submit" disabled={recovery.busy}>
+                  {t("recovery.regenerate")}
+                </button>
+              </form>
+            ) : (
+              <p>{t("recovery.none")}</p>
+            )
+          }
+        </Loaded>
+        <OutcomeText outcome={recovery.outcome} />
+      </Section>
+    </>
+  );
+}
+
+interface PasskeyRow {
+  id: string;
+  name: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
+
+function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy: boolean; onRename(name: string): Promise<void>; onRemove(): void }) {
+  const { t, lang } = usePage();
+  const [editing, setEditing] = useState(false);
+  const [name, setName] = useState(row.name);
+  const save = async (event: Event) => {
+    event.preventDefault();
+    await onRename(name);
+    setEditing(false);
+  };
+  return (
+    <tr>
+      <td>
+        {editing ? (
+          <form onSubmit={save} class="inline">
+            <Field label={t("passkeys.renameLabel", { name: row.name })}>
+              {(id) => <input id={id} name="name" required maxLength={100} value={name} onInput={(e) => setName(inputValue(e))} />}
+            </Field>
+            <button type="submit" disabled={busy}>
+              {t("common.save")}
+            </button>{" "}
+            <button type="button" onClick={() => setEditing(false)}>
+              {t("common.cancel")}
+            </button>
+          </form>
+        ) : (
+          row.name
+        )}
+      </td>
+      <td>{dateTime(lang, row.createdAt, t("common.never"))}</td>
+      <td>{dateTime(lang, row.lastUsedAt, t("common.never"))}</td>
+      <td>
+        {!editing && (
+          <>
+            <button type="button" aria-label={t("passkeys.renameOf", { name: row.name })} onClick={() => setEditing(true)}>
+              {t("passkeys.rename")}
+            </button>{" "}
+            <button type="button" aria-label={t("passkeys.removeOf", { name: row.name })} onClick={onRemove} disabled={busy}>
+              {t("common.remove")}
+            </button>
+          </>
+        )}
+      </td>
+    </tr>
+  );
+}
+
+function Passkeys() {
+  const { api, t } = usePage();
+  const load = useLoad<PasskeyRow[]>("/api/account/passkeys");
+  const action = useAction();
+  const [name, setName] = useState(t("passkeys.defaultName"));
+  const add = async (event: Event) => {
+    event.preventDefault();
+    await action.run(async () => {
+      const { options, rest } = splitOptions<Parameters<typeof startRegistration>[0]["optionsJSON"]>(await api.post<unknown>("/api/account/passkeys/options"));
+      const response = await startRegistration({ optionsJSON: options });
+      await api.post("/api/account/passkeys", { ...rest, name, response });
+    }, "passkeys.added");
+    load.reload();
+  };
+  const rename = async (id: string, newName: string) => {
+    await action.run(() => api.patch(`/api/account/passkeys/${encodeURIComponent(id)}`, { name: newName }));
+    load.reload();
+  };
+  const remove = async (id: string) => {
+    await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`), "passkeys.removed");
+    load.reload();
+  };
+  return (
+    <Section id="passkeys" title="passkeys.title">
+      <Loaded load={load}>
+        {(rows) => (
+          <>
+            {rows.length === 0 ? (
+              <p>{t("passkeys.none")}</p>
+            ) : (
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">{t("passkeys.name")}</th>
+                    <th scope="col">{t("passkeys.created")}</th>
+                    <th scope="col">{t("passkeys.lastUsed")}</th>
+                    <th scope="col">{t("passkeys.actions")}</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rows.map((row) => (
+                    <PasskeyItem key={row.id} row={row} busy={action.busy} onRename={(n) => rename(row.id, n)} onRemove={() => remove(row.id)} />
+                  ))}
+                </tbody>
+              </table>
+            )}
+            <form onSubmit={add} noValidate>
+              <Field label={t("passkeys.newName")}>
+                {(id) => <input id={id} name="passkey-name" required maxLength={100} value={name} onInput={(e) => setName(inputValue(e))} />}
+              </Field>
+              <button type="submit" class="primary" disabled={action.busy}>
+                {t("passkeys.add")}
+              </button>
+            </form>
+          </>
+        )}
+      </Loaded>
+      <OutcomeText outcome={action.outcome} />
+    </Section>
+  );
+}
+
+interface ApiKeyRow {
+  id: number | string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+}
+
+function ApiKeys() {
+  const { api, t, lang } = usePage();
+  const load = useLoad<ApiKeyRow[]>("/api/account/api-keys");
+  const action = useAction();
+  const revoke = async (id: ApiKeyRow["id"]) => {
+    await action.run(() => api.delete(`/api/account/api-keys/${encodeURIComponent(String(id))}`), "apiKeys.revoked");
+    load.reload();
+  };
+  return (
+    <Section id="api-keys" title="apiKeys.title">
+      <Loaded load={load}>
+        {(rows) =>
+          rows.length === 0 ? (
+            <p>{t("apiKeys.none")}</p>
+          ) : (
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">{t("apiKeys.name")}</th>
+                  <th scope="col">{t("apiKeys.prefix")}</th>
+                  <th scope="col">{t("apiKeys.scopes")}</th>
+                  <th scope="col">{t("apiKeys.lastUsed")}</th>
+                  <th scope="col">{t("apiKeys.expires")}</th>
+                  <th scope="col">{t("apiKeys.actions")}</th>
+                </tr>
+              </thead>
+              <tbody>
+                {rows.map((row) => (
+                  <tr key={row.id}>
+                    <td>{row.name}</td>
+                    <td>
+                      <code>{row.prefix}</code>
+                    </td>
+                    <td>{row.scopes.join(", ")}</td>
+                    <td>{dateTime(lang, row.lastUsedAt, t("common.never"))}</td>
+                    <td>{dateTime(lang, row.expiresAt, t("common.never"))}</td>
+                    <td>
+                      <button type="button" aria-label={t("apiKeys.revokeOf", { name: row.name })} onClick={() => revoke(row.id)} disabled={action.busy}>
+                        {t("apiKeys.revoke")}
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )
+        }
+      </Loaded>
+      <OutcomeText outcome={action.outcome} />
+    </Section>
+  );
+}
+
+export function Security({ email, onSignOut }: { email: string; onSignOut(): void }) {
+  const { t } = usePage();
+  // A link to a section (the setup page's #passkeys, #totp) moves the focus to its heading.
+  useEffect(() => {
+    const target = location.hash && document.getElementById(`${location.hash.slice(1)}-title`);
+    if (target) target.focus();
+  }, []);
+  return (
+    <main>
+      <header class="bar">
+        <h1>{t("security.title")}</h1>
+        <p>
+          {t("security.signedInAs", { email })}{" "}
+          <button type="button" onClick={onSignOut}>
+            {t("security.signOut")}
+          </button>
+        </p>
+      </header>
+      <nav aria-label={t("security.nav")}>
+        <ul>
+          {(["sessions", "totp", "recovery", "passkeys", "api-keys"] as const).map((id) => (
+            <li key={id}>
+              <a href={`#${id}`}>{t(`${id === "api-keys" ? "apiKeys" : id}.title` as MessageKey)}</a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <Sessions />
+      <SecondFactors email={email} />
+      <Passkeys />
+      <ApiKeys />
+    </main>
+  );
+}

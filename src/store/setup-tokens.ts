@@ -1,0 +1,55 @@
+/**
+ * First run's setup token (setup_tokens): one row named "setup", so there is one token at a time
+ * across every instance on one primary, taken as a lease's row is (store/leases.ts): inserted, or
+ * taken over once expired. The raw token exists only in the link; the row keeps a SHA-256.
+ */
+import { and, eq, gt, lt, sql } from "drizzle-orm";
+import type { Database, Db, Reader } from "../db/database";
+import { roles, setupTokens, userRoles } from "../db/schema";
+
+const ROW = "setup";
+
+export const setupTokenHash = (token: string) => new Bun.CryptoHasher("sha256").update(token).digest("base64url");
+
+/** Whether any account holds the ADMIN role: once one does, every setup token is void. */
+export async function anyAdmin(db: Reader): Promise<boolean> {
+  const rows = await db.select({ one: sql<number>`1` }).from(userRoles).innerJoin(roles, eq(roles.id, userRoles.roleId)).where(eq(roles.name, "ADMIN")).limit(1);
+  return rows.length > 0;
+}
+
+/**
+ * Stores the hash of a new token, valid until `expiresAt`, when no live one exists (`replace`: in
+ * any case, voiding the live one). False when another instance's token is still live.
+ */
+export async function claimSetupToken(db: Database, tokenHash: string, now: Date, expiresAt: Date, replace: boolean): Promise<boolean> {
+  const [taken] = await db.writeAll((tx) => [
+    tx
+      .insert(setupTokens)
+      .values({ name: ROW, tokenHash, createdAt: now, expiresAt })
+      .onConflictDoUpdate({
+        target: setupTokens.name,
+        set: { tokenHash, createdAt: now, expiresAt },
+        where: replace ? undefined : lt(setupTokens.expiresAt, now),
+      })
+      .returning({ name: setupTokens.name }),
+  ]);
+  return taken.length === 1;
+}
+
+/** When the live token (if any; with `tokenHash`, only if it is that one) expires: what a start that finds one tells the operator. */
+export async function liveSetupTokenExpiry(db: Reader, now: Date, tokenHash?: string): Promise<Date | undefined> {
+  const [row] = await db
+    .select({ expiresAt: setupTokens.expiresAt })
+    .from(setupTokens)
+    .where(and(eq(setupTokens.name, ROW), gt(setupTokens.expiresAt, now), tokenHash === undefined ? undefined : eq(setupTokens.tokenHash, tokenHash)));
+  return row?.expiresAt;
+}
+
+/** Spends the token in the caller's unit: true when it was the live one (deleted now, so it works once). */
+export async function consumeSetupToken(tx: Db, tokenHash: string, now: Date): Promise<boolean> {
+  const spent = await tx
+    .delete(setupTokens)
+    .where(and(eq(setupTokens.name, ROW), eq(setupTokens.tokenHash, tokenHash), gt(setupTokens.expiresAt, now)))
+    .returning({ name: setupTokens.name });
+  return spent.length === 1;
+}
