@@ -207,6 +207,8 @@ if (skipped) {
       const laptop = await signInFrom("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/142.0.0.0 Safari/537.36");
       const phone = await signInFrom("Mozilla/5.0 (Macintosh; Intel Mac OS X 14.5; rv:128.0) Gecko/20100101 Firefox/128.0");
       await page.goto(`${server.url}/admin#/users/${seeded.wei.id}`);
+      // The journey before may have left this very screen open: a hash change alone loads nothing anew.
+      await page.reload();
       await heading("User Lin Wei");
       const devices = page.getByRole("table", { name: "Signed-in devices" });
       await devices.getByRole("cell", { name: "Firefox 128 on macOS", exact: true }).waitFor();
