@@ -182,7 +182,7 @@ function startingLifecycle(): Lifecycle {
 /** The metrics registry; under --workers, joined with the other processes' so any of them answers for all. */
 function sharedMetrics(config: Config) {
   const metrics = createMetrics();
-  const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
+  const peers = config.workers > 1 ? joinMetricsPeers(metrics.own, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
   return { metrics, peers };
 }

@@ -218,7 +218,7 @@ describe("prometheus", () => {
   test.skipIf(!promtool)("promtool check metrics accepts the scrape, default process metrics included", async () => {
     const app = await makeTestApp();
     try {
-      addDefaultMetrics(app.metrics.registry); // as main.ts's createMetrics() does
+      await addDefaultMetrics(app.metrics.registry); // as main.ts's createMetrics() does on the first scrape
       const scrapeAdmin = await app.admin();
       await app.request("GET", `/api/users/${scrapeAdmin.id}`, { token: scrapeAdmin.token });
       const text = (await app.request("GET", "/actuator/prometheus", { token: scrapeAdmin.token })).text;
