@@ -39,3 +39,26 @@ test("health probes never signal serving; the first answer of another route does
   expect(await answered("/api/version")).toBe(200);
   expect(calls).toBe(2);
 });
+
+test("the first answer of each health probe route signals probed (main.ts hands start-up's leftovers back then); other routes never do", async () => {
+  const app = await makeTestApp();
+  let probes = 0;
+  app.lifecycle.probed = () => probes++;
+  try {
+    const status = async (path: string) => {
+      const answer = await app.request("GET", path);
+      await new Promise((resolve) => setImmediate(resolve));
+      return answer.status;
+    };
+    expect(await status("/api/users/1")).toBe(401);
+    expect(probes).toBe(0);
+    expect(await status("/actuator/health")).toBe(200);
+    expect(probes).toBe(1);
+    expect(await status("/actuator/health")).toBe(200);
+    expect(probes).toBe(1);
+    expect(await status("/actuator/health/readiness")).toBe(200);
+    expect(probes).toBe(2);
+  } finally {
+    await app.close();
+  }
+});
