@@ -11,8 +11,13 @@ import { writeAudit } from "../store/audit";
 import { passkeyByCredential } from "../store/mfa";
 
 let webAuthn: Promise<typeof import("@simplewebauthn/server")> | undefined;
-/** @simplewebauthn/server (with its CBOR and ASN.1 parsers, the largest library here) is loaded by the first ceremony, not at start. */
-export const loadWebAuthn = () => (webAuthn ??= import("@simplewebauthn/server"));
+/**
+ * @simplewebauthn/server (with its CBOR and ASN.1 parsers, the largest library here) is loaded by the
+ * first ceremony, not at start. reflect-metadata first: tsyringe, under its certificate checks,
+ * needs that polyfill when it loads, and in the compiled binary a lazily loaded library's modules
+ * do not run in its own import order (test/binary.test.ts).
+ */
+export const loadWebAuthn = () => (webAuthn ??= import("reflect-metadata").then(() => import("@simplewebauthn/server")));
 
 export interface RelyingParty {
   id: string;
