@@ -225,7 +225,10 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
   const registry = new Registry();
   let defaults: Promise<void> | undefined;
   const withDefaults = async () => {
-    if (defaultMetrics) await (defaults ??= addDefaultMetrics(registry));
+    if (defaultMetrics) {
+      defaults ??= addDefaultMetrics(registry);
+      await defaults;
+    }
     return registry;
   };
   addRuntimeGauges(registry);
