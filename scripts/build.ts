@@ -86,7 +86,16 @@ async function recordStartOrder(): Promise<{ dir: string; file: string } | null>
     BUN_BYTECODE_ORDER_OUT: order,
   };
   try {
-    const proc = Bun.spawn(["dist/usersvc", "serve"], { env, stdout: "ignore", stderr: "ignore" });
+    // Recorded as a server usually starts: on a data folder that has its ADMIN, with ADMIN_EMAIL set
+    // (a restart's check of it otherwise loads its code from cold pages, ~1 MiB).
+    const admin = { ADMIN_EMAIL: "admin@order.example.com", ADMIN_PASSWORD: "Order-Admin-1!" };
+    const made = Bun.spawnSync(["dist/usersvc", "admin", "create", "--email", admin.ADMIN_EMAIL, "--password", admin.ADMIN_PASSWORD], {
+      env: { ...env, BUN_BYTECODE_ORDER_OUT: undefined },
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    if (made.exitCode !== 0) return null;
+    const proc = Bun.spawn(["dist/usersvc", "serve"], { env: { ...env, ...admin }, stdout: "ignore", stderr: "ignore" });
     const base = `http://127.0.0.1:${port}`;
     for (let i = 0; i < 200 && proc.exitCode === null; i++) {
       const health = await fetch(`${base}/actuator/health`).catch(() => undefined);

@@ -24,6 +24,8 @@ export interface Lifecycle {
    * route, never per request): main.ts gives the binary's JIT its normal policy then.
    */
   serving?: () => void;
+  /** Called after the first answer of a health probe (likewise once): main.ts hands back start-up's leftovers then. */
+  probed?: () => void;
 }
 
 export interface AppDeps {

@@ -175,6 +175,12 @@ function startingLifecycle(): Lifecycle {
       Bun.unsafe.setJITPolicy(1);
       lifecycle.serving = undefined;
     },
+    // The first readiness probe's answer built the app's request path (~1 MiB of code and garbage
+    // an idle server keeps otherwise): handed back once it is written.
+    probed: () => {
+      lifecycle.probed = undefined;
+      setTimeout(handBackStartup, 0);
+    },
   };
   return lifecycle;
 }
@@ -182,7 +188,7 @@ function startingLifecycle(): Lifecycle {
 /** The metrics registry; under --workers, joined with the other processes' so any of them answers for all. */
 function sharedMetrics(config: Config) {
   const metrics = createMetrics();
-  const peers = config.workers > 1 ? joinMetricsPeers(metrics.registry, metricsSocketsDir()) : undefined;
+  const peers = config.workers > 1 ? joinMetricsPeers(metrics.own, metricsSocketsDir()) : undefined;
   if (peers) metrics.current = peers.current;
   return { metrics, peers };
 }
@@ -254,11 +260,12 @@ function startPrimaryDuties(deps: {
  * shrinkFootprintWhenIdle: frees code and heap blocks it can rebuild; typed deprecated, no
  * successor) hand back what migrations, route building and run-once code left: ~1.5 MiB of idle RSS.
  */
-const settleAfterStart = (started: Promise<unknown>) =>
-  void started.then(() => {
-    Bun.gc(true);
-    Bun.shrink();
-  });
+function handBackStartup() {
+  Bun.gc(true);
+  Bun.shrink();
+}
+
+const settleAfterStart = (started: Promise<unknown>) => void started.then(handBackStartup);
 
 /** SIGTERM or SIGINT (or, for a child, its primary gone): stop taking requests, drain them for up to 20 s, stop every duty, exit 0. */
 function stopOnSignal(steps: {

@@ -42,9 +42,9 @@ export interface MetricsPeers {
 }
 
 /** Serves this process's registry to its peers and reads theirs at scrape time. */
-export function joinMetricsPeers(registry: Registry, socketsDir: string): MetricsPeers {
+export function joinMetricsPeers(registry: () => Promise<Registry>, socketsDir: string): MetricsPeers {
   const own = join(socketsDir, `${process.pid}.sock`);
-  const server = Bun.serve({ unix: own, fetch: async () => Response.json(await registry.getMetricsAsJSON()) });
+  const server = Bun.serve({ unix: own, fetch: async () => Response.json(await (await registry()).getMetricsAsJSON()) });
   return {
     async current() {
       const sockets = readdirSync(socketsDir)
@@ -52,7 +52,7 @@ export function joinMetricsPeers(registry: Registry, socketsDir: string): Metric
         .map((f) => join(socketsDir, f));
       const all = await Promise.all(
         sockets.map(async (socket) => {
-          if (socket === own) return registry.getMetricsAsJSON();
+          if (socket === own) return (await registry()).getMetricsAsJSON();
           try {
             const response = await fetch("http://worker/metrics", { unix: socket, signal: AbortSignal.timeout(2000) } as RequestInit);
             return (await response.json()) as Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { health } from "../src/features/actuator/service";
 import { createLogging } from "../src/logging/logger";
-import { addDefaultMetrics } from "../src/metrics";
+import { addDefaultMetrics, createMetrics } from "../src/metrics";
 import { makeTestApp, type TestApp } from "./helpers";
 import { DENIED, expectFailure, scenarios, UNAUTHORIZED } from "./scenario";
 
@@ -193,6 +193,17 @@ describe("metrics", () => {
 });
 
 describe("prometheus", () => {
+  test("prom-client's default metrics are registered by the first scrape, not at start (an idle server never loads them)", async () => {
+    const metrics = createMetrics();
+    expect(metrics.registry.getSingleMetric("process_cpu_user_seconds_total")).toBeUndefined();
+    const scraped = await metrics.current();
+    expect(scraped.getSingleMetric("process_cpu_user_seconds_total")).toBeDefined();
+    expect(scraped.getSingleMetric("nodejs_eventloop_lag_seconds")).toBeDefined();
+    // Registered once: a second scrape finds them, and registering again would throw.
+    expect((await metrics.own()).getSingleMetric("process_cpu_user_seconds_total")).toBeDefined();
+    expect(await scraped.metrics()).toContain("process_cpu_user_seconds_total ");
+  });
+
   test("text format 0.0.4 with every family", async () => {
     const res = await t.request("GET", "/actuator/prometheus", { token: admin.token });
     expect(res.status).toBe(200);
@@ -218,7 +229,7 @@ describe("prometheus", () => {
   test.skipIf(!promtool)("promtool check metrics accepts the scrape, default process metrics included", async () => {
     const app = await makeTestApp();
     try {
-      addDefaultMetrics(app.metrics.registry); // as main.ts's createMetrics() does
+      await addDefaultMetrics(app.metrics.registry); // as main.ts's createMetrics() does on the first scrape
       const scrapeAdmin = await app.admin();
       await app.request("GET", `/api/users/${scrapeAdmin.id}`, { token: scrapeAdmin.token });
       const text = (await app.request("GET", "/actuator/prometheus", { token: scrapeAdmin.token })).text;

@@ -76,7 +76,8 @@ describe("dist/usersvc alone in an empty folder", () => {
     writeFileSync(join(dir, ".env"), "JWT_SECRET=too-short\nBASE_PATH=/dotenv\n");
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
-    server = Bun.spawn([binary, "serve"], { cwd: dir, env: bareEnv({ PORT: String(port), HOST: "127.0.0.1" }), stdout: "pipe", stderr: "pipe" });
+    // RP_ID: passkeys configured, so the WebAuthn library (loaded on first use) can be asked for below.
+    server = Bun.spawn([binary, "serve"], { cwd: dir, env: bareEnv({ PORT: String(port), HOST: "127.0.0.1", RP_ID: "localhost" }), stdout: "pipe", stderr: "pipe" });
     running.add(server);
     const health = await waitForHttp(`${base}/actuator/health`, 15_000);
     expect(health.status).toBe(200);
@@ -144,6 +145,22 @@ describe("dist/usersvc alone in an empty folder", () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("nobody@example.com");
   }, 30_000);
+
+  test("libraries loaded on first use are embedded and load: jose, prom-client's default metrics, @simplewebauthn/server", async () => {
+    const login = await fetch(`${base}/api/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "root@example.com", password: "Admin@12345" }),
+    });
+    expect(login.status).toBe(200);
+    const { token } = ((await login.json()) as { data: { token: string } }).data;
+    const scrape = await fetch(`${base}/actuator/prometheus`, { headers: { authorization: `Bearer ${token}` } });
+    expect(scrape.status).toBe(200);
+    expect(await scrape.text()).toContain("\nprocess_cpu_user_seconds_total ");
+    const options = await fetch(`${base}/api/auth/passkey/options`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(options.status).toBe(200);
+    expect(((await options.json()) as { data: { rpId: string; challenge: string } }).data).toMatchObject({ rpId: "localhost", challenge: expect.any(String) });
+  });
 
   test("SIGTERM: finishes the request in flight, then closes the database and exits 0", async () => {
     // A create whose body is only half sent when the signal arrives: it must still be answered.

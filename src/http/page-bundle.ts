@@ -41,12 +41,17 @@ function asset(type: string, text: string): PageAsset {
   return { type, body, gzip: Bun.gzipSync(body, { level: 9 }), hash: Bun.hash(body).toString(36) };
 }
 
-/** The assets of one page: `embedded` (the binary's JSON of {js, css}) when given, else bundled once from `entry`. */
-export function pageAssets(embedded: string | undefined, entry: string): () => Promise<PageAssets> {
+/**
+ * The assets of one page: `embedded()` (the binary's JSON of {js, css}) when it gives one, else bundled
+ * once from `entry`. A function, so the JSON (~360 KB for both pages) becomes a string only on the
+ * page's first request: as a value read at start it was in every idle process's heap.
+ */
+export function pageAssets(embedded: () => string | undefined, entry: string): () => Promise<PageAssets> {
   let assets: Promise<PageAssets> | undefined;
   return () => {
     assets ??= (async () => {
-      const { js, css } = embedded === undefined ? await bundlePage(entry) : (JSON.parse(embedded) as PageBundle);
+      const json = embedded();
+      const { js, css } = json === undefined ? await bundlePage(entry) : (JSON.parse(json) as PageBundle);
       return { "app.js": asset("text/javascript; charset=utf-8", js), "app.css": asset("text/css; charset=utf-8", css) };
     })();
     // A failed bundle (a syntax error while editing) is tried again on the next request.

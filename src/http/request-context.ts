@@ -40,7 +40,8 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
     if (!byRoute) {
       byRoute = { template: route ? route.slice(basePath.length) || "/" : "UNMATCHED", methods: new Map() };
       known.set(route, byRoute);
-      if (!isHealthProbe(byRoute.template)) lifecycle.serving?.();
+      if (isHealthProbe(byRoute.template)) lifecycle.probed?.();
+      else lifecycle.serving?.();
     }
     let byMethod = byRoute.methods.get(method);
     if (!byMethod) {

@@ -9,11 +9,11 @@
  * jose signs (iat from the app's clock) and verifies with the algorithm pinned by the header's
  * kind, so alg:none, HS256 or RS* tokens never pass whatever their signature.
  */
-import { decodeProtectedHeader, jwtVerify, SignJWT, type JWK, type JWTVerifyOptions } from "jose";
+import type { JWK, JWTVerifyOptions, ProtectedHeaderParameters } from "jose";
 import type { Config } from "../config";
 import type { Database } from "../db/database";
 import type { DataCipher } from "./data-encryption";
-import { createKeyring, type Keyring } from "./signing-keys";
+import { createKeyring, type Keyring, loadJose } from "./signing-keys";
 
 /** The kid of HS512 tokens: the one symmetric key, JWT_SECRET (never in the JWKS). */
 export const HS512_KID = "HS512";
@@ -84,7 +84,8 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
   const stillAccepted = (claims: TokenClaims) => (claims.kid === undefined ? (keyring?.acceptsHs512(claims.iat) ?? true) : true);
 
   async function verifyKey(token: string): Promise<{ alg: string; key: Uint8Array | CryptoKey } | undefined> {
-    let header: ReturnType<typeof decodeProtectedHeader>;
+    const { decodeProtectedHeader } = await loadJose();
+    let header: ProtectedHeaderParameters;
     try {
       header = decodeProtectedHeader(token);
     } catch {
@@ -103,6 +104,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
     async issue(email, tokenVersion, userId, session) {
       const iat = Math.floor(now() / 1000);
       const signer = await keyring?.signer();
+      const { SignJWT } = await loadJose();
       // The claims in @elysiajs/jwt's order (sub, ver, uid, sid, auth_time, amr, exp, iat), so tokens look as before.
       const jwt = new SignJWT({
         sub: email,
@@ -138,6 +140,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
         ...(key.alg !== "HS512" && { issuer }),
         ...(audience !== undefined && { audience }),
       };
+      const { jwtVerify } = await loadJose();
       const { protectedHeader, payload: claims } = await jwtVerify(token, key.key, options).catch(() => ({ protectedHeader: undefined, payload: undefined }));
       if (!claims || typeof claims.sub !== "string" || typeof claims.exp !== "number") return undefined;
       // A token minted elsewhere without ver counts as version 0: the user's first logout revokes it.

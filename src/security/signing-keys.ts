@@ -10,7 +10,7 @@
  * together create one key. Withdrawing a key (`usersvc keys rotate --revoke KID`) refuses its
  * tokens at once: the guard's one read checks the kid (store/sessions.ts, store/users.ts).
  */
-import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from "jose";
+import type { CryptoKey, JWK } from "jose";
 import type { Database } from "../db/database";
 import { acquireLease } from "../store/leases";
 import type { DataCipher } from "./data-encryption";
@@ -72,10 +72,15 @@ export interface KeyringOptions {
 
 export class UnknownKeyError extends Error {}
 
+let jose: Promise<typeof import("jose")> | undefined;
+/** jose is loaded by the first token signed or checked (or key made), not at start: an idle process never holds it. */
+export const loadJose = () => (jose ??= import("jose"));
+
 const asymmetric = (row: SigningKeyRow) => row.kid !== HS512_SWITCH_KID && row.publicJwk !== null;
 const ms = (instant: Date | null) => instant?.getTime() ?? null;
 
 async function newKey(alg: AsymmetricAlg, cipher: DataCipher, now: number, signsFrom: number): Promise<SigningKeyRow> {
+  const { exportJWK, generateKeyPair } = await loadJose();
   const pair = await generateKeyPair(alg, { crv: CURVES[alg], extractable: true });
   const kid = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("base64url");
   const publicJwk: JWK = { ...(await exportJWK(pair.publicKey)), kid, alg, use: "sig" };
@@ -187,7 +192,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
   const importOnce = (cache: Map<string, Promise<CryptoKey>>, kid: string, jwk: () => JWK, keyAlg: string) => {
     let key = cache.get(kid);
     if (!key) {
-      key = importJWK(jwk(), keyAlg) as Promise<CryptoKey>;
+      key = loadJose().then(({ importJWK }) => importJWK(jwk(), keyAlg) as Promise<CryptoKey>);
       cache.set(kid, key);
     }
     return key;

@@ -4,8 +4,7 @@
  * later than the last one accepted for the user (store/mfa.ts keeps it), so a code is never
  * accepted twice. Secrets are sealed by the data cipher before they are stored.
  */
-import { Secret, TOTP } from "otpauth";
-import QRCode from "qrcode";
+import type { Secret } from "otpauth";
 import { sha256 } from "../store/mfa";
 
 export const TOTP_PERIOD_S = 30;
@@ -17,20 +16,29 @@ export interface SecretCipher {
   open(sealed: string): Buffer;
 }
 
-const totpFor = (secret: Secret, label: string) => new TOTP({ issuer: ISSUER, label, algorithm: "SHA1", digits: 6, period: TOTP_PERIOD_S, secret });
+/** otpauth and qrcode are loaded by the first enrolment or code check, not at start: an idle process never holds them. */
+let otpauth: Promise<typeof import("otpauth")> | undefined;
+let qrcode: Promise<typeof import("qrcode")> | undefined;
+const loadOtpauth = () => (otpauth ??= import("otpauth"));
+const loadQrcode = () => (qrcode ??= import("qrcode"));
+
+const totpFor = ({ TOTP }: typeof import("otpauth"), secret: Secret, label: string) =>
+  new TOTP({ issuer: ISSUER, label, algorithm: "SHA1", digits: 6, period: TOTP_PERIOD_S, secret });
 
 /** A new 160-bit secret: its base32 form, the otpauth:// URI and that URI as a QR code in SVG. */
 export async function newTotpSecret(label: string) {
-  const secret = new Secret({ size: 20 });
-  const otpauthUri = totpFor(secret, label).toString();
-  const qrSvg = await QRCode.toString(otpauthUri, { type: "svg", errorCorrectionLevel: "M", margin: 2 });
+  const lib = await loadOtpauth();
+  const secret = new lib.Secret({ size: 20 });
+  const otpauthUri = totpFor(lib, secret, label).toString();
+  const qrSvg = await (await loadQrcode()).toString(otpauthUri, { type: "svg", errorCorrectionLevel: "M", margin: 2 });
   return { secret: secret.base32, otpauthUri, qrSvg };
 }
 
 /** The step (30 s since the epoch) a 6-digit `code` belongs to, within ±1 step of `nowMs`, if it is one after `lastStep`. */
-export function acceptedStep(secretBase32: string, code: string, nowMs: number, lastStep: number): number | undefined {
+export async function acceptedStep(secretBase32: string, code: string, nowMs: number, lastStep: number): Promise<number | undefined> {
   if (!/^\d{6}$/.test(code)) return undefined;
-  const delta = totpFor(Secret.fromBase32(secretBase32), ISSUER).validate({ token: code, timestamp: nowMs, window: 1 });
+  const lib = await loadOtpauth();
+  const delta = totpFor(lib, lib.Secret.fromBase32(secretBase32), ISSUER).validate({ token: code, timestamp: nowMs, window: 1 });
   if (delta === null) return undefined;
   const step = Math.floor(nowMs / 1000 / TOTP_PERIOD_S) + delta;
   return step > lastStep ? step : undefined;

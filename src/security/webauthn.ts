@@ -4,11 +4,20 @@
  * header; and an assertion checked against a stored credential, its signature counter included:
  * a counter that does not move forward (a cloned authenticator) is refused and audited.
  */
-import { type AuthenticationResponseJSON, generateAuthenticationOptions, verifyAuthenticationResponse } from "@simplewebauthn/server";
+import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Database } from "../db/database";
 import { AppError } from "../errors";
 import { writeAudit } from "../store/audit";
 import { passkeyByCredential } from "../store/mfa";
+
+let webAuthn: Promise<typeof import("@simplewebauthn/server")> | undefined;
+/**
+ * @simplewebauthn/server (with its CBOR and ASN.1 parsers, the largest library here) is loaded by the
+ * first ceremony, not at start. reflect-metadata first: tsyringe, under its certificate checks,
+ * needs that polyfill when it loads, and in the compiled binary a lazily loaded library's modules
+ * do not run in its own import order (test/binary.test.ts).
+ */
+export const loadWebAuthn = () => (webAuthn ??= import("reflect-metadata").then(() => import("@simplewebauthn/server")));
 
 export interface RelyingParty {
   id: string;
@@ -42,7 +51,8 @@ export function relyingParty(config: RelyingPartyConfig): RelyingParty {
 export const userHandleOf = (userId: number) => new TextEncoder().encode(String(userId));
 
 /** Request options for a sign-in with any of the account's (discoverable) credentials. */
-export const requestOptions = (rp: RelyingParty, userVerification: "required" | "preferred") => generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000 });
+export const requestOptions = async (rp: RelyingParty, userVerification: "required" | "preferred") =>
+  (await loadWebAuthn()).generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000 });
 
 /** The challenge a ceremony's answer signed (from its clientDataJSON), to find the ceremony by. */
 export function challengeOf(response: { clientDataJSON: string }): string | undefined {
@@ -96,6 +106,7 @@ export async function checkAssertion(
     return undefined;
   }
   try {
+    const { verifyAuthenticationResponse } = await loadWebAuthn();
     const { verified, authenticationInfo } = await verifyAuthenticationResponse({
       response,
       expectedChallenge: challenge,

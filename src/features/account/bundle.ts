@@ -12,4 +12,4 @@ const ENTRY = join(import.meta.dir, "ui", "main.tsx");
 
 export const bundleAccountPages = () => bundlePage(ENTRY);
 
-export const accountAssets = pageAssets(typeof ACCOUNT_BUNDLE === "string" ? ACCOUNT_BUNDLE : undefined, ENTRY);
+export const accountAssets = pageAssets(() => (typeof ACCOUNT_BUNDLE === "string" ? ACCOUNT_BUNDLE : undefined), ENTRY);

@@ -101,7 +101,7 @@ async function proofOf(deps: SecondStepDeps, userId: number, email: string, body
   }
   const totp = await totpOf(deps.db, userId);
   if (!totp?.confirmedAt) return undefined;
-  const step = acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), now.getTime(), totp.lastStep);
+  const step = await acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), now.getTime(), totp.lastStep);
   return step === undefined ? undefined : { amr: "otp", use: async (tx, at) => (await totpStepStatement(tx, userId, step, at)).length > 0 };
 }
 

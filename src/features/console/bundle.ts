@@ -13,4 +13,4 @@ const ENTRY = join(import.meta.dir, "ui", "main.tsx");
 export const bundleConsole = () => bundlePage(ENTRY);
 
 /** The console's assets: the embedded bundle in the binary, else bundled once from source. */
-export const consoleAssets = pageAssets(typeof CONSOLE_BUNDLE === "string" ? CONSOLE_BUNDLE : undefined, ENTRY);
+export const consoleAssets = pageAssets(() => (typeof CONSOLE_BUNDLE === "string" ? CONSOLE_BUNDLE : undefined), ENTRY);

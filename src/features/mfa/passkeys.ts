@@ -4,12 +4,12 @@
  * it), the list, renaming and removal. Adding one needs a recent sign-in; it is audited, mailed
  * PASSKEY_ADDED, and joins the caller's session amr (hwk). Removing one ends the other sessions.
  */
-import { generateRegistrationOptions, type RegistrationResponseJSON, verifyRegistrationResponse } from "@simplewebauthn/server";
+import type { RegistrationResponseJSON } from "@simplewebauthn/server";
 import { integrityKind } from "../../db/errors";
 import { AppError } from "../../errors";
 import type { Caller } from "../../security/caller";
 import { requireRecentAuth } from "../../security/recent-auth";
-import { challengeOf, relyingParty, userHandleOf } from "../../security/webauthn";
+import { challengeOf, loadWebAuthn, relyingParty, userHandleOf } from "../../security/webauthn";
 import {
   challengeRows,
   deletePasskeyStatement,
@@ -38,6 +38,7 @@ export async function registrationOptions(deps: MfaDeps, caller: Caller) {
   requireRecentAuth(caller, deps.now());
   const rp = relyingParty(deps.config);
   const existing = await passkeysOf(deps.db, caller.id);
+  const { generateRegistrationOptions } = await loadWebAuthn();
   const options = await generateRegistrationOptions({
     rpName: rp.name,
     rpID: rp.id,
@@ -62,6 +63,7 @@ export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskey
   const challenge = challengeOf(body.response.response);
   const pending = challenge && (await liveChallenge(deps.db, "register", challenge, now));
   if (!challenge || !pending || pending.userId !== caller.id) throw new AppError("PASSKEY_REJECTED");
+  const { verifyRegistrationResponse } = await loadWebAuthn();
   const verified = await verifyRegistrationResponse({
     response: { clientExtensionResults: {}, ...body.response } as RegistrationResponseJSON,
     expectedChallenge: challenge,

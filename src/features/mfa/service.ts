@@ -56,7 +56,7 @@ export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
   requireRecentAuth(caller, deps.now());
   const totp = await totpOf(deps.db, caller.id);
   if (!totp || totp.confirmedAt) throw new AppError("TOTP_NOT_PENDING");
-  const step = stepOf(deps, totp, code);
+  const step = await stepOf(deps, totp, code);
   if (step === undefined) throw new AppError("INVALID_CODE");
   const codes = newRecoveryCodes();
   const hashes = codes.map((c) => recoveryCodeHash(c) as string);
@@ -79,7 +79,7 @@ export async function removeTotp(deps: MfaDeps, caller: Caller, body: TotpRemove
   const totp = await totpOf(deps.db, caller.id);
   if (!totp?.confirmedAt) throw new AppError("TOTP_NOT_ENABLED");
   if (body.password !== undefined) await confirmPassword(deps, caller, body.password, address);
-  else if (stepOf(deps, totp, body.code ?? "") === undefined) throw new AppError("INVALID_CODE");
+  else if ((await stepOf(deps, totp, body.code ?? "")) === undefined) throw new AppError("INVALID_CODE");
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     await deleteTotpStatement(tx, caller.id);
