@@ -5,7 +5,7 @@
  * expiry, a wrong secret); the rate limit per key; lastUsedAt; and that the key itself appears
  * nowhere but in the creation's answer.
  */
-import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { desc, eq } from "drizzle-orm";
 import { apiKeys, auditLog, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
@@ -14,7 +14,7 @@ import { KEY_PATTERN } from "../src/security/api-keys";
 import { SCOPES } from "../src/security/caller";
 import { makeTestApp, type TestApp, type TestResponse } from "./helpers";
 import { prepareRouteWalk } from "./support/route-walk";
-import { DENIED, type Failure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
+import { DENIED, expectFailure, type Failure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
 const NOT_ALLOWED: Failure = { message: "API keys are not accepted on this route", errorCode: "API_KEY_NOT_ALLOWED" };
@@ -228,6 +228,22 @@ describe("a key never exceeds its owner", () => {
     expect(profile.status).toBe(200);
     expect(profile.body.email).toBe(user.email);
     expect((await t.request("GET", `/api/users/${other.id}`, { token: user.key })).status).toBe(200);
+  });
+
+  // The guard reads the :id user in the key's own statement (readsUser), as for a session token.
+  test("GET /api/users/{id} with a key: a session's answer, 404 for an unknown id, the scope and the secret still checked; one round trip", async () => {
+    const bySession = await t.request("GET", `/api/users/${other.id}`, { token: user.token });
+    const byKey = await t.request("GET", `/api/users/${other.id}`, { token: user.key });
+    expect({ status: byKey.status, body: byKey.body, etag: byKey.headers.get("etag") }).toEqual({ status: 200, body: bySession.body, etag: bySession.headers.get("etag") });
+    expectFailure(await t.request("GET", "/api/users/7777777", { token: user.key }), 404, { errorCode: "USER_NOT_FOUND" });
+    expectFailure(await t.request("GET", `/api/users/${other.id}`, { token: adminKeys.allBut["users:read"] }), 403, NO_SCOPE);
+    const tampered = user.key.slice(0, -1) + (user.key.endsWith("A") ? "B" : "A");
+    expectUnauthorized(await t.request("GET", `/api/users/${other.id}`, { token: tampered }));
+    // Our own Hrana server counts round trips over HTTP (remote.test.ts).
+    if (leg !== "remote-http" || !t.hrana) return;
+    await t.hrana.reset();
+    expect((await t.request("GET", `/api/users/${other.id}`, { token: user.key })).status).toBe(200);
+    expect(await t.hrana.roundTrips()).toBe(1);
   });
 });
 

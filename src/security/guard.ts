@@ -68,10 +68,10 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     if (caller) sessions.metrics?.authenticatedRequests.inc({ kind });
     return caller;
   };
-  async function keyCaller(bearer: string): Promise<Caller | undefined> {
+  async function keyCaller(bearer: string, also?: AlsoUser): Promise<Caller | undefined> {
     const presented = parseKey(bearer);
     if (!presented) return undefined;
-    const key = await keyHolder(db, presented.prefix);
+    const key = await keyHolder(db, presented.prefix, also);
     const verified = secretMatches(presented.secret, key?.secretHash ?? NO_KEY);
     if (!key || !verified || !key.active || (key.expiresAt !== null && key.expiresAt <= sessions.now())) return undefined;
     return {
@@ -109,7 +109,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     async callerOf(request, also) {
       const token = bearerToken(request);
       if (!token) return undefined;
-      if (isKeyBearer(token)) return counted("api_key", await keyCaller(token));
+      if (isKeyBearer(token)) return counted("api_key", await keyCaller(token, also));
       const claims = await tokens.verify(token);
       if (!claims) return undefined;
       if (claims.sid !== undefined) return counted("session", await sessionCaller(claims as TokenClaims & { sid: string }, also));

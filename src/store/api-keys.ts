@@ -7,28 +7,31 @@ import { and, asc, count, eq, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
 import { apiKeys, users } from "../db/schema";
+import { type AlsoUser, readCaller, withUserById } from "./users";
 
 const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
 
-/** The key a bearer's prefix names, with its owner: the guard's one read for an API key. */
-const keyAndOwner = prepared((db: Reader) =>
-  db
-    .select({
-      id: apiKeys.id,
-      secretHash: apiKeys.secretHash,
-      scopes: apiKeys.scopes,
-      expiresAt: apiKeys.expiresAt,
-      lastUsedAt: apiKeys.lastUsedAt,
-      userId: users.id,
-      email: users.email,
-      active: users.active,
-      tokenVersion: users.tokenVersion,
-      roles: roleNames,
-    })
-    .from(apiKeys)
-    .innerJoin(users, eq(users.id, apiKeys.userId))
-    .where(eq(apiKeys.prefix, sql.placeholder("prefix")))
-    .prepare(),
+/**
+ * The key a bearer's prefix names, with its owner: the guard's one read for an API key. The prefix
+ * is bound as `+?`, as sessions.ts binds a sid (bySid): Bun 1.4.5 prepares a bound join again on
+ * every run; the unique index on the prefix still finds the key.
+ */
+const byPrefix = eq(apiKeys.prefix, sql`+${sql.placeholder("prefix")}`);
+const keyColumns = {
+  id: apiKeys.id,
+  secretHash: apiKeys.secretHash,
+  scopes: apiKeys.scopes,
+  expiresAt: apiKeys.expiresAt,
+  lastUsedAt: apiKeys.lastUsedAt,
+  userId: users.id,
+  email: users.email,
+  active: users.active,
+  tokenVersion: users.tokenVersion,
+  roles: roleNames,
+};
+const keyAndOwner = prepared((db: Reader) => db.select(keyColumns).from(apiKeys).innerJoin(users, eq(users.id, apiKeys.userId)).where(byPrefix).prepare());
+const keyAndOwnerWithUser = prepared((db: Reader) =>
+  withUserById(db, (columns) => db.select(columns).from(apiKeys).innerJoin(users, eq(users.id, apiKeys.userId)).where(byPrefix), Object.values(keyColumns)).prepare(),
 );
 
 export interface KeyHolder {
@@ -45,9 +48,13 @@ export interface KeyHolder {
   roles: string | null;
 }
 
-/** The key with `prefix` and its owner, read as raw values in keyAndOwner's column order (as sessionHolder reads). */
-export async function keyHolder(db: Reader, prefix: string): Promise<KeyHolder | undefined> {
-  const [v] = (await keyAndOwner(db).values({ prefix })) as ArrayLike<unknown>[];
+/** The key with `prefix` and its owner, read as raw values in keyColumns' order (as sessionHolder reads); with `also`, that user in the same statement. */
+export async function keyHolder(db: Reader, prefix: string, also?: AlsoUser): Promise<KeyHolder | undefined> {
+  const v = await readCaller(
+    () => keyAndOwner(db).values({ prefix }),
+    () => keyAndOwnerWithUser(db).values({ prefix, userId: also?.id }),
+    also,
+  );
   return (
     v && {
       id: v[0] as number,
