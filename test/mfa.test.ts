@@ -166,14 +166,20 @@ describe("TOTP", () => {
     expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: fresh.body.recoveryCodes[0] })).status).toBe(200);
   });
 
-  test("removing TOTP with the password: sign-in is one step again, MFA_DISABLED mailed", async () => {
+  test("removing TOTP with the password ends every session of the user, the caller's too; sign-in is one step again, MFA_DISABLED mailed", async () => {
     const { id, email, token } = await signedIn();
-    await withTotp(token);
+    const { recoveryCodes } = await withTotp(token);
+    const other = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[0] });
+    expect(other.status).toBe(200);
     const removed = await t.request("DELETE", "/api/account/mfa/totp", { token, body: { password: PASSWORD } });
     expect(removed.status).toBe(204);
     expect(await outboxKinds(id)).toContain("MFA_DISABLED");
-    expect((await login(email)).body.data.token).toEqual(expect.any(String));
-    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
+    expect((await t.request("GET", "/api/account/mfa", { token })).status).toBe(401);
+    expect((await t.request("GET", "/api/account/mfa", { token: other.body.data.token })).status).toBe(401);
+    expect((await t.request("POST", "/api/auth/refresh", { body: { refreshToken: other.body.data.refreshToken } })).status).toBe(401);
+    const again = await login(email);
+    expect(again.body.data.token).toEqual(expect.any(String));
+    expect((await t.request("GET", "/api/account/mfa", { token: again.body.data.token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
   });
 });
 
@@ -256,6 +262,20 @@ describe("passkeys", () => {
     expect(res.body.data.user.email).toBe(email);
     expect(amrOf(res.body.data.token)).toEqual(["hwk"]);
     expect((await t.request("GET", "/api/account/passkeys", { token })).body[0].lastUsedAt).toEqual(expect.any(String));
+  });
+
+  test("removing a passkey ends every session of the user, the caller's too; MFA_DISABLED mailed", async () => {
+    const { id, email, token } = await signedIn();
+    const { device, passkey } = await withPasskey(token);
+    const other = await passwordless(device);
+    expect(other.status).toBe(200);
+    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token })).status).toBe(204);
+    expect(await outboxKinds(id)).toContain("MFA_DISABLED");
+    expect((await t.request("GET", "/api/account/passkeys", { token })).status).toBe(401);
+    expect((await t.request("GET", "/api/account/passkeys", { token: other.body.data.token })).status).toBe(401);
+    expect((await t.request("POST", "/api/auth/refresh", { body: { refreshToken: other.body.data.refreshToken } })).status).toBe(401);
+    const again = await login(email);
+    expect((await t.request("GET", "/api/account/passkeys", { token: again.body.data.token })).body).toEqual([]);
   });
 
   test("passwordless without user verification is refused", async () => {
