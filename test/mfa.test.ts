@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
-import { auditLog, outbox } from "../src/db/schema";
+import { auditLog, mfaChallenges, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
@@ -324,6 +324,23 @@ describe("passkeys", () => {
     const { token } = await signedIn();
     const { device } = await withPasskey(token);
     expect((await passwordless(device, { origin: "https://evil.example" })).status).toBe(401);
+  });
+
+  test("passwordless options: PASSKEY_OPTIONS_MAX_PER_IP a minute per client address, then 429 with Retry-After and no challenge written", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN, PASSKEY_OPTIONS_MAX_PER_IP: "3", TRUST_PROXY: "1" }, { now: () => clock });
+    try {
+      const from = (address: string) => app.request("POST", "/api/auth/passkey/options", { headers: { "x-forwarded-for": address } });
+      for (let i = 0; i < 3; i++) expect((await from("203.0.113.30")).status).toBe(200);
+      const challenges = await app.db.select().from(mfaChallenges);
+      clock += 20_000;
+      expectFailure(await from("203.0.113.30"), 429, { message: "Too many requests, try again later", errorCode: "TOO_MANY_REQUESTS", headers: { "retry-after": "40" } });
+      expect(await app.db.select().from(mfaChallenges)).toHaveLength(challenges.length);
+      expect((await from("203.0.113.31")).status).toBe(200);
+      clock += 40_000;
+      expect((await from("203.0.113.30")).status).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 
   test("without PUBLIC_URL or RP_ID every passkey route answers 400 PASSKEYS_NOT_CONFIGURED, whatever the Host header", async () => {
