@@ -696,7 +696,10 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
 }
 
 beforeAll(async () => {
-  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000", PUBLIC_URL: RP.origin }, { logs: { write() {} } });
+  t = await makeTestApp(
+    { MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000", PASSKEY_OPTIONS_MAX_PER_IP: "1000000", PUBLIC_URL: RP.origin },
+    { logs: { write() {} } },
+  );
   admin = await t.admin();
   const v = await t.createUser({ name: "Victim" });
   victim = { id: v.id, email: v.email };
