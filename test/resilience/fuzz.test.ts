@@ -531,7 +531,8 @@ const NUMBER_EDGES = ["1e308", "-1e308", "9223372036854775808", "-92233720368547
 
 /**
  * Second factors (issue 27). Their users sign in once (a session of their own, marked seen an hour
- * ahead so the guard writes no activity between a case's snapshots), and their tokens are minted
+ * ahead so the guard writes no activity between a case's snapshots; again after removing a factor
+ * ended every session of theirs), and their tokens are minted
  * fresh in that session for each case (enrolment needs a recent sign-in). Ceremonies need a
  * challenge each: pools of them are made before the run, one taken per valid body.
  */
@@ -539,36 +540,44 @@ const RP = { id: "id.example.test", origin: "https://id.example.test" };
 const MFA_PASSWORD = "MfaPassw0rd!";
 const mfa = {
   /** Confirms a pending TOTP; re-enrolled after each success. */
-  enroller: { id: 0, email: "", sid: "", pending: "" },
+  enroller: { id: 0, email: "", sid: "", version: 0, pending: "" },
   /** Removes its TOTP with the password; re-enrolled after each success. */
-  remover: { id: 0, email: "", sid: "" },
+  remover: { id: 0, email: "", sid: "", version: 0 },
   /** Regenerates its recovery codes. */
-  regenerator: { id: 0, email: "", sid: "" },
+  regenerator: { id: 0, email: "", sid: "", version: 0 },
   /** Completes sign-ins with its recovery codes. */
   signer: { mfaToken: "", codes: [] as string[] },
   /** Registers passkeys and renames one. */
-  keyholder: { id: 0, email: "", sid: "", passkeyId: "" },
+  keyholder: { id: 0, email: "", sid: "", version: 0, passkeyId: "" },
   registrations: [] as { challenge: string; rp: { id?: string }; user: { id: string } }[],
   signIns: [] as { challenge: string }[],
   device: new SoftwareAuthenticator(RP.id, RP.origin),
 };
 
-type SessionUser = { id: number; email: string; sid: string };
+type SessionUser = { id: number; email: string; sid: string; version: number };
 const recentToken = (user: SessionUser) => {
   const now = Math.floor(Date.now() / 1000);
-  return t.tokens.issue(user.email, 0, user.id, { sid: user.sid, notAfter: now + 3600, authTime: now });
+  return t.tokens.issue(user.email, user.version, user.id, { sid: user.sid, notAfter: now + 3600, authTime: now });
 };
 
-async function sessionUser(name: string): Promise<SessionUser> {
-  const { id, email } = await t.createUser({ name, password: MFA_PASSWORD });
+/** A new session of the user's (by the password alone: no factor on), and the token version it carries. */
+async function sessionOf(email: string) {
   const login = await t.request("POST", "/api/auth/login", { body: { email, password: MFA_PASSWORD } });
-  const sid = JSON.parse(Buffer.from(login.body.data.token.split(".")[1], "base64url").toString()).sid as string;
+  const claims = JSON.parse(Buffer.from(login.body.data.token.split(".")[1], "base64url").toString()) as { sid: string; ver: number };
   await t.db
     .update(sessions)
     .set({ lastSeenAt: new Date(Date.now() + 3_600_000) })
-    .where(eq(sessions.id, sid));
-  return { id, email, sid };
+    .where(eq(sessions.id, claims.sid));
+  return { sid: claims.sid, version: claims.ver };
 }
+
+async function sessionUser(name: string): Promise<SessionUser> {
+  const { id, email } = await t.createUser({ name, password: MFA_PASSWORD });
+  return { id, email, ...(await sessionOf(email)) };
+}
+
+/** Removing a factor ended every session of the user: it signs in again. */
+const signInAgain = async (user: SessionUser) => Object.assign(user, await sessionOf(user.email));
 
 /** A new pending TOTP secret for the user; with `confirm`, confirmed at once (its recovery codes answered). */
 async function enrol(user: SessionUser, confirm: boolean) {
@@ -616,6 +625,7 @@ function secondFactorTargets(): Record<string, Target> {
       async after(status) {
         if (status !== 200) return;
         await t.request("DELETE", "/api/account/mfa/totp", { token: await recentToken(mfa.enroller), body: { password: MFA_PASSWORD } });
+        await signInAgain(mfa.enroller);
         mfa.enroller.pending = (await enrol(mfa.enroller, false)).secret;
       },
     },
@@ -625,7 +635,9 @@ function secondFactorTargets(): Record<string, Target> {
       valid: () => ({ password: MFA_PASSWORD }),
       auditsOn4xx: true,
       async after(status) {
-        if (status === 204) await enrol(mfa.remover, true);
+        if (status !== 204) return;
+        await signInAgain(mfa.remover);
+        await enrol(mfa.remover, true);
       },
     },
     "POST /api/account/mfa/recovery-codes": {
