@@ -34,7 +34,7 @@ const PASSWORD = "BenchPassw0rd!";
 const log = (message: string) => process.stderr.write(`[second-factors] ${message}\n`);
 
 const server = await startServer(
-  { PUBLIC_URL: RP.origin, LOGIN_MAX_FAILURES: "1000000", LOGIN_MAX_FAILURES_PER_IP: "1000000", LOG_LEVEL: "error" },
+  { PUBLIC_URL: RP.origin, LOGIN_MAX_FAILURES: "1000000", LOGIN_MAX_FAILURES_PER_IP: "1000000", PASSKEY_OPTIONS_MAX_PER_IP: "1000000", LOG_LEVEL: "error" },
   existsSync(binary) ? binary : undefined,
 );
 

@@ -60,6 +60,7 @@ export interface Config {
   readonly loginMaxFailuresGlobal: number;
   readonly emailCheckMaxPerIp: number;
   readonly registerMaxPerIp: number;
+  readonly passkeyOptionsMaxPerIp: number;
   /** Reverse proxies of ours in front of the service: how many X-Forwarded-For hops to believe. */
   readonly trustProxy: number;
   readonly metricsToken?: string;
@@ -405,6 +406,7 @@ function accountSettings(r: SettingsReader) {
     loginMaxFailuresGlobal: r.integer("LOGIN_MAX_FAILURES_GLOBAL", 50, 1, 1_000_000),
     emailCheckMaxPerIp: r.integer("EMAIL_CHECK_MAX_PER_IP", 60, 1, 1_000_000),
     registerMaxPerIp: r.integer("REGISTER_MAX_PER_IP", 20, 1, 1_000_000),
+    passkeyOptionsMaxPerIp: r.integer("PASSKEY_OPTIONS_MAX_PER_IP", 60, 1, 1_000_000),
     accessTokenTtlS: r.integer("ACCESS_TOKEN_TTL", 18_000, 60, 30 * 86_400),
     sessionMaxAgeMs: r.duration("SESSION_MAX_AGE", 60_000, 3650 * 86_400_000) ?? 30 * 86_400_000,
     sessionIdleTimeoutMs: r.duration("SESSION_IDLE_TIMEOUT", 60_000, 3650 * 86_400_000) ?? 7 * 86_400_000,

@@ -39,6 +39,7 @@ describe("loadConfig", () => {
       loginMaxFailuresGlobal: 50,
       emailCheckMaxPerIp: 60,
       registerMaxPerIp: 20,
+      passkeyOptionsMaxPerIp: 60,
       workers: 1,
     });
     for (const key of [
@@ -76,6 +77,7 @@ describe("loadConfig", () => {
         LOGIN_MAX_FAILURES_GLOBAL: "80",
         EMAIL_CHECK_MAX_PER_IP: "7",
         REGISTER_MAX_PER_IP: "3",
+        PASSKEY_OPTIONS_MAX_PER_IP: "9",
         TRUST_PROXY: "2",
         METRICS_TOKEN: "m",
         ADMIN_EMAIL: "root@example.com",
@@ -101,6 +103,7 @@ describe("loadConfig", () => {
       loginMaxFailuresGlobal: 80,
       emailCheckMaxPerIp: 7,
       registerMaxPerIp: 3,
+      passkeyOptionsMaxPerIp: 9,
       trustProxy: 2,
       metricsToken: "m",
       adminEmail: "root@example.com",
@@ -222,6 +225,7 @@ describe("loadConfig", () => {
     ["RESET_MAX_REQUESTS_PER_IP", "lots"],
     ["EMAIL_CHECK_MAX_PER_IP", "0"],
     ["REGISTER_MAX_PER_IP", "many"],
+    ["PASSKEY_OPTIONS_MAX_PER_IP", "0"],
     ["PASSWORD_POLICY", "nist"],
     ["ACCESS_TOKEN_TTL", "5"],
     ["SESSION_MAX_AGE", "forever"],

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
-import { auditLog, outbox } from "../src/db/schema";
+import { auditLog, mfaChallenges, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
@@ -166,14 +166,20 @@ describe("TOTP", () => {
     expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: fresh.body.recoveryCodes[0] })).status).toBe(200);
   });
 
-  test("removing TOTP with the password: sign-in is one step again, MFA_DISABLED mailed", async () => {
+  test("removing TOTP with the password ends every session of the user, the caller's too; sign-in is one step again, MFA_DISABLED mailed", async () => {
     const { id, email, token } = await signedIn();
-    await withTotp(token);
+    const { recoveryCodes } = await withTotp(token);
+    const other = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[0] });
+    expect(other.status).toBe(200);
     const removed = await t.request("DELETE", "/api/account/mfa/totp", { token, body: { password: PASSWORD } });
     expect(removed.status).toBe(204);
     expect(await outboxKinds(id)).toContain("MFA_DISABLED");
-    expect((await login(email)).body.data.token).toEqual(expect.any(String));
-    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
+    expect((await t.request("GET", "/api/account/mfa", { token })).status).toBe(401);
+    expect((await t.request("GET", "/api/account/mfa", { token: other.body.data.token })).status).toBe(401);
+    expect((await t.request("POST", "/api/auth/refresh", { body: { refreshToken: other.body.data.refreshToken } })).status).toBe(401);
+    const again = await login(email);
+    expect(again.body.data.token).toEqual(expect.any(String));
+    expect((await t.request("GET", "/api/account/mfa", { token: again.body.data.token })).body).toEqual({ totp: false, passkeys: 0, recoveryCodesLeft: 0 });
   });
 });
 
@@ -258,6 +264,20 @@ describe("passkeys", () => {
     expect((await t.request("GET", "/api/account/passkeys", { token })).body[0].lastUsedAt).toEqual(expect.any(String));
   });
 
+  test("removing a passkey ends every session of the user, the caller's too; MFA_DISABLED mailed", async () => {
+    const { id, email, token } = await signedIn();
+    const { device, passkey } = await withPasskey(token);
+    const other = await passwordless(device);
+    expect(other.status).toBe(200);
+    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token })).status).toBe(204);
+    expect(await outboxKinds(id)).toContain("MFA_DISABLED");
+    expect((await t.request("GET", "/api/account/passkeys", { token })).status).toBe(401);
+    expect((await t.request("GET", "/api/account/passkeys", { token: other.body.data.token })).status).toBe(401);
+    expect((await t.request("POST", "/api/auth/refresh", { body: { refreshToken: other.body.data.refreshToken } })).status).toBe(401);
+    const again = await login(email);
+    expect((await t.request("GET", "/api/account/passkeys", { token: again.body.data.token })).body).toEqual([]);
+  });
+
   test("passwordless without user verification is refused", async () => {
     const { token } = await signedIn();
     const { device } = await withPasskey(token);
@@ -304,6 +324,23 @@ describe("passkeys", () => {
     const { token } = await signedIn();
     const { device } = await withPasskey(token);
     expect((await passwordless(device, { origin: "https://evil.example" })).status).toBe(401);
+  });
+
+  test("passwordless options: PASSKEY_OPTIONS_MAX_PER_IP a minute per client address, then 429 with Retry-After and no challenge written", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN, PASSKEY_OPTIONS_MAX_PER_IP: "3", TRUST_PROXY: "1" }, { now: () => clock });
+    try {
+      const from = (address: string) => app.request("POST", "/api/auth/passkey/options", { headers: { "x-forwarded-for": address } });
+      for (let i = 0; i < 3; i++) expect((await from("203.0.113.30")).status).toBe(200);
+      const challenges = await app.db.select().from(mfaChallenges);
+      clock += 20_000;
+      expectFailure(await from("203.0.113.30"), 429, { message: "Too many requests, try again later", errorCode: "TOO_MANY_REQUESTS", headers: { "retry-after": "40" } });
+      expect(await app.db.select().from(mfaChallenges)).toHaveLength(challenges.length);
+      expect((await from("203.0.113.31")).status).toBe(200);
+      clock += 40_000;
+      expect((await from("203.0.113.30")).status).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 
   test("without PUBLIC_URL or RP_ID every passkey route answers 400 PASSKEYS_NOT_CONFIGURED, whatever the Host header", async () => {

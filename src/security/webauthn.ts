@@ -8,7 +8,7 @@ import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Database } from "../db/database";
 import { AppError } from "../errors";
 import { writeAudit } from "../store/audit";
-import { passkeyByCredential } from "../store/mfa";
+import type { CredentialHolder } from "../store/mfa";
 
 let webAuthn: Promise<typeof import("@simplewebauthn/server")> | undefined;
 /**
@@ -81,8 +81,8 @@ export interface CheckedAssertion {
 }
 
 /**
- * An assertion checked against the credential it names: signed for `challenge` at one of the
- * relying party's origins, by a credential of `userId` when given (a second factor), with user
+ * An assertion checked against the credential it names (`found`: its passkey and owner, read by
+ * the caller with what else it reads): signed for `challenge` at one of the relying party's origins, by a credential of `userId` when given (a second factor), with user
  * verification when `requireUserVerification` (passwordless). Undefined when refused; a counter
  * going backwards is audited PASSKEY_COUNTER_REGRESSION first.
  */
@@ -91,9 +91,9 @@ export async function checkAssertion(
   rp: RelyingParty,
   response: AuthenticationResponseJSON,
   challenge: string,
+  found: CredentialHolder | undefined,
   options: { userId?: number; requireUserVerification: boolean },
 ): Promise<CheckedAssertion | undefined> {
-  const found = await passkeyByCredential(deps.db, response.id);
   if (!found || (options.userId !== undefined && found.passkey.userId !== options.userId)) return undefined;
   const { passkey } = found;
   const handle = response.response.userHandle;

@@ -6,6 +6,7 @@
  */
 import { and, asc, count, eq, gt, isNotNull, isNull, lt, lte, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
+import { bound, prepared } from "../db/prepared";
 import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
 
 export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(value).digest("base64url");
@@ -63,13 +64,17 @@ export const useRecoveryCodeStatement = (tx: Db, userId: number, codeHash: strin
 export type PasskeyRow = typeof passkeys.$inferSelect;
 
 /** A passkey by its credential id, with its owner's e-mail and state: a passkey sign-in's one read. */
-export const passkeyByCredential = (db: Reader, credentialId: string) =>
+const credentialHolder = prepared((db: Reader) =>
   db
     .select({ passkey: passkeys, email: users.email, active: users.active, emailVerified: users.emailVerified, tokenVersion: users.tokenVersion })
     .from(passkeys)
     .innerJoin(users, eq(users.id, passkeys.userId))
-    .where(eq(passkeys.credentialId, credentialId))
-    .then((rows) => rows[0]);
+    .where(eq(passkeys.credentialId, sql.placeholder("credentialId")))
+    .prepare(),
+);
+/** The passkey of a credential id with its owner's sign-in state (at most one row): a (prepared) read for a read unit. */
+export const passkeyByCredentialRows = (db: Reader, credentialId: string) => bound(credentialHolder(db), { credentialId });
+export type CredentialHolder = Awaited<ReturnType<typeof passkeyByCredentialRows>>[number];
 
 export const passkeysOf = (db: Reader, userId: number) => db.select().from(passkeys).where(eq(passkeys.userId, userId)).orderBy(asc(passkeys.createdAt), asc(passkeys.id));
 
@@ -139,13 +144,18 @@ export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInser
   return [tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)), tx.insert(mfaChallenges).values({ id: sha256(key), ...rest })];
 };
 
-/** An unexpired row of the purpose, by its token or challenge. */
-export const liveChallenge = (db: Reader, purpose: ChallengePurpose, key: string, now: Date) =>
+const liveChallengeRow = prepared((db: Reader) =>
   db
     .select()
     .from(mfaChallenges)
-    .where(and(eq(mfaChallenges.id, sha256(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
-    .then((rows) => rows[0]);
+    .where(and(eq(mfaChallenges.id, sql.placeholder("id")), eq(mfaChallenges.purpose, sql.placeholder("purpose")), gt(mfaChallenges.expiresAt, sql.placeholder("now"))))
+    .prepare(),
+);
+// `now` in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
+/** An unexpired row of the purpose, by its token or challenge (at most one row): a (prepared) read for a read unit. */
+export const liveChallengeRows = (db: Reader, purpose: ChallengePurpose, key: string, now: Date) => bound(liveChallengeRow(db), { id: sha256(key), purpose, now: now.getTime() });
+/** An unexpired row of the purpose, by its token or challenge. */
+export const liveChallenge = async (db: Reader, purpose: ChallengePurpose, key: string, now: Date) => (await liveChallengeRows(db, purpose, key, now))[0];
 
 /** The row used up, once: answers it only to the one request that took it. */
 export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: string, now: Date) =>

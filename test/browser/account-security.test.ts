@@ -9,7 +9,8 @@
  * the passkey alone, then with password + passkey as the second factor) and the authenticator app
  * (QR shown, confirmed with a code computed here by RFC 6238 over node:crypto, recovery codes shown
  * once and downloaded, then password + code) run once the server has the second-factor routes;
- * until then they report themselves skipped with the reason.
+ * until then they report themselves skipped with the reason. Removing a factor on the page ends
+ * every session, the page's own too: it goes back to its sign-in and says why.
  *
  * Runs under `npm run test:browser` (CONSOLE_BROWSER=1); without Chromium it reports itself skipped.
  */
@@ -257,6 +258,13 @@ if (skipped) {
       await page.getByRole("heading", { level: 1, name: "Second step" }).waitFor();
       await page.getByRole("button", { name: "Use your passkey" }).click();
       await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
+
+      // Removing it ends every session of the user, this one too: back to the sign-in, which says why.
+      await page.getByRole("button", { name: "Remove Test laptop" }).click();
+      await page.getByRole("status").getByText("Passkey removed. Every session of yours has ended, this one too: sign in again.").waitFor();
+      await page.getByRole("button", { name: "Sign in", exact: true }).waitFor();
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+      await check(page, "security-factor-removed-en");
       await context.close();
     });
 
@@ -304,6 +312,13 @@ if (skipped) {
         await page.getByRole("button", { name: "Verify" }).click();
         await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
         await page.locator("#sessions").getByText("password + authenticator code").waitFor();
+
+        // Turning it off with the password ends every session, this one too: back to the sign-in.
+        await page.getByLabel("Code or password").fill(PASSWORD);
+        await page.getByRole("button", { name: "Turn off" }).click();
+        await page.getByRole("status").getByText("The authenticator app is off. Every session of yours has ended, this one too: sign in again.").waitFor();
+        await signInAs();
+        await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
         await context.close();
       },
       90_000,

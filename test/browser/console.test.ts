@@ -14,6 +14,7 @@ import AxeBuilder from "@axe-core/playwright";
 import type { Browser, Page } from "playwright-core";
 import { launchChromium, skippedBecause } from "./support";
 import { ADMIN, startServer, type ServerProcess } from "../server-process";
+import { STEP_MS, totpAt } from "../support/totp";
 
 setDefaultTimeout(60_000);
 
@@ -331,6 +332,51 @@ if (skipped) {
       // Active users: the ADMIN and three seeded users, less the one deactivated above.
       expect(await page.getByTestId("active-users").innerText()).toBe("3");
       await screen("operations");
+    });
+
+    test("an ADMIN with an authenticator app signs in with password + code; sees a user's second factors and removes them all", async () => {
+      /** A user with TOTP on, through the API: the secret and the token it was enrolled with. */
+      async function withTotp(name: string, email: string, roles = ["USER"]) {
+        const made = await call(server, "POST", "/api/users", { name, email, password: PASSWORD });
+        expect((await call(server, "PUT", `/api/users/${made.body.id}/roles`, { roles })).status).toBe(200);
+        const token = await login(server, email);
+        const started = await call(server, "POST", "/api/account/mfa/totp", undefined, token);
+        expect(started.status).toBe(200);
+        // The previous step's code (accepted: ±1 step), so the current step's is still unused for the sign-in.
+        const confirmed = await call(server, "POST", "/api/account/mfa/totp/confirm", { code: totpAt(started.body.secret, Date.now() - STEP_MS) }, token);
+        expect(confirmed.status).toBe(200);
+        return { id: made.body.id as number, secret: started.body.secret as string, token };
+      }
+      const guarded = await withTotp("Guarded Admin", "guarded@console.example.com", ["USER", "ADMIN"]);
+      const holder = await withTotp("Lost Phone", "lost-phone@console.example.com");
+
+      const p = await newPage();
+      await signIn(p.page, server.url, "guarded@console.example.com", PASSWORD);
+      // The password alone is not enough: the second step asks for the code, and no token is kept yet.
+      await p.page.getByLabel("Code").waitFor();
+      expect(await p.page.evaluate(() => sessionStorage.length)).toBe(0);
+      await screen("sign-in-second-step", p.page);
+      await p.page.getByLabel("Code").fill(totpAt(guarded.secret, Date.now()));
+      await p.page.getByRole("button", { name: "Sign in" }).click();
+      await heading("Users", p.page);
+
+      await p.page.goto(`${server.url}/admin#/users/${holder.id}`);
+      await heading("User Lost Phone", p.page);
+      const panel = p.page.getByRole("region", { name: "Second factors" });
+      await panel.getByText(/^Authenticator app: Authenticator app · /).waitFor();
+      await panel.getByText(/^Recovery codes: 10 of 10 left · /).waitFor();
+      await screen("user-detail-factors", p.page);
+      await panel.getByRole("button", { name: "Remove all second factors" }).click();
+      const dialog = p.page.getByRole("dialog", { name: "Remove all second factors" });
+      await dialog.getByText("Remove every second factor of Lost Phone (lost-phone@console.example.com)?", { exact: false }).waitFor();
+      await dialog.getByRole("button", { name: "Remove all second factors" }).click();
+      await panel.getByText("No second factor: a password alone signs in.").waitFor();
+      await p.page.getByText("Every second factor of this user was removed.").waitFor();
+      // The user's sessions ended with the factors.
+      expect((await call(server, "GET", "/api/account/mfa", undefined, holder.token)).status).toBe(401);
+      expect((await call(server, "GET", `/api/users/${holder.id}/mfa`)).body).toEqual([]);
+      await screen("user-detail-factors-removed", p.page);
+      await p.ctx.close();
     });
 
     test("sign out; and a 401 ends the session: back to sign-in, saying why", async () => {

@@ -74,11 +74,14 @@ async function newPendingOrder() {
   pendingOrderId = res.body.id;
 }
 
-/** A signed-in token of the key owner, renewed every 5 minutes (creating a key needs a sign-in within 10). */
+/**
+ * A signed-in token of the key owner, renewed every 5 minutes (creating a key needs a sign-in
+ * within 10), its session marked seen ahead: no activity note lands in another case's snapshots.
+ */
 const keyOwner = { email: "", token: "", at: 0 };
 async function keyOwnerToken() {
   if (Date.now() - keyOwner.at > 300_000) {
-    keyOwner.token = (await t.request("POST", "/api/auth/login", { body: { email: keyOwner.email, password: loginUser.password } })).body.data.token;
+    keyOwner.token = (await sessionOf(keyOwner.email, loginUser.password)).token;
     keyOwner.at = Date.now();
   }
   return keyOwner.token;
@@ -531,7 +534,8 @@ const NUMBER_EDGES = ["1e308", "-1e308", "9223372036854775808", "-92233720368547
 
 /**
  * Second factors (issue 27). Their users sign in once (a session of their own, marked seen an hour
- * ahead so the guard writes no activity between a case's snapshots), and their tokens are minted
+ * ahead so the guard writes no activity between a case's snapshots; again after removing a factor
+ * ended every session of theirs), and their tokens are minted
  * fresh in that session for each case (enrolment needs a recent sign-in). Ceremonies need a
  * challenge each: pools of them are made before the run, one taken per valid body.
  */
@@ -539,36 +543,48 @@ const RP = { id: "id.example.test", origin: "https://id.example.test" };
 const MFA_PASSWORD = "MfaPassw0rd!";
 const mfa = {
   /** Confirms a pending TOTP; re-enrolled after each success. */
-  enroller: { id: 0, email: "", sid: "", pending: "" },
+  enroller: { id: 0, email: "", sid: "", version: 0, pending: "" },
   /** Removes its TOTP with the password; re-enrolled after each success. */
-  remover: { id: 0, email: "", sid: "" },
+  remover: { id: 0, email: "", sid: "", version: 0 },
   /** Regenerates its recovery codes. */
-  regenerator: { id: 0, email: "", sid: "" },
+  regenerator: { id: 0, email: "", sid: "", version: 0 },
   /** Completes sign-ins with its recovery codes. */
   signer: { mfaToken: "", codes: [] as string[] },
   /** Registers passkeys and renames one. */
-  keyholder: { id: 0, email: "", sid: "", passkeyId: "" },
+  keyholder: { id: 0, email: "", sid: "", version: 0, passkeyId: "" },
   registrations: [] as { challenge: string; rp: { id?: string }; user: { id: string } }[],
   signIns: [] as { challenge: string }[],
   device: new SoftwareAuthenticator(RP.id, RP.origin),
 };
 
-type SessionUser = { id: number; email: string; sid: string };
+type SessionUser = { id: number; email: string; sid: string; version: number };
 const recentToken = (user: SessionUser) => {
   const now = Math.floor(Date.now() / 1000);
-  return t.tokens.issue(user.email, 0, user.id, { sid: user.sid, notAfter: now + 3600, authTime: now });
+  return t.tokens.issue(user.email, user.version, user.id, { sid: user.sid, notAfter: now + 3600, authTime: now });
 };
 
-async function sessionUser(name: string): Promise<SessionUser> {
-  const { id, email } = await t.createUser({ name, password: MFA_PASSWORD });
-  const login = await t.request("POST", "/api/auth/login", { body: { email, password: MFA_PASSWORD } });
-  const sid = JSON.parse(Buffer.from(login.body.data.token.split(".")[1], "base64url").toString()).sid as string;
+/** A new session of the user's (by the password alone: no factor on), marked seen an hour ahead: its token, sid and token version. */
+async function sessionOf(email: string, password = MFA_PASSWORD) {
+  const { token } = (await t.request("POST", "/api/auth/login", { body: { email, password } })).body.data as { token: string };
+  const claims = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()) as { sid: string; ver: number };
   await t.db
     .update(sessions)
     .set({ lastSeenAt: new Date(Date.now() + 3_600_000) })
-    .where(eq(sessions.id, sid));
-  return { id, email, sid };
+    .where(eq(sessions.id, claims.sid));
+  return { token, sid: claims.sid, version: claims.ver };
 }
+
+async function sessionUser(name: string): Promise<SessionUser> {
+  const { id, email } = await t.createUser({ name, password: MFA_PASSWORD });
+  const { sid, version } = await sessionOf(email);
+  return { id, email, sid, version };
+}
+
+/** Removing a factor ended every session of the user: it signs in again. */
+const signInAgain = async (user: SessionUser) => {
+  const { sid, version } = await sessionOf(user.email);
+  Object.assign(user, { sid, version });
+};
 
 /** A new pending TOTP secret for the user; with `confirm`, confirmed at once (its recovery codes answered). */
 async function enrol(user: SessionUser, confirm: boolean) {
@@ -616,6 +632,7 @@ function secondFactorTargets(): Record<string, Target> {
       async after(status) {
         if (status !== 200) return;
         await t.request("DELETE", "/api/account/mfa/totp", { token: await recentToken(mfa.enroller), body: { password: MFA_PASSWORD } });
+        await signInAgain(mfa.enroller);
         mfa.enroller.pending = (await enrol(mfa.enroller, false)).secret;
       },
     },
@@ -625,7 +642,9 @@ function secondFactorTargets(): Record<string, Target> {
       valid: () => ({ password: MFA_PASSWORD }),
       auditsOn4xx: true,
       async after(status) {
-        if (status === 204) await enrol(mfa.remover, true);
+        if (status !== 204) return;
+        await signInAgain(mfa.remover);
+        await enrol(mfa.remover, true);
       },
     },
     "POST /api/account/mfa/recovery-codes": {
@@ -696,7 +715,10 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
 }
 
 beforeAll(async () => {
-  t = await makeTestApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000", PUBLIC_URL: RP.origin }, { logs: { write() {} } });
+  t = await makeTestApp(
+    { MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000", PASSKEY_OPTIONS_MAX_PER_IP: "1000000", PUBLIC_URL: RP.origin },
+    { logs: { write() {} } },
+  );
   admin = await t.admin();
   const v = await t.createUser({ name: "Victim" });
   victim = { id: v.id, email: v.email };

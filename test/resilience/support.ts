@@ -154,6 +154,7 @@ export async function startBinary(dir: string, port: number, env: Record<string,
       // per-address limits have their own tests (auth-register.test.ts).
       REGISTER_MAX_PER_IP: "1000000",
       EMAIL_CHECK_MAX_PER_IP: "1000000",
+      PASSKEY_OPTIONS_MAX_PER_IP: "1000000",
       ...env,
     },
     stdout: "ignore",

@@ -1,6 +1,6 @@
 /**
  * Limits per client address on the open routes that need no account (e-mail checks,
- * registrations): every request counts, in its own fixed window, shared by every worker
+ * registrations, passwordless sign-in's challenges): every request counts, in its own fixed window, shared by every worker
  * (store/throttle.ts addressCounter); one over `max` is refused with 429 and Retry-After until
  * the window ends.
  */
@@ -21,3 +21,5 @@ function addressLimit(prefix: string, windowMs: number) {
 export const countEmailCheck = addressLimit("email-check", 60 * 1000);
 /** Registration attempts that passed validation (409s too): REGISTER_MAX_PER_IP in 10 minutes. */
 export const countRegistration = addressLimit("register", 10 * 60 * 1000);
+/** POST /api/auth/passkey/options (each writes a challenge): PASSKEY_OPTIONS_MAX_PER_IP a minute. */
+export const countPasskeyOptions = addressLimit("passkey-options", 60 * 1000);

@@ -32,7 +32,7 @@ import { withPasswordPolicy } from "../../security/password-policy";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh, refreshWithToken } from "./service";
 import { completeSecondStep, passkeySignIn, passkeySignInOptions } from "./second-step";
-import { countEmailCheck, countRegistration } from "./address-limits";
+import { countEmailCheck, countPasskeyOptions, countRegistration } from "./address-limits";
 import { completeSetup, setupPending } from "./first-run";
 
 /** Registration sends null for "not given", nested ones too; dropping them keeps one schema. */
@@ -119,14 +119,21 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         },
       },
     )
-    .post("/passkey/options", async ({ request }) => ctx.ok(await passkeySignInOptions(ctx), translate("auth.passkeyOptions", langOf(request))), {
-      response: { 200: EnvelopeOf(PasskeyRequestOptions), ...errors },
-      detail: {
-        summary: "Start a passwordless sign-in with a passkey",
-        description:
-          "WebAuthn request options (discoverable credentials, user verification required); the challenge lives 5 minutes. 400 PASSKEYS_NOT_CONFIGURED without PUBLIC_URL or RP_ID.",
+    .post(
+      "/passkey/options",
+      async ({ request, server }) => {
+        await countPasskeyOptions(ctx, clientAddress(server, request, ctx.config.trustProxy), ctx.config.passkeyOptionsMaxPerIp);
+        return ctx.ok(await passkeySignInOptions(ctx), translate("auth.passkeyOptions", langOf(request)));
       },
-    })
+      {
+        response: { 200: EnvelopeOf(PasskeyRequestOptions), ...errors },
+        detail: {
+          summary: "Start a passwordless sign-in with a passkey",
+          description:
+            "WebAuthn request options (discoverable credentials, user verification required); the challenge lives 5 minutes. 400 PASSKEYS_NOT_CONFIGURED without PUBLIC_URL or RP_ID; 429 with Retry-After past PASSKEY_OPTIONS_MAX_PER_IP a minute per client address.",
+        },
+      },
+    )
     .post(
       "/passkey",
       async ({ body, request, server }) => ctx.ok(await passkeySignIn(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))),

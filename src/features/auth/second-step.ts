@@ -18,8 +18,9 @@ import type { AuditRecord } from "../../store/audit";
 import {
   challengeFailureRows,
   challengeRows,
-  liveChallenge,
+  liveChallengeRows,
   mfaTokenHolder,
+  passkeyByCredentialRows,
   passkeyUsedStatement,
   takeChallengeStatement,
   totpOf,
@@ -83,7 +84,8 @@ interface Proof {
 async function proofOf(deps: SecondStepDeps, userId: number, email: string, body: LoginMfaBody, challenge: string | null, now: Date): Promise<Proof | undefined> {
   if (body.passkey) {
     if (!challenge) return undefined;
-    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, { userId, requireUserVerification: false });
+    const [found] = await passkeyByCredentialRows(deps.db, body.passkey.id);
+    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, found, { userId, requireUserVerification: false });
     return checked && { amr: "hwk", use: async (tx, at) => (await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, at)).length > 0 };
   }
   const code = body.code ?? "";
@@ -158,8 +160,11 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   const rp = relyingParty(deps.config);
   const now = new Date(deps.now());
   const challenge = challengeOf(body.response.response);
-  if (!challenge || !(await liveChallenge(deps.db, "passkey", challenge, now))) throw invalidPasskey();
-  const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, { requireUserVerification: true });
+  if (!challenge) throw invalidPasskey();
+  // The challenge and the credential in one read unit (one round trip to a remote primary).
+  const [[live], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
+  if (!live) throw invalidPasskey();
+  const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, found, { requireUserVerification: true });
   if (!checked) {
     await deps.db.writeAll((tx) => [takeChallengeStatement(tx, "passkey", challenge, now)]);
     throw invalidPasskey();

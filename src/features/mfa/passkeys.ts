@@ -2,7 +2,8 @@
  * The caller's passkeys: registration (options, then the authenticator's answer, checked by
  * @simplewebauthn/server against the challenge kept in the database, so any instance can finish
  * it), the list, renaming and removal. Adding one needs a recent sign-in; it is audited, mailed
- * PASSKEY_ADDED, and joins the caller's session amr (hwk). Removing one ends the other sessions.
+ * PASSKEY_ADDED, and joins the caller's session amr (hwk). Removing one ends every session of the
+ * user, the caller's too.
  */
 import type { RegistrationResponseJSON } from "@simplewebauthn/server";
 import { integrityKind } from "../../db/errors";
@@ -20,7 +21,8 @@ import {
   renamePasskeyStatement,
   takeChallengeStatement,
 } from "../../store/mfa";
-import { addAmrStatement, endOtherSessionsStatement, randomToken } from "../../store/sessions";
+import { addAmrStatement, randomToken } from "../../store/sessions";
+import { tokenVersionBump } from "../../store/users";
 import type { NewPasskeyBody, Passkey } from "./model";
 import { dropCodesWithoutFactor, type MfaDeps, noted } from "./service";
 
@@ -105,13 +107,13 @@ export async function renamePasskey(deps: MfaDeps, caller: Caller, id: string, n
   return shown(row[0]);
 }
 
-/** One of the caller's passkeys removed: the other sessions end, mailed MFA_DISABLED; recovery codes go with the last factor. */
+/** One of the caller's passkeys removed: every session of the user ends (the caller's too), mailed MFA_DISABLED; recovery codes go with the last factor. */
 export async function removePasskey(deps: MfaDeps, caller: Caller, id: string) {
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     if ((await deletePasskeyStatement(tx, caller.id, id)).length === 0) throw new AppError("PASSKEY_NOT_FOUND");
     await dropCodesWithoutFactor(tx, caller.id);
-    await endOtherSessionsStatement(tx, caller.id, caller.session?.id, now);
+    await tokenVersionBump(tx, caller.id);
     await noted(tx, caller, "MFA_DISABLED", now, { factor: "passkey", passkeyId: id });
   });
 }

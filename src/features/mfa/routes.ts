@@ -68,7 +68,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
           summary: "Remove the authenticator app",
-          description: `With a current {code} or the {password} (throttled like a login). Ends the caller's other sessions; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
+          description: `With a current {code} or the {password} (throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
         },
       },
     )
@@ -132,7 +132,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         auth: "authenticated",
         params: PasskeyIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
-        detail: { summary: "Remove a passkey", description: "Ends the caller's other sessions; mails MFA_DISABLED. 404 PASSKEY_NOT_FOUND." },
+        detail: { summary: "Remove a passkey", description: "Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 PASSKEY_NOT_FOUND." },
       },
     )
     .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {

@@ -3,8 +3,8 @@
  * answers 10 recovery codes, shown once), recovery codes (regenerated with the password), and the
  * summary. Enrolling or removing TOTP and regenerating codes need a sign-in within 10 minutes
  * (security/recent-auth.ts). A factor proved in the caller's session joins its amr, so an
- * enrol-only session (MFA_REQUIRED_ROLES) becomes a full one. Removing one ends the user's other
- * sessions; every change is audited and mailed.
+ * enrol-only session (MFA_REQUIRED_ROLES) becomes a full one. Removing one ends every session of
+ * the user, the caller's too (token version +1); every change is audited and mailed.
  */
 import type { Config } from "../../config";
 import type { Database, Db } from "../../db/database";
@@ -16,7 +16,8 @@ import { acceptedStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, type S
 import { auditStatement } from "../../store/audit";
 import { deleteRecoveryCodesStatement, deleteTotpStatement, factorCounts, pendingTotpStatement, replaceRecoveryCodesRows, totpOf, totpStepStatement } from "../../store/mfa";
 import { enqueueNotification } from "../../store/outbox";
-import { addAmrStatement, endOtherSessionsStatement } from "../../store/sessions";
+import { addAmrStatement } from "../../store/sessions";
+import { tokenVersionBump } from "../../store/users";
 import type { MfaStatus, TotpRemoveBody } from "./model";
 
 export interface MfaDeps extends PasswordCheckDeps {
@@ -71,8 +72,8 @@ export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
 }
 
 /**
- * TOTP removed, proved by a current code or the password (throttled like a login). The user's
- * other sessions end; recovery codes go too when no passkey is left; mailed MFA_DISABLED.
+ * TOTP removed, proved by a current code or the password (throttled like a login). Every session
+ * of the user ends, the caller's too; recovery codes go too when no passkey is left; mailed MFA_DISABLED.
  */
 export async function removeTotp(deps: MfaDeps, caller: Caller, body: TotpRemoveBody, address: string) {
   requireRecentAuth(caller, deps.now());
@@ -84,7 +85,7 @@ export async function removeTotp(deps: MfaDeps, caller: Caller, body: TotpRemove
   await deps.db.write(async (tx) => {
     await deleteTotpStatement(tx, caller.id);
     await dropCodesWithoutFactor(tx, caller.id);
-    await endOtherSessionsStatement(tx, caller.id, caller.session?.id, now);
+    await tokenVersionBump(tx, caller.id);
     await noted(tx, caller, "MFA_DISABLED", now, { factor: "totp" });
   });
 }

@@ -51,6 +51,7 @@ const en = {
   "signIn.usePasskey": "Use your passkey",
   "signIn.back": "Start again",
   "signIn.expired": "Your session ended. Sign in again.",
+  "signIn.allEnded": "Every session of yours has ended, this one too: sign in again.",
 
   "security.title": "Account security",
   "security.signedInAs": "Signed in as {email}",
@@ -175,6 +176,7 @@ const zhTW: Record<MessageKey, string> = {
   "signIn.usePasskey": "使用通行金鑰",
   "signIn.back": "重新開始",
   "signIn.expired": "您的工作階段已結束，請重新登入。",
+  "signIn.allEnded": "您所有的工作階段（包括這一個）皆已結束，請重新登入。",
 
   "security.title": "帳號安全",
   "security.signedInAs": "已登入：{email}",

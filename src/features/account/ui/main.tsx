@@ -7,34 +7,41 @@ import "./styles.css";
 import { render } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import { createApi, session, type TokenAnswer } from "./api";
-import { translator, type Lang } from "./i18n";
-import { PageContext, type Page } from "./parts";
+import { type MessageKey, translator, type Lang } from "./i18n";
+import { type Outcome, PageContext, type Page } from "./parts";
 import { Security } from "./security";
 import { Setup } from "./setup";
 import { SignIn } from "./sign-in";
 
 function SecurityPage() {
   const [signedIn, setSignedIn] = useState(session.get());
-  const [expired, setExpired] = useState(false);
+  // What the sign-in screen says about how the last session ended, if the server ended it.
+  const [notice, setNotice] = useState<Outcome | undefined>();
   const page = usePageValue(() => {
     setSignedIn(undefined);
-    setExpired(true);
+    setNotice({ kind: "error", message: page.t("signIn.expired") });
   });
   const signOut = async () => {
     await page.api.post("/api/auth/logout").catch(() => undefined);
     session.set(undefined);
-    setExpired(false);
+    setNotice(undefined);
+    setSignedIn(undefined);
+  };
+  // Removing a second factor ended every session of the user, this one too.
+  const onEnded = (done: MessageKey) => {
+    session.set(undefined);
+    setNotice({ kind: "success", message: `${page.t(done)} ${page.t("signIn.allEnded")}` });
     setSignedIn(undefined);
   };
   const onSignedIn = (answer: TokenAnswer) => {
     const value = { token: answer.token, email: answer.user.email };
     session.set(value);
-    setExpired(false);
+    setNotice(undefined);
     setSignedIn(value);
   };
   return (
     <PageContext.Provider value={page}>
-      {signedIn ? <Security email={signedIn.email} onSignOut={signOut} /> : <SignIn expired={expired} onSignedIn={onSignedIn} />}
+      {signedIn ? <Security email={signedIn.email} onSignOut={signOut} onEnded={onEnded} /> : <SignIn notice={notice} onSignedIn={onSignedIn} />}
     </PageContext.Provider>
   );
 }

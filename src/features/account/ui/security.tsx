@@ -137,7 +137,10 @@ interface MfaStatus {
 const codesOf = (answer: unknown): string[] =>
   Array.isArray(answer) ? answer : ((answer as { recoveryCodes?: string[]; codes?: string[] }).recoveryCodes ?? (answer as { codes: string[] }).codes);
 
-function SecondFactors({ email }: { email: string }) {
+/** Called once a factor is removed: that ended every session of the user, the page's own too. */
+type OnEnded = (done: MessageKey) => void;
+
+function SecondFactors({ email, onEnded }: { email: string; onEnded: OnEnded }) {
   const { api, t } = usePage();
   const load = useLoad<MfaStatus>("/api/account/mfa");
   const action = useAction();
@@ -161,9 +164,8 @@ function SecondFactors({ email }: { email: string }) {
   const remove = async (event: Event) => {
     event.preventDefault();
     const given = secret.trim();
-    const done = await action.run(() => api.delete("/api/account/mfa/totp", /^\d{6}$/.test(given) ? { code: given } : { password: secret }).then(() => true), "totp.removed");
-    if (done) setSecret("");
-    load.reload();
+    const done = await action.run(() => api.delete("/api/account/mfa/totp", /^\d{6}$/.test(given) ? { code: given } : { password: secret }).then(() => true));
+    if (done) onEnded("totp.removed");
   };
   const regenerate = async (event: Event) => {
     event.preventDefault();
@@ -332,7 +334,7 @@ function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy:
   );
 }
 
-function Passkeys() {
+function Passkeys({ onEnded }: { onEnded: OnEnded }) {
   const { api, t } = usePage();
   const load = useLoad<PasskeyRow[]>("/api/account/passkeys");
   const action = useAction();
@@ -351,8 +353,8 @@ function Passkeys() {
     load.reload();
   };
   const remove = async (id: string) => {
-    await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`), "passkeys.removed");
-    load.reload();
+    const done = await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`).then(() => true));
+    if (done) onEnded("passkeys.removed");
   };
   return (
     <Section id="passkeys" title="passkeys.title">
@@ -456,7 +458,7 @@ function ApiKeys() {
   );
 }
 
-export function Security({ email, onSignOut }: { email: string; onSignOut(): void }) {
+export function Security({ email, onSignOut, onEnded }: { email: string; onSignOut(): void; onEnded: OnEnded }) {
   const { t } = usePage();
   // A link to a section (the setup page's #passkeys, #totp) moves the focus to its heading.
   useEffect(() => {
@@ -484,8 +486,8 @@ export function Security({ email, onSignOut }: { email: string; onSignOut(): voi
         </ul>
       </nav>
       <Sessions />
-      <SecondFactors email={email} />
-      <Passkeys />
+      <SecondFactors email={email} onEnded={onEnded} />
+      <Passkeys onEnded={onEnded} />
       <ApiKeys />
     </main>
   );

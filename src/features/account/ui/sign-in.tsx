@@ -5,11 +5,11 @@
 import { startAuthentication } from "@simplewebauthn/browser";
 import { useState } from "preact/hooks";
 import { splitOptions, type MfaChallenge, type TokenAnswer } from "./api";
-import { Field, inputValue, OutcomeText, useAction, usePage } from "./parts";
+import { Field, inputValue, type Outcome, OutcomeText, useAction, usePage } from "./parts";
 
 type Answer = TokenAnswer | MfaChallenge;
 
-export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(answer: TokenAnswer): void }) {
+export function SignIn({ notice, onSignedIn }: { notice?: Outcome; onSignedIn(answer: TokenAnswer): void }) {
   const { api, t } = usePage();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
@@ -105,11 +105,7 @@ export function SignIn({ expired, onSignedIn }: { expired: boolean; onSignedIn(a
   return (
     <main>
       <h1>{t("signIn.title")}</h1>
-      {expired && (
-        <p class="outcome error" role="status">
-          {t("signIn.expired")}
-        </p>
-      )}
+      <OutcomeText outcome={notice} />
       <p>{t("signIn.intro")}</p>
       <form onSubmit={signIn} noValidate>
         <Field label={t("signIn.email")}>
