@@ -918,8 +918,11 @@ async function runExtras() {
       env: { ...process.env, USERSVC_BINARY: BINARY, BENCH_BUDGET_MS: String(left) },
       stdout: "inherit",
       stderr: "inherit",
+      // A group of its own, stopped whole at the end of its budget: a sub-bench stopped alone left its
+      // server running (a search-scale server outlived a run by twenty minutes).
+      detached: true,
     });
-    const timer = setTimeout(() => proc.kill("SIGTERM"), left);
+    const timer = setTimeout(() => process.kill(-proc.pid, "SIGTERM"), left);
     const exitCode = await proc.exited;
     clearTimeout(timer);
     ran.push({ file: `bench/${file}`, exitCode, seconds: Math.round((Date.now() - t0) / 1000) });
