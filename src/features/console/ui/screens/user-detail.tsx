@@ -193,6 +193,13 @@ function AccessPanel({ user, onChanged }: { user: User; onChanged(user: User, me
   );
 }
 
+/** A DELETE run as a panel's action (busy while it runs, its error shown): whether it was done. */
+const deleted = async (action: ReturnType<typeof useAction>, api: ReturnType<typeof useConsole>["api"], path: string) =>
+  (await action.run(async () => {
+    await api.delete(path);
+    return true;
+  })) === true;
+
 /** The user's API keys (never the keys themselves: a prefix names each), each revocable after confirmation. */
 function ApiKeysPanel({ userId }: { userId: number }) {
   const { api, t, fmt, announce } = useConsole();
@@ -202,11 +209,7 @@ function ApiKeysPanel({ userId }: { userId: number }) {
   const revoke = async () => {
     const key = revoking!;
     setRevoking(undefined);
-    const done = await action.run(async () => {
-      await api.delete(`/api/users/${userId}/api-keys/${key.id}`);
-      return true;
-    });
-    if (!done) return;
+    if (!(await deleted(action, api, `/api/users/${userId}/api-keys/${key.id}`))) return;
     announce(t("user.apiKeyRevoked", { name: key.name }));
     keys.reload();
   };
@@ -255,11 +258,7 @@ function FactorsPanel({ user }: { user: User }) {
   const action = useAction();
   const remove = async () => {
     setAsking(false);
-    const done = await action.run(async () => {
-      await api.delete(`/api/users/${user.id}/mfa`);
-      return true;
-    });
-    if (!done) return;
+    if (!(await deleted(action, api, `/api/users/${user.id}/mfa`))) return;
     announce(t("user.factorsRemoved"));
     factors.reload();
   };
@@ -309,11 +308,7 @@ function SessionsPanel({ userId }: { userId: number }) {
   const loaded = useLoad(() => api.get<DeviceSession[]>(`/api/users/${userId}/sessions`), [userId]);
   const action = useAction();
   const end = async (session: DeviceSession) => {
-    const done = await action.run(async () => {
-      await api.delete(`/api/users/${userId}/sessions/${session.id}`);
-      return true;
-    });
-    if (!done) return;
+    if (!(await deleted(action, api, `/api/users/${userId}/sessions/${session.id}`))) return;
     announce(t("user.sessionEnded"));
     loaded.reload();
   };
@@ -389,11 +384,7 @@ function DeletePanel({ user }: { user: User }) {
   const action = useAction();
   const remove = async () => {
     setAsking(false);
-    const done = await action.run(async () => {
-      await api.delete(`/api/users/${user.id}`);
-      return true;
-    });
-    if (!done) return;
+    if (!(await deleted(action, api, `/api/users/${user.id}`))) return;
     announce(t("user.deleted"));
     navigate("/users");
   };
