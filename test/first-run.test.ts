@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AuditEntry } from "../src/features/audit/model";
+import { outbox } from "../src/db/schema";
 import { issueSetupLink } from "../src/features/auth/first-run";
 import type { TokenResponse } from "../src/features/auth/model";
 import type { Session } from "../src/features/sessions/model";
@@ -67,6 +68,7 @@ describe("the setup token through the API", () => {
         expiresIn: 18000,
         refreshToken: expect.any(String),
         refreshExpiresIn: expect.any(Number),
+        deviceToken: expect.stringMatching(/^[\w-]{43}$/),
         user: expect.objectContaining({ name: "First Admin", email: "first-admin@example.com", active: true, emailVerified: true, roles: ["ADMIN", "USER"] }),
       },
       timestamp: expect.stringMatching(ISO_Z),
@@ -75,10 +77,17 @@ describe("the setup token through the API", () => {
     expect((await t.request("GET", "/api/users", { token: bearer })).status).toBe(200);
     const sessions = await t.request<Session[]>("GET", "/api/account/sessions", { token: bearer });
     expect(sessions.body).toEqual([expect.objectContaining({ amr: ["pwd"], current: true })]);
-    const login = await t.request<{ data: TokenResponse }>("POST", "/api/auth/login", { body: { email: "first-admin@example.com", password: PASSWORD } });
-    expect(login.status).toBe(200);
+    // The setup's deviceToken is the device's at the next login: answered back, not replaced; the two answers carry the same fields.
+    const { deviceToken } = res.body.data;
+    const login = await t.request<{ data: TokenResponse }>("POST", "/api/auth/login", { body: { email: "first-admin@example.com", password: PASSWORD, deviceToken } });
+    expect([login.status, login.body.data.deviceToken]).toEqual([200, deviceToken]);
+    expect(Object.keys(res.body.data).sort()).toEqual(Object.keys(login.body.data).sort());
+    // A sign-in like any other: audited LOGIN, and its device known, so the logins after it from there mail no NEW_SIGN_IN.
     const audit = await t.request<AuditEntry[]>("GET", "/api/audit?action=USER_CREATED", { token: bearer });
     expect(audit.body).toEqual([expect.objectContaining({ actor: "first-admin@example.com", details: { email: "first-admin@example.com", via: "setup" } })]);
+    const logins = await t.request<AuditEntry[]>("GET", "/api/audit?action=LOGIN", { token: bearer });
+    expect(logins.body).toHaveLength(2);
+    expect((await t.db.select({ kind: outbox.kind }).from(outbox)).map((row) => row.kind)).not.toContain("NEW_SIGN_IN");
   });
 
   test("then the token is spent and void: a second use is 400 INVALID_TOKEN, the status says no, no new link is made", async () => {
