@@ -20,7 +20,6 @@ const en = {
 
   "setup.title": "Create the first administrator",
   "setup.intro": "No administrator exists yet. This one-time link creates one.",
-  "setup.noToken": "This link has no token. Use the link the server wrote on its console, or run `usersvc setup-link` for a fresh one.",
   "setup.name": "Name",
   "setup.email": "E-mail",
   "setup.password": "Password",
@@ -34,8 +33,6 @@ const en = {
   "setup.passkey": "Add a passkey",
   "setup.totp": "Set up an authenticator app",
   "setup.console": "Open the admin console",
-  "setup.complete": "Setup is complete: an administrator exists, so this link no longer works.",
-  "setup.signIn": "Sign in to the admin console",
 
   "signIn.title": "Account security",
   "signIn.intro": "Sign in to manage your sessions, second factors, passkeys and API keys.",
@@ -145,7 +142,6 @@ const zhTW: Record<MessageKey, string> = {
 
   "setup.title": "建立第一位管理員",
   "setup.intro": "目前還沒有管理員。此一次性連結可建立一位。",
-  "setup.noToken": "此連結缺少權杖。請使用伺服器在主控台輸出的連結，或執行 `usersvc setup-link` 取得新連結。",
   "setup.name": "姓名",
   "setup.email": "Email",
   "setup.password": "密碼",
@@ -159,8 +155,6 @@ const zhTW: Record<MessageKey, string> = {
   "setup.passkey": "新增通行金鑰",
   "setup.totp": "設定驗證器應用程式",
   "setup.console": "開啟管理主控台",
-  "setup.complete": "設定已完成：已有管理員，因此此連結已失效。",
-  "setup.signIn": "登入管理主控台",
 
   "signIn.title": "帳號安全",
   "signIn.intro": "登入以管理您的工作階段、第二道驗證、通行金鑰及 API 金鑰。",
