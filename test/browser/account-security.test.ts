@@ -5,8 +5,9 @@
  * serious or critical issue; the page's CSP is never tripped; screenshots in English and
  * Traditional Chinese in test-artifacts/account/.
  *
- * The passkey ceremony (a CDP virtual authenticator: register on the page, sign out, sign in with
- * the passkey alone, then with password + passkey as the second factor) and the authenticator app
+ * The passkey ceremony (a CDP virtual authenticator: register on the page, which shows the
+ * account's first recovery codes, sign out, sign in with the passkey alone, then with password +
+ * passkey as the second factor) and the authenticator app
  * (QR shown, confirmed with a code computed here by RFC 6238 over node:crypto, recovery codes shown
  * once and downloaded, then password + code) run once the server has the second-factor routes;
  * until then they report themselves skipped with the reason. Removing a factor on the page ends
@@ -261,7 +262,13 @@ if (skipped) {
       await page.getByRole("button", { name: "Add a passkey" }).click();
       await page.getByRole("status").getByText("Passkey added.").waitFor();
       await page.locator("#passkeys").getByText("Test laptop").waitFor();
+      // The account's first second factor: its recovery codes come with it, shown once, and the recovery section offers new ones.
+      await page.locator("#passkeys").getByText("Your recovery codes, shown only now. Keep them somewhere safe:").waitFor();
+      expect(await page.locator("#passkeys .code-list li").count()).toBe(10);
       await check(page, "security-passkey-en");
+      await page.locator("#passkeys").getByRole("button", { name: "I have saved them" }).click();
+      await page.locator("#recovery").getByText("10 of 10 codes left").waitFor();
+      await page.locator("#recovery").getByRole("button", { name: "Make new codes" }).waitFor();
 
       await page.getByRole("button", { name: "Sign out" }).click();
       await page.getByRole("button", { name: "Sign in with a passkey" }).click();

@@ -89,7 +89,7 @@ const en = {
 
   "recovery.title": "Recovery codes",
   "recovery.left": "{count} of 10 codes left. Each works once, when you cannot use your app or passkey.",
-  "recovery.none": "Recovery codes come with the authenticator app.",
+  "recovery.none": "Recovery codes come with your first second factor: an authenticator app or a passkey.",
   "recovery.regenerate": "Make new codes",
   "recovery.regenerateIntro": "New codes replace all earlier ones. Confirm with your password.",
   "recovery.shown": "Your recovery codes, shown only now. Keep them somewhere safe:",
@@ -211,7 +211,7 @@ const zhTW: Record<MessageKey, string> = {
 
   "recovery.title": "復原碼",
   "recovery.left": "剩餘 {count} 組（共 10 組）。無法使用應用程式或通行金鑰時，每組可使用一次。",
-  "recovery.none": "設定驗證器應用程式後即會產生復原碼。",
+  "recovery.none": "設定第一個第二道驗證（驗證器應用程式或通行金鑰）後即會產生復原碼。",
   "recovery.regenerate": "產生新的復原碼",
   "recovery.regenerateIntro": "新的復原碼會取代先前所有的復原碼。請輸入密碼確認。",
   "recovery.shown": "您的復原碼只會顯示這一次，請妥善保存：",
