@@ -415,6 +415,18 @@ describe("policy and ADMIN", () => {
     }
   });
 
+  test("MFA_REQUIRED_ROLES holds sign-ins, not an operator's sid-less token (as `usersvc token` issues it): that reaches every route", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN, MFA_REQUIRED_ROLES: "ADMIN" }, { now: () => clock });
+    try {
+      const { token } = await app.admin();
+      expect(decodeJwt(token).sid).toBeUndefined();
+      expect((await app.request("GET", "/api/users", { token })).status).toBe(200);
+      expect((await app.request("GET", "/api/search/profile", { token })).status).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
   test("ADMIN_EMAIL on an address a stranger holds with TOTP: the stranger's factors go, the operator signs in with the password and may enrol", async () => {
     const stranger = await signedIn();
     await withTotp(stranger.token);
