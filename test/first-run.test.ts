@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AuditEntry } from "../src/features/audit/model";
+import { outbox } from "../src/db/schema";
 import { issueSetupLink } from "../src/features/auth/first-run";
 import type { TokenResponse } from "../src/features/auth/model";
 import type { Session } from "../src/features/sessions/model";
@@ -31,6 +32,26 @@ async function issue(t: TestApp, at = Date.now(), replace = false): Promise<stri
   const issued = await issueSetupLink(t.database, t.config, new Date(at), replace);
   if (!("link" in issued)) throw new Error(`no link: ${JSON.stringify(issued)}`);
   return tokenOf(issued.link);
+}
+
+const ZH = { headers: { "accept-language": "zh-TW,zh;q=0.9" } };
+const SPENT = "This setup link no longer works";
+const COMPLETE = "Setup is complete: an administrator exists, so this link no longer works.";
+
+/**
+ * The setup page's answer when its link cannot make an ADMIN: the status, in the account pages'
+ * style (their stylesheet under BASE_PATH, their CSP, no script at all), and its visible text.
+ */
+function pageWithout(res: Awaited<ReturnType<TestApp["request"]>>, status: 404 | 410, basePath = "") {
+  expect(res.status).toBe(status);
+  expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+  expect(res.headers.get("content-security-policy")).toContain("script-src 'self';");
+  expect(res.text).not.toContain("<script");
+  expect(res.text).toContain(`<link rel="stylesheet" href="${basePath}/account/assets/account.css" />`);
+  return res.text
+    .replace(/<[^>]+>/g, " ")
+    .replace(/\s+/g, " ")
+    .replaceAll("&#39;", "'");
 }
 
 const setup = (t: TestApp, token: string, email = "first-admin@example.com", extra: Record<string, unknown> = {}) =>
@@ -55,6 +76,17 @@ describe("the setup token through the API", () => {
     expect(again).toEqual({ liveUntil: expect.any(Date) });
   });
 
+  test("the link's page: a live token gets the setup page (looking spends nothing); no token is 404 saying how to get one", async () => {
+    for (let look = 0; look < 2; look++) {
+      const page = await t.request("GET", `/account/setup?token=${token}`);
+      expect([page.status, /<title>([^<]+)<\/title>/.exec(page.text)?.[1]]).toEqual([200, "Create the first administrator"]);
+    }
+    const none = pageWithout(await t.request("GET", "/account/setup"), 404, "/svc");
+    expect(none).toContain("This page needs the setup link's token.");
+    expect(none).toContain("usersvc setup-link");
+    expect(pageWithout(await t.request("GET", "/account/setup?token=", ZH), 404, "/svc")).toContain("usersvc setup-link");
+  });
+
   test("the token makes the first ADMIN, verified and signed in: 201 with the login answer and a session", async () => {
     const res = await setup(t, token, "First-Admin@Example.com");
     expect(res.status).toBe(201);
@@ -67,6 +99,7 @@ describe("the setup token through the API", () => {
         expiresIn: 18000,
         refreshToken: expect.any(String),
         refreshExpiresIn: expect.any(Number),
+        deviceToken: expect.stringMatching(/^[\w-]{43}$/),
         user: expect.objectContaining({ name: "First Admin", email: "first-admin@example.com", active: true, emailVerified: true, roles: ["ADMIN", "USER"] }),
       },
       timestamp: expect.stringMatching(ISO_Z),
@@ -75,13 +108,26 @@ describe("the setup token through the API", () => {
     expect((await t.request("GET", "/api/users", { token: bearer })).status).toBe(200);
     const sessions = await t.request<Session[]>("GET", "/api/account/sessions", { token: bearer });
     expect(sessions.body).toEqual([expect.objectContaining({ amr: ["pwd"], current: true })]);
-    const login = await t.request<{ data: TokenResponse }>("POST", "/api/auth/login", { body: { email: "first-admin@example.com", password: PASSWORD } });
-    expect(login.status).toBe(200);
+    // The setup's deviceToken is the device's at the next login: answered back, not replaced; the two answers carry the same fields.
+    const { deviceToken } = res.body.data;
+    const login = await t.request<{ data: TokenResponse }>("POST", "/api/auth/login", { body: { email: "first-admin@example.com", password: PASSWORD, deviceToken } });
+    expect([login.status, login.body.data.deviceToken]).toEqual([200, deviceToken]);
+    expect(Object.keys(res.body.data).sort()).toEqual(Object.keys(login.body.data).sort());
+    // A sign-in like any other: audited LOGIN, and its device known, so the logins after it from there mail no NEW_SIGN_IN.
     const audit = await t.request<AuditEntry[]>("GET", "/api/audit?action=USER_CREATED", { token: bearer });
     expect(audit.body).toEqual([expect.objectContaining({ actor: "first-admin@example.com", details: { email: "first-admin@example.com", via: "setup" } })]);
+    const logins = await t.request<AuditEntry[]>("GET", "/api/audit?action=LOGIN", { token: bearer });
+    expect(logins.body).toHaveLength(2);
+    expect((await t.db.select({ kind: outbox.kind }).from(outbox)).map((row) => row.kind)).not.toContain("NEW_SIGN_IN");
   });
 
-  test("then the token is spent and void: a second use is 400 INVALID_TOKEN, the status says no, no new link is made", async () => {
+  test("then the token is spent and void: its page is 410 (en, zh-TW), a second use is 400 INVALID_TOKEN, the status says no, no new link is made", async () => {
+    const gone = pageWithout(await t.request("GET", `/account/setup?token=${token}`), 410, "/svc");
+    expect(gone).toContain(COMPLETE);
+    expect((await t.request("GET", `/account/setup?token=${token}`)).text).toContain('<a href="/svc/admin">Sign in to the admin console</a>');
+    expect(pageWithout(await t.request("GET", `/account/setup?token=${token}`, ZH), 410, "/svc")).toContain("設定已完成");
+    // Without a token too: there is nothing left to set up.
+    expect(pageWithout(await t.request("GET", "/account/setup"), 410, "/svc")).toContain(COMPLETE);
     expectFailure(await setup(t, token, "second@example.com"), 400, INVALID_TOKEN);
     expect((await t.request("GET", "/api/account/setup")).body).toEqual({ setupRequired: false });
     expect(await issueSetupLink(t.database, t.config, new Date(), true)).toEqual({ adminExists: true });
@@ -125,20 +171,28 @@ describe("refusals", () => {
     expect((await t.request("GET", "/api/account/setup")).body).toEqual({ setupRequired: true });
   });
 
-  test("a token older than an hour: 400 INVALID_TOKEN; setup-link's fresh one voids the earlier one", async () => {
+  test("a token older than an hour: its page is 410, saying how to get a fresh one; 400 INVALID_TOKEN; setup-link's fresh one voids the earlier one", async () => {
     const old = await issue(t, clock, true);
+    expect((await t.request("GET", `/account/setup?token=${old}`)).status).toBe(200);
     clock += HOUR + 1;
+    const expired = pageWithout(await t.request("GET", `/account/setup?token=${old}`), 410);
+    expect(expired).toContain(SPENT);
+    expect(expired).toContain("usersvc setup-link");
+    expect(pageWithout(await t.request("GET", `/account/setup?token=${old}`, ZH), 410)).toContain("usersvc setup-link");
     expectFailure(await setup(t, old), 400, INVALID_TOKEN);
     // A start after the expiry makes a new one (the row is taken over, as an expired lease is).
     const first = await issue(t, clock);
     const fresh = await issue(t, clock, true);
+    expect(pageWithout(await t.request("GET", `/account/setup?token=${first}`), 410)).toContain(SPENT);
+    expect((await t.request("GET", `/account/setup?token=${fresh}`)).status).toBe(200);
     expectFailure(await setup(t, first), 400, INVALID_TOKEN);
     expect(fresh).not.toBe(first);
   });
 
-  test("void as soon as any ADMIN exists, however it came to be", async () => {
+  test("void as soon as any ADMIN exists, however it came to be: its page is 410", async () => {
     const token = await issue(t, clock, true);
     await t.admin();
+    expect(pageWithout(await t.request("GET", `/account/setup?token=${token}`), 410)).toContain(COMPLETE);
     expectFailure(await setup(t, token), 400, INVALID_TOKEN);
     expect((await t.request("GET", "/api/account/setup")).body).toEqual({ setupRequired: false });
   });
@@ -198,6 +252,7 @@ describe.skipIf(leg !== "native")("the real program on a fresh data folder", () 
       const freshToken = tokenOf(cli.out.stdout.trim());
       const body = { name: "Root Admin", email: "root@example.com", password: PASSWORD };
       expect((await post(`${first.url}/api/account/setup`, { ...body, token })).status).toBe(400);
+      expect((await fetch(`${first.url}/account/setup?token=${token}`)).status).toBe(410);
 
       // Either instance takes it: the ADMIN is made and signed in.
       const made = await post(`${second.url}/api/account/setup`, { ...body, token: freshToken });
@@ -208,7 +263,8 @@ describe.skipIf(leg !== "native")("the real program on a fresh data folder", () 
       expect((await fetch(`${first.url}/api/users`, { headers: { authorization: `Bearer ${bearer}` } })).status).toBe(200);
       expect((await fetch(`${first.url}/admin`)).status).toBe(200);
 
-      // The link is refused now: the status the page reads says so, the API answers 400 to a second use.
+      // The link is refused now: its page answers 410, the status says so, the API answers 400 to a second use.
+      expect((await fetch(`${first.url}/account/setup?token=${freshToken}`)).status).toBe(410);
       expect(await (await fetch(`${first.url}/api/account/setup`)).json()).toEqual({ setupRequired: false });
       const again = await post(`${first.url}/api/account/setup`, { ...body, email: "other@example.com", token: freshToken });
       expect([again.status, ((await again.json()) as { errorCode: string }).errorCode]).toEqual([400, "INVALID_TOKEN"]);

@@ -237,7 +237,7 @@ describe("passkeys", () => {
     expect(options.status).toBe(200);
     const added = await app.request("POST", "/api/account/passkeys", { token, body: { name: "Laptop", response: device.register(options.body) } });
     expect(added.status).toBe(201);
-    return { device, passkey: added.body as { id: string; name: string; createdAt: string; lastUsedAt: string | null } };
+    return { device, passkey: added.body as { id: string; name: string; createdAt: string; lastUsedAt: string | null; recoveryCodes?: string[] } };
   }
 
   const passwordless = async (device: SoftwareAuthenticator, choice: Parameters<SoftwareAuthenticator["assert"]>[1] = {}) => {
@@ -252,7 +252,8 @@ describe("passkeys", () => {
     const options = await t.request("POST", "/api/account/passkeys/options", { token });
     expect(options.body).toMatchObject({ rp: { id: RP_ID }, authenticatorSelection: { residentKey: "required" }, attestation: "none" });
     const { device, passkey } = await withPasskey(token);
-    expect(passkey).toEqual({ id: expect.any(String), name: "Laptop", createdAt: expect.any(String), lastUsedAt: null });
+    // The account's first second factor: its recovery codes come with it (below).
+    expect(passkey).toEqual({ id: expect.any(String), name: "Laptop", createdAt: expect.any(String), lastUsedAt: null, recoveryCodes: expect.any(Array) });
     expect(await outboxKinds(id)).toContain("PASSKEY_ADDED");
     const renamed = await t.request("PATCH", `/api/account/passkeys/${passkey.id}`, { token, body: { name: "Work laptop" } });
     expect(renamed.body.name).toBe("Work laptop");
@@ -262,6 +263,41 @@ describe("passkeys", () => {
     expect(res.body.data.user.email).toBe(email);
     expect(amrOf(res.body.data.token)).toEqual(["hwk"]);
     expect((await t.request("GET", "/api/account/passkeys", { token })).body[0].lastUsedAt).toEqual(expect.any(String));
+  });
+
+  test("a passkey-only account: the first passkey answers 10 recovery codes, shown once; the password and a recovery code sign in, each code once; new codes with the password", async () => {
+    const { id, email, token } = await signedIn();
+    const { passkey } = await withPasskey(token);
+    const codes = passkey.recoveryCodes!;
+    expect(codes).toHaveLength(10);
+    for (const code of codes) expect(code).toMatch(/^[0-9a-z]{5}-[0-9a-z]{5}$/);
+    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 1, recoveryCodesLeft: 10 });
+    // A second passkey answers none: the codes were shown once and stay as they are.
+    expect((await withPasskey(token)).passkey).toEqual({ id: expect.any(String), name: "Laptop", createdAt: expect.any(String), lastUsedAt: null });
+    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 2, recoveryCodesLeft: 10 });
+    // The passkeys lost: the password, then a recovery code.
+    const first = await firstStep(email);
+    expect(first.methods).toEqual(["recovery_code", "passkey"]);
+    const used = await secondStep({ mfaToken: first.mfaToken, code: codes[0] });
+    expect(used.status).toBe(200);
+    expect(amrOf(used.body.data.token)).toEqual(["pwd", "rec"]);
+    expect(await outboxKinds(id)).toContain("RECOVERY_CODE_USED");
+    const again = await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: codes[0] });
+    expectFailure(again, 401, { message: "The code is wrong, or the sign-in has expired: sign in again", errorCode: "INVALID_MFA_CODE" });
+    // New ones with the password, as with an authenticator app.
+    const fresh = await t.request("POST", "/api/account/mfa/recovery-codes", { token: used.body.data.token, body: { password: PASSWORD } });
+    expect([fresh.status, fresh.body.recoveryCodes?.length]).toEqual([200, 10]);
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: codes[1] })).status).toBe(401);
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: fresh.body.recoveryCodes[1] })).status).toBe(200);
+  });
+
+  test("a passkey added to an account that has recovery codes (from its authenticator app) answers none and leaves them as they are", async () => {
+    const { email, token } = await signedIn();
+    const { recoveryCodes } = await withTotp(token);
+    const { passkey } = await withPasskey(token);
+    expect(Object.keys(passkey).sort()).toEqual(["createdAt", "id", "lastUsedAt", "name"]);
+    expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: true, passkeys: 1, recoveryCodesLeft: 10 });
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[0] })).status).toBe(200);
   });
 
   test("removing a passkey ends every session of the user, the caller's too; MFA_DISABLED mailed", async () => {
@@ -374,6 +410,18 @@ describe("policy and ADMIN", () => {
       const first = await firstStep(admin.email, app);
       const done = await secondStep({ mfaToken: first.mfaToken, code: totpAt(secret, clock) }, app);
       expect((await app.request("GET", "/api/users", { token: done.body.data.token })).status).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test("MFA_REQUIRED_ROLES holds sign-ins, not an operator's sid-less token (as `usersvc token` issues it): that reaches every route", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN, MFA_REQUIRED_ROLES: "ADMIN" }, { now: () => clock });
+    try {
+      const { token } = await app.admin();
+      expect(decodeJwt(token).sid).toBeUndefined();
+      expect((await app.request("GET", "/api/users", { token })).status).toBe(200);
+      expect((await app.request("GET", "/api/search/profile", { token })).status).toBe(200);
     } finally {
       await app.close();
     }

@@ -53,3 +53,13 @@ export async function consumeSetupToken(tx: Db, tokenHash: string, now: Date): P
     .returning({ name: setupTokens.name });
   return spent.length === 1;
 }
+
+/**
+ * What a setup token can still do: `live` (it is the live token and no ADMIN exists), `done` (an
+ * ADMIN exists: no token will ever work again) or `dead` (used, expired, replaced or never issued).
+ * A read: looking at a token never spends it.
+ */
+export async function setupTokenState(db: Reader, token: string, now: Date): Promise<"live" | "done" | "dead"> {
+  const [admin, expiry] = await Promise.all([anyAdmin(db), liveSetupTokenExpiry(db, now, setupTokenHash(token))]);
+  return admin ? "done" : expiry ? "live" : "dead";
+}

@@ -5,8 +5,9 @@
  * serious or critical issue; the page's CSP is never tripped; screenshots in English and
  * Traditional Chinese in test-artifacts/account/.
  *
- * The passkey ceremony (a CDP virtual authenticator: register on the page, sign out, sign in with
- * the passkey alone, then with password + passkey as the second factor) and the authenticator app
+ * The passkey ceremony (a CDP virtual authenticator: register on the page, which shows the
+ * account's first recovery codes, sign out, sign in with the passkey alone, then with password +
+ * passkey as the second factor) and the authenticator app
  * (QR shown, confirmed with a code computed here by RFC 6238 over node:crypto, recovery codes shown
  * once and downloaded, then password + code) run once the server has the second-factor routes;
  * until then they report themselves skipped with the reason. Removing a factor on the page ends
@@ -186,6 +187,19 @@ if (skipped) {
         await check(consolePage.page, "console-first-run-en");
         await consolePage.context.close();
 
+        // A link that cannot make the ADMIN (here a token never issued): 410, a page saying how to get a fresh one, no script.
+        for (const [locale, heading, name] of [
+          ["en-US", "This setup link no longer works", "setup-link-dead-en"],
+          ["zh-TW", "此設定連結已失效", "setup-link-dead-zh-TW"],
+        ]) {
+          const dead = await newPage(locale);
+          expect((await dead.page.goto(`http://localhost:${fresh.port}/account/setup?token=not-the-live-one`))?.status()).toBe(410);
+          await dead.page.getByRole("heading", { level: 1, name: heading }).waitFor();
+          await dead.page.getByText("usersvc setup-link").first().waitFor();
+          await check(dead.page, name);
+          await dead.context.close();
+        }
+
         const zh = await newPage("zh-TW");
         await zh.page.goto(link);
         await zh.page.getByRole("heading", { level: 1, name: "建立第一位管理員" }).waitFor();
@@ -206,7 +220,8 @@ if (skipped) {
         await page.getByRole("link", { name: "Add a passkey" }).click();
         await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
         expect(await page.evaluate("document.activeElement?.id")).toBe("passkeys-title");
-        await page.goto(link);
+        // Spent: the link's page is 410 now, saying where to sign in instead.
+        expect((await page.goto(link))?.status()).toBe(410);
         await page.getByText("Setup is complete: an administrator exists, so this link no longer works.").waitFor();
         await page.getByRole("link", { name: "Sign in to the admin console" }).waitFor();
         expect(await page.getByRole("button", { name: "Create the administrator" }).count()).toBe(0);
@@ -221,7 +236,7 @@ if (skipped) {
     test("with an ADMIN the page says setup is complete and where to sign in", async () => {
       const { context, page } = await newPage();
       // The server has its ADMIN: the link is void, and the page says where to sign in instead.
-      await page.goto(`${base}/account/setup?token=whatever`);
+      expect((await page.goto(`${base}/account/setup?token=whatever`))?.status()).toBe(410);
       await page.getByRole("link", { name: "Sign in to the admin console" }).waitFor();
       await context.close();
     });
@@ -247,7 +262,13 @@ if (skipped) {
       await page.getByRole("button", { name: "Add a passkey" }).click();
       await page.getByRole("status").getByText("Passkey added.").waitFor();
       await page.locator("#passkeys").getByText("Test laptop").waitFor();
+      // The account's first second factor: its recovery codes come with it, shown once, and the recovery section offers new ones.
+      await page.locator("#passkeys").getByText("Your recovery codes, shown only now. Keep them somewhere safe:").waitFor();
+      expect(await page.locator("#passkeys .code-list li").count()).toBe(10);
       await check(page, "security-passkey-en");
+      await page.locator("#passkeys").getByRole("button", { name: "I have saved them" }).click();
+      await page.locator("#recovery").getByText("10 of 10 codes left").waitFor();
+      await page.locator("#recovery").getByRole("button", { name: "Make new codes" }).waitFor();
 
       await page.getByRole("button", { name: "Sign out" }).click();
       await page.getByRole("button", { name: "Sign in with a passkey" }).click();

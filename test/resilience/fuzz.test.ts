@@ -822,7 +822,7 @@ describe("fuzzing every JSON endpoint", () => {
         const url = query ? `${path}?${query}` : path;
         const res = await within(TIMEOUT_MS, `GET ${url}`, t.request("GET", url, { token: admin.token, headers: c.headers }));
         ran++;
-        const problem = problemWith(res.status, res.text);
+        const problem = problemWith(res.status, res.text, { page: res.headers.get("content-type") === "text/html; charset=utf-8" });
         if (problem) failures.push(`GET ${route.path} → ${problem}\n    case: ${url.slice(0, 300)} ${JSON.stringify(c.headers).slice(0, 200)}`);
       }
     }

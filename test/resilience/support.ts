@@ -57,8 +57,11 @@ export function leakIn(text: string, isError = true): RegExp | undefined {
   return LEAKS.find((pattern) => pattern.test(text)) ?? (isError && DATA_PATH.test(text) ? DATA_PATH : undefined);
 }
 
-/** Why an answer is unacceptable, or undefined when it is a 2xx or a proper 4xx envelope. */
-export function problemWith(status: number, text: string, options: { allow5xx?: number[] } = {}): string | undefined {
+/**
+ * Why an answer is unacceptable, or undefined when it is a 2xx or a proper 4xx envelope (or, with
+ * `page`, for an HTML page's answer, a 4xx page: the setup link's 404 and 410 say why in HTML).
+ */
+export function problemWith(status: number, text: string, options: { allow5xx?: number[]; page?: boolean } = {}): string | undefined {
   const leak = leakIn(text, status >= 400);
   if (leak) return `leaks ${leak}: ${text.slice(0, 300)}`;
   if (status >= 200 && status < 300) {
@@ -72,6 +75,7 @@ export function problemWith(status: number, text: string, options: { allow5xx?: 
   }
   if (status >= 500 && !options.allow5xx?.includes(status)) return `status ${status}: ${text.slice(0, 300)}`;
   if (status < 400) return `unexpected status ${status}`;
+  if (options.page && status < 500 && text.startsWith("<!DOCTYPE html>")) return undefined;
   let body: Partial<Envelope> | null;
   try {
     body = JSON.parse(text);

@@ -190,7 +190,8 @@ export async function prepareRouteWalk(t: TestApp) {
       token: undefined,
       status: 400,
     },
-    "GET /account/setup": { path: "/account/setup", token: undefined, status: 200 },
+    // Here too: the page says setup is complete (410).
+    "GET /account/setup": { path: "/account/setup", token: undefined, status: 410 },
     "GET /account/security": { path: "/account/security", token: undefined, status: 200 },
     "GET /account/assets/:name": {
       path: "/account/assets/app.js",

@@ -13,13 +13,13 @@ import { pageHeaders } from "../../http/security-headers";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
 import { User } from "../../models/user";
-import { type PasswordPolicy, withPasswordPolicy } from "../../security/password-policy";
+import { withPasswordPolicy } from "../../security/password-policy";
 import { ResetConfirmBody, ResetRequestBody, TokenBody } from "./model";
 import { AppError } from "../../errors";
 import { assetAnswer } from "../../http/page-bundle";
 import { accountAssets } from "./bundle";
-import { ACCOUNT_PAGE_POLICY, renderAccountPage, renderAppShell, script, styles, type AccountPage, type AppPage } from "./page";
-import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification } from "./service";
+import { ACCOUNT_PAGE_POLICY, renderAccountPage, renderAppShell, renderSetupUnavailable, script, styles, type AccountPage, type AppPage } from "./page";
+import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification, setupLinkState } from "./service";
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 // Every route here writes: a busy database answers 503 with Retry-After.
@@ -87,19 +87,34 @@ const PAGE_HEADERS = pageHeaders(ACCOUNT_PAGE_POLICY);
 const asset = (body: string, type: string) => () => new Response(body, { headers: { "content-type": type, "cache-control": "public, max-age=3600" } });
 const hidden = { detail: { hide: true } };
 
-const pageRoutes = (basePath: string, policy: PasswordPolicy) => {
+const pageRoutes = (ctx: AppContext) => {
+  const { basePath, passwordPolicy: policy } = ctx.config;
   const page =
     (name: AccountPage) =>
     ({ request }: { request: Request }) =>
       new Response(renderAccountPage(name, langOf(request), basePath, policy), { headers: PAGE_HEADERS });
   const appPage = async (name: AppPage, request: Request) =>
     new Response(renderAppShell(name, langOf(request), basePath, await accountAssets(), policy), { headers: PAGE_HEADERS });
-  const shown = (summary: string) => ({ response: { 200: t.String({ description: "An HTML page", contentMediaType: "text/html" }) }, detail: { summary } });
+  const html = t.String({ description: "An HTML page", contentMediaType: "text/html" });
+  const shown = (summary: string) => ({ response: { 200: html }, detail: { summary } });
+  // The setup link's page only while its token can make the first ADMIN; else a page saying why and what to do instead.
+  const setupPage = async (request: Request) => {
+    const state = await setupLinkState(ctx, new URL(request.url).searchParams.get("token"));
+    if (state === "live") return appPage("setup", request);
+    return new Response(renderSetupUnavailable(state, langOf(request), basePath), { status: state === "none" ? 404 : 410, headers: PAGE_HEADERS });
+  };
   return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
     .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
     .get("/security", ({ request }) => appPage("security", request), shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys and API keys"))
-    .get("/setup", ({ request }) => appPage("setup", request), shown("The first-run page the setup link opens (?token=…): it makes the first ADMIN"))
+    .get("/setup", ({ request }) => setupPage(request), {
+      response: { 200: html, 404: html, 410: html, ...errorResponses(503) },
+      detail: {
+        summary: "The first-run page the setup link opens (?token=…): it makes the first ADMIN",
+        description:
+          "200 the setup page while the token is the live one and no ADMIN exists (looking spends nothing); 410 a page saying why not (used, expired or replaced: run `usersvc setup-link`; an ADMIN exists: sign in at /admin); 404 without a token while no ADMIN exists.",
+      },
+    })
     .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
     .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden)
     .get(
@@ -113,4 +128,4 @@ const pageRoutes = (basePath: string, policy: PasswordPolicy) => {
     );
 };
 
-export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx.config.basePath, ctx.config.passwordPolicy));
+export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx));

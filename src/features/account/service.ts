@@ -18,9 +18,11 @@ import { consumeToken, enqueueVerification, liveTokenOwner, revokeAccountTokens 
 import { writeAudit } from "../../store/audit";
 import { forgetDeviceTokens } from "../../store/devices";
 import { enqueueNotification } from "../../store/outbox";
+import { anyAdmin, setupTokenState } from "../../store/setup-tokens";
 import { addressKey, countResetRequest, emailKey } from "../../store/throttle";
 import { emailVerifiedOf, findUser, markEmailVerified, normalizeEmail, resetPassword } from "../../store/users";
 import type { ResetConfirmBody } from "./model";
+import type { SetupUnavailable } from "./page";
 
 export interface AccountDeps extends PasswordPolicyDeps {
   db: Database;
@@ -86,4 +88,14 @@ export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfir
     await enqueueNotification(tx, "PASSWORD_CHANGED", recipient, { userId: id }, new Date(now));
     await writeAudit(tx, { action: "PASSWORD_RESET", actor: recipient, subjectType: "User", subjectId: id }, new Date(now));
   });
+}
+
+/**
+ * What the setup link's page shows for its token: `live`, the setup page; otherwise why not
+ * (page/index.ts). Once an ADMIN exists that is all there is to say, token or none. A read only:
+ * looking at a link never spends it.
+ */
+export async function setupLinkState(deps: Pick<AccountDeps, "db" | "now">, token: string | null): Promise<SetupUnavailable | "live"> {
+  if (token) return setupTokenState(deps.db, token, new Date(deps.now()));
+  return (await anyAdmin(deps.db)) ? "done" : "none";
 }

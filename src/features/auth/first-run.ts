@@ -11,11 +11,12 @@ import { AppError, integrityKind } from "../../errors";
 import { assertPasswordAllowed } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
 import { auditStatement } from "../../store/audit";
-import { openSessionRows, randomToken } from "../../store/sessions";
-import { anyAdmin, claimSetupToken, consumeSetupToken, liveSetupTokenExpiry, setupTokenHash } from "../../store/setup-tokens";
-import { emailTaken, grantRoles, insertVerifiedUser, normalizeEmail, userById, userOf } from "../../store/users";
+import { completeSignIn } from "../../security/sign-in-completion";
+import { randomToken } from "../../store/sessions";
+import { anyAdmin, claimSetupToken, consumeSetupToken, liveSetupTokenExpiry, setupTokenHash, setupTokenState } from "../../store/setup-tokens";
+import { emailTaken, grantRoles, insertVerifiedUser, normalizeEmail } from "../../store/users";
 import type { SetupBody, TokenResponse } from "./model";
-import { newSession, type SessionDeps, type SignInClient, tokenAnswer } from "./session-answer";
+import { newSession, runSignedIn, type SessionDeps, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
 
 export const SETUP_TOKEN_TTL_MS = 60 * 60 * 1000;
 
@@ -59,8 +60,9 @@ export function setupNotice(issued: SetupLink): string | undefined {
 
 /**
  * The first ADMIN, from the setup page: the token spent, the account created verified with the
- * roles USER and ADMIN, and signed in (a session, like a login), all in one unit. A used, expired or
- * void token (an ADMIN exists by now) is 400 INVALID_TOKEN and nothing is written.
+ * roles USER and ADMIN, and signed in as by a login (session, deviceToken, device, last login,
+ * LOGIN audited: session-answer.ts), all in one unit. A used, expired or void token (an ADMIN
+ * exists by now) is 400 INVALID_TOKEN and nothing is written.
  */
 export async function completeSetup(deps: SessionDeps, input: SetupBody, client: SignInClient): Promise<TokenResponse> {
   const email = normalizeEmail(input.email);
@@ -68,26 +70,24 @@ export async function completeSetup(deps: SessionDeps, input: SetupBody, client:
   const at = new Date(deps.now());
   const tokenHash = setupTokenHash(input.token);
   // A dead token costs no argon2 (the unit checks again: it may be spent meanwhile).
-  if (!(await liveSetupTokenExpiry(deps.db, at, tokenHash)) || (await anyAdmin(deps.db))) throw new AppError("INVALID_TOKEN");
+  if ((await setupTokenState(deps.db, input.token, at)) !== "live") throw new AppError("INVALID_TOKEN");
   if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
   // Hashed before the unit: the write lock is never held through argon2.
   const passwordHash = await hashPassword(input.password);
   // A sign-in now: enrolling a passkey or an app right after needs no second one (recent authentication).
   const session = newSession(deps, at, ["pwd"]);
   try {
-    const { id, user } = await deps.db.write(async (tx) => {
+    const { account, user, deviceToken } = await deps.db.write(async (tx) => {
       if (!(await consumeSetupToken(tx, tokenHash, at)) || (await anyAdmin(tx))) throw new AppError("INVALID_TOKEN");
       const id = await insertVerifiedUser(tx, { name: input.name.trim(), email, passwordHash }, at);
       await grantRoles(tx, id, ["USER", "ADMIN"]);
       await auditStatement(tx, { action: "USER_CREATED", actor: email, subjectType: "User", subjectId: id, details: { email, via: "setup" } }, at);
-      // A new account's token version is 0.
-      const opened = { id: session.id, userId: id, tokenVersion: 0, ...client, amr: session.amr };
-      for (const statement of openSessionRows(tx, opened, session.refreshToken, { now: at, expiresAt: new Date(session.expiresAt) }, deps.config.sessionMaxPerUser)) {
-        await statement;
-      }
-      return { id, user: userOf(await userById(tx, id)) };
+      // A new account's token version is 0; its first sign-in mails no NEW_SIGN_IN.
+      const account = { id, email, tokenVersion: 0 };
+      const completed = completeSignIn({ userId: id, email, firstSignIn: true, ...client }, at);
+      return { account, user: await runSignedIn(signedInRows(tx, deps, account, client, session, { completed })), deviceToken: completed.deviceToken };
     });
-    return tokenAnswer(deps, { id, email, tokenVersion: 0 }, user, session);
+    return { ...(await tokenAnswer(deps, account, user, session)), deviceToken };
   } catch (error) {
     throw integrityKind(error) === "duplicate" ? new AppError("DUPLICATE_EMAIL", { email }) : error;
   }

@@ -29,10 +29,9 @@ import {
 } from "../../store/mfa";
 import { enqueueNotification } from "../../store/outbox";
 import { randomToken } from "../../store/sessions";
-import { userOf } from "../../store/users";
 import type { PasskeyAssertion } from "../../models/webauthn";
 import type { LoginMfaBody, MfaRequired, PasskeyRequestOptions, PasskeySignInBody, TokenResponse } from "./model";
-import { newSession, type SessionDeps, type SignedInAccount, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
+import { newSession, runSignedIn, type SessionDeps, type SignedInAccount, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
 
 export interface SecondStepDeps extends SessionDeps {
   cipher: SecretCipher;
@@ -64,14 +63,6 @@ export async function secondStepChallenge(deps: ChallengeDeps, userId: number, f
   await deps.db.writeAll((tx) => challengeRows(tx, { key: mfaToken, purpose: "login", userId, challenge: passkeyOptions?.challenge ?? null, amr: "pwd", expiresAt }, now));
   const methods: MfaRequired["methods"] = [...(factors & 1 ? (["totp"] as const) : []), "recovery_code", ...(passkeyOptions ? (["passkey"] as const) : [])];
   return { mfaRequired: true, mfaToken, methods, expiresIn: MFA_TOKEN_TTL_MS / 1000, ...(passkeyOptions && { passkeyOptions: passkeyOptions as PasskeyRequestOptions }) };
-}
-
-/** Runs a sign-in's statements (signedInRows) one after another inside a closure unit; answers the user's rows. */
-async function runSignedIn(rows: ReturnType<typeof signedInRows>) {
-  for (const statement of [...rows.session, ...rows.cleared, ...rows.device]) await statement;
-  await rows.lastLogin;
-  await rows.audited;
-  return userOf(await rows.user);
 }
 
 /** What the second step proved, and the write that uses it up (refusing a replay that raced it). */

@@ -11,7 +11,7 @@ import type { completeSignIn } from "../../security/sign-in-completion";
 import type { PasswordPolicyDeps } from "../../security/password-policy";
 import { auditStatement } from "../../store/audit";
 import { openSessionRows, randomToken } from "../../store/sessions";
-import { lastLoginStatement, userById } from "../../store/users";
+import { lastLoginStatement, userById, userOf } from "../../store/users";
 import type { TokenResponse } from "./model";
 
 export interface SessionDeps extends PasswordCheckDeps, PasswordPolicyDeps {
@@ -103,4 +103,12 @@ export function signedInRows(tx: Db, deps: SessionDeps, account: SignedInAccount
     audited: auditStatement(tx, { action: "LOGIN", actor: account.email, subjectType: "User", subjectId: account.id, details }, at),
     user: userById(tx, account.id),
   };
+}
+
+/** Runs a sign-in's statements (signedInRows) one after another inside a closure unit; answers the user's rows. */
+export async function runSignedIn(rows: ReturnType<typeof signedInRows>) {
+  for (const statement of [...rows.session, ...rows.cleared, ...rows.device]) await statement;
+  await rows.lastLogin;
+  await rows.audited;
+  return userOf(await rows.user);
 }

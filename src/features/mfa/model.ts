@@ -78,6 +78,20 @@ export const Passkey = t.Object(
 );
 export type Passkey = Static<typeof Passkey>;
 
+/** A passkey just registered: with the account's first recovery codes when it had none. */
+export const NewPasskey = t.Object(
+  {
+    ...Passkey.properties,
+    recoveryCodes: t.Optional(
+      t.Array(t.String({ examples: ["k3m9p-x2c7d"] }), {
+        description: "Only when the account had no unused recovery code (its first second factor): 10 single-use codes, shown only here",
+      }),
+    ),
+  },
+  { title: "NewPasskey" },
+);
+export type NewPasskey = Static<typeof NewPasskey>;
+
 export const PasskeyIdParams = t.Object({ id: t.String({ minLength: 1, maxLength: 64 }) });
 
 /** One of a user's factors, as an ADMIN sees it. */

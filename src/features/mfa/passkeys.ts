@@ -14,17 +14,19 @@ import { challengeOf, loadWebAuthn, relyingParty, userHandleOf } from "../../sec
 import {
   challengeRows,
   deletePasskeyStatement,
+  factorCounts,
   insertPasskeyStatement,
   liveChallenge,
   type PasskeyRow,
   passkeysOf,
   renamePasskeyStatement,
+  replaceRecoveryCodesRows,
   takeChallengeStatement,
 } from "../../store/mfa";
 import { addAmrStatement, randomToken } from "../../store/sessions";
 import { tokenVersionBump } from "../../store/users";
-import type { NewPasskeyBody, Passkey } from "./model";
-import { dropCodesWithoutFactor, type MfaDeps, noted } from "./service";
+import type { NewPasskey, NewPasskeyBody, Passkey } from "./model";
+import { dropCodesWithoutFactor, freshRecoveryCodes, type MfaDeps, noted } from "./service";
 
 const CHALLENGE_TTL_MS = 5 * 60_000;
 
@@ -57,8 +59,13 @@ export async function registrationOptions(deps: MfaDeps, caller: Caller) {
   return options;
 }
 
-/** The authenticator's answer to the caller's registration options: the new passkey. 400 PASSKEY_REJECTED when it does not verify. */
-export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskeyBody): Promise<Passkey> {
+/**
+ * The authenticator's answer to the caller's registration options: the new passkey, and, when the
+ * account has no unused recovery code (its first second factor), 10 of them, shown once, as an
+ * authenticator app's confirmation answers: without them a lost passkey would lock the account out.
+ * 400 PASSKEY_REJECTED when it does not verify.
+ */
+export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskeyBody): Promise<NewPasskey> {
   requireRecentAuth(caller, deps.now());
   const rp = relyingParty(deps.config);
   const now = new Date(deps.now());
@@ -75,8 +82,9 @@ export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskey
   }).catch(() => undefined);
   if (!verified?.verified) throw new AppError("PASSKEY_REJECTED");
   const { credential } = verified.registrationInfo;
+  const fresh = freshRecoveryCodes();
   try {
-    const row = await deps.db.write(async (tx) => {
+    const { added, recoveryCodes } = await deps.db.write(async (tx) => {
       if ((await takeChallengeStatement(tx, "register", challenge, now)).length === 0) throw new AppError("PASSKEY_REJECTED");
       const [added] = await insertPasskeyStatement(tx, {
         id: randomToken(12),
@@ -90,9 +98,11 @@ export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskey
       });
       if (caller.session) await addAmrStatement(tx, caller.session.id, "hwk");
       await noted(tx, caller, "PASSKEY_ADDED", now, { passkeyId: added.id });
-      return added;
+      if ((await factorCounts(tx, caller.id)).recoveryCodesLeft > 0) return { added };
+      for (const statement of replaceRecoveryCodesRows(tx, caller.id, fresh.hashes, now)) await statement;
+      return { added, recoveryCodes: fresh.codes };
     });
-    return shown(row);
+    return { ...shown(added), ...(recoveryCodes && { recoveryCodes }) };
   } catch (error) {
     if (integrityKind(error) === "duplicate") throw new AppError("PASSKEY_EXISTS");
     throw error;

@@ -14,6 +14,7 @@ import { removeUserFactors, userFactors } from "./admin";
 import {
   Factor,
   MfaStatus,
+  NewPasskey,
   NewPasskeyBody,
   PasswordBody,
   Passkey,
@@ -103,10 +104,10 @@ export const mfaRoutes = (ctx: AppContext) =>
       {
         auth: "authenticated",
         body: NewPasskeyBody,
-        response: { 201: Passkey, ...errorResponses(400, 401, 403, 409, 503) },
+        response: { 201: NewPasskey, ...errorResponses(400, 401, 403, 409, 503) },
         detail: {
           summary: "Register a passkey",
-          description: `{name, response}: the authenticator's answer to the options. Mails PASSKEY_ADDED. 400 PASSKEY_REJECTED; 409 PASSKEY_EXISTS.${RECENT}`,
+          description: `{name, response}: the authenticator's answer to the options. When the account has no unused recovery code (its first second factor), the answer also carries 10 recoveryCodes, shown only here. Mails PASSKEY_ADDED. 400 PASSKEY_REJECTED; 409 PASSKEY_EXISTS.${RECENT}`,
         },
       },
     )

@@ -52,6 +52,12 @@ export const noted = (tx: Db, caller: Caller, kind: "MFA_ENABLED" | "MFA_DISABLE
     enqueueNotification(tx, kind, caller.email, { userId: caller.id }, at),
   ]);
 
+/** 10 new recovery codes: the codes, shown once, and their hashes, stored in place of the user's earlier ones (replaceRecoveryCodesRows). */
+export function freshRecoveryCodes() {
+  const codes = newRecoveryCodes();
+  return { codes, hashes: codes.map((c) => recoveryCodeHash(c) as string) };
+}
+
 /** The first code confirms the pending secret: TOTP is on, mailed MFA_ENABLED; answers 10 new recovery codes. */
 export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
   requireRecentAuth(caller, deps.now());
@@ -59,8 +65,7 @@ export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
   if (!totp || totp.confirmedAt) throw new AppError("TOTP_NOT_PENDING");
   const step = await stepOf(deps, totp, code);
   if (step === undefined) throw new AppError("INVALID_CODE");
-  const codes = newRecoveryCodes();
-  const hashes = codes.map((c) => recoveryCodeHash(c) as string);
+  const { codes, hashes } = freshRecoveryCodes();
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     if ((await totpStepStatement(tx, caller.id, step, now, true)).length === 0) throw new AppError("INVALID_CODE");
@@ -102,15 +107,10 @@ export async function regenerateRecoveryCodes(deps: MfaDeps, caller: Caller, pas
   await confirmPassword(deps, caller, password, address);
   const counts = await factorCounts(deps.db, caller.id);
   if (counts.totp === 0 && counts.passkeys === 0) throw new AppError("MFA_NOT_ENABLED");
-  const codes = newRecoveryCodes();
+  const { codes, hashes } = freshRecoveryCodes();
   const now = new Date(deps.now());
   await deps.db.writeAll((tx) => [
-    ...replaceRecoveryCodesRows(
-      tx,
-      caller.id,
-      codes.map((c) => recoveryCodeHash(c) as string),
-      now,
-    ),
+    ...replaceRecoveryCodesRows(tx, caller.id, hashes, now),
     auditStatement(tx, { action: "RECOVERY_CODES_REGENERATED", actor: caller.email, subjectType: "User", subjectId: caller.id }, now),
   ]);
   return { recoveryCodes: codes };

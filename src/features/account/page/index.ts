@@ -83,6 +83,9 @@ const pageHead = (lang: Lang, title: string, assets: string) => `<!DOCTYPE html>
   ${assets}
 </head>`;
 
+/** The account pages' stylesheet, under BASE_PATH. */
+const stylesheet = (basePath: string) => `<link rel="stylesheet" href="${escapeHtml(basePath)}/account/assets/account.css" />`;
+
 export function renderAccountPage(page: AccountPage, lang: Lang, basePath: string, policy: PasswordPolicy = "seed"): string {
   const texts = PAGES[page][lang];
   const common = COMMON[lang];
@@ -96,7 +99,7 @@ export function renderAccountPage(page: AccountPage, lang: Lang, basePath: strin
     return `    <label for="${field.name}">${e(field.label)}</label>
     <input id="${field.name}" name="${field.name}" type="password" autocomplete="new-password" required maxlength="${maxLength}"${described} />${hint}`;
   });
-  return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${e(basePath)}/account/assets/account.css" />`)}
+  return `${pageHead(lang, texts.title, stylesheet(basePath))}
 <body>
   <main>
   <h1>${e(texts.title)}</h1>
@@ -108,6 +111,61 @@ ${fields.join("\n")}
   <div id="status" tabindex="-1" hidden></div>
   </main>
   <script src="${e(basePath)}/account/assets/account.js"></script>
+</body>
+</html>`;
+}
+
+/** Why the setup link's page cannot make an ADMIN: no token given (404), a dead token (410), or an ADMIN exists (410, whatever the token). */
+export type SetupUnavailable = "none" | "dead" | "done";
+
+type UnavailableTexts = { title: string; lines: string[]; signIn?: string };
+
+/** `{command}` stands for the command that prints a fresh link. */
+const SETUP_UNAVAILABLE: Record<SetupUnavailable, Record<Lang, UnavailableTexts>> = {
+  none: {
+    en: {
+      title: "This page needs the setup link",
+      lines: [
+        "This page needs the setup link's token.",
+        "Open the link the server wrote to its standard error when it started, or run {command} on the server for a fresh one (it works once, for 1 hour).",
+      ],
+    },
+    "zh-TW": {
+      title: "此頁面需要設定連結",
+      lines: ["此頁面需要設定連結中的權杖。", "請開啟伺服器啟動時輸出到標準錯誤（stderr）的連結，或在伺服器上執行 {command} 取得新連結（僅能使用一次，有效 1 小時）。"],
+    },
+  },
+  dead: {
+    en: {
+      title: "This setup link no longer works",
+      lines: [
+        "This setup link no longer works: it was used already, has expired (a link lasts 1 hour), or a newer link replaced it.",
+        "Run {command} on the server for a fresh one (it works once, for 1 hour).",
+      ],
+    },
+    "zh-TW": {
+      title: "此設定連結已失效",
+      lines: ["此設定連結已失效：它已被使用、已過期（連結有效 1 小時），或已被較新的連結取代。", "請在伺服器上執行 {command} 取得新連結（僅能使用一次，有效 1 小時）。"],
+    },
+  },
+  done: {
+    en: { title: "Setup is complete", lines: ["Setup is complete: an administrator exists, so this link no longer works."], signIn: "Sign in to the admin console" },
+    "zh-TW": { title: "設定已完成", lines: ["設定已完成：已有管理員，因此此連結已失效。"], signIn: "登入管理主控台" },
+  },
+};
+
+/** The setup link's page when it cannot make an ADMIN: why, and what to do instead (a fresh link, or the console's sign-in). No script. */
+export function renderSetupUnavailable(reason: SetupUnavailable, lang: Lang, basePath: string): string {
+  const e = escapeHtml;
+  const texts = SETUP_UNAVAILABLE[reason][lang];
+  const lines = texts.lines.map((line) => `  <p>${e(line).replace("{command}", "<code>usersvc setup-link</code>")}</p>`);
+  if (texts.signIn) lines.push(`  <p><a href="${e(basePath)}/admin">${e(texts.signIn)}</a></p>`);
+  return `${pageHead(lang, texts.title, stylesheet(basePath))}
+<body>
+  <main>
+  <h1>${e(texts.title)}</h1>
+${lines.join("\n")}
+  </main>
 </body>
 </html>`;
 }

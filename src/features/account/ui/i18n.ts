@@ -20,7 +20,6 @@ const en = {
 
   "setup.title": "Create the first administrator",
   "setup.intro": "No administrator exists yet. This one-time link creates one.",
-  "setup.noToken": "This link has no token. Use the link the server wrote on its console, or run `usersvc setup-link` for a fresh one.",
   "setup.name": "Name",
   "setup.email": "E-mail",
   "setup.password": "Password",
@@ -34,8 +33,6 @@ const en = {
   "setup.passkey": "Add a passkey",
   "setup.totp": "Set up an authenticator app",
   "setup.console": "Open the admin console",
-  "setup.complete": "Setup is complete: an administrator exists, so this link no longer works.",
-  "setup.signIn": "Sign in to the admin console",
 
   "signIn.title": "Account security",
   "signIn.intro": "Sign in to manage your sessions, second factors, passkeys and API keys.",
@@ -92,7 +89,7 @@ const en = {
 
   "recovery.title": "Recovery codes",
   "recovery.left": "{count} of 10 codes left. Each works once, when you cannot use your app or passkey.",
-  "recovery.none": "Recovery codes come with the authenticator app.",
+  "recovery.none": "Recovery codes come with your first second factor: an authenticator app or a passkey.",
   "recovery.regenerate": "Make new codes",
   "recovery.regenerateIntro": "New codes replace all earlier ones. Confirm with your password.",
   "recovery.shown": "Your recovery codes, shown only now. Keep them somewhere safe:",
@@ -145,7 +142,6 @@ const zhTW: Record<MessageKey, string> = {
 
   "setup.title": "建立第一位管理員",
   "setup.intro": "目前還沒有管理員。此一次性連結可建立一位。",
-  "setup.noToken": "此連結缺少權杖。請使用伺服器在主控台輸出的連結，或執行 `usersvc setup-link` 取得新連結。",
   "setup.name": "姓名",
   "setup.email": "Email",
   "setup.password": "密碼",
@@ -159,8 +155,6 @@ const zhTW: Record<MessageKey, string> = {
   "setup.passkey": "新增通行金鑰",
   "setup.totp": "設定驗證器應用程式",
   "setup.console": "開啟管理主控台",
-  "setup.complete": "設定已完成：已有管理員，因此此連結已失效。",
-  "setup.signIn": "登入管理主控台",
 
   "signIn.title": "帳號安全",
   "signIn.intro": "登入以管理您的工作階段、第二道驗證、通行金鑰及 API 金鑰。",
@@ -217,7 +211,7 @@ const zhTW: Record<MessageKey, string> = {
 
   "recovery.title": "復原碼",
   "recovery.left": "剩餘 {count} 組（共 10 組）。無法使用應用程式或通行金鑰時，每組可使用一次。",
-  "recovery.none": "設定驗證器應用程式後即會產生復原碼。",
+  "recovery.none": "設定第一個第二道驗證（驗證器應用程式或通行金鑰）後即會產生復原碼。",
   "recovery.regenerate": "產生新的復原碼",
   "recovery.regenerateIntro": "新的復原碼會取代先前所有的復原碼。請輸入密碼確認。",
   "recovery.shown": "您的復原碼只會顯示這一次，請妥善保存：",

@@ -12,8 +12,8 @@ import { failureOf, Field, inputValue, OutcomeText, RecoveryCodes, useAction, us
 
 type Load<T> = { state: "loading" } | { state: "error"; error: ApiError } | { state: "ready"; data: T };
 
-/** GETs `path` now and on reload(); a stale answer never overwrites a newer one. */
-function useLoad<T>(path: string): Load<T> & { reload(): void } {
+/** GETs `path` now, on reload() and when `changed` moves (another section changed what it shows); a stale answer never overwrites a newer one. */
+function useLoad<T>(path: string, changed = 0): Load<T> & { reload(): void } {
   const { api } = usePage();
   const [state, setState] = useState<Load<T>>({ state: "loading" });
   const [round, setRound] = useState(0);
@@ -26,7 +26,7 @@ function useLoad<T>(path: string): Load<T> & { reload(): void } {
     return () => {
       current = false;
     };
-  }, [path, round]);
+  }, [path, round, changed]);
   return { ...state, reload: useCallback(() => setRound((n) => n + 1), []) };
 }
 
@@ -140,9 +140,9 @@ const codesOf = (answer: unknown): string[] =>
 /** Called once a factor is removed: that ended every session of the user, the page's own too. */
 type OnEnded = (done: MessageKey) => void;
 
-function SecondFactors({ email, onEnded }: { email: string; onEnded: OnEnded }) {
+function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: OnEnded; changed: number }) {
   const { api, t } = usePage();
-  const load = useLoad<MfaStatus>("/api/account/mfa");
+  const load = useLoad<MfaStatus>("/api/account/mfa", changed);
   const action = useAction();
   const [enrolment, setEnrolment] = useState<{ secret: string; qrSvg: string } | undefined>();
   const [code, setCode] = useState("");
@@ -248,7 +248,7 @@ function SecondFactors({ email, onEnded }: { email: string; onEnded: OnEnded }) 
       <Section id="recovery" title="recovery.title">
         <Loaded load={load}>
           {(status) =>
-            status.totp ? (
+            status.totp || status.passkeys > 0 ? (
               <form onSubmit={regenerate} noValidate>
                 <p>{t("recovery.left", { count: status.recoveryCodesLeft })}</p>
                 <p id="recovery-intro">{t("recovery.regenerateIntro")}</p>
@@ -334,19 +334,24 @@ function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy:
   );
 }
 
-function Passkeys({ onEnded }: { onEnded: OnEnded }) {
+/** The account's first passkey brings its recovery codes (when it has none): shown here once, and the recovery section told. */
+function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded; onAdded(): void }) {
   const { api, t } = usePage();
   const load = useLoad<PasskeyRow[]>("/api/account/passkeys");
   const action = useAction();
   const [name, setName] = useState(t("passkeys.defaultName"));
+  const [codes, setCodes] = useState<string[] | undefined>();
   const add = async (event: Event) => {
     event.preventDefault();
-    await action.run(async () => {
+    const added = await action.run(async () => {
       const { options, rest } = splitOptions<Parameters<typeof startRegistration>[0]["optionsJSON"]>(await api.post<unknown>("/api/account/passkeys/options"));
       const response = await startRegistration({ optionsJSON: options });
-      await api.post("/api/account/passkeys", { ...rest, name, response });
+      return api.post<{ recoveryCodes?: string[] }>("/api/account/passkeys", { ...rest, name, response });
     }, "passkeys.added");
     load.reload();
+    if (!added) return;
+    if (added.recoveryCodes) setCodes(added.recoveryCodes);
+    onAdded();
   };
   const rename = async (id: string, newName: string) => {
     await action.run(() => api.patch(`/api/account/passkeys/${encodeURIComponent(id)}`, { name: newName }));
@@ -392,6 +397,7 @@ function Passkeys({ onEnded }: { onEnded: OnEnded }) {
         )}
       </Loaded>
       <OutcomeText outcome={action.outcome} />
+      {codes && <RecoveryCodes codes={codes} email={email} onDone={() => setCodes(undefined)} />}
     </Section>
   );
 }
@@ -460,6 +466,8 @@ function ApiKeys() {
 
 export function Security({ email, onSignOut, onEnded }: { email: string; onSignOut(): void; onEnded: OnEnded }) {
   const { t } = usePage();
+  // A passkey added may bring the first recovery codes: the recovery section reads its summary again.
+  const [factorsChanged, setFactorsChanged] = useState(0);
   // A link to a section (the setup page's #passkeys, #totp) moves the focus to its heading.
   useEffect(() => {
     const target = location.hash && document.getElementById(`${location.hash.slice(1)}-title`);
@@ -486,8 +494,8 @@ export function Security({ email, onSignOut, onEnded }: { email: string; onSignO
         </ul>
       </nav>
       <Sessions />
-      <SecondFactors email={email} onEnded={onEnded} />
-      <Passkeys onEnded={onEnded} />
+      <SecondFactors email={email} onEnded={onEnded} changed={factorsChanged} />
+      <Passkeys email={email} onEnded={onEnded} onAdded={() => setFactorsChanged((n) => n + 1)} />
       <ApiKeys />
     </main>
   );

@@ -1,9 +1,10 @@
 /**
- * /account/setup: the first ADMIN, from the one-time link the server printed. On success the new
+ * /account/setup: the first ADMIN, from the one-time link the server printed. The server serves
+ * it only for a live token (else a page saying why not: features/account/page). On success the new
  * ADMIN is signed in (the session goes to sessionStorage for the security page) and offered a
  * passkey or an authenticator app at once.
  */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { session, type TokenAnswer } from "./api";
 import { Field, inputValue, OutcomeText, useAction, usePage } from "./parts";
 
@@ -16,14 +17,6 @@ export function Setup({ strict }: { strict: boolean }) {
   const [confirm, setConfirm] = useState("");
   const [created, setCreated] = useState<string | undefined>();
   const action = useAction();
-  // Once any ADMIN exists the link is void: say so (and where to sign in) instead of offering the form.
-  const [complete, setComplete] = useState(false);
-  useEffect(() => {
-    api.get<{ setupRequired: boolean }>("/api/account/setup").then(
-      (status) => setComplete(!status.setupRequired),
-      () => undefined,
-    );
-  }, []);
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -53,17 +46,6 @@ export function Setup({ strict }: { strict: boolean }) {
             </li>
           </ul>
         </div>
-      ) : complete ? (
-        <div class="outcome error" role="alert">
-          <p>{t("setup.complete")}</p>
-          <p>
-            <a href={`${basePath}/admin`}>{t("setup.signIn")}</a>
-          </p>
-        </div>
-      ) : !token ? (
-        <p class="outcome error" role="alert">
-          {t("setup.noToken")}
-        </p>
       ) : (
         <form onSubmit={submit} noValidate>
           <p>{t("setup.intro")}</p>
