@@ -138,10 +138,21 @@ export const secondFactorsOf = () =>
 export type ChallengePurpose = "login" | "register" | "passkey";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
-/** A new mfaToken or challenge (keyed by its hash), with the expired ones swept in the same unit. */
+/**
+ * A new mfaToken or challenge (keyed by its hash), with the expired ones swept in the same unit;
+ * or a sealed challenge (security/webauthn.ts) recorded as used, until it has expired: the insert
+ * answers a row only to the first answer of that challenge, none to a replay.
+ */
 export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id"> & { key: string }, now: Date) => {
   const { key, ...rest } = row;
-  return [tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)), tx.insert(mfaChallenges).values({ id: sha256(key), ...rest })];
+  return [
+    tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)),
+    tx
+      .insert(mfaChallenges)
+      .values({ id: sha256(key), ...rest })
+      .onConflictDoNothing()
+      .returning({ id: mfaChallenges.id }),
+  ] as const;
 };
 
 const liveChallengeRow = prepared((db: Reader) =>

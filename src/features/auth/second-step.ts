@@ -4,8 +4,9 @@
  *
  * An mfaToken lives 5 minutes, is used up by the step that completes it and burnt by its 5th
  * wrong code; every wrong code also counts in the e-mail's login throttle (a right password does
- * not clear it until the second step is done). Tokens and WebAuthn challenges live in the
- * database (store/mfa.ts), so any instance on one primary finishes what another began.
+ * not clear it until the second step is done). Tokens and registration's WebAuthn challenges live
+ * in the database (store/mfa.ts), passwordless sign-in's are sealed (security/webauthn.ts) and
+ * recorded once answered, so any instance on one primary finishes what another began.
  */
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db } from "../../db/database";
@@ -13,7 +14,16 @@ import { AppError } from "../../errors";
 import { assertLoginAllowed, attemptTurn, countSecondStepFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
 import { acceptedStep, isRecoveryCode, recoveryCodeHash, type SecretCipher } from "../../security/totp";
-import { checkAssertion, challengeOf, type RelyingPartyConfig, relyingParty, relyingPartyOf, requestOptions } from "../../security/webauthn";
+import {
+  checkAssertion,
+  challengeOf,
+  type RelyingPartyConfig,
+  relyingParty,
+  relyingPartyOf,
+  requestOptions,
+  sealedChallenge,
+  sealedChallengeExpiry,
+} from "../../security/webauthn";
 import type { AuditRecord } from "../../store/audit";
 import {
   challengeFailureRows,
@@ -44,6 +54,7 @@ export type ChallengeDeps = Pick<SessionDeps, "db" | "now"> & { config: RelyingP
 
 const MFA_TOKEN_TTL_MS = 5 * 60_000;
 const CHALLENGE_TTL_MS = 5 * 60_000;
+const USED_CHALLENGE_MARGIN_MS = 60_000;
 const MFA_MAX_FAILURES = 5;
 
 const invalidCode = () => new AppError("INVALID_MFA_CODE");
@@ -143,30 +154,40 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   return { ...(await tokenAnswer(deps, account, user, session)), deviceToken: completed.deviceToken };
 }
 
-/** `POST /api/auth/passkey/options`: request options for a passwordless sign-in, their challenge kept 5 minutes. */
+/**
+ * `POST /api/auth/passkey/options`: request options for a passwordless sign-in, their challenge
+ * sealed for 5 minutes (security/webauthn.ts): nothing is written until it is answered.
+ */
 export async function passkeySignInOptions(deps: SecondStepDeps): Promise<PasskeyRequestOptions> {
   const rp = relyingParty(deps.config);
-  const options = await requestOptions(rp, "required");
-  const now = new Date(deps.now());
-  await deps.db.writeAll((tx) => challengeRows(tx, { key: options.challenge, purpose: "passkey", expiresAt: new Date(now.getTime() + CHALLENGE_TTL_MS) }, now));
-  return options as PasskeyRequestOptions;
+  const challenge = sealedChallenge(deps.cipher, "passkey", deps.now() + CHALLENGE_TTL_MS);
+  return (await requestOptions(rp, "required", challenge)) as PasskeyRequestOptions;
+}
+
+/** Records a sealed passwordless challenge as used (kept a minute past its expiry, for instances whose clocks lag); false when it already was. */
+async function challengeUsed(tx: Db, challenge: string, expiresAt: number, now: Date) {
+  const [swept, recorded] = challengeRows(tx, { key: challenge, purpose: "passkey", expiresAt: new Date(expiresAt + USED_CHALLENGE_MARGIN_MS) }, now);
+  await swept;
+  return (await recorded).length > 0;
 }
 
 /**
  * `POST /api/auth/passkey`: a passwordless sign-in with a discoverable credential, user
- * verification required; the login answer, amr hwk. The challenge is used up either way.
+ * verification required; the login answer, amr hwk. The challenge must be one of this ceremony's,
+ * live, and not answered before; it is used up either way, by the sign-in's own unit when it passes.
  */
 export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBody, client: SignInClient): Promise<TokenResponse> {
   const rp = relyingParty(deps.config);
   const now = new Date(deps.now());
   const challenge = challengeOf(body.response.response);
-  if (!challenge) throw invalidPasskey();
-  // The challenge and the credential in one read unit (one round trip to a remote primary).
-  const [[live], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
-  if (!live) throw invalidPasskey();
+  const expiresAt = challenge && sealedChallengeExpiry(deps.cipher, challenge, "passkey", now.getTime());
+  if (!challenge || !expiresAt) throw invalidPasskey();
+  // Whether it was answered before (a replay is refused as such, not as a clone's counter) and the credential: one read unit.
+  const [[used], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
+  if (used) throw invalidPasskey();
   const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, found, { requireUserVerification: true });
   if (!checked) {
-    await deps.db.writeAll((tx) => [takeChallengeStatement(tx, "passkey", challenge, now)]);
+    await deps.db.write((tx) => challengeUsed(tx, challenge, expiresAt, now));
     throw invalidPasskey();
   }
   const refused = !checked.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !checked.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
@@ -175,7 +196,7 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   const session = newSession(deps, now, ["hwk"]);
   const completed = completeSignIn({ userId: checked.userId, email: checked.email, firstSignIn: false, ...client }, now);
   const user = await deps.db.write(async (tx) => {
-    if ((await takeChallengeStatement(tx, "passkey", challenge, now)).length === 0) throw invalidPasskey();
+    if (!(await challengeUsed(tx, challenge, expiresAt, now))) throw invalidPasskey();
     if ((await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, now)).length === 0) throw invalidPasskey();
     return runSignedIn(signedInRows(tx, deps, account, client, session, { completed }));
   });
