@@ -13,12 +13,16 @@ export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(v
 
 /* ---- TOTP ---- */
 
-export const totpOf = (db: Reader, userId: number) =>
+const totpRow = prepared((db: Reader) =>
   db
     .select()
     .from(mfaTotp)
-    .where(eq(mfaTotp.userId, userId))
-    .then((rows) => rows[0]);
+    .where(eq(mfaTotp.userId, sql.placeholder("userId")))
+    .prepare(),
+);
+/** The user's TOTP authenticator (at most one row): a (prepared) read for a read unit. */
+export const totpRows = (db: Reader, userId: number) => bound(totpRow(db), { userId });
+export const totpOf = async (db: Reader, userId: number) => (await totpRows(db, userId))[0];
 
 /** A new pending secret replaces any pending one; an active one stays (the insert does nothing). */
 export const pendingTotpStatement = (tx: Db, userId: number, secretSealed: string, now: Date) =>
@@ -202,11 +206,13 @@ export async function factorsOf(db: Reader, userId: number) {
   return { totp: totp?.confirmedAt ? totp : undefined, passkeys: keys, recoveryCodes: codes };
 }
 
-/** An unexpired mfaToken with its account: the second step's first read. */
-export const mfaTokenHolder = (db: Reader, token: string, now: Date) =>
+const mfaTokenHolderRow = prepared((db: Reader) =>
   db
     .select({ challenge: mfaChallenges, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
     .from(mfaChallenges)
     .innerJoin(users, eq(users.id, mfaChallenges.userId))
-    .where(and(eq(mfaChallenges.id, sha256(token)), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, now)))
-    .then((rows) => rows[0]);
+    .where(and(eq(mfaChallenges.id, sql.placeholder("id")), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, sql.placeholder("now"))))
+    .prepare(),
+);
+/** An unexpired mfaToken with its account: the second step's first read (prepared; `now` in the column's stored form, as above). */
+export const mfaTokenHolder = async (db: Reader, token: string, now: Date) => (await bound(mfaTokenHolderRow(db), { id: sha256(token), now: now.getTime() }))[0];

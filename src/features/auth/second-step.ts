@@ -9,7 +9,7 @@
  * recorded once answered, so any instance on one primary finishes what another began.
  */
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
-import type { Db } from "../../db/database";
+import type { Db, Reader, UnitAnswers } from "../../db/database";
 import { AppError } from "../../errors";
 import { assertLoginAllowed, attemptTurn, countSecondStepFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
@@ -33,7 +33,7 @@ import {
   passkeyByCredentialRows,
   passkeyUsedStatement,
   takeChallengeStatement,
-  totpOf,
+  totpRows,
   totpStepStatement,
   useRecoveryCodeStatement,
 } from "../../store/mfa";
@@ -91,12 +91,26 @@ interface Proof {
   use(tx: Db, now: Date): Promise<boolean>;
 }
 
+/** What the proof is checked against, read with the throttle: the assertion's passkey, or the TOTP authenticator (nothing for a recovery code). */
+const factorRows = (body: LoginMfaBody, userId: number) => (db: Reader) => ({
+  passkey: body.passkey ? passkeyByCredentialRows(db, body.passkey.id) : undefined,
+  totp: body.passkey || isRecoveryCode(body.code ?? "") ? undefined : totpRows(db, userId),
+});
+type FactorRows = UnitAnswers<ReturnType<ReturnType<typeof factorRows>>>;
+
 /** The proof a code or an assertion gives for the account, or undefined when it is wrong. */
-async function proofOf(deps: SecondStepDeps, userId: number, email: string, body: LoginMfaBody, challenge: string | null, now: Date): Promise<Proof | undefined> {
+async function proofOf(
+  deps: SecondStepDeps,
+  userId: number,
+  email: string,
+  body: LoginMfaBody,
+  challenge: string | null,
+  factor: FactorRows,
+  now: Date,
+): Promise<Proof | undefined> {
   if (body.passkey) {
     if (!challenge) return undefined;
-    const [found] = await passkeyByCredentialRows(deps.db, body.passkey.id);
-    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, found, { userId, requireUserVerification: false });
+    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, factor.passkey?.[0], { userId, requireUserVerification: false });
     return checked && { amr: "hwk", use: async (tx, at) => (await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, at)).length > 0 };
   }
   const code = body.code ?? "";
@@ -112,7 +126,7 @@ async function proofOf(deps: SecondStepDeps, userId: number, email: string, body
       },
     };
   }
-  const totp = await totpOf(deps.db, userId);
+  const totp = factor.totp?.[0];
   if (!totp?.confirmedAt) return undefined;
   const step = await acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), now.getTime(), totp.lastStep);
   return step === undefined ? undefined : { amr: "otp", use: async (tx, at) => (await totpStepStatement(tx, userId, step, at)).length > 0 };
@@ -132,8 +146,8 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   const userId = held.challenge.userId;
   // In the e-mail's turn, as a login: parallel guesses see each other's failures.
   using _turn = await attemptTurn(email);
-  const toClear = await assertLoginAllowed(deps, email, client.address);
-  const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, now);
+  const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, email, client.address, factorRows(body, userId));
+  const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, factor, now);
   if (!proof) {
     const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
     await deps.db.writeAll((tx) => challengeFailureRows(tx, body.mfaToken, MFA_MAX_FAILURES));
