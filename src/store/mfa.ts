@@ -154,7 +154,12 @@ export const secondFactorsOf = () =>
 
 /* ---- Between two requests ---- */
 
-export type ChallengePurpose = "login" | "register" | "passkey";
+/**
+ * `passkey-used`: a passwordless sign-in's sealed challenge once answered. Not `passkey`, the
+ * purpose of the rows of the random challenges earlier releases kept: an instance of one of them
+ * beside this one during an upgrade must not take a used challenge for a live one.
+ */
+export type ChallengePurpose = "login" | "register" | "passkey-used";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
 /**

@@ -180,7 +180,7 @@ export async function passkeySignInOptions(deps: SecondStepDeps): Promise<Passke
 
 /** Records a sealed passwordless challenge as used (kept a minute past its expiry, for instances whose clocks lag); false when it already was. */
 async function challengeUsed(tx: Db, challenge: string, expiresAt: number, now: Date) {
-  const [swept, recorded] = challengeRows(tx, { key: challenge, purpose: "passkey", expiresAt: new Date(expiresAt + USED_CHALLENGE_MARGIN_MS) }, now);
+  const [swept, recorded] = challengeRows(tx, { key: challenge, purpose: "passkey-used", expiresAt: new Date(expiresAt + USED_CHALLENGE_MARGIN_MS) }, now);
   await swept;
   return (await recorded).length > 0;
 }
@@ -197,7 +197,7 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   const expiresAt = challenge && sealedChallengeExpiry(deps.cipher, challenge, "passkey", now.getTime());
   if (!challenge || !expiresAt) throw invalidPasskey();
   // Whether it was answered before (a replay is refused as such, not as a clone's counter) and the credential: one read unit.
-  const [[used], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
+  const [[used], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey-used", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
   if (used) throw invalidPasskey();
   const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, found, { requireUserVerification: true });
   if (!checked) {
