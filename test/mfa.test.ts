@@ -12,6 +12,7 @@ import { decodeJwt } from "jose";
 import { auditLog, mfaChallenges, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
+import { sealedChallenge } from "../src/security/webauthn";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { expectFailure } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
@@ -374,6 +375,9 @@ describe("passkeys", () => {
       body: { name: "Other", response: new SoftwareAuthenticator(RP_ID, ORIGIN).register({ ...registration, challenge: options.challenge }) },
     });
     expectFailure(added, 400, { errorCode: "PASSKEY_REJECTED" });
+    // Sealed by the server's own key, but for another ceremony.
+    const sealedForRegistration = Buffer.from(sealedChallenge(t.cipher, "register", clock + 60_000)).toString("base64url");
+    expectFailure(await answer(device.assert({ challenge: sealedForRegistration })), 401, INVALID_PASSKEY);
     // One character of a passwordless challenge changed.
     const fresh = await passwordlessOptions();
     const middle = fresh.challenge.length >> 1;
