@@ -12,6 +12,7 @@ import { decodeJwt } from "jose";
 import { auditLog, mfaChallenges, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
+import { sealedChallenge } from "../src/security/webauthn";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { expectFailure } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
@@ -360,6 +361,65 @@ describe("passkeys", () => {
     const { token } = await signedIn();
     const { device } = await withPasskey(token);
     expect((await passwordless(device, { origin: "https://evil.example" })).status).toBe(401);
+  });
+
+  const INVALID_PASSKEY = { message: "The passkey was not accepted", errorCode: "INVALID_PASSKEY" };
+  const passwordlessOptions = async () => (await t.request("POST", "/api/auth/passkey/options")).body.data as { challenge: string };
+  const answer = (response: ReturnType<SoftwareAuthenticator["assert"]>) => t.request("POST", "/api/auth/passkey", { body: { response } });
+  const regressionsOf = async (id: number) =>
+    (await t.db.select().from(auditLog).where(eq(auditLog.action, "PASSKEY_COUNTER_REGRESSION"))).filter((a) => a.subjectId === String(id));
+
+  test("a passwordless challenge is answered once: the same assertion again (no counter alarm), or a new one for it, is refused; a refused answer uses it up too", async () => {
+    const { id, token } = await signedIn();
+    const { device } = await withPasskey(token);
+    const options = await passwordlessOptions();
+    const response = device.assert(options);
+    expect((await answer(response)).status).toBe(200);
+    expectFailure(await answer(response), 401, INVALID_PASSKEY);
+    expectFailure(await answer(device.assert(options)), 401, INVALID_PASSKEY);
+    expect(await regressionsOf(id)).toEqual([]);
+    const refusedOnce = await passwordlessOptions();
+    expectFailure(await answer(device.assert(refusedOnce, { uv: false })), 401, INVALID_PASSKEY);
+    expectFailure(await answer(device.assert(refusedOnce)), 401, INVALID_PASSKEY);
+    expect((await passwordless(device)).status).toBe(200);
+  });
+
+  test("a passwordless challenge lives 5 minutes", async () => {
+    const { token } = await signedIn();
+    const { device } = await withPasskey(token);
+    const late = await passwordlessOptions();
+    const inTime = await passwordlessOptions();
+    clock += 5 * 60_000 - 1000;
+    expect((await answer(device.assert(inTime))).status).toBe(200);
+    clock += 2000;
+    expectFailure(await answer(device.assert(late)), 401, INVALID_PASSKEY);
+  });
+
+  test("a challenge issued for another ceremony, or altered, is refused", async () => {
+    const { email, token } = await signedIn();
+    const { device } = await withPasskey(token);
+    // Registration's and a second step's challenges at passwordless sign-in.
+    const registration = (await t.request("POST", "/api/account/passkeys/options", { token })).body;
+    expectFailure(await answer(device.assert(registration)), 401, INVALID_PASSKEY);
+    const first = await firstStep(email);
+    expectFailure(await answer(device.assert(first.passkeyOptions!)), 401, INVALID_PASSKEY);
+    // Passwordless's at a second step and at registration.
+    const options = await passwordlessOptions();
+    expect((await secondStep({ mfaToken: first.mfaToken, passkey: device.assert(options) })).status).toBe(401);
+    const added = await t.request("POST", "/api/account/passkeys", {
+      token,
+      body: { name: "Other", response: new SoftwareAuthenticator(RP_ID, ORIGIN).register({ ...registration, challenge: options.challenge }) },
+    });
+    expectFailure(added, 400, { errorCode: "PASSKEY_REJECTED" });
+    // Sealed by the server's own key, but for another ceremony.
+    const sealedForRegistration = Buffer.from(sealedChallenge(t.cipher, "register", clock + 60_000)).toString("base64url");
+    expectFailure(await answer(device.assert({ challenge: sealedForRegistration })), 401, INVALID_PASSKEY);
+    // One character of a passwordless challenge changed.
+    const fresh = await passwordlessOptions();
+    const middle = fresh.challenge.length >> 1;
+    const altered = `${fresh.challenge.slice(0, middle)}${fresh.challenge[middle] === "A" ? "B" : "A"}${fresh.challenge.slice(middle + 1)}`;
+    expectFailure(await answer(device.assert({ challenge: altered })), 401, INVALID_PASSKEY);
+    expect((await answer(device.assert(fresh))).status).toBe(200);
   });
 
   test("passwordless options: PASSKEY_OPTIONS_MAX_PER_IP a minute per client address, then 429 with Retry-After and no challenge written", async () => {

@@ -88,6 +88,12 @@ export function rssOf(pid: number): number {
   return match ? Number(match[1]) * 1024 : 0;
 }
 
+/** CPU time (user + system, every thread of the process) a process has used so far, in milliseconds, from /proc (10 ms ticks). */
+export function cpuMsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 /** The highest RSS seen while `work` runs, sampled every 10 ms. */
 export async function peakRss<T>(server: ServerProcess, work: () => Promise<T>): Promise<{ result: T; peak: number }> {
   let peak = server.rss();

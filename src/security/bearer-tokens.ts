@@ -77,7 +77,9 @@ const VERIFIED_CACHE_SIZE = 10_000;
 /** `now`: the clock of iat, exp and expiry checks (the app's; a CLI passes the system's). */
 export function createTokens(secret: string, now: () => number, ttlSeconds = TOKEN_TTL_SECONDS, signing: TokenSigning = { issuer: "usersvc" }): Tokens {
   const { keyring, issuer, audience } = signing;
-  const hmacKey = new TextEncoder().encode(secret);
+  // JWT_SECRET as an HMAC key, imported once: given the raw bytes, jose imports them anew on every sign and verify.
+  let hmac: Promise<CryptoKey> | undefined;
+  const hmacKey = () => (hmac ??= crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-512" }, false, ["sign", "verify"]));
   const verified = new Map<string, TokenClaims>();
   const expiryOf = (session?: TokenSession) => Math.min(Math.floor(now() / 1000) + ttlSeconds, session?.notAfter ?? Number.POSITIVE_INFINITY);
   /** HS512 tokens count only while the keyring says so (before a switch to EdDSA/ES256); others need its key. */
@@ -91,7 +93,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
     } catch {
       return undefined;
     }
-    if (header.alg === "HS512") return { alg: "HS512", key: hmacKey };
+    if (header.alg === "HS512") return { alg: "HS512", key: await hmacKey() };
     if (typeof header.alg !== "string" || typeof header.kid !== "string" || !keyring) return undefined;
     const key = await keyring.verifier(header.kid, header.alg);
     return key && { alg: header.alg, key };
@@ -118,7 +120,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
         .setExpirationTime(expiryOf(session))
         .setIssuedAt(iat);
       if (audience !== undefined) jwt.setAudience(audience);
-      return jwt.sign(signer?.key ?? hmacKey);
+      return jwt.sign(signer?.key ?? (await hmacKey()));
     },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;

@@ -19,7 +19,7 @@
  * address are not serialized (a proxy's clients would queue behind each other), so a burst
  * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
-import type { Database, Db } from "../db/database";
+import type { Database, Db, Reader, Statement, UnitAnswers } from "../db/database";
 import { AppError, Violations } from "../errors";
 import { clientNetwork } from "../http/client-network";
 import { auditStatement, type AuditRecord } from "../store/audit";
@@ -90,13 +90,23 @@ function assertNotThrottled(deps: PasswordCheckDeps, origin: AttemptOrigin, rows
 /**
  * The second step of a sign-in (a code after the password): refused with 429 while the e-mail from
  * this network or the address is throttled, or the e-mail is locked out, as a login would be;
- * answers what its success clears.
+ * answers what its success clears, and what `alongside` read in the same read unit (the factor the
+ * step checks: one round trip to a remote primary).
  */
-export async function assertLoginAllowed(deps: PasswordCheckDeps, email: string, address: string): Promise<FailuresToClear> {
+export async function assertLoginAllowed<const A extends Record<string, Statement | undefined> = Record<never, never>>(
+  deps: PasswordCheckDeps,
+  email: string,
+  address: string,
+  alongside?: (db: Reader) => A,
+): Promise<FailuresToClear & { alongside: UnitAnswers<A> }> {
   const origin = { email, address, network: clientNetwork(address) };
-  const read = await deps.db.readAll((db) => ({ throttle: loginThrottleRows(db, origin, deps.now()), lockout: loginLockoutRows(db, email) }));
-  assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);
-  return { origin, pairHasFailures: read.throttle.some((row) => row.key === pairKey(email, origin.network)) };
+  const { throttle, lockout, ...read } = await deps.db.readAll((db) => ({
+    ...(alongside?.(db) as A),
+    throttle: loginThrottleRows(db, origin, deps.now()),
+    lockout: loginLockoutRows(db, email),
+  }));
+  assertNotThrottled(deps, origin, throttle, lockout[0]?.lockedUntil.getTime() ?? 0);
+  return { origin, pairHasFailures: throttle.some((row) => row.key === pairKey(email, origin.network)), alongside: read as unknown as UnitAnswers<A> };
 }
 
 /** A second step's wrong code: counted like a wrong password from where it came (the global count and lockout included). */

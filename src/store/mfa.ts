@@ -5,6 +5,7 @@
  * plain secret but a passkey's public key.
  */
 import { and, asc, count, eq, gt, isNotNull, isNull, lt, lte, sql } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db, Reader } from "../db/database";
 import { bound, prepared } from "../db/prepared";
 import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
@@ -13,12 +14,16 @@ export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(v
 
 /* ---- TOTP ---- */
 
-export const totpOf = (db: Reader, userId: number) =>
+const totpRow = prepared((db: Reader) =>
   db
     .select()
     .from(mfaTotp)
-    .where(eq(mfaTotp.userId, userId))
-    .then((rows) => rows[0]);
+    .where(eq(mfaTotp.userId, sql.placeholder("userId")))
+    .prepare(),
+);
+/** The user's TOTP authenticator (at most one row): a (prepared) read for a read unit. */
+export const totpRows = (db: Reader, userId: number) => bound(totpRow(db), { userId });
+export const totpOf = async (db: Reader, userId: number) => (await totpRows(db, userId))[0];
 
 /** A new pending secret replaces any pending one; an active one stays (the insert does nothing). */
 export const pendingTotpStatement = (tx: Db, userId: number, secretSealed: string, now: Date) =>
@@ -63,12 +68,26 @@ export const useRecoveryCodeStatement = (tx: Db, userId: number, codeHash: strin
 
 export type PasskeyRow = typeof passkeys.$inferSelect;
 
+/**
+ * A column of the user a row belongs to (its table's user_id), as a scalar subquery rather than a
+ * join: Bun 1.4.5 prepares a bun:sqlite statement that joins again each time it is bound (README,
+ * Performance), and the sign-ins read a row with its owner on every attempt (47 against 11 µs a
+ * read in raw bun:sqlite). The owner always exists: user_id references users, deleted in cascade.
+ */
+const ownerColumn = <C extends SQLiteColumn>(table: "passkeys" | "mfa_challenges", column: C) =>
+  sql<C["_"]["data"]>`${sql.raw(`(select ${column.name} from users where users.id = ${table}.user_id)`)}`.mapWith(column);
+
 /** A passkey by its credential id, with its owner's e-mail and state: a passkey sign-in's one read. */
 const credentialHolder = prepared((db: Reader) =>
   db
-    .select({ passkey: passkeys, email: users.email, active: users.active, emailVerified: users.emailVerified, tokenVersion: users.tokenVersion })
+    .select({
+      passkey: passkeys,
+      email: ownerColumn("passkeys", users.email),
+      active: ownerColumn("passkeys", users.active),
+      emailVerified: ownerColumn("passkeys", users.emailVerified),
+      tokenVersion: ownerColumn("passkeys", users.tokenVersion),
+    })
     .from(passkeys)
-    .innerJoin(users, eq(users.id, passkeys.userId))
     .where(eq(passkeys.credentialId, sql.placeholder("credentialId")))
     .prepare(),
 );
@@ -135,13 +154,29 @@ export const secondFactorsOf = () =>
 
 /* ---- Between two requests ---- */
 
-export type ChallengePurpose = "login" | "register" | "passkey";
+/**
+ * `passkey-used`: a passwordless sign-in's sealed challenge once answered. Not `passkey`, the
+ * purpose of the rows of the random challenges earlier releases kept: an instance of one of them
+ * beside this one during an upgrade must not take a used challenge for a live one.
+ */
+export type ChallengePurpose = "login" | "register" | "passkey-used";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
-/** A new mfaToken or challenge (keyed by its hash), with the expired ones swept in the same unit. */
+/**
+ * A new mfaToken or challenge (keyed by its hash), with the expired ones swept in the same unit;
+ * or a sealed challenge (security/webauthn.ts) recorded as used, until it has expired: the insert
+ * answers a row only to the first answer of that challenge, none to a replay.
+ */
 export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id"> & { key: string }, now: Date) => {
   const { key, ...rest } = row;
-  return [tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)), tx.insert(mfaChallenges).values({ id: sha256(key), ...rest })];
+  return [
+    tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)),
+    tx
+      .insert(mfaChallenges)
+      .values({ id: sha256(key), ...rest })
+      .onConflictDoNothing()
+      .returning({ id: mfaChallenges.id }),
+  ] as const;
 };
 
 const liveChallengeRow = prepared((db: Reader) =>
@@ -191,11 +226,17 @@ export async function factorsOf(db: Reader, userId: number) {
   return { totp: totp?.confirmedAt ? totp : undefined, passkeys: keys, recoveryCodes: codes };
 }
 
-/** An unexpired mfaToken with its account: the second step's first read. */
-export const mfaTokenHolder = (db: Reader, token: string, now: Date) =>
+const mfaTokenHolderRow = prepared((db: Reader) =>
   db
-    .select({ challenge: mfaChallenges, email: users.email, tokenVersion: users.tokenVersion, active: users.active })
+    .select({
+      challenge: mfaChallenges,
+      email: ownerColumn("mfa_challenges", users.email),
+      tokenVersion: ownerColumn("mfa_challenges", users.tokenVersion),
+      active: ownerColumn("mfa_challenges", users.active),
+    })
     .from(mfaChallenges)
-    .innerJoin(users, eq(users.id, mfaChallenges.userId))
-    .where(and(eq(mfaChallenges.id, sha256(token)), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, now)))
-    .then((rows) => rows[0]);
+    .where(and(eq(mfaChallenges.id, sql.placeholder("id")), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, sql.placeholder("now"))))
+    .prepare(),
+);
+/** An unexpired mfaToken with its account: the second step's first read (prepared; `now` in the column's stored form, as above). */
+export const mfaTokenHolder = async (db: Reader, token: string, now: Date) => (await bound(mfaTokenHolderRow(db), { id: sha256(token), now: now.getTime() }))[0];

@@ -21,5 +21,5 @@ function addressLimit(prefix: string, windowMs: number) {
 export const countEmailCheck = addressLimit("email-check", 60 * 1000);
 /** Registration attempts that passed validation (409s too): REGISTER_MAX_PER_IP in 10 minutes. */
 export const countRegistration = addressLimit("register", 10 * 60 * 1000);
-/** POST /api/auth/passkey/options (each writes a challenge): PASSKEY_OPTIONS_MAX_PER_IP a minute. */
+/** POST /api/auth/passkey/options (each challenge, once answered, is kept 6 minutes as used): PASSKEY_OPTIONS_MAX_PER_IP a minute. */
 export const countPasskeyOptions = addressLimit("passkey-options", 60 * 1000);

@@ -4,16 +4,26 @@
  *
  * An mfaToken lives 5 minutes, is used up by the step that completes it and burnt by its 5th
  * wrong code; every wrong code also counts in the e-mail's login throttle (a right password does
- * not clear it until the second step is done). Tokens and WebAuthn challenges live in the
- * database (store/mfa.ts), so any instance on one primary finishes what another began.
+ * not clear it until the second step is done). Tokens and registration's WebAuthn challenges live
+ * in the database (store/mfa.ts), passwordless sign-in's are sealed (security/webauthn.ts) and
+ * recorded once answered, so any instance on one primary finishes what another began.
  */
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
-import type { Db } from "../../db/database";
+import type { Db, Reader, UnitAnswers } from "../../db/database";
 import { AppError } from "../../errors";
 import { assertLoginAllowed, attemptTurn, countSecondStepFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
 import { acceptedStep, isRecoveryCode, recoveryCodeHash, type SecretCipher } from "../../security/totp";
-import { checkAssertion, challengeOf, type RelyingPartyConfig, relyingParty, relyingPartyOf, requestOptions } from "../../security/webauthn";
+import {
+  checkAssertion,
+  challengeOf,
+  type RelyingPartyConfig,
+  relyingParty,
+  relyingPartyOf,
+  requestOptions,
+  sealedChallenge,
+  sealedChallengeExpiry,
+} from "../../security/webauthn";
 import type { AuditRecord } from "../../store/audit";
 import {
   challengeFailureRows,
@@ -23,7 +33,7 @@ import {
   passkeyByCredentialRows,
   passkeyUsedStatement,
   takeChallengeStatement,
-  totpOf,
+  totpRows,
   totpStepStatement,
   useRecoveryCodeStatement,
 } from "../../store/mfa";
@@ -43,6 +53,7 @@ export type ChallengeDeps = Pick<SessionDeps, "db" | "now"> & { config: RelyingP
 
 const MFA_TOKEN_TTL_MS = 5 * 60_000;
 const CHALLENGE_TTL_MS = 5 * 60_000;
+const USED_CHALLENGE_MARGIN_MS = 60_000;
 const MFA_MAX_FAILURES = 5;
 
 const invalidCode = () => new AppError("INVALID_MFA_CODE");
@@ -71,12 +82,26 @@ interface Proof {
   use(tx: Db, now: Date): Promise<boolean>;
 }
 
+/** What the proof is checked against, read with the throttle: the assertion's passkey, or the TOTP authenticator (nothing for a recovery code). */
+const factorRows = (body: LoginMfaBody, userId: number) => (db: Reader) => ({
+  passkey: body.passkey ? passkeyByCredentialRows(db, body.passkey.id) : undefined,
+  totp: body.passkey || isRecoveryCode(body.code ?? "") ? undefined : totpRows(db, userId),
+});
+type FactorRows = UnitAnswers<ReturnType<ReturnType<typeof factorRows>>>;
+
 /** The proof a code or an assertion gives for the account, or undefined when it is wrong. */
-async function proofOf(deps: SecondStepDeps, userId: number, email: string, body: LoginMfaBody, challenge: string | null, now: Date): Promise<Proof | undefined> {
+async function proofOf(
+  deps: SecondStepDeps,
+  userId: number,
+  email: string,
+  body: LoginMfaBody,
+  challenge: string | null,
+  factor: FactorRows,
+  now: Date,
+): Promise<Proof | undefined> {
   if (body.passkey) {
     if (!challenge) return undefined;
-    const [found] = await passkeyByCredentialRows(deps.db, body.passkey.id);
-    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, found, { userId, requireUserVerification: false });
+    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, factor.passkey?.[0], { userId, requireUserVerification: false });
     return checked && { amr: "hwk", use: async (tx, at) => (await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, at)).length > 0 };
   }
   const code = body.code ?? "";
@@ -92,7 +117,7 @@ async function proofOf(deps: SecondStepDeps, userId: number, email: string, body
       },
     };
   }
-  const totp = await totpOf(deps.db, userId);
+  const totp = factor.totp?.[0];
   if (!totp?.confirmedAt) return undefined;
   const step = await acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), now.getTime(), totp.lastStep);
   return step === undefined ? undefined : { amr: "otp", use: async (tx, at) => (await totpStepStatement(tx, userId, step, at)).length > 0 };
@@ -112,8 +137,8 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   const userId = held.challenge.userId;
   // In the e-mail's turn, as a login: parallel guesses see each other's failures.
   using _turn = await attemptTurn(email);
-  const toClear = await assertLoginAllowed(deps, email, client.address);
-  const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, now);
+  const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, email, client.address, factorRows(body, userId));
+  const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, factor, now);
   if (!proof) {
     const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
     await deps.db.writeAll((tx) => challengeFailureRows(tx, body.mfaToken, MFA_MAX_FAILURES));
@@ -134,30 +159,40 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   return { ...(await tokenAnswer(deps, account, user, session)), deviceToken: completed.deviceToken };
 }
 
-/** `POST /api/auth/passkey/options`: request options for a passwordless sign-in, their challenge kept 5 minutes. */
+/**
+ * `POST /api/auth/passkey/options`: request options for a passwordless sign-in, their challenge
+ * sealed for 5 minutes (security/webauthn.ts): nothing is written until it is answered.
+ */
 export async function passkeySignInOptions(deps: SecondStepDeps): Promise<PasskeyRequestOptions> {
   const rp = relyingParty(deps.config);
-  const options = await requestOptions(rp, "required");
-  const now = new Date(deps.now());
-  await deps.db.writeAll((tx) => challengeRows(tx, { key: options.challenge, purpose: "passkey", expiresAt: new Date(now.getTime() + CHALLENGE_TTL_MS) }, now));
-  return options as PasskeyRequestOptions;
+  const challenge = sealedChallenge(deps.cipher, "passkey", deps.now() + CHALLENGE_TTL_MS);
+  return (await requestOptions(rp, "required", challenge)) as PasskeyRequestOptions;
+}
+
+/** Records a sealed passwordless challenge as used (kept a minute past its expiry, for instances whose clocks lag); false when it already was. */
+async function challengeUsed(tx: Db, challenge: string, expiresAt: number, now: Date) {
+  const [swept, recorded] = challengeRows(tx, { key: challenge, purpose: "passkey-used", expiresAt: new Date(expiresAt + USED_CHALLENGE_MARGIN_MS) }, now);
+  await swept;
+  return (await recorded).length > 0;
 }
 
 /**
  * `POST /api/auth/passkey`: a passwordless sign-in with a discoverable credential, user
- * verification required; the login answer, amr hwk. The challenge is used up either way.
+ * verification required; the login answer, amr hwk. The challenge must be one of this ceremony's,
+ * live, and not answered before; it is used up either way, by the sign-in's own unit when it passes.
  */
 export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBody, client: SignInClient): Promise<TokenResponse> {
   const rp = relyingParty(deps.config);
   const now = new Date(deps.now());
   const challenge = challengeOf(body.response.response);
-  if (!challenge) throw invalidPasskey();
-  // The challenge and the credential in one read unit (one round trip to a remote primary).
-  const [[live], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
-  if (!live) throw invalidPasskey();
+  const expiresAt = challenge && sealedChallengeExpiry(deps.cipher, challenge, "passkey", now.getTime());
+  if (!challenge || !expiresAt) throw invalidPasskey();
+  // Whether it was answered before (a replay is refused as such, not as a clone's counter) and the credential: one read unit.
+  const [[used], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey-used", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
+  if (used) throw invalidPasskey();
   const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, found, { requireUserVerification: true });
   if (!checked) {
-    await deps.db.writeAll((tx) => [takeChallengeStatement(tx, "passkey", challenge, now)]);
+    await deps.db.write((tx) => challengeUsed(tx, challenge, expiresAt, now));
     throw invalidPasskey();
   }
   const refused = !checked.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !checked.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
@@ -166,7 +201,7 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   const session = newSession(deps, now, ["hwk"]);
   const completed = completeSignIn({ userId: checked.userId, email: checked.email, firstSignIn: false, ...client }, now);
   const user = await deps.db.write(async (tx) => {
-    if ((await takeChallengeStatement(tx, "passkey", challenge, now)).length === 0) throw invalidPasskey();
+    if (!(await challengeUsed(tx, challenge, expiresAt, now))) throw invalidPasskey();
     if ((await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, now)).length === 0) throw invalidPasskey();
     return runSignedIn(signedInRows(tx, deps, account, client, session, { completed }));
   });
