@@ -50,7 +50,7 @@ export interface SessionRules {
   idleMs: number;
   activity: SessionActivity;
   /** Requests by how the caller authenticated (session, token, api_key). */
-  metrics?: Pick<Metrics, "authenticatedRequests">;
+  metrics?: Pick<Metrics, "authenticated">;
   mfaRequiredRoles?: readonly string[];
 }
 
@@ -65,7 +65,7 @@ const NO_KEY = "A".repeat(43);
 
 export function createAuthenticator(db: Reader, tokens: Tokens, sessions: SessionRules): Authenticator {
   const counted = (kind: "session" | "token" | "api_key", caller: Caller | undefined) => {
-    if (caller) sessions.metrics?.authenticatedRequests.inc({ kind });
+    if (caller) sessions.metrics?.authenticated(kind);
     return caller;
   };
   async function keyCaller(bearer: string, also?: AlsoUser): Promise<Caller | undefined> {
