@@ -135,8 +135,9 @@ export interface KeyRules {
   activity: KeyActivity;
   trustProxy: number;
   /**
-   * The listening server, for a key's client address. Not the context's `server`: a hook that names
-   * it makes Elysia define that property on every request's context of every guarded route.
+   * The listening server, for a key's client address. Not the request context's `server`, which
+   * Elysia defines on every request's context of every route whose hooks name it (and on none in
+   * the binary before the transform below was an arrow function: every key's address was "local").
    */
   server: () => Parameters<typeof clientAddress>[0];
 }
@@ -188,7 +189,9 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
         // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies,
         // and the API-key scope a route's area asks for (the method picks read or write).
         detail: { security: securityOf(area) },
-        async transform(context) {
+        // An arrow function, not a method: Elysia reads a hook's source to see what it uses, and could
+        // not read the minified method (the binary printed a "[Sucrose] warning" with its code to stdout).
+        transform: async (context) => {
           const { request, set } = context;
           const pathId = (context.params as Record<string, string> | undefined)?.id;
           const id = options?.readsUser ? idOf(pathId) : undefined;
