@@ -47,7 +47,14 @@ export function createApp(deps: AppDeps) {
     mfaRequiredRoles: deps.config.mfaRequiredRoles,
   });
   const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
-  const keyRules = { now, rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now), activity: keyActivity, trustProxy: deps.config.trustProxy };
+  let self: AnyElysia | undefined;
+  const keyRules = {
+    now,
+    rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now),
+    activity: keyActivity,
+    trustProxy: deps.config.trustProxy,
+    server: () => self?.server,
+  };
   const ctx: AppContext = {
     ...deps,
     now,
@@ -59,7 +66,6 @@ export function createApp(deps: AppDeps) {
     auth: authPlugin(authenticator, keyRules, deps.config.basePath),
   };
   const { config } = deps;
-  let self: AnyElysia | undefined;
   const routes = routeTable(() => self!);
 
   const app = new Elysia({

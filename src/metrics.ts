@@ -28,6 +28,8 @@ export interface Timer<L extends string> {
   series(labels: Record<L, string>): (seconds: number) => void;
 }
 
+export type AuthenticationKind = "session" | "token" | "api_key";
+
 export interface Metrics {
   registry: Registry;
   httpRequests: Timer<"method" | "route" | "status">;
@@ -40,8 +42,8 @@ export interface Metrics {
   notificationsFailed: Counter<"channel">;
   /** Segments of the name-search index this instance's upkeep folded away (src/features/search/index-upkeep.ts). */
   searchIndexSegmentsMerged: Counter;
-  /** Requests whose caller the guard found, by how it authenticated: session, token (no session), api_key; never per key. */
-  authenticatedRequests: Counter<"kind">;
+  /** Counts a request whose caller the guard found, by how it authenticated: session, token (no session), api_key; never per key. */
+  authenticated(kind: AuthenticationKind): void;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
   /**
@@ -261,16 +263,25 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
     help: "Segments of the name-search index this instance's upkeep merged away",
     registers: [registry],
   });
-  const authenticatedRequests = new Counter({
+  // Tallied in plain numbers and handed to the counter when it is read: a labelled inc() on every
+  // authenticated request hashed its labels each time (~1 µs of GET /api/users/{id} served).
+  const authenticatedTally: Record<AuthenticationKind, number> = { session: 0, token: 0, api_key: 0 };
+  new Counter({
     name: "http_server_requests_authenticated_total",
     help: "Authenticated requests by how the caller authenticated (session, token, api_key)",
     labelNames: ["kind"],
     registers: [registry],
+    collect() {
+      this.reset();
+      for (const [kind, count] of Object.entries(authenticatedTally)) if (count > 0) this.inc({ kind }, count);
+    },
   });
   return {
     registry,
     httpRequests,
-    authenticatedRequests,
+    authenticated: (kind) => {
+      authenticatedTally[kind]++;
+    },
     usersCreated,
     outboxContention,
     usersOperationDuration,

@@ -3,6 +3,7 @@
  * e-mail, phone and password rules (users, registration, password reset and change share them,
  * so they can never drift apart).
  */
+import { Type } from "@sinclair/typebox";
 import { t, type Static } from "elysia";
 import { QueryInteger, queryInteger, type Violation } from "../validation";
 
@@ -34,7 +35,9 @@ export const CurrentPassword = t.String({ minLength: 1, maxLength: 1024, message
 
 export const User = t.Object(
   {
-    id: t.Integer(),
+    // Plain integers, not Elysia's t.Integer (a string-or-integer union, for coercing input): Elysia's
+    // clean of an answer walks a union branch by branch on every answer. The document is the same.
+    id: Type.Integer(),
     name: t.String(),
     email: t.String(),
     department: t.Nullable(t.String()),
@@ -43,7 +46,7 @@ export const User = t.Object(
     createdAt: t.String({ format: "date-time" }),
     updatedAt: t.String({ format: "date-time" }),
     lastLogin: t.Nullable(t.String({ format: "date-time" })),
-    version: t.Integer(),
+    version: Type.Integer(),
     roles: t.Array(t.String()),
     emailVerified: t.Boolean({ description: "Whether the address was confirmed (false again after an e-mail change)" }),
   },

@@ -50,7 +50,7 @@ export interface SessionRules {
   idleMs: number;
   activity: SessionActivity;
   /** Requests by how the caller authenticated (session, token, api_key). */
-  metrics?: Pick<Metrics, "authenticatedRequests">;
+  metrics?: Pick<Metrics, "authenticated">;
   mfaRequiredRoles?: readonly string[];
 }
 
@@ -65,7 +65,7 @@ const NO_KEY = "A".repeat(43);
 
 export function createAuthenticator(db: Reader, tokens: Tokens, sessions: SessionRules): Authenticator {
   const counted = (kind: "session" | "token" | "api_key", caller: Caller | undefined) => {
-    if (caller) sessions.metrics?.authenticatedRequests.inc({ kind });
+    if (caller) sessions.metrics?.authenticated(kind);
     return caller;
   };
   async function keyCaller(bearer: string, also?: AlsoUser): Promise<Caller | undefined> {
@@ -134,6 +134,12 @@ export interface KeyRules {
   rateLimit: KeyRateLimit;
   activity: KeyActivity;
   trustProxy: number;
+  /**
+   * The listening server, for a key's client address. Not the request context's `server`, which
+   * Elysia defines on every request's context of every route whose hooks name it (and on none in
+   * the binary before the transform below was an arrow function: every key's address was "local").
+   */
+  server: () => Parameters<typeof clientAddress>[0];
 }
 
 /**
@@ -143,17 +149,17 @@ export interface KeyRules {
  * scope for the method (403 INSUFFICIENT_SCOPE). The owner's roles still apply after this.
  */
 function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, context: KeyContext, keys: KeyRules) {
-  const { request, set, server } = context;
+  const { request, set } = context;
   const limit = keys.rateLimit.take(key.id);
   // A key well within its minute is not told (three more headers cost an answer ~10 µs of CPU, a
   // tenth of a user read); from half its budget on, every answer counts down to the 429.
   if (limit.remaining < limit.limit / 2) setRateLimitHeaders(set.headers, limit);
   if (!limit.allowed) throw new AppError("TOO_MANY_REQUESTS", {}, { headers: setRateLimitHeaders({ "retry-after": String(limit.resetS) }, limit) as Record<string, string> });
-  keys.activity.used(key.id, key.lastUsedAt, keys.now(), () => clientAddress(server, request, keys.trustProxy));
+  keys.activity.used(key.id, key.lastUsedAt, keys.now(), () => clientAddress(keys.server(), request, keys.trustProxy));
   if (area === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
   if (!key.scopes.includes(scopeFor(area, request.method))) throw new AppError("INSUFFICIENT_SCOPE");
 }
-type KeyContext = { request: Request; set: { headers: Record<string, unknown> }; server: Parameters<typeof clientAddress>[0] };
+type KeyContext = { request: Request; set: { headers: Record<string, unknown> } };
 
 /** The security requirements the OpenAPI document shows: the bearer, and an API key's area where the route declares one. */
 const securityOf = (area: Area | undefined): Record<string, string[]>[] => (area === undefined ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [area] }]);
@@ -183,14 +189,16 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
         // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies,
         // and the API-key scope a route's area asks for (the method picks read or write).
         detail: { security: securityOf(area) },
-        async transform(context) {
-          const { request, set, server } = context;
+        // An arrow function, not a method: Elysia reads a hook's source to see what it uses, and could
+        // not read the minified method (the binary printed a "[Sucrose] warning" with its code to stdout).
+        transform: async (context) => {
+          const { request, set } = context;
           const pathId = (context.params as Record<string, string> | undefined)?.id;
           const id = options?.readsUser ? idOf(pathId) : undefined;
           const userReadAlong = id === undefined ? undefined : { id };
           const caller = await authenticator.callerOf(request, userReadAlong);
           if (!caller) throw unauthorized();
-          if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, server }, keys);
+          if (caller.apiKey) admitKey(caller.apiKey, area, { request, set }, keys);
           if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
           if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
           (context as Guarded)[GUARDED] = { caller, userReadAlong };
