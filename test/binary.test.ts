@@ -162,6 +162,25 @@ describe("dist/usersvc alone in an empty folder", () => {
     expect(((await options.json()) as { data: { rpId: string; challenge: string } }).data).toMatchObject({ rpId: "localhost", challenge: expect.any(String) });
   });
 
+  test("an API key works and its use records the caller's address (the guard's hooks read the same in the minified binary)", async () => {
+    const login = await fetch(`${base}/api/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: "root@example.com", password: "Admin@12345" }),
+    });
+    const session = { authorization: `Bearer ${((await login.json()) as { data: { token: string } }).data.token}`, "content-type": "application/json" };
+    const created = await fetch(`${base}/api/account/api-keys`, { method: "POST", headers: session, body: JSON.stringify({ name: "binary", scopes: ["users:read"] }) });
+    expect(created.status).toBe(201);
+    const { id, key } = (await created.json()) as { id: number; key: string };
+    expect((await fetch(`${base}/api/users`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+    let listed: { id: number; lastUsedFrom: string | null }[] = [];
+    for (let tries = 0; tries < 50 && !listed.find((k) => k.id === id)?.lastUsedFrom; tries++) {
+      if (tries) await Bun.sleep(100);
+      listed = (await (await fetch(`${base}/api/account/api-keys`, { headers: session })).json()) as typeof listed;
+    }
+    expect(listed.find((k) => k.id === id)?.lastUsedFrom).toBe("127.0.0.1");
+  });
+
   test("SIGTERM: finishes the request in flight, then closes the database and exits 0", async () => {
     // A create whose body is only half sent when the signal arrives: it must still be answered.
     const bearer = (await run(["token", "--email", "root@example.com"])).stdout.trim();
