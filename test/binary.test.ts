@@ -247,6 +247,13 @@ describe("dist/usersvc alone in an empty folder", () => {
     expect(stderr.trim().split("\n")[0]).toContain(named as string);
   });
 
+  test("croner, loaded only where BACKUP_SCHEDULE is read, is embedded: a bad expression is refused in its words", async () => {
+    const refused = await run(["migrate"], { BACKUP_SCHEDULE: "not a cron" });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('BACKUP_SCHEDULE must be a cron expression such as "0 3 * * *" (got "not a cron": CronPattern:');
+    expect((await run(["migrate"], { BACKUP_SCHEDULE: "0 3 * * *" })).code).toBe(0);
+  });
+
   test("--version and --help exit 0", async () => {
     const version = await run(["--version"]);
     expect(version.code).toBe(0);

@@ -2,7 +2,8 @@
  * A serving process's part in backups: it holds a "serve:" lease (restore refuses while one is
  * live) and, in the primary process only, runs BACKUP_SCHEDULE (cron, UTC) with croner.
  */
-import { Cron } from "croner";
+import type { Cron } from "croner";
+import { loadCron } from "../../config";
 import { AppError } from "../../errors";
 import { acquireLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "../../store/leases";
 import { createBackup, localDatabasePath, pruneScheduled, type BackupDeps } from "./service";
@@ -23,7 +24,7 @@ export async function startBackupDuties(deps: BackupDeps, { primary }: { primary
       logger.warn("BACKUP_SCHEDULE is ignored: the database is remote and backed up by its own server");
     } else {
       // protect: a run still going when the next one is due is not started twice.
-      schedule = new Cron(config.backupSchedule, { timezone: "Etc/UTC", protect: true }, async () => {
+      schedule = new (loadCron())(config.backupSchedule, { timezone: "Etc/UTC", protect: true }, async () => {
         try {
           await createBackup(deps, { trigger: "scheduled", actor: "system" });
           await pruneScheduled(deps);
