@@ -47,7 +47,7 @@ export function createApp(deps: AppDeps) {
     mfaRequiredRoles: deps.config.mfaRequiredRoles,
   });
   const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
-  const keyRules = { now, rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now), activity: keyActivity, trustProxy: deps.config.trustProxy };
+  const keyRules = { now, rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit), activity: keyActivity, trustProxy: deps.config.trustProxy };
   const ctx: AppContext = {
     ...deps,
     now,

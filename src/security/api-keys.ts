@@ -98,12 +98,15 @@ const WINDOW_MS = 60_000;
  * API_KEY_RATE_LIMIT per key per minute, in this instance's memory (documented as per instance):
  * a fixed window from the key's first request in it. Only requests whose secret verified are taken.
  */
-export function createKeyRateLimit(limit: number, now: () => number) {
+export function createKeyRateLimit(limit: number) {
   const windows = new Map<number, { start: number; used: number }>();
   return {
-    /** Counts one request of the key; `allowed` false past the limit. */
-    take(keyId: number): RateLimitState & { allowed: boolean } {
-      const at = now();
+    /**
+     * Counts one request of the key at `at` (the guard's one clock reading for the request). Within
+     * half its budget nothing more (its answers are not told and nothing is built for them); past
+     * that its state, `allowed` false past the limit.
+     */
+    take(keyId: number, at: number): (RateLimitState & { allowed: boolean }) | undefined {
       let window = windows.get(keyId);
       if (!window || at - window.start >= WINDOW_MS) {
         if (windows.size >= 100_000) for (const [id, w] of windows) if (at - w.start >= WINDOW_MS) windows.delete(id);
@@ -111,6 +114,7 @@ export function createKeyRateLimit(limit: number, now: () => number) {
         windows.set(keyId, window);
       }
       window.used++;
+      if (window.used <= limit / 2) return undefined;
       const resetS = Math.max(1, Math.ceil((window.start + WINDOW_MS - at) / 1000));
       return { allowed: window.used <= limit, limit, remaining: Math.max(0, limit - window.used), resetS };
     },
