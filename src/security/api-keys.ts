@@ -77,7 +77,8 @@ export const refusesKeys = (path: string) => REFUSED.test(path);
 export const apiKeyBoundary = (basePath: string) =>
   new Elysia({ name: "api-key-boundary" }).onRequest(({ request }) => {
     const header = request.headers.get("authorization");
-    if (!header?.startsWith("usk_", 7) || header.slice(0, 7).toLowerCase() !== "bearer ") return;
+    // "Bearer " as clients send it, before folding any case: every key's request passes here.
+    if (!header?.startsWith("usk_", 7) || !(header.startsWith("Bearer ") || header.slice(0, 7).toLowerCase() === "bearer ")) return;
     const url = request.url;
     const pathStart = url.indexOf("/", url.indexOf("//") + 2);
     const queryStart = url.indexOf("?", pathStart);
