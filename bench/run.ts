@@ -437,16 +437,18 @@ function cpuSeconds(pid: number): number {
 type CpuRun = Measured & { cpuUs: number };
 
 /**
- * Loads on one server measured in turn, `rounds` times after a warm-up each, which goes first
- * alternating, so a drift in the neighbours' load favours none: per load its rounds, with the
- * server's CPU per request beside req/s (the neighbours on shared cores move it far less).
+ * Loads on one server measured in turn, `rounds` times after a warm-up each: per load its rounds,
+ * with the server's CPU per request beside req/s (the neighbours on shared cores move it far
+ * less). The two compared loads, the first two, swap places each round, so a drift in the
+ * neighbours' load favours neither, and any others come after both, so what a round leaves behind
+ * (a 401's garbage) falls on each of the two alike.
  */
 async function alternateWithCpu(server: Server, loads: Load[], rounds: number, seconds: number): Promise<CpuRun[][]> {
   for (const load of loads) await generate(server.url, load, WARMUP_S);
   const runs: CpuRun[][] = loads.map(() => []);
-  const order = loads.map((_, i) => i);
+  const others = loads.slice(2).map((_, i) => i + 2);
   for (let round = 0; round < rounds; round++) {
-    for (const i of round % 2 === 0 ? order : [...order].reverse()) {
+    for (const i of round % 2 === 0 ? [0, 1, ...others] : [1, 0, ...others]) {
       const cpu = cpuSeconds(server.proc.pid);
       const measured = await generate(server.url, loads[i], seconds);
       runs[i].push({ ...measured, cpuUs: ((cpuSeconds(server.proc.pid) - cpu) * 1e6) / measured.requests });
