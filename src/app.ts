@@ -50,7 +50,7 @@ export function createApp(deps: AppDeps) {
   let self: AnyElysia | undefined;
   const keyRules = {
     now,
-    rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit, now),
+    rateLimit: createKeyRateLimit(deps.config.apiKeyRateLimit),
     activity: keyActivity,
     trustProxy: deps.config.trustProxy,
     server: () => self?.server,

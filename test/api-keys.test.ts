@@ -186,6 +186,26 @@ describe("the scope table", () => {
     const health = await t.request("GET", "/actuator/health", { token: adminKeys.all });
     expect(health.body.components.db.details).toBeUndefined();
   });
+
+  test("under BASE_PATH the same paths refuse a key, whatever their query, and the rest answer it", async () => {
+    const app = await makeTestApp({ BASE_PATH: "/svc" });
+    try {
+      const owner = await app.createUser({ password: PASSWORD });
+      const { key } = await createKey(await signIn(owner.email, app), SCOPES, {}, app);
+      const refused = [
+        app.request("POST", "/api/auth/login", { token: key, body: { email: owner.email, password: PASSWORD } }),
+        app.request("GET", "/api/account/api-keys?page=0", { token: key }),
+        app.request("GET", "/actuator/prometheus", { token: key }),
+        app.request("GET", "/actuator/metrics/http.server.requests", { token: key }),
+      ];
+      for (const res of await Promise.all(refused)) expectFailure(res, 403, NOT_ALLOWED);
+      for (const path of ["/actuator/health", "/actuator/health/liveness", "/actuator/info", `/api/users/${owner.id}`, `/api/users/${owner.id}?fields=all`]) {
+        expect({ path, status: (await app.request("GET", path, { token: key })).status }).toEqual({ path, status: 200 });
+      }
+    } finally {
+      await app.close();
+    }
+  });
 });
 
 describe("a key never exceeds its owner", () => {

@@ -150,12 +150,15 @@ export interface KeyRules {
  */
 function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, context: KeyContext, keys: KeyRules) {
   const { request, set } = context;
-  const limit = keys.rateLimit.take(key.id);
+  // One clock reading for both (Date.now costs ~0.1 µs here, a read of the system clock).
+  const at = keys.now();
+  const limit = keys.rateLimit.take(key.id, at);
   // A key well within its minute is not told (three more headers cost an answer ~10 µs of CPU, a
   // tenth of a user read); from half its budget on, every answer counts down to the 429.
-  if (limit.remaining < limit.limit / 2) setRateLimitHeaders(set.headers, limit);
-  if (!limit.allowed) throw new AppError("TOO_MANY_REQUESTS", {}, { headers: setRateLimitHeaders({ "retry-after": String(limit.resetS) }, limit) as Record<string, string> });
-  keys.activity.used(key.id, key.lastUsedAt, keys.now(), () => clientAddress(keys.server(), request, keys.trustProxy));
+  if (limit) setRateLimitHeaders(set.headers, limit);
+  if (limit?.allowed === false)
+    throw new AppError("TOO_MANY_REQUESTS", {}, { headers: setRateLimitHeaders({ "retry-after": String(limit.resetS) }, limit) as Record<string, string> });
+  keys.activity.used(key.id, key.lastUsedAt, at, () => clientAddress(keys.server(), request, keys.trustProxy));
   if (area === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
   if (!key.scopes.includes(scopeFor(area, request.method))) throw new AppError("INSUFFICIENT_SCOPE");
 }
