@@ -155,11 +155,12 @@ export const secondFactorsOf = () =>
 /* ---- Between two requests ---- */
 
 /**
- * `passkey-used`: a passwordless sign-in's sealed challenge once answered. Not `passkey`, the
- * purpose of the rows of the random challenges earlier releases kept: an instance of one of them
- * beside this one during an upgrade must not take a used challenge for a live one.
+ * `passkey-used`: a passwordless sign-in's sealed challenge once answered; `mfa-used`: a sealed
+ * mfaToken's id once used or burnt (`mfa-failures` counts its wrong codes). Not `passkey` or
+ * `login`, the purposes of the rows of the random challenges and mfaTokens earlier releases kept:
+ * an instance of one of them beside this one during an upgrade must not take a used one for a live one.
  */
-export type ChallengePurpose = "login" | "register" | "passkey-used";
+export type ChallengePurpose = "register" | "passkey-used" | "mfa-used";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
 /**
@@ -199,14 +200,16 @@ export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: s
     .where(and(eq(mfaChallenges.id, sha256(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
     .returning();
 
-/** A wrong code against an mfaToken: counted, and the token burnt at `limit`. */
-export const challengeFailureRows = (tx: Db, key: string, limit: number) => [
+/**
+ * A wrong code against a sealed mfaToken (features/auth/second-step.ts), counted by its id until it
+ * expires: answers the count so far (the caller burns the token at its limit).
+ */
+export const challengeFailureStatement = (tx: Db, key: string, expiresAt: Date) =>
   tx
-    .update(mfaChallenges)
-    .set({ failures: sql`${mfaChallenges.failures} + 1` })
-    .where(eq(mfaChallenges.id, sha256(key))),
-  tx.delete(mfaChallenges).where(and(eq(mfaChallenges.id, sha256(key)), sql`${mfaChallenges.failures} >= ${limit}`)),
-];
+    .insert(mfaChallenges)
+    .values({ id: sha256(key), purpose: "mfa-failures", failures: 1, expiresAt })
+    .onConflictDoUpdate({ target: mfaChallenges.id, set: { failures: sql`${mfaChallenges.failures} + 1` } })
+    .returning({ failures: mfaChallenges.failures });
 
 /** What an ADMIN sees of a user's factors (never a secret, a hash or a key). */
 export async function factorsOf(db: Reader, userId: number) {
@@ -229,14 +232,14 @@ export async function factorsOf(db: Reader, userId: number) {
 const mfaTokenHolderRow = prepared((db: Reader) =>
   db
     .select({
-      challenge: mfaChallenges,
-      email: ownerColumn("mfa_challenges", users.email),
-      tokenVersion: ownerColumn("mfa_challenges", users.tokenVersion),
-      active: ownerColumn("mfa_challenges", users.active),
+      email: users.email,
+      tokenVersion: users.tokenVersion,
+      active: users.active,
+      used: sql<number>`exists(select 1 from mfa_challenges where mfa_challenges.id = ${sql.placeholder("used")} and mfa_challenges.purpose = 'mfa-used')`,
     })
-    .from(mfaChallenges)
-    .where(and(eq(mfaChallenges.id, sql.placeholder("id")), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, sql.placeholder("now"))))
+    .from(users)
+    .where(eq(users.id, sql.placeholder("userId")))
     .prepare(),
 );
-/** An unexpired mfaToken with its account: the second step's first read (prepared; `now` in the column's stored form, as above). */
-export const mfaTokenHolder = async (db: Reader, token: string, now: Date) => (await bound(mfaTokenHolderRow(db), { id: sha256(token), now: now.getTime() }))[0];
+/** The account a sealed mfaToken names, and whether its id was used up (or burnt): the second step's first read (prepared). */
+export const mfaTokenHolder = async (db: Reader, userId: number, tokenId: string) => (await bound(mfaTokenHolderRow(db), { userId, used: sha256(tokenId) }))[0];
