@@ -53,7 +53,7 @@ export function relyingParty(config: RelyingPartyConfig): RelyingParty {
 export const userHandleOf = (userId: number) => new TextEncoder().encode(String(userId));
 
 /** Request options for a sign-in with any of the account's (discoverable) credentials; a random challenge unless given (a string as its UTF-8 bytes). */
-export const requestOptions = async (rp: RelyingParty, userVerification: "required" | "preferred", challenge?: string | Uint8Array) =>
+export const requestOptions = async (rp: RelyingParty, userVerification: "required" | "preferred", challenge?: string | Uint8Array<ArrayBuffer>) =>
   (await loadWebAuthn()).generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000, challenge });
 
 /*
