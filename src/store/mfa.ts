@@ -7,7 +7,7 @@
 import { and, asc, count, eq, gt, isNotNull, isNull, lt, lte, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db, Reader } from "../db/database";
-import { bound, prepared } from "../db/prepared";
+import { bound, placeholder, prepared } from "../db/prepared";
 import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
 
 export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(value).digest("base64url");
@@ -33,16 +33,22 @@ export const pendingTotpStatement = (tx: Db, userId: number, secretSealed: strin
     .onConflictDoUpdate({ target: mfaTotp.userId, set: { secretSealed, createdAt: now, lastStep: 0 }, setWhere: isNull(mfaTotp.confirmedAt) })
     .returning({ userId: mfaTotp.userId });
 
+const totpStep = prepared((tx: Db, shape) => {
+  const confirm = shape === "confirm";
+  const now = placeholder<Date>("now");
+  const step = sql.placeholder("step");
+  return tx
+    .update(mfaTotp)
+    .set({ lastStep: placeholder<number>("step"), lastUsedAt: now, ...(confirm && { confirmedAt: now }) })
+    .where(and(eq(mfaTotp.userId, sql.placeholder("userId")), lt(mfaTotp.lastStep, step), confirm ? isNull(mfaTotp.confirmedAt) : isNotNull(mfaTotp.confirmedAt)))
+    .returning({ userId: mfaTotp.userId })
+    .prepare();
+});
 /**
  * A code of `step` accepted: only if no code of that step or a later one was (two requests with
- * one code: one wins). `confirm` also activates a pending secret. Answers a row when it took.
+ * one code: one wins). `confirm` also activates a pending secret. Answers a row when it took (prepared: a sign-in's statement).
  */
-export const totpStepStatement = (tx: Db, userId: number, step: number, now: Date, confirm = false) =>
-  tx
-    .update(mfaTotp)
-    .set({ lastStep: step, lastUsedAt: now, ...(confirm && { confirmedAt: now }) })
-    .where(and(eq(mfaTotp.userId, userId), lt(mfaTotp.lastStep, step), confirm ? isNull(mfaTotp.confirmedAt) : isNotNull(mfaTotp.confirmedAt)))
-    .returning({ userId: mfaTotp.userId });
+export const totpStepStatement = (tx: Db, userId: number, step: number, now: Date, confirm = false) => bound(totpStep(tx, confirm ? "confirm" : ""), { userId, step, now });
 
 export const deleteTotpStatement = (tx: Db, userId: number) => tx.delete(mfaTotp).where(eq(mfaTotp.userId, userId)).returning({ userId: mfaTotp.userId });
 
@@ -168,17 +174,32 @@ export type ChallengeRow = typeof mfaChallenges.$inferSelect;
  * or a sealed challenge (security/webauthn.ts) recorded as used, until it has expired: the insert
  * answers a row only to the first answer of that challenge, none to a replay.
  */
-export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id"> & { key: string }, now: Date) => {
-  const { key, ...rest } = row;
-  return [
-    tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)),
-    tx
-      .insert(mfaChallenges)
-      .values({ id: sha256(key), ...rest })
-      .onConflictDoNothing()
-      .returning({ id: mfaChallenges.id }),
-  ] as const;
+export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id" | "failures"> & { key: string }, now: Date) => {
+  const { key, purpose, userId = null, challenge = null, amr = null, expiresAt } = row;
+  return [bound(sweepChallenges(tx), { now: now.getTime() }), bound(insertChallenge(tx), { id: sha256(key), purpose, userId, challenge, amr, expiresAt })] as const;
 };
+// Prepared: a used sealed challenge or mfaToken is recorded in its sign-in's unit.
+const sweepChallenges = prepared((tx: Db) =>
+  tx
+    .delete(mfaChallenges)
+    .where(lte(mfaChallenges.expiresAt, sql.placeholder("now")))
+    .prepare(),
+);
+const insertChallenge = prepared((tx: Db) =>
+  tx
+    .insert(mfaChallenges)
+    .values({
+      id: sql.placeholder("id"),
+      purpose: sql.placeholder("purpose"),
+      userId: sql.placeholder("userId"),
+      challenge: sql.placeholder("challenge"),
+      amr: sql.placeholder("amr"),
+      expiresAt: placeholder<Date>("expiresAt"),
+    })
+    .onConflictDoNothing()
+    .returning({ id: mfaChallenges.id })
+    .prepare(),
+);
 
 const liveChallengeRow = prepared((db: Reader) =>
   db

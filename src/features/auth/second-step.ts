@@ -93,8 +93,8 @@ function openMfaToken(deps: SecondStepDeps, mfaToken: string, now: number): MfaT
  * TOTP, +2 a passkey.
  */
 export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number): Promise<MfaRequired> {
-  const random = randomBytes(32);
-  const id = random.toString("base64url");
+  const random = new Uint8Array(randomBytes(32));
+  const id = Buffer.from(random).toString("base64url");
   const rp = factors & 2 ? relyingPartyOf(deps.config) : undefined;
   const passkeyOptions = rp && (await requestOptions(rp, "preferred", random));
   const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-"];
