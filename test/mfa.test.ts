@@ -223,6 +223,64 @@ describe("mfaToken", () => {
     }
   });
 
+  test("the first step writes nothing; the second writes the token's id as used, and a wrong code is counted by it", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    clock += STEP_MS;
+    const rows = async () => (await t.db.select().from(mfaChallenges)).length;
+    const before = await rows();
+    const { mfaToken } = await firstStep(email);
+    expect(await rows()).toBe(before);
+    const wrong = totpAt(secret, clock) === "000000" ? "111111" : "000000";
+    expect((await secondStep({ mfaToken, code: wrong })).status).toBe(401);
+    expect(await rows()).toBe(before + 1);
+    expect((await secondStep({ mfaToken, code: totpAt(secret, clock) })).status).toBe(200);
+    expect(await rows()).toBe(before + 2);
+    clock += STEP_MS;
+  });
+
+  test("two concurrent uses of one mfaToken: exactly one signs in", async () => {
+    const { email, token } = await signedIn();
+    const { secret, recoveryCodes } = await withTotp(token);
+    clock += STEP_MS;
+    const { mfaToken } = await firstStep(email);
+    const answers = await Promise.all([secondStep({ mfaToken, code: totpAt(secret, clock) }), secondStep({ mfaToken, code: recoveryCodes[0] })]);
+    expect(answers.map((res) => res.status).sort()).toEqual([200, 401]);
+    clock += STEP_MS;
+  });
+
+  test("an mfaToken altered, sealed for another purpose (a passwordless challenge) or an earlier release's random one is refused", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    clock += STEP_MS;
+    const code = totpAt(secret, clock);
+    const { mfaToken } = await firstStep(email);
+    const middle = mfaToken.length - 10;
+    const altered = `${mfaToken.slice(0, middle)}${mfaToken[middle] === "A" ? "B" : "A"}${mfaToken.slice(middle + 1)}`;
+    const passkeyChallenge = (await t.request("POST", "/api/auth/passkey/options")).body.data.challenge as string;
+    const refused = [altered, Buffer.from(passkeyChallenge, "base64url").toString("utf8"), sealedChallenge(t.cipher, "passkey", clock + 60_000), "x".repeat(43)];
+    for (const forged of refused) expectFailure(await secondStep({ mfaToken: forged, code }), 401, { errorCode: "INVALID_MFA_CODE" });
+    expect((await secondStep({ mfaToken, code })).status).toBe(200);
+    clock += STEP_MS;
+  });
+
+  test("an mfaToken issued before a password change or a deactivation does not complete", async () => {
+    const { id, email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    clock += STEP_MS;
+    const beforeChange = await firstStep(email);
+    const newPassword = "N3wPassw0rd!";
+    const changed = await t.request("POST", "/api/auth/change-password", { token, body: { currentPassword: PASSWORD, newPassword, confirmNewPassword: newPassword } });
+    expect(changed.status).toBe(200);
+    expectFailure(await secondStep({ mfaToken: beforeChange.mfaToken, code: totpAt(secret, clock) }), 401, { errorCode: "INVALID_MFA_CODE" });
+    const fresh = await t.request("POST", "/api/auth/login", { body: { email, password: newPassword } });
+    expect(fresh.body.data.mfaRequired).toBe(true);
+    const admin = await t.admin();
+    expect((await t.request("POST", `/api/users/${id}/deactivate`, { token: admin.token })).status).toBe(200);
+    expectFailure(await secondStep({ mfaToken: fresh.body.data.mfaToken, code: totpAt(secret, clock) }), 403, { errorCode: "ACCOUNT_DISABLED" });
+    clock += STEP_MS;
+  });
+
   test("a body with both or neither of code and passkey: 400", async () => {
     const res = await secondStep({ mfaToken: "x" });
     expect(res.status).toBe(400);
@@ -313,6 +371,18 @@ describe("passkeys", () => {
     expect((await t.request("POST", "/api/auth/refresh", { body: { refreshToken: other.body.data.refreshToken } })).status).toBe(401);
     const again = await login(email);
     expect((await t.request("GET", "/api/account/passkeys", { token: again.body.data.token })).body).toEqual([]);
+  });
+
+  test("an mfaToken issued before one of two factors was removed does not complete with the other", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    const { passkey } = await withPasskey(token);
+    clock += STEP_MS;
+    const { mfaToken } = await firstStep(email);
+    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token })).status).toBe(204);
+    expectFailure(await secondStep({ mfaToken, code: totpAt(secret, clock) }), 401, { errorCode: "INVALID_MFA_CODE" });
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: totpAt(secret, clock) })).status).toBe(200);
+    clock += STEP_MS;
   });
 
   test("passwordless without user verification is refused", async () => {

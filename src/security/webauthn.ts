@@ -52,37 +52,47 @@ export function relyingParty(config: RelyingPartyConfig): RelyingParty {
 /** The WebAuthn user handle of an account: its id, as the authenticator keeps it with a discoverable credential. */
 export const userHandleOf = (userId: number) => new TextEncoder().encode(String(userId));
 
-/** Request options for a sign-in with any of the account's (discoverable) credentials; a random challenge unless given. */
-export const requestOptions = async (rp: RelyingParty, userVerification: "required" | "preferred", challenge?: string) =>
+/** Request options for a sign-in with any of the account's (discoverable) credentials; a random challenge unless given (a string as its UTF-8 bytes). */
+export const requestOptions = async (rp: RelyingParty, userVerification: "required" | "preferred", challenge?: string | Uint8Array<ArrayBuffer>) =>
   (await loadWebAuthn()).generateAuthenticationOptions({ rpID: rp.id, userVerification, timeout: 300_000, challenge });
 
 /*
  * A sealed challenge: a ceremony's challenge that needs no row until it is answered. The data
  * cipher (AES-256-GCM under DATA_ENCRYPTION_KEY, which every instance shares) seals the ceremony it
- * was issued for, when it expires and 16 random bytes; the challenge is that sealed text's UTF-8
- * bytes, as options carry any challenge (base64url). Anything altered, sealed for another ceremony,
- * or past its expiry does not open. It stays single use through its answer's own unit, which
- * records it as used (store/mfa.ts challengeRows): a replay finds it there.
+ * was issued for, when it expires, 16 random bytes (or the facts the caller gives, random bytes
+ * among them: an mfaToken's, features/auth/second-step.ts); the challenge is that sealed text's
+ * UTF-8 bytes, as options carry any challenge (base64url). Anything altered, sealed for another
+ * ceremony, or past its expiry does not open. It stays single use through its answer's own unit,
+ * which records it as used (store/mfa.ts challengeRows): a replay finds it there.
  */
 type ChallengeCipher = Pick<DataCipher, "seal" | "open">;
 
+/** The sealed text of `facts` (no dots in them) for `ceremony`, good until `expiresAt` (ms). */
+export const sealedFor = (cipher: ChallengeCipher, ceremony: string, expiresAt: number, facts: readonly string[] = [randomBytes(16).toString("base64url")]) =>
+  cipher.seal([ceremony, expiresAt, ...facts].join("."));
+
+/** The facts and expiry of a sealed text, undefined unless it opens, is for `ceremony` and is still live at `now`. */
+export function openSealed(cipher: ChallengeCipher, sealed: string, ceremony: string, now: number): { expiresAt: number; facts: string[] } | undefined {
+  let plain: string;
+  try {
+    plain = cipher.open(sealed).toString("utf8");
+  } catch {
+    return undefined;
+  }
+  const [sealedFor, expiry, ...facts] = plain.split(".");
+  const expiresAt = Number(expiry);
+  return sealedFor === ceremony && Number.isSafeInteger(expiresAt) && expiresAt > now ? { expiresAt, facts } : undefined;
+}
+
 /** A sealed challenge for `ceremony`, good until `expiresAt` (ms), as request options carry it (utf8 of the sealed text). */
-export const sealedChallenge = (cipher: ChallengeCipher, ceremony: string, expiresAt: number) => cipher.seal(`${ceremony}.${expiresAt}.${randomBytes(16).toString("base64url")}`);
+export const sealedChallenge = (cipher: ChallengeCipher, ceremony: string, expiresAt: number) => sealedFor(cipher, ceremony, expiresAt);
 
 /** When a sealed challenge (as an answer's clientDataJSON carries it: base64url) for `ceremony` expires; undefined unless it opens, is for that ceremony and is still live at `now`. */
 export function sealedChallengeExpiry(cipher: ChallengeCipher, challenge: string, ceremony: string, now: number): number | undefined {
   const sealed = Buffer.from(challenge, "base64url");
   // One spelling per challenge: the used record is keyed by the text as signed.
   if (sealed.toString("base64url") !== challenge) return undefined;
-  let plain: string;
-  try {
-    plain = cipher.open(sealed.toString("utf8")).toString("utf8");
-  } catch {
-    return undefined;
-  }
-  const [sealedFor, expiry] = plain.split(".");
-  const expiresAt = Number(expiry);
-  return sealedFor === ceremony && Number.isSafeInteger(expiresAt) && expiresAt > now ? expiresAt : undefined;
+  return openSealed(cipher, sealed.toString("utf8"), ceremony, now)?.expiresAt;
 }
 
 /** The challenge a ceremony's answer signed (from its clientDataJSON), to find the ceremony by. */

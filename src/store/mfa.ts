@@ -7,7 +7,7 @@
 import { and, asc, count, eq, gt, isNotNull, isNull, lt, lte, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db, Reader } from "../db/database";
-import { bound, prepared } from "../db/prepared";
+import { bound, placeholder, prepared } from "../db/prepared";
 import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
 
 export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(value).digest("base64url");
@@ -33,16 +33,22 @@ export const pendingTotpStatement = (tx: Db, userId: number, secretSealed: strin
     .onConflictDoUpdate({ target: mfaTotp.userId, set: { secretSealed, createdAt: now, lastStep: 0 }, setWhere: isNull(mfaTotp.confirmedAt) })
     .returning({ userId: mfaTotp.userId });
 
+const totpStep = prepared((tx: Db, shape) => {
+  const confirm = shape === "confirm";
+  const now = placeholder<Date>("now");
+  const step = sql.placeholder("step");
+  return tx
+    .update(mfaTotp)
+    .set({ lastStep: placeholder<number>("step"), lastUsedAt: now, ...(confirm && { confirmedAt: now }) })
+    .where(and(eq(mfaTotp.userId, sql.placeholder("userId")), lt(mfaTotp.lastStep, step), confirm ? isNull(mfaTotp.confirmedAt) : isNotNull(mfaTotp.confirmedAt)))
+    .returning({ userId: mfaTotp.userId })
+    .prepare();
+});
 /**
  * A code of `step` accepted: only if no code of that step or a later one was (two requests with
- * one code: one wins). `confirm` also activates a pending secret. Answers a row when it took.
+ * one code: one wins). `confirm` also activates a pending secret. Answers a row when it took (prepared: a sign-in's statement).
  */
-export const totpStepStatement = (tx: Db, userId: number, step: number, now: Date, confirm = false) =>
-  tx
-    .update(mfaTotp)
-    .set({ lastStep: step, lastUsedAt: now, ...(confirm && { confirmedAt: now }) })
-    .where(and(eq(mfaTotp.userId, userId), lt(mfaTotp.lastStep, step), confirm ? isNull(mfaTotp.confirmedAt) : isNotNull(mfaTotp.confirmedAt)))
-    .returning({ userId: mfaTotp.userId });
+export const totpStepStatement = (tx: Db, userId: number, step: number, now: Date, confirm = false) => bound(totpStep(tx, confirm ? "confirm" : ""), { userId, step, now });
 
 export const deleteTotpStatement = (tx: Db, userId: number) => tx.delete(mfaTotp).where(eq(mfaTotp.userId, userId)).returning({ userId: mfaTotp.userId });
 
@@ -155,11 +161,12 @@ export const secondFactorsOf = () =>
 /* ---- Between two requests ---- */
 
 /**
- * `passkey-used`: a passwordless sign-in's sealed challenge once answered. Not `passkey`, the
- * purpose of the rows of the random challenges earlier releases kept: an instance of one of them
- * beside this one during an upgrade must not take a used challenge for a live one.
+ * `passkey-used`: a passwordless sign-in's sealed challenge once answered; `mfa-used`: a sealed
+ * mfaToken's id once used or burnt (`mfa-failures` counts its wrong codes). Not `passkey` or
+ * `login`, the purposes of the rows of the random challenges and mfaTokens earlier releases kept:
+ * an instance of one of them beside this one during an upgrade must not take a used one for a live one.
  */
-export type ChallengePurpose = "login" | "register" | "passkey-used";
+export type ChallengePurpose = "register" | "passkey-used" | "mfa-used";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
 /**
@@ -167,17 +174,32 @@ export type ChallengeRow = typeof mfaChallenges.$inferSelect;
  * or a sealed challenge (security/webauthn.ts) recorded as used, until it has expired: the insert
  * answers a row only to the first answer of that challenge, none to a replay.
  */
-export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id"> & { key: string }, now: Date) => {
-  const { key, ...rest } = row;
-  return [
-    tx.delete(mfaChallenges).where(lte(mfaChallenges.expiresAt, now)),
-    tx
-      .insert(mfaChallenges)
-      .values({ id: sha256(key), ...rest })
-      .onConflictDoNothing()
-      .returning({ id: mfaChallenges.id }),
-  ] as const;
+export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id" | "failures"> & { key: string }, now: Date) => {
+  const { key, purpose, userId = null, challenge = null, amr = null, expiresAt } = row;
+  return [bound(sweepChallenges(tx), { now: now.getTime() }), bound(insertChallenge(tx), { id: sha256(key), purpose, userId, challenge, amr, expiresAt })] as const;
 };
+// Prepared: a used sealed challenge or mfaToken is recorded in its sign-in's unit.
+const sweepChallenges = prepared((tx: Db) =>
+  tx
+    .delete(mfaChallenges)
+    .where(lte(mfaChallenges.expiresAt, sql.placeholder("now")))
+    .prepare(),
+);
+const insertChallenge = prepared((tx: Db) =>
+  tx
+    .insert(mfaChallenges)
+    .values({
+      id: sql.placeholder("id"),
+      purpose: sql.placeholder("purpose"),
+      userId: sql.placeholder("userId"),
+      challenge: sql.placeholder("challenge"),
+      amr: sql.placeholder("amr"),
+      expiresAt: placeholder<Date>("expiresAt"),
+    })
+    .onConflictDoNothing()
+    .returning({ id: mfaChallenges.id })
+    .prepare(),
+);
 
 const liveChallengeRow = prepared((db: Reader) =>
   db
@@ -199,14 +221,16 @@ export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: s
     .where(and(eq(mfaChallenges.id, sha256(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
     .returning();
 
-/** A wrong code against an mfaToken: counted, and the token burnt at `limit`. */
-export const challengeFailureRows = (tx: Db, key: string, limit: number) => [
+/**
+ * A wrong code against a sealed mfaToken (features/auth/second-step.ts), counted by its id until it
+ * expires: answers the count so far (the caller burns the token at its limit).
+ */
+export const challengeFailureStatement = (tx: Db, key: string, expiresAt: Date) =>
   tx
-    .update(mfaChallenges)
-    .set({ failures: sql`${mfaChallenges.failures} + 1` })
-    .where(eq(mfaChallenges.id, sha256(key))),
-  tx.delete(mfaChallenges).where(and(eq(mfaChallenges.id, sha256(key)), sql`${mfaChallenges.failures} >= ${limit}`)),
-];
+    .insert(mfaChallenges)
+    .values({ id: sha256(key), purpose: "mfa-failures", failures: 1, expiresAt })
+    .onConflictDoUpdate({ target: mfaChallenges.id, set: { failures: sql`${mfaChallenges.failures} + 1` } })
+    .returning({ failures: mfaChallenges.failures });
 
 /** What an ADMIN sees of a user's factors (never a secret, a hash or a key). */
 export async function factorsOf(db: Reader, userId: number) {
@@ -229,14 +253,14 @@ export async function factorsOf(db: Reader, userId: number) {
 const mfaTokenHolderRow = prepared((db: Reader) =>
   db
     .select({
-      challenge: mfaChallenges,
-      email: ownerColumn("mfa_challenges", users.email),
-      tokenVersion: ownerColumn("mfa_challenges", users.tokenVersion),
-      active: ownerColumn("mfa_challenges", users.active),
+      email: users.email,
+      tokenVersion: users.tokenVersion,
+      active: users.active,
+      used: sql<number>`exists(select 1 from mfa_challenges where mfa_challenges.id = ${sql.placeholder("used")} and mfa_challenges.purpose = 'mfa-used')`,
     })
-    .from(mfaChallenges)
-    .where(and(eq(mfaChallenges.id, sql.placeholder("id")), eq(mfaChallenges.purpose, "login"), gt(mfaChallenges.expiresAt, sql.placeholder("now"))))
+    .from(users)
+    .where(eq(users.id, sql.placeholder("userId")))
     .prepare(),
 );
-/** An unexpired mfaToken with its account: the second step's first read (prepared; `now` in the column's stored form, as above). */
-export const mfaTokenHolder = async (db: Reader, token: string, now: Date) => (await bound(mfaTokenHolderRow(db), { id: sha256(token), now: now.getTime() }))[0];
+/** The account a sealed mfaToken names, and whether its id was used up (or burnt): the second step's first read (prepared). */
+export const mfaTokenHolder = async (db: Reader, userId: number, tokenId: string) => (await bound(mfaTokenHolderRow(db), { userId, used: sha256(tokenId) }))[0];

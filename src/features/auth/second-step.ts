@@ -4,10 +4,15 @@
  *
  * An mfaToken lives 5 minutes, is used up by the step that completes it and burnt by its 5th
  * wrong code; every wrong code also counts in the e-mail's login throttle (a right password does
- * not clear it until the second step is done). Tokens and registration's WebAuthn challenges live
- * in the database (store/mfa.ts), passwordless sign-in's are sealed (security/webauthn.ts) and
- * recorded once answered, so any instance on one primary finishes what another began.
+ * not clear it until the second step is done). mfaTokens and passwordless sign-in's challenges are
+ * sealed (security/webauthn.ts): the first step writes nothing. An mfaToken carries its user, the
+ * token version it was issued under (a password change, a factor removed or a deactivation since
+ * voids it), the amr so far and 32 random bytes, its id (and its passkeyOptions' challenge); its
+ * id is recorded as used by the sign-in's own unit, and a wrong code is counted by it. Registration's
+ * WebAuthn challenges live in the database (store/mfa.ts), so any instance on one primary finishes
+ * what another began.
  */
+import { randomBytes } from "node:crypto";
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db, Reader, UnitAnswers } from "../../db/database";
 import { AppError } from "../../errors";
@@ -20,25 +25,26 @@ import {
   type RelyingPartyConfig,
   relyingParty,
   relyingPartyOf,
+  openSealed,
   requestOptions,
   sealedChallenge,
   sealedChallengeExpiry,
+  sealedFor,
 } from "../../security/webauthn";
 import type { AuditRecord } from "../../store/audit";
 import {
-  challengeFailureRows,
+  type ChallengePurpose,
+  challengeFailureStatement,
   challengeRows,
   liveChallengeRows,
   mfaTokenHolder,
   passkeyByCredentialRows,
   passkeyUsedStatement,
-  takeChallengeStatement,
   totpRows,
   totpStepStatement,
   useRecoveryCodeStatement,
 } from "../../store/mfa";
 import { enqueueNotification } from "../../store/outbox";
-import { randomToken } from "../../store/sessions";
 import type { PasskeyAssertion } from "../../models/webauthn";
 import type { LoginMfaBody, MfaRequired, PasskeyRequestOptions, PasskeySignInBody, TokenResponse } from "./model";
 import { newSession, runSignedIn, type SessionDeps, type SignedInAccount, type SignInClient, signedInRows, tokenAnswer } from "./session-answer";
@@ -49,29 +55,50 @@ export interface SecondStepDeps extends SessionDeps {
 }
 
 /** What the first step needs to hand out the second's challenge. */
-export type ChallengeDeps = Pick<SessionDeps, "db" | "now"> & { config: RelyingPartyConfig };
+export type ChallengeDeps = Pick<SessionDeps, "now"> & { cipher: SecretCipher; config: RelyingPartyConfig };
 
 const MFA_TOKEN_TTL_MS = 5 * 60_000;
 const CHALLENGE_TTL_MS = 5 * 60_000;
 const USED_CHALLENGE_MARGIN_MS = 60_000;
 const MFA_MAX_FAILURES = 5;
 
+const MFA_TOKEN = "mfa-token";
+
 const invalidCode = () => new AppError("INVALID_MFA_CODE");
 const invalidPasskey = () => new AppError("INVALID_PASSKEY");
 const asAssertion = (passkey: PasskeyAssertion) => ({ clientExtensionResults: {}, ...passkey }) as AuthenticationResponseJSON;
 
+/** What a sealed mfaToken carries (its facts, in this order); `passkey`: its answer offered passkeyOptions, whose challenge is its id. */
+interface MfaTokenFacts {
+  id: string;
+  userId: number;
+  tokenVersion: number;
+  amr: string;
+  passkey: boolean;
+  expiresAt: number;
+}
+
+/** The facts of a live mfaToken sealed by this service, or undefined (altered, sealed for another purpose, expired, or an earlier release's random token). */
+function openMfaToken(deps: SecondStepDeps, mfaToken: string, now: number): MfaTokenFacts | undefined {
+  const opened = openSealed(deps.cipher, mfaToken, MFA_TOKEN, now);
+  const [id, userId, tokenVersion, amr, passkey] = opened?.facts ?? [];
+  if (!opened || !id || !amr || !Number.isSafeInteger(Number(userId)) || !Number.isSafeInteger(Number(tokenVersion))) return undefined;
+  return { id, userId: Number(userId), tokenVersion: Number(tokenVersion), amr, passkey: passkey === "p", expiresAt: opened.expiresAt };
+}
+
 /**
- * The second step's challenge for an account whose password was right: a fresh mfaToken, the
- * methods it may be completed with and, with a passkey (and passkeys configured), the request
- * options whose challenge the token keeps. `factors`: 1 an active TOTP, +2 a passkey.
+ * The second step's challenge for an account whose password was right: a fresh mfaToken (sealed,
+ * nothing written), the methods it may be completed with and, with a passkey (and passkeys
+ * configured), the request options whose challenge is the token's id. `factors`: 1 an active
+ * TOTP, +2 a passkey.
  */
-export async function secondStepChallenge(deps: ChallengeDeps, userId: number, factors: number): Promise<MfaRequired> {
-  const now = new Date(deps.now());
-  const mfaToken = randomToken(32);
+export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number): Promise<MfaRequired> {
+  const random = new Uint8Array(randomBytes(32));
+  const id = Buffer.from(random).toString("base64url");
   const rp = factors & 2 ? relyingPartyOf(deps.config) : undefined;
-  const passkeyOptions = rp && (await requestOptions(rp, "preferred"));
-  const expiresAt = new Date(now.getTime() + MFA_TOKEN_TTL_MS);
-  await deps.db.writeAll((tx) => challengeRows(tx, { key: mfaToken, purpose: "login", userId, challenge: passkeyOptions?.challenge ?? null, amr: "pwd", expiresAt }, now));
+  const passkeyOptions = rp && (await requestOptions(rp, "preferred", random));
+  const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-"];
+  const mfaToken = sealedFor(deps.cipher, MFA_TOKEN, deps.now() + MFA_TOKEN_TTL_MS, facts);
   const methods: MfaRequired["methods"] = [...(factors & 1 ? (["totp"] as const) : []), "recovery_code", ...(passkeyOptions ? (["passkey"] as const) : [])];
   return { mfaRequired: true, mfaToken, methods, expiresIn: MFA_TOKEN_TTL_MS / 1000, ...(passkeyOptions && { passkeyOptions: passkeyOptions as PasskeyRequestOptions }) };
 }
@@ -131,28 +158,34 @@ async function proofOf(
  */
 export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBody, client: SignInClient): Promise<TokenResponse> {
   const now = new Date(deps.now());
-  const held = await mfaTokenHolder(deps.db, body.mfaToken, now);
-  if (!held?.challenge.userId) throw invalidCode();
+  const token = openMfaToken(deps, body.mfaToken, now.getTime());
+  const held = token && (await mfaTokenHolder(deps.db, token.userId, token.id));
+  if (!token || !held || held.used) throw invalidCode();
   const { email } = held;
-  const userId = held.challenge.userId;
+  const { userId } = token;
   // In the e-mail's turn, as a login: parallel guesses see each other's failures.
   using _turn = await attemptTurn(email);
   const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, email, client.address, factorRows(body, userId));
-  const proof = await proofOf(deps, userId, email, body, held.challenge.challenge, factor, now);
+  const proof = await proofOf(deps, userId, email, body, token.passkey ? token.id : null, factor, now);
   if (!proof) {
     const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
-    await deps.db.writeAll((tx) => challengeFailureRows(tx, body.mfaToken, MFA_MAX_FAILURES));
+    await deps.db.write(async (tx) => {
+      const [counted] = await challengeFailureStatement(tx, `${token.id}.failures`, new Date(token.expiresAt + USED_CHALLENGE_MARGIN_MS));
+      if (counted.failures >= MFA_MAX_FAILURES) await recordedUsed(tx, "mfa-used", token.id, token.expiresAt, now);
+    });
     await countSecondStepFailure(deps, toClear.origin, failure, userId);
     throw invalidCode();
   }
   if (!held.active) throw new AppError("ACCOUNT_DISABLED");
+  // Issued before a password change, a factor's removal or a deactivation: void.
+  if (held.tokenVersion !== token.tokenVersion) throw invalidCode();
   const account: SignedInAccount = { id: userId, email, tokenVersion: held.tokenVersion };
-  const session = newSession(deps, now, [...(held.challenge.amr?.split(",") ?? ["pwd"]), proof.amr]);
+  const session = newSession(deps, now, [...token.amr.split(","), proof.amr]);
   // An account with a second factor has signed in before: its device is judged as any other's.
   const completed = completeSignIn({ userId, email, firstSignIn: false, ...client }, now);
   const user = await deps.db.write(async (tx) => {
     // The token and the proof are used up together, or neither (a replay racing this one loses).
-    if ((await takeChallengeStatement(tx, "login", body.mfaToken, now)).length === 0) throw invalidCode();
+    if (!(await recordedUsed(tx, "mfa-used", token.id, token.expiresAt, now))) throw invalidCode();
     if (!(await proof.use(tx, now))) throw invalidCode();
     return runSignedIn(signedInRows(tx, deps, account, client, session, { toClear, completed }));
   });
@@ -169,9 +202,9 @@ export async function passkeySignInOptions(deps: SecondStepDeps): Promise<Passke
   return (await requestOptions(rp, "required", challenge)) as PasskeyRequestOptions;
 }
 
-/** Records a sealed passwordless challenge as used (kept a minute past its expiry, for instances whose clocks lag); false when it already was. */
-async function challengeUsed(tx: Db, challenge: string, expiresAt: number, now: Date) {
-  const [swept, recorded] = challengeRows(tx, { key: challenge, purpose: "passkey-used", expiresAt: new Date(expiresAt + USED_CHALLENGE_MARGIN_MS) }, now);
+/** Records a sealed challenge or mfaToken id as used (kept a minute past its expiry, for instances whose clocks lag); false when it already was. */
+async function recordedUsed(tx: Db, purpose: ChallengePurpose, key: string, expiresAt: number, now: Date) {
+  const [swept, recorded] = challengeRows(tx, { key, purpose, expiresAt: new Date(expiresAt + USED_CHALLENGE_MARGIN_MS) }, now);
   await swept;
   return (await recorded).length > 0;
 }
@@ -192,7 +225,7 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   if (used) throw invalidPasskey();
   const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, found, { requireUserVerification: true });
   if (!checked) {
-    await deps.db.write((tx) => challengeUsed(tx, challenge, expiresAt, now));
+    await deps.db.write((tx) => recordedUsed(tx, "passkey-used", challenge, expiresAt, now));
     throw invalidPasskey();
   }
   const refused = !checked.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !checked.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
@@ -201,7 +234,7 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   const session = newSession(deps, now, ["hwk"]);
   const completed = completeSignIn({ userId: checked.userId, email: checked.email, firstSignIn: false, ...client }, now);
   const user = await deps.db.write(async (tx) => {
-    if (!(await challengeUsed(tx, challenge, expiresAt, now))) throw invalidPasskey();
+    if (!(await recordedUsed(tx, "passkey-used", challenge, expiresAt, now))) throw invalidPasskey();
     if ((await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, now)).length === 0) throw invalidPasskey();
     return runSignedIn(signedInRows(tx, deps, account, client, session, { completed }));
   });

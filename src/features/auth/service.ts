@@ -55,7 +55,7 @@ async function signIn(deps: SessionDeps & ChallengeDeps, email: string, password
     throw new AppError(refused);
   }
   // The password is only the first step: no token, and the failures stay counted until the second.
-  if (account.secondFactors > 0) return secondStepChallenge(deps, account.id, account.secondFactors);
+  if (account.secondFactors > 0) return secondStepChallenge(deps, account, account.secondFactors);
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
   const session = newSession(deps, lastLogin, ["pwd"]);
