@@ -491,9 +491,10 @@ export const passkeys = sqliteTable(
 
 /**
  * What lives between two requests of a sign-in or a ceremony, in the database so any instance on
- * one primary can finish it: an mfaToken (purpose `login`, with the WebAuthn challenge its
- * passkeyOptions carry) and WebAuthn challenges (`register`, `passkey`). Keyed by a SHA-256 of
- * the token or challenge; single use (deleted when used), expires.
+ * one primary can finish it: a passkey registration's challenge (`register`, deleted when used),
+ * and the records of the sealed mfaTokens and passwordless challenges, which are not stored
+ * themselves: used (`mfa-used`, `passkey-used`) and an mfaToken's wrong codes (`mfa-failures`);
+ * see store/mfa.ts. Keyed by a SHA-256 of the token or challenge; each row expires.
  */
 export const mfaChallenges = sqliteTable(
   "mfa_challenges",
