@@ -361,35 +361,37 @@ describe("the sender", () => {
     return { db, units };
   }
 
-  test("idle: with no writes after its first passes, the sender runs no pass for its idle interval", async () => {
+  /** A sender (housekeeping, and a webhook channel without URL) due every 10 ms were anything written, on its own app, once its first passes are done. */
+  async function settledSender() {
     const own = await makeTestApp();
     const logger = createLogging("silent", "json").get("outbox");
     const { db, units } = counted(own.database);
-    // Housekeeping and one channel loop, each due every 10 ms were anything written.
     const sender = startOutboxSender({ db, logger, channels: [webhookChannel({ timeoutMs: 5000, logger, now: Date.now })], pollIntervalMs: 10, idleIntervalMs: 60_000 });
+    for (let i = 0; i < 250 && units.writeAll < 2; i++) await Bun.sleep(10);
+    await Bun.sleep(300);
+    const close = async () => {
+      await sender.stop();
+      await own.close();
+    };
+    return { own, units, close };
+  }
+
+  test("idle: with no writes after its first passes, the sender runs no pass for its idle interval", async () => {
+    const { units, close } = await settledSender();
     try {
-      for (let i = 0; i < 250 && units.writeAll < 2; i++) await Bun.sleep(10);
-      await Bun.sleep(300);
       const settled = { ...units };
       await Bun.sleep(500); // 50 poll intervals
       // One pass each (the housekeeping's unit, the channel's claim), then nothing.
       expect(settled).toEqual({ writeAll: 2, write: 0 });
       expect(units).toEqual(settled);
     } finally {
-      await sender.stop();
-      await own.close();
+      await close();
     }
   });
 
   test("a row committed while the sender idles is delivered at once, with one more pass per loop, not at the idle interval", async () => {
-    const own = await makeTestApp();
-    const lines: string[] = [];
-    const logger = createLogging("info", "json", { write: (line: string) => void lines.push(line) }).get("outbox");
-    const { db, units } = counted(own.database);
-    const sender = startOutboxSender({ db, logger, channels: [webhookChannel({ timeoutMs: 5000, logger, now: Date.now })], pollIntervalMs: 10, idleIntervalMs: 60_000 });
+    const { own, units, close } = await settledSender();
     try {
-      for (let i = 0; i < 250 && units.writeAll < 2; i++) await Bun.sleep(10);
-      await Bun.sleep(200);
       expect(units.writeAll).toBe(2);
       await own.database.write((tx) => enqueueNotification(tx, "ORDER_CREATED", "late@example.com", { orderId: 9 }, new Date()));
       const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox).where(eq(outbox.recipient, "late@example.com"));
@@ -402,8 +404,7 @@ describe("the sender", () => {
       await Bun.sleep(300);
       expect(units.writeAll).toBe(settled);
     } finally {
-      await sender.stop();
-      await own.close();
+      await close();
     }
   });
 
