@@ -22,7 +22,7 @@
  * sleeps up to `idleIntervalMs` (a minute): rows written by another instance that died before
  * sending them, and the time-based housekeeping (expired tokens, old lockouts, unused devices),
  * are picked up by that pass. A server that passes every second builds drizzle SQL every second,
- * and the JIT compiles that code to its top tier (~7 MiB of idle RSS within 30 s, README).
+ * and the JIT compiles that code to its top tier (~6 MiB of idle RSS within 30 s, README).
  */
 import type { Logger } from "pino";
 import type { Database } from "../../db/database";
