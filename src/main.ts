@@ -232,16 +232,7 @@ function startPrimaryDuties(deps: {
 }) {
   const { config, database, logging, logger, now } = deps;
   const channels = channelsFor(config, database, logging.get("outbox"), now);
-  const sender = startOutboxSender({
-    db: database,
-    logger: logging.get("outbox"),
-    channels,
-    metrics: deps.metrics,
-    now,
-    tracing: deps.tracing,
-    // A child's commits are not announced to this process (db.onCommit): under --workers the sender passes every second, as it did.
-    idleIntervalMs: config.workers > 1 ? 1000 : undefined,
-  });
+  const sender = startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics: deps.metrics, now, tracing: deps.tracing });
   if (config.notifyWebhookUrl && !config.notifyWebhookSecret) {
     logger.warn("NOTIFY_WEBHOOK_SECRET is not set: webhook deliveries are unsigned, so the receiver cannot tell them from forgeries");
   }

@@ -144,35 +144,6 @@ describe("a unit of work", () => {
     ]);
   });
 
-  test("each committed unit is announced to onCommit listeners before its caller goes on; a quiet, failed or rolled-back one is not", async () => {
-    let announced = 0;
-    const unsubscribe = database.onCommit(() => announced++);
-    const seen: number[] = [];
-    try {
-      await database.write(async (tx) => {
-        await tx.insert(departments).values({ name: "Announced 1" });
-      });
-      seen.push(announced);
-      await database.writeAll((tx) => [tx.insert(departments).values({ name: "Announced 2" })]);
-      seen.push(announced);
-      await database.writeAll((tx) => [tx.insert(departments).values({ name: "Quiet" })], { quiet: true });
-      seen.push(announced);
-      const rolledBack = database.write(async (tx) => {
-        await tx.insert(departments).values({ name: "Rolled back too" });
-        throw new Error("rolled back");
-      });
-      await expect(rolledBack).rejects.toThrow("rolled back");
-      expect(classifyDatabaseError(await database.writeAll((tx) => [tx.insert(departments).values({ name: "Announced 1" })]).catch((e) => e))).toBe("duplicate");
-      seen.push(announced);
-    } finally {
-      unsubscribe();
-    }
-    await database.writeAll((tx) => [tx.insert(departments).values({ name: "Unsubscribed" })]);
-    expect(seen).toEqual([1, 2, 2, 2]);
-    expect(announced).toBe(2);
-    expect(await named(database, "Quiet")).toHaveLength(1);
-  });
-
   test("while another process holds the write lock, the unit waits, then commits", async () => {
     const other = await holdWriteLock(path);
     setTimeout(() => other.release(), 150);

@@ -10,7 +10,6 @@ import { auditLog, orders, outbox, products, users } from "../src/db/schema";
 import type { Database } from "../src/db/database";
 import type { AuditEntry } from "../src/features/audit/model";
 import { enqueueNotification } from "../src/store/outbox";
-import { claimLease, SERVE_LEASE_PREFIX } from "../src/store/leases";
 import { retryDelay, startOutboxSender } from "../src/features/notifications/sender";
 import { webhookChannel } from "../src/features/notifications/channels";
 import { createLogging } from "../src/logging/logger";
@@ -337,107 +336,6 @@ describe("the sender", () => {
       await sender.stop();
       expect(row.webhookSentAt).toBeNull();
       expect(row.webhookLastError).toMatch(/time|abort/i);
-    } finally {
-      receiver.stop(true);
-      await own.close();
-    }
-  });
-
-  /** The Database, counting the list units (claims, housekeeping) and closure units run through it: a pass's footprint. */
-  function counted(database: Database) {
-    const units = { writeAll: 0, write: 0 };
-    const db = new Proxy(database, {
-      get(target, name) {
-        const value = Reflect.get(target, name, target);
-        if (typeof value !== "function") return value;
-        if (name === "writeAll" || name === "write") {
-          return (...args: unknown[]) => {
-            units[name]++;
-            return value.apply(target, args);
-          };
-        }
-        return value.bind(target);
-      },
-    });
-    return { db, units };
-  }
-
-  /** A sender (housekeeping, and a webhook channel without URL) due every 10 ms were anything written, on its own app, once its first passes are done. */
-  async function settledSender() {
-    const own = await makeTestApp();
-    const logger = createLogging("silent", "json").get("outbox");
-    const { db, units } = counted(own.database);
-    const sender = startOutboxSender({ db, logger, channels: [webhookChannel({ timeoutMs: 5000, logger, now: Date.now })], pollIntervalMs: 10, idleIntervalMs: 60_000 });
-    for (let i = 0; i < 250 && units.writeAll < 2; i++) await Bun.sleep(10);
-    await Bun.sleep(300);
-    const close = async () => {
-      await sender.stop();
-      await own.close();
-    };
-    return { own, units, close };
-  }
-
-  test("idle: with no writes after its first passes, the sender runs no pass for its idle interval", async () => {
-    const { own, units, close } = await settledSender();
-    try {
-      const settled = { ...units };
-      // What a serving process renews every 2.5 s (its lease on the data folder) is no write that wakes the sender.
-      expect(await claimLease(own.database, `${SERVE_LEASE_PREFIX}idle`, "this process", Date.now())).toBe(true);
-      await Bun.sleep(500); // 50 poll intervals
-      // One pass each (the housekeeping's unit, the channel's claim), then nothing.
-      expect(settled).toEqual({ writeAll: 2, write: 0 });
-      expect(units).toEqual(settled);
-    } finally {
-      await close();
-    }
-  });
-
-  test("a row committed while the sender idles is delivered at once, with one more pass per loop, not at the idle interval", async () => {
-    const { own, units, close } = await settledSender();
-    try {
-      expect(units.writeAll).toBe(2);
-      await own.database.write((tx) => enqueueNotification(tx, "ORDER_CREATED", "late@example.com", { orderId: 9 }, new Date()));
-      const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox).where(eq(outbox.recipient, "late@example.com"));
-      const row = await until(id, (r) => r.webhookSentAt !== null, own.db);
-      expect(row).toMatchObject({ webhookStatus: "sent", webhookAttempts: 1 });
-      await Bun.sleep(300);
-      // The commit woke both loops (housekeeping, claim); marking the row sent woke them once more; then idle again.
-      expect(units.writeAll).toBe(2 + 2 + 1 + 2);
-      const settled = units.writeAll;
-      await Bun.sleep(300);
-      expect(units.writeAll).toBe(settled);
-    } finally {
-      await close();
-    }
-  });
-
-  test("a failed delivery is retried at its backoff time while the sender idles", async () => {
-    const own = await makeTestApp();
-    const arrivals: number[] = [];
-    const receiver = Bun.serve({
-      port: 0,
-      hostname: "127.0.0.1",
-      fetch() {
-        arrivals.push(Date.now());
-        return new Response(null, { status: arrivals.length === 1 ? 503 : 204 });
-      },
-    });
-    const logger = createLogging("silent", "json").get("outbox");
-    const channels = [webhookChannel({ url: `http://127.0.0.1:${receiver.port}/`, timeoutMs: 5000, logger, now: Date.now })];
-    const { db, units } = counted(own.database);
-    try {
-      await own.database.write((tx) => enqueueNotification(tx, "ORDER_CREATED", "retry@example.com", { orderId: 3 }, new Date()));
-      const [{ id }] = await own.db.select({ id: outbox.id }).from(outbox);
-      const sender = startOutboxSender({ db, logger, channels, pollIntervalMs: 10, baseDelayMs: 400, idleIntervalMs: 60_000 });
-      const [failed, row] = await (async () => [await until(id, (r) => r.webhookAttempts === 1, own.db), await until(id, (r) => r.webhookSentAt !== null, own.db)])().finally(() =>
-        sender.stop(),
-      );
-      expect(row).toMatchObject({ webhookStatus: "sent", webhookAttempts: 2 });
-      // Retried when due, not before: the row's due time, which the loop slept until.
-      expect(arrivals).toHaveLength(2);
-      expect(arrivals[1]).toBeGreaterThanOrEqual(failed.webhookNextAttemptAt.getTime());
-      // Between the attempts the channel slept: no claim every 10 ms (a first claim, the failure's wake-up, the retry, the sent's wake-up).
-      expect(units.writeAll).toBeLessThan(15);
     } finally {
       receiver.stop(true);
       await own.close();

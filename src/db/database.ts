@@ -65,8 +65,6 @@ export type UnitAnswers<U extends Unit> = U extends readonly Statement[] ? Answe
  */
 export interface WriteAllOptions {
   failsMidway?: boolean;
-  /** Not announced to `onCommit` listeners: a unit that leaves no work for anyone (the outbox sender's claims and housekeeping, so its own idle passes do not wake it). */
-  quiet?: boolean;
 }
 
 export type DatabaseDriver = "native" | "libsql";
@@ -82,11 +80,6 @@ export interface Database extends Reader {
    * (a read batch, one consistent snapshot), plain reads on the reader connection otherwise.
    */
   readAll<const U extends Unit>(build: (db: Reader) => U): Promise<UnitAnswers<U>>;
-  /**
-   * Calls `listener` after each unit of this process commits (a `quiet` one excepted), before its
-   * caller is answered: how the outbox sender learns that rows may be due. Answers a function that unsubscribes.
-   */
-  onCommit(listener: () => void): () => void;
   /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
   migrate(statements: string[]): Promise<void>;
   /**

@@ -9,7 +9,7 @@ import type { Database, DatabaseOptions, Db } from "./database";
 import { tuneEmbeddedConnections } from "./embedded-tuning";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
-import { commitNotice, createTurns, retryWhileBusy, runUnit } from "./units";
+import { createTurns, retryWhileBusy, runUnit } from "./units";
 
 /** SQLite's own wait for a lock on a file: it blocks the event loop, so it stays short (see units.ts). */
 const SQLITE_BUSY_TIMEOUT_MS = 20;
@@ -92,8 +92,7 @@ export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: Datab
   // and meanwhile its connection fails every later COMMIT with "SQL statements in progress";
   // collecting at once finalizes it. Only after a busy failure, only on a file.
   const afterBusy = local ? () => Bun.gc(true) : undefined;
-  const { committed, onCommit } = commitNotice();
-  const unit = <T>(work: () => Promise<T>, quiet = false) => inTurn(() => retryWhileBusy(work, busyTimeoutMs, afterBusy, quiet ? undefined : committed));
+  const unit = <T>(work: () => Promise<T>) => inTurn(() => retryWhileBusy(work, busyTimeoutMs, afterBusy));
 
   return {
     ...readSurface(handle),
@@ -102,14 +101,13 @@ export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: Datab
     write: (work) => unit(() => db.transaction((tx) => work(tx))),
     // drizzle's db.batch() passes no mode (a deferred transaction that takes the lock only at its
     // first write); a list unit is a write: one Hrana batch that begins with BEGIN IMMEDIATE.
-    writeAll: (build, options) => unit(() => runUnit(handle, build, (statements) => batch(client, statements(), "write")), options?.quiet),
+    writeAll: (build) => unit(() => runUnit(handle, build, (statements) => batch(client, statements(), "write"))),
     readAll: (build) => runUnit(handle, build, (statements) => batch(client, statements(), "read")),
     migrate: (statements) =>
       unit(async () => {
         // The client's migrate() runs the batch atomically with foreign keys off, as drizzle-kit's migrator does.
         await client.migrate(statements);
       }),
-    onCommit,
     close: () => client.close(),
   };
 }

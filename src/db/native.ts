@@ -9,11 +9,11 @@
  */
 import { Database as Connection } from "bun:sqlite";
 import { drizzle } from "drizzle-orm/bun-sqlite";
-import type { Database, Db, Statement, WriteAllOptions } from "./database";
+import type { Database, Db, Statement } from "./database";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
 import { isBusy } from "./errors";
-import { commitNotice, createTurns, retryWhileBusy, runUnit } from "./units";
+import { createTurns, retryWhileBusy, runUnit } from "./units";
 
 /**
  * SQLite's own wait for a lock, spent blocking the event loop: kept short, since a unit that
@@ -112,16 +112,16 @@ type TransactionControl = ReturnType<typeof transactionControl>;
  * made each create write and merge its own FTS segment again (bench/writes.ts: ~35% fewer
  * creates per CPU-second with a department, each create savepointed).
  */
-function groupCommit(control: TransactionControl, inTurn: ReturnType<typeof createTurns>, busyTimeoutMs: number, committed: () => void) {
+function groupCommit(control: TransactionControl, inTurn: ReturnType<typeof createTurns>, busyTimeoutMs: number) {
   let queue: Queued[] = [];
   const flush = () => {
     const group = queue;
     queue = [];
-    return commitGroup(control, group, busyTimeoutMs, committed);
+    return commitGroup(control, group, busyTimeoutMs);
   };
-  return (statements: () => readonly Statement[], options: WriteAllOptions | undefined) =>
+  return (statements: () => readonly Statement[], failsMidway: boolean) =>
     new Promise<unknown[]>((resolve, reject) => {
-      queue.push({ statements, failsMidway: options?.failsMidway === true, quiet: options?.quiet === true, resolve, reject });
+      queue.push({ statements, failsMidway, resolve, reject });
       // The first of a group takes a turn after this tick, so the units that arrive meanwhile join it.
       if (queue.length === 1) setImmediate(() => inTurn(flush));
     });
@@ -130,7 +130,6 @@ function groupCommit(control: TransactionControl, inTurn: ReturnType<typeof crea
 type Queued = {
   statements: () => readonly Statement[];
   failsMidway: boolean;
-  quiet: boolean;
   resolve: (value: unknown[]) => void;
   reject: (reason: unknown) => void;
 };
@@ -145,22 +144,17 @@ class PartlyWritten {
 }
 
 /** Commits `group`, leaving out every unit that fails after writing, and answers each unit. */
-async function commitGroup(control: TransactionControl, queued: Queued[], busyTimeoutMs: number, committed: () => void) {
+async function commitGroup(control: TransactionControl, queued: Queued[], busyTimeoutMs: number) {
   let group = queued;
   const partlyWritten: PartlyWritten[] = [];
   try {
     for (;;) {
       try {
         const outcomes = await retryWhileBusy(() => runGroup(control, group), busyTimeoutMs);
-        // Announced once per group, when a unit that is not quiet committed (before its caller continues).
-        let announce = false;
         for (const [i, outcome] of outcomes.entries()) {
-          if (outcome.ok) {
-            group[i].resolve(outcome.value);
-            announce ||= !group[i].quiet;
-          } else group[i].reject(outcome.error);
+          if (outcome.ok) group[i].resolve(outcome.value);
+          else group[i].reject(outcome.error);
         }
-        if (announce) committed();
         break;
       } catch (error) {
         if (!(error instanceof PartlyWritten)) throw error;
@@ -210,16 +204,15 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
   const reader = inMemory ? writer : handleOf(readerConnection);
   const control = transactionControl(writerConnection);
   const inTurn = createTurns();
-  const { committed, onCommit } = commitNotice();
-  const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => control.attempt(work), busyTimeoutMs, undefined, committed));
-  const grouped = groupCommit(control, inTurn, busyTimeoutMs, committed);
+  const unit = <T>(work: () => T | Promise<T>) => inTurn(() => retryWhileBusy(() => control.attempt(work), busyTimeoutMs));
+  const grouped = groupCommit(control, inTurn, busyTimeoutMs);
 
   return {
     ...readSurface(reader),
     driver: "native",
     unguarded: writer,
     write: (work) => unit(() => work(writer)),
-    writeAll: (build, options) => runUnit(writer, build, (statements) => grouped(statements, options)),
+    writeAll: (build, options) => runUnit(writer, build, (statements) => grouped(statements, options?.failsMidway === true)),
     // Reads on the reader connection, one after another: each is a synchronous call anyway.
     readAll: (build) =>
       runUnit(reader, build, async (statements) => {
@@ -238,14 +231,11 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
                 for (const statement of statements) writerConnection.run(statement);
               }),
             busyTimeoutMs,
-            undefined,
-            committed,
           );
         } finally {
           writerConnection.run("PRAGMA foreign_keys = ON");
         }
       }),
-    onCommit,
     close() {
       if (readerConnection !== writerConnection) readerConnection.close();
       writerConnection.close();

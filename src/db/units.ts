@@ -56,53 +56,25 @@ export function createTurns() {
   };
 }
 
-/**
- * A Database's notice "a unit has committed": every unit of either driver commits through
- * retryWhileBusy, which calls `committed` after it (its callers pass it, leaving it out for
- * `quiet` units), except the native group commit's, which announces a group once its answers show
- * a unit that is not quiet committed. It costs a call per commit and allocates nothing; listeners
- * must be as cheap (the outbox sender bumps a counter and wakes its idle loops).
- */
-export function commitNotice() {
-  const listeners: (() => void)[] = [];
-  return {
-    committed() {
-      for (let i = 0; i < listeners.length; i++) listeners[i]();
-    },
-    onCommit(listener: () => void) {
-      listeners.push(listener);
-      return () => {
-        const at = listeners.indexOf(listener);
-        if (at >= 0) listeners.splice(at, 1);
-      };
-    },
-  };
-}
-
 const FIRST_PAUSE_MS = 2;
 const LONGEST_PAUSE_MS = 100;
 
 /**
  * Runs `attempt` again while it fails busy (it must leave nothing behind when it throws),
  * pausing a random time up to a doubling ceiling so competing processes spread out; after
- * `busyTimeoutMs` the caller gets a DatabaseBusyError. `afterBusy` runs after each busy failure,
- * `committed` once the attempt has committed (outside the retry: a listener cannot fail the unit).
+ * `busyTimeoutMs` the caller gets a DatabaseBusyError. `afterBusy` runs after each busy failure.
  */
-export async function retryWhileBusy<T>(attempt: () => Promise<T>, busyTimeoutMs: number, afterBusy?: (error: unknown) => void, committed?: () => void): Promise<T> {
+export async function retryWhileBusy<T>(attempt: () => Promise<T>, busyTimeoutMs: number, afterBusy?: (error: unknown) => void): Promise<T> {
   const started = performance.now();
   for (let ceiling = FIRST_PAUSE_MS; ; ceiling = Math.min(ceiling * 2, LONGEST_PAUSE_MS)) {
-    let result: T;
     try {
-      result = await attempt();
+      return await attempt();
     } catch (error) {
       if (!isBusy(error) || error instanceof DatabaseBusyError) throw error;
       afterBusy?.(error);
       const waited = performance.now() - started;
       if (waited >= busyTimeoutMs) throw new DatabaseBusyError(Math.round(waited), { cause: error });
       await Bun.sleep(Math.min(Math.random() * ceiling, busyTimeoutMs - waited));
-      continue;
     }
-    committed?.();
-    return result;
   }
 }

@@ -26,24 +26,20 @@ export interface Lease {
 /**
  * One statement: inserts the row, or takes it over when it expired (or is already ours).
  * On its own (without acquireLease's renewals) it marks a short step for LEASE_TTL_MS.
- * A quiet unit: every server renews its lease every 2.5 s, which must not wake the idle outbox sender.
  */
 export async function claimLease(db: Database, name: string, holder: string, now: number): Promise<boolean> {
   const expiresAt = new Date(now + LEASE_TTL_MS);
-  const [taken] = await db.writeAll(
-    (tx) => [
-      tx
-        .insert(leases)
-        .values({ name, holder, expiresAt })
-        .onConflictDoUpdate({
-          target: leases.name,
-          set: { holder, expiresAt },
-          where: or(lt(leases.expiresAt, new Date(now)), eq(leases.holder, holder)),
-        })
-        .returning({ holder: leases.holder }),
-    ],
-    { quiet: true },
-  );
+  const [taken] = await db.writeAll((tx) => [
+    tx
+      .insert(leases)
+      .values({ name, holder, expiresAt })
+      .onConflictDoUpdate({
+        target: leases.name,
+        set: { holder, expiresAt },
+        where: or(lt(leases.expiresAt, new Date(now)), eq(leases.holder, holder)),
+      })
+      .returning({ holder: leases.holder }),
+  ]);
   return taken.length === 1;
 }
 

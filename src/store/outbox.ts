@@ -3,7 +3,7 @@
  * row commits (or rolls back) with the change it describes; the notifications feature's sender
  * delivers it later, on each channel independently, with the statements below.
  */
-import { and, asc, count, desc, eq, getTableColumns, inArray, is, lte, min, or, Placeholder, sql, SQL } from "drizzle-orm";
+import { and, asc, count, desc, eq, getTableColumns, inArray, is, lte, or, Placeholder, sql, SQL } from "drizzle-orm";
 import type { SQLiteUpdateSetSource } from "drizzle-orm/sqlite-core";
 import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
@@ -191,23 +191,10 @@ const claimDue = prepared((tx: Db, channel: string) => {
     .prepare();
 });
 
-/**
- * Leases up to `limit` rows due on the channel at `now` until `leaseUntil`, as a unit of its own: the rows claimed.
- * A quiet unit: a claim makes nothing due (what becomes of the rows is written, and announced, after delivery).
- */
+/** Leases up to `limit` rows due on the channel at `now` until `leaseUntil`, as a unit of its own: the rows claimed. */
 export async function claimDueRows(db: Database, channel: ChannelName, now: number, limit: number, leaseUntil: Date): Promise<OutboxRow[]> {
-  const [claimed] = await db.writeAll((tx) => [bound(claimDue(tx, channel), { now, limit, leaseUntil })], { quiet: true });
+  const [claimed] = await db.writeAll((tx) => [bound(claimDue(tx, channel), { now, limit, leaseUntil })]);
   return claimed;
-}
-
-/** When the channel's next pending row is due (ms: a retry's backoff, another sender's lease), or undefined when none is pending. */
-export async function nextDueAt(db: Reader, channel: ChannelName): Promise<number | undefined> {
-  const columns = COLUMNS[channel];
-  const [next] = await db
-    .select({ at: min(columns.next) })
-    .from(outbox)
-    .where(eq(columns.status, "pending"));
-  return next?.at?.getTime();
 }
 
 /**

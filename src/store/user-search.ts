@@ -294,14 +294,10 @@ const usersNameFtsCommands = sqliteTable("users_name_fts", { command: text("user
  */
 export async function mergeNameIndexSegments(db: Database, pages: number): Promise<number> {
   const segments = (tx: Db) => tx.select({ n: countDistinct(usersNameFtsIdx.segid) }).from(usersNameFtsIdx);
-  // Quiet: a merge leaves no work for anyone, so it must not wake the idle outbox sender every step.
-  const { before, after } = await db.writeAll(
-    (tx) => ({
-      before: segments(tx),
-      merge: tx.insert(usersNameFtsCommands).values({ command: "merge", rank: -pages }),
-      after: segments(tx),
-    }),
-    { quiet: true },
-  );
+  const { before, after } = await db.writeAll((tx) => ({
+    before: segments(tx),
+    merge: tx.insert(usersNameFtsCommands).values({ command: "merge", rank: -pages }),
+    after: segments(tx),
+  }));
   return before[0].n - after[0].n;
 }

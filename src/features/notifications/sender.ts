@@ -14,22 +14,13 @@
  * whose mail was sent, given up or skipped, or whose token expired, and drops expired token
  * hashes, ended reset windows, old login lockouts, ended deviceTokens and devices unused for 90
  * days (store/account-tokens.ts, store/throttle.ts, store/devices.ts).
- *
- * An idle server's sender sleeps: a loop passes again (at most once per poll interval, at once
- * after a full batch) only when a unit of this process has committed since its last pass
- * (db.onCommit; the sender's own claims and housekeeping are quiet units, which wake nobody) or
- * a row of its channel is due (a retry's backoff ends, another sender's lease runs out). Otherwise it
- * sleeps up to `idleIntervalMs` (a minute): rows written by another instance that died before
- * sending them, and the time-based housekeeping (expired tokens, old lockouts, unused devices),
- * are picked up by that pass. A server that passes every second builds drizzle SQL every second,
- * and the JIT compiles that code to its top tier (~6 MiB of idle RSS within 30 s, README).
  */
 import type { Logger } from "pino";
 import type { Database } from "../../db/database";
 import { isBusy } from "../../db/errors";
 import type { Metrics } from "../../metrics";
 import { eraseTokens, forgetExpiredTokens, resolvePasswordResets } from "../../store/account-tokens";
-import { attemptsOn, claimDueRows, markDeliveredRows, nextDueAt, recordAttempt, skipPendingMail, type Outcome, type OutboxRow } from "../../store/outbox";
+import { attemptsOn, claimDueRows, markDeliveredRows, recordAttempt, skipPendingMail, type Outcome, type OutboxRow } from "../../store/outbox";
 import { forgetStaleDevices } from "../../store/devices";
 import { forgetEndedResetWindows, forgetOldLockouts } from "../../store/throttle";
 import type { Tracing } from "../../tracing";
@@ -45,8 +36,6 @@ export interface OutboxSenderOptions {
   tracing?: Tracing;
   /** Pause between passes when nothing is due. */
   pollIntervalMs?: number;
-  /** The longest sleep while nothing is committed and nothing due (rows of an instance that died, time-based housekeeping). */
-  idleIntervalMs?: number;
   batchSize?: number;
   /** First retry delay; doubles each failure up to maxDelayMs. */
   baseDelayMs?: number;
@@ -73,85 +62,38 @@ function errorText(error: unknown, row: OutboxRow) {
   return row.recipient ? message.replaceAll(row.recipient, "<recipient>") : message;
 }
 
-/** One loop's work: a pass (answering how many rows it attempted), and when its next row is due (ms), if any. */
-interface Loop {
-  pass(): Promise<number>;
-  nextDue?(): Promise<number | undefined>;
-}
-
-/** The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses). */
-const reasonOf = (error: unknown) => {
-  const reason = (error as { cause?: unknown })?.cause ?? error;
-  return String((reason as Error)?.message ?? reason);
-};
-
 /**
- * Runs each loop until stopped: again at once after a full batch (more may be due), after the
- * poll interval otherwise, and backing off while the database is busy. After the poll interval a
- * loop whose pass saw no commit since it began sleeps until a commit, its next due row or the idle interval.
+ * Runs each pass in a loop of its own until stopped: again at once after a full batch (more may
+ * be due), after the poll interval otherwise, and backing off while the database is busy.
  */
 function runLoops(
-  db: Database,
-  loops: Loop[],
+  passes: (() => Promise<number>)[],
   {
     batchSize,
     pollIntervalMs,
-    idleIntervalMs,
     maxDelayMs,
     logger,
     metrics,
-    now,
-  }: {
-    batchSize: number;
-    pollIntervalMs: number;
-    idleIntervalMs: number;
-    maxDelayMs: number;
-    logger: Logger;
-    metrics: OutboxSenderOptions["metrics"];
-    now: () => number;
-  },
+  }: { batchSize: number; pollIntervalMs: number; maxDelayMs: number; logger: Logger; metrics: OutboxSenderOptions["metrics"] },
 ): OutboxSender {
   let stopped = false;
-  /** Units committed (and announced) since the sender started: a loop compares it with the count its pass began at. */
-  let commits = 0;
   const wakers = new Set<() => void>();
-  const idle = new Set<() => void>();
-  const pause = (ms: number, sleepers = wakers) =>
+  const pause = (ms: number) =>
     new Promise<void>((resolve) => {
       const wake = () => {
         clearTimeout(timer);
         wakers.delete(wake);
-        idle.delete(wake);
         resolve();
       };
       const timer = setTimeout(wake, ms);
       wakers.add(wake);
-      sleepers.add(wake);
     });
-  // Per commit: a counter, and the idle loops woken (none while the loops are busy).
-  const unsubscribe = db.onCommit(() => {
-    commits++;
-    if (idle.size > 0) for (const wake of [...idle]) wake();
-  });
-  /** After a pass that began at `seen` commits: sleeps while nothing is committed or due, at most the idle interval. */
-  const rest = async (loop: Loop, seen: number) => {
-    let due: number | undefined;
-    try {
-      due = await loop.nextDue?.();
-    } catch (error) {
-      logger.error({ error: reasonOf(error) }, "outbox due time not read");
-      return;
-    }
-    const sleepMs = due === undefined ? idleIntervalMs : Math.min(idleIntervalMs, due - now());
-    if (commits === seen && sleepMs > 0 && !stopped) await pause(sleepMs, idle);
-  };
-  const repeat = async (loop: Loop) => {
+  const repeat = async (pass: () => Promise<number>) => {
     let backoffMs = 0;
     while (!stopped) {
-      const seen = commits;
       let attempted = 0;
       try {
-        attempted = await loop.pass();
+        attempted = await pass();
         backoffMs = 0;
       } catch (error) {
         if (isBusy(error)) {
@@ -160,21 +102,22 @@ function runLoops(
           backoffMs = Math.min(backoffMs ? backoffMs * 2 : pollIntervalMs * 2, maxDelayMs);
           metrics?.outboxContention.inc();
           logger.debug({ retryInMs: backoffMs }, "outbox pass met a busy database; backing off");
-        } else logger.error({ error: reasonOf(error) }, "outbox pass failed");
+        } else {
+          // The driver's own message, not drizzle's wrapper: that one lists the query's parameters (addresses).
+          const reason = (error as { cause?: unknown })?.cause ?? error;
+          logger.error({ error: String((reason as Error)?.message ?? reason) }, "outbox pass failed");
+        }
       }
       // A full batch means more may be due: go again at once (unless the database was busy).
-      if (stopped || (attempted >= batchSize && backoffMs === 0)) continue;
-      await pause(backoffMs || pollIntervalMs);
-      if (backoffMs === 0 && commits === seen && !stopped) await rest(loop, seen);
+      if ((attempted < batchSize || backoffMs > 0) && !stopped) await pause(backoffMs || pollIntervalMs);
     }
   };
-  const running = Promise.all(loops.map(repeat));
+  const loops = Promise.all(passes.map(repeat));
   return {
     async stop() {
       stopped = true;
-      unsubscribe();
       for (const wake of [...wakers]) wake();
-      await running;
+      await loops;
     },
   };
 }
@@ -182,7 +125,6 @@ function runLoops(
 export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   const { db, logger, channels, metrics, tracing } = options;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
-  const idleIntervalMs = options.idleIntervalMs ?? 60_000;
   const batchSize = options.batchSize ?? 20;
   const baseDelayMs = options.baseDelayMs ?? 1000;
   const maxDelayMs = options.maxDelayMs ?? 5 * 60_000;
@@ -210,7 +152,6 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   async function runChannel(channel: Channel) {
     const at = now();
     const claimed = await claimDueRows(db, channel.name, at, batchSize, new Date(at + leaseMs));
-    if (claimed.length === 0) return 0;
     const deliver = (row: OutboxRow) =>
       tracing
         ? tracing.delivery(`outbox ${channel.name}`, row.traceparent, { "usersvc.outbox.id": row.id, "usersvc.outbox.kind": row.kind }, (traceparent) =>
@@ -230,23 +171,18 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
   /** Resolving reset requests, skipping mail without SMTP, erasing tokens: before and beside the channels. */
   async function housekeeping() {
     await resolvePasswordResets(db, batchSize, now);
-    await db.writeAll(
-      (tx) => ({
-        // Without SMTP there is no e-mail: the mail channel has nothing to do.
-        skipped: hasMail ? undefined : skipPendingMail(tx),
-        erased: eraseTokens(tx, now()),
-        expired: forgetExpiredTokens(tx, now()),
-        ended: forgetEndedResetWindows(tx, now()),
-        lockouts: forgetOldLockouts(tx, now()),
-        devices: forgetStaleDevices(tx, now()),
-      }),
-      // Nothing it does makes a row due, so it wakes no loop (resolving a request, above, does).
-      { quiet: true },
-    );
+    await db.writeAll((tx) => ({
+      // Without SMTP there is no e-mail: the mail channel has nothing to do.
+      skipped: hasMail ? undefined : skipPendingMail(tx),
+      erased: eraseTokens(tx, now()),
+      expired: forgetExpiredTokens(tx, now()),
+      ended: forgetEndedResetWindows(tx, now()),
+      lockouts: forgetOldLockouts(tx, now()),
+      devices: forgetStaleDevices(tx, now()),
+    }));
     return 0;
   }
 
   // Each channel runs its own loop, so a slow webhook never slows the mail down (or the other way round).
-  const channelLoops = channels.map((channel): Loop => ({ pass: () => runChannel(channel), nextDue: () => nextDueAt(db, channel.name) }));
-  return runLoops(db, [{ pass: housekeeping }, ...channelLoops], { batchSize, pollIntervalMs, idleIntervalMs, maxDelayMs, logger, metrics, now });
+  return runLoops([housekeeping, ...channels.map((channel) => () => runChannel(channel))], { batchSize, pollIntervalMs, maxDelayMs, logger, metrics });
 }
