@@ -12,7 +12,7 @@ import { decodeJwt } from "jose";
 import { auditLog, mfaChallenges, outbox } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
-import { sealedChallenge } from "../src/security/webauthn";
+import { sealedFor } from "../src/security/webauthn";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { expectFailure } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
@@ -258,7 +258,7 @@ describe("mfaToken", () => {
     const middle = mfaToken.length - 10;
     const altered = `${mfaToken.slice(0, middle)}${mfaToken[middle] === "A" ? "B" : "A"}${mfaToken.slice(middle + 1)}`;
     const passkeyChallenge = (await t.request("POST", "/api/auth/passkey/options")).body.data.challenge as string;
-    const refused = [altered, Buffer.from(passkeyChallenge, "base64url").toString("utf8"), sealedChallenge(t.cipher, "passkey", clock + 60_000), "x".repeat(43)];
+    const refused = [altered, Buffer.from(passkeyChallenge, "base64url").toString("utf8"), sealedFor(t.cipher, "passkey", clock + 60_000), "x".repeat(43)];
     for (const forged of refused) expectFailure(await secondStep({ mfaToken: forged, code }), 401, { errorCode: "INVALID_MFA_CODE" });
     expect((await secondStep({ mfaToken, code })).status).toBe(200);
     clock += STEP_MS;
@@ -482,7 +482,7 @@ describe("passkeys", () => {
     });
     expectFailure(added, 400, { errorCode: "PASSKEY_REJECTED" });
     // Sealed by the server's own key, but for another ceremony.
-    const sealedForRegistration = Buffer.from(sealedChallenge(t.cipher, "register", clock + 60_000)).toString("base64url");
+    const sealedForRegistration = Buffer.from(sealedFor(t.cipher, "register", clock + 60_000)).toString("base64url");
     expectFailure(await answer(device.assert({ challenge: sealedForRegistration })), 401, INVALID_PASSKEY);
     // One character of a passwordless challenge changed.
     const fresh = await passwordlessOptions();

@@ -67,7 +67,7 @@ export const requestOptions = async (rp: RelyingParty, userVerification: "requir
  */
 type ChallengeCipher = Pick<DataCipher, "seal" | "open">;
 
-/** The sealed text of `facts` (no dots in them) for `ceremony`, good until `expiresAt` (ms). */
+/** The sealed text of `facts` (no dots in them; 16 random bytes unless given) for `ceremony`, good until `expiresAt` (ms): a challenge as request options carry it (its UTF-8 bytes). */
 export const sealedFor = (cipher: ChallengeCipher, ceremony: string, expiresAt: number, facts: readonly string[] = [randomBytes(16).toString("base64url")]) =>
   cipher.seal([ceremony, expiresAt, ...facts].join("."));
 
@@ -83,9 +83,6 @@ export function openSealed(cipher: ChallengeCipher, sealed: string, ceremony: st
   const expiresAt = Number(expiry);
   return sealedFor === ceremony && Number.isSafeInteger(expiresAt) && expiresAt > now ? { expiresAt, facts } : undefined;
 }
-
-/** A sealed challenge for `ceremony`, good until `expiresAt` (ms), as request options carry it (utf8 of the sealed text). */
-export const sealedChallenge = (cipher: ChallengeCipher, ceremony: string, expiresAt: number) => sealedFor(cipher, ceremony, expiresAt);
 
 /** When a sealed challenge (as an answer's clientDataJSON carries it: base64url) for `ceremony` expires; undefined unless it opens, is for that ceremony and is still live at `now`. */
 export function sealedChallengeExpiry(cipher: ChallengeCipher, challenge: string, ceremony: string, now: number): number | undefined {

@@ -27,7 +27,6 @@ import {
   relyingPartyOf,
   openSealed,
   requestOptions,
-  sealedChallenge,
   sealedChallengeExpiry,
   sealedFor,
 } from "../../security/webauthn";
@@ -198,7 +197,7 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
  */
 export async function passkeySignInOptions(deps: SecondStepDeps): Promise<PasskeyRequestOptions> {
   const rp = relyingParty(deps.config);
-  const challenge = sealedChallenge(deps.cipher, "passkey", deps.now() + CHALLENGE_TTL_MS);
+  const challenge = sealedFor(deps.cipher, "passkey", deps.now() + CHALLENGE_TTL_MS);
   return (await requestOptions(rp, "required", challenge)) as PasskeyRequestOptions;
 }
 
