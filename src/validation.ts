@@ -408,6 +408,8 @@ export function violationsOf(widened: TSchema, value: unknown): Violation[] {
       for (const v of violationsOf(nonNull, error.value)) out.push({ ...v, path: v.path === "root" ? at : `${at}.${v.path}` });
       continue;
     }
+    // A field no schema names is ignored, as the seed (Spring) ignores it: never a violation either.
+    if (error.type === ValueErrorType.ObjectAdditionalProperties) continue;
     // Elysia's body normalisation gives absent properties an own `undefined` value, which
     // TypeBox reports as a wrong type rather than a missing property: both mean "required".
     const kind = error.value === undefined && error.path !== "" ? "required" : KIND_OF[error.type];

@@ -114,6 +114,14 @@ describe("authentication and access", () => {
       failure: { message: "Unsupported content type", errorCode: "UNSUPPORTED_MEDIA_TYPE" },
     },
     { what: "a JSON body that is not an object", route: "POST /api/users", raw: "[1]", headers: json, status: 400, failure: invalidBody(["root: must be an object"]) },
+    {
+      what: "an invalid body with a field no schema names (ignored, as on a valid body)",
+      route: "POST /api/users",
+      raw: JSON.stringify({ name: "Nick Name", email: "not-an-email", nickname: "Nick" }),
+      headers: json,
+      status: 400,
+      failure: invalidBody(["email: must be a valid e-mail address"]),
+    },
     // Self-or-ADMIN routes decide from the path before the body too: another USER learns nothing.
     { what: "malformed JSON on another user's PATCH", route: "PATCH /api/users/{admin}", raw: "{bad", headers: json, status: 400, failure: MALFORMED },
     {
