@@ -8,7 +8,8 @@
  * A TOTP step is accepted once per user, so each password + TOTP sign-in is a different user's
  * (BENCH_MFA_USERS of them, signing in with the next step's code, which ±1 step accepts: no wait
  * for the step after the enrolment's). After a warm-up, the two sides alternate in BENCH_ROUNDS
- * rounds, each a slice of the users on each side, the side that goes first alternating too (drift
+ * rounds, each a slice of the users on each side (60 a round by default, so a round's ragged end,
+ * when fewer than CONCURRENCY sign-ins are in flight, weighs little), the side that goes first alternating too (drift
  * on a shared machine hits both alike); the ratio is the pooled one (all sign-ins of a side over
  * all its time), with the median of the rounds' beside it, and the ratio of CPU per sign-in.
  * Passkey sign-ins (options, then the assertion: the whole ceremony) run for BENCH_PASSKEY_S
@@ -19,7 +20,7 @@
  *   bun bench/second-factors.ts        (also run by `npm run bench`)
  *
  * Environment: USERSVC_BINARY (default dist/usersvc when it exists, else the source),
- * BENCH_MFA_USERS (default 240), BENCH_ROUNDS (default 8), BENCH_CONCURRENCY (default 4), BENCH_PASSKEY_S (default 5).
+ * BENCH_MFA_USERS (default 480), BENCH_ROUNDS (default 8), BENCH_CONCURRENCY (default 4), BENCH_PASSKEY_S (default 5).
  * Writes bench/results/second-factors.json.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -30,7 +31,7 @@ import { totpAt } from "../test/support/totp";
 
 const ROOT = resolve(import.meta.dir, "..");
 const binary = process.env.USERSVC_BINARY ?? join(ROOT, "dist/usersvc");
-const USERS = Number(process.env.BENCH_MFA_USERS ?? 240);
+const USERS = Number(process.env.BENCH_MFA_USERS ?? 480);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 4);
 const PASSKEY_S = Number(process.env.BENCH_PASSKEY_S ?? 5);
