@@ -8,6 +8,7 @@
 import { Elysia } from "elysia";
 import type { Logger } from "pino";
 import type { Database } from "../db/database";
+import { sha256Base64url } from "../digest";
 import { AppError } from "../errors";
 import { touchKeysStatement } from "../store/api-keys";
 
@@ -31,7 +32,7 @@ function base62(bytes: Uint8Array, digits: number): string {
 
 const randomBytes = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 /** The stored form of a secret: its SHA-256 in base64url (43 characters). */
-export const secretHash = (secret: string) => Bun.SHA256.hash(secret, "base64url");
+export const secretHash = sha256Base64url;
 
 /** A new key: the whole key (shown once), its prefix and the hash to store. */
 export function newKey() {

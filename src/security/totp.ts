@@ -5,7 +5,7 @@
  * accepted twice. Secrets are sealed by the data cipher before they are stored.
  */
 import type { Secret } from "otpauth";
-import { sha256 } from "../store/mfa";
+import { sha256Base64url } from "../digest";
 
 export const TOTP_PERIOD_S = 30;
 const ISSUER = "usersvc";
@@ -61,7 +61,7 @@ export function newRecoveryCodes(): string[] {
 /** The stored form of a code as typed: case, spaces and the dash do not matter. */
 export function recoveryCodeHash(typed: string): string | undefined {
   const chars = typed.toLowerCase().replace(/[\s-]/g, "");
-  return /^[0-9a-z]{10}$/.test(chars) ? sha256(`${chars.slice(0, 5)}-${chars.slice(5)}`) : undefined;
+  return /^[0-9a-z]{10}$/.test(chars) ? sha256Base64url(`${chars.slice(0, 5)}-${chars.slice(5)}`) : undefined;
 }
 
 /** Whether a submitted second-factor code looks like a recovery code rather than a TOTP code. */

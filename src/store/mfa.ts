@@ -9,8 +9,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
-
-export const sha256 = (value: string) => new Bun.CryptoHasher("sha256").update(value).digest("base64url");
+import { sha256Base64url } from "../digest";
 
 /* ---- TOTP ---- */
 
@@ -176,7 +175,7 @@ export type ChallengeRow = typeof mfaChallenges.$inferSelect;
  */
 export const challengeRows = (tx: Db, row: Omit<typeof mfaChallenges.$inferInsert, "id" | "failures"> & { key: string }, now: Date) => {
   const { key, purpose, userId = null, challenge = null, amr = null, expiresAt } = row;
-  return [bound(sweepChallenges(tx), { now: now.getTime() }), bound(insertChallenge(tx), { id: sha256(key), purpose, userId, challenge, amr, expiresAt })] as const;
+  return [bound(sweepChallenges(tx), { now: now.getTime() }), bound(insertChallenge(tx), { id: sha256Base64url(key), purpose, userId, challenge, amr, expiresAt })] as const;
 };
 // Prepared: a used sealed challenge or mfaToken is recorded in its sign-in's unit.
 const sweepChallenges = prepared((tx: Db) =>
@@ -210,7 +209,8 @@ const liveChallengeRow = prepared((db: Reader) =>
 );
 // `now` in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
 /** An unexpired row of the purpose, by its token or challenge (at most one row): a (prepared) read for a read unit. */
-export const liveChallengeRows = (db: Reader, purpose: ChallengePurpose, key: string, now: Date) => bound(liveChallengeRow(db), { id: sha256(key), purpose, now: now.getTime() });
+export const liveChallengeRows = (db: Reader, purpose: ChallengePurpose, key: string, now: Date) =>
+  bound(liveChallengeRow(db), { id: sha256Base64url(key), purpose, now: now.getTime() });
 /** An unexpired row of the purpose, by its token or challenge. */
 export const liveChallenge = async (db: Reader, purpose: ChallengePurpose, key: string, now: Date) => (await liveChallengeRows(db, purpose, key, now))[0];
 
@@ -218,7 +218,7 @@ export const liveChallenge = async (db: Reader, purpose: ChallengePurpose, key: 
 export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: string, now: Date) =>
   tx
     .delete(mfaChallenges)
-    .where(and(eq(mfaChallenges.id, sha256(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
+    .where(and(eq(mfaChallenges.id, sha256Base64url(key)), eq(mfaChallenges.purpose, purpose), gt(mfaChallenges.expiresAt, now)))
     .returning();
 
 /**
@@ -228,7 +228,7 @@ export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: s
 export const challengeFailureStatement = (tx: Db, key: string, expiresAt: Date) =>
   tx
     .insert(mfaChallenges)
-    .values({ id: sha256(key), purpose: "mfa-failures", failures: 1, expiresAt })
+    .values({ id: sha256Base64url(key), purpose: "mfa-failures", failures: 1, expiresAt })
     .onConflictDoUpdate({ target: mfaChallenges.id, set: { failures: sql`${mfaChallenges.failures} + 1` } })
     .returning({ failures: mfaChallenges.failures });
 
@@ -263,4 +263,4 @@ const mfaTokenHolderRow = prepared((db: Reader) =>
     .prepare(),
 );
 /** The account a sealed mfaToken names, and whether its id was used up (or burnt): the second step's first read (prepared). */
-export const mfaTokenHolder = async (db: Reader, userId: number, tokenId: string) => (await bound(mfaTokenHolderRow(db), { userId, used: sha256(tokenId) }))[0];
+export const mfaTokenHolder = async (db: Reader, userId: number, tokenId: string) => (await bound(mfaTokenHolderRow(db), { userId, used: sha256Base64url(tokenId) }))[0];

@@ -11,12 +11,13 @@ import { and, desc, eq, isNull, ne, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { refreshTokens, sessions, users } from "../db/schema";
+import { sha256Base64url } from "../digest";
 import { keyRevoked } from "./signing-keys";
 import { type AlsoUser, readCaller, withUserById } from "./users";
 
 /** Random bytes as base64url: 16 for a session id, 32 for a refresh token. */
 export const randomToken = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
-export const refreshHash = (token: string) => new Bun.CryptoHasher("sha256").update(token).digest("base64url");
+export const refreshHash = sha256Base64url;
 
 const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
 

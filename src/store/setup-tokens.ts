@@ -6,10 +6,11 @@
 import { and, eq, gt, lt, sql } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
 import { roles, setupTokens, userRoles } from "../db/schema";
+import { sha256Base64url } from "../digest";
 
 const ROW = "setup";
 
-export const setupTokenHash = (token: string) => new Bun.CryptoHasher("sha256").update(token).digest("base64url");
+export const setupTokenHash = sha256Base64url;
 
 /** Whether any account holds the ADMIN role: once one does, every setup token is void. */
 export async function anyAdmin(db: Reader): Promise<boolean> {
