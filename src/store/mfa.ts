@@ -74,23 +74,23 @@ export const useRecoveryCodeStatement = (tx: Db, userId: number, codeHash: strin
 export type PasskeyRow = typeof passkeys.$inferSelect;
 
 /**
- * A column of the user a row belongs to (its table's user_id), as a scalar subquery rather than a
+ * A column of the user a passkey belongs to (its user_id), as a scalar subquery rather than a
  * join: Bun 1.4.5 prepares a bun:sqlite statement that joins again each time it is bound (README,
  * Performance), and the sign-ins read a row with its owner on every attempt (47 against 11 µs a
  * read in raw bun:sqlite). The owner always exists: user_id references users, deleted in cascade.
  */
-const ownerColumn = <C extends SQLiteColumn>(table: "passkeys" | "mfa_challenges", column: C) =>
-  sql<C["_"]["data"]>`${sql.raw(`(select ${column.name} from users where users.id = ${table}.user_id)`)}`.mapWith(column);
+const ownerColumn = <C extends SQLiteColumn>(column: C) =>
+  sql<C["_"]["data"]>`${sql.raw(`(select ${column.name} from users where users.id = passkeys.user_id)`)}`.mapWith(column);
 
 /** A passkey by its credential id, with its owner's e-mail and state: a passkey sign-in's one read. */
 const credentialHolder = prepared((db: Reader) =>
   db
     .select({
       passkey: passkeys,
-      email: ownerColumn("passkeys", users.email),
-      active: ownerColumn("passkeys", users.active),
-      emailVerified: ownerColumn("passkeys", users.emailVerified),
-      tokenVersion: ownerColumn("passkeys", users.tokenVersion),
+      email: ownerColumn(users.email),
+      active: ownerColumn(users.active),
+      emailVerified: ownerColumn(users.emailVerified),
+      tokenVersion: ownerColumn(users.tokenVersion),
     })
     .from(passkeys)
     .where(eq(passkeys.credentialId, sql.placeholder("credentialId")))
