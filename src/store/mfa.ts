@@ -79,8 +79,7 @@ export type PasskeyRow = typeof passkeys.$inferSelect;
  * Performance), and the sign-ins read a row with its owner on every attempt (47 against 11 µs a
  * read in raw bun:sqlite). The owner always exists: user_id references users, deleted in cascade.
  */
-const ownerColumn = <C extends SQLiteColumn>(column: C) =>
-  sql<C["_"]["data"]>`${sql.raw(`(select ${column.name} from users where users.id = passkeys.user_id)`)}`.mapWith(column);
+const ownerColumn = <C extends SQLiteColumn>(column: C) => sql<C["_"]["data"]>`${sql.raw(`(select ${column.name} from users where users.id = passkeys.user_id)`)}`.mapWith(column);
 
 /** A passkey by its credential id, with its owner's e-mail and state: a passkey sign-in's one read. */
 const credentialHolder = prepared((db: Reader) =>
