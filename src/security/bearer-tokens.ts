@@ -59,6 +59,8 @@ export interface Tokens {
   expiryOf(session?: TokenSession): number;
   /** The claims of a valid, unexpired token (HS512 while it counts, or signed by a published key); undefined for anything else. */
   verify(token: string): Promise<TokenClaims | undefined>;
+  /** verify's answer from the tokens already verified, when it needs nothing else (no read, no crypto); else undefined, for verify to decide. */
+  remembered(token: string): TokenClaims | undefined;
   /** The guard found the token's key withdrawn: stop signing with it (signing-keys.ts). */
   withdrawn(kid: string): void;
   /** The published public keys (none under HS512 before any switch). */
@@ -84,6 +86,10 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
   const expiryOf = (session?: TokenSession) => Math.min(Math.floor(now() / 1000) + ttlSeconds, session?.notAfter ?? Number.POSITIVE_INFINITY);
   /** HS512 tokens count only while the keyring says so (before a switch to EdDSA/ES256); others need its key. */
   const stillAccepted = (claims: TokenClaims) => (claims.kid === undefined ? (keyring?.acceptsHs512(claims.iat) ?? true) : true);
+  /** stillAccepted's answer when the keyring can give it without a read. */
+  const stillAcceptedNow = (claims: TokenClaims) => (claims.kid === undefined ? (keyring ? keyring.acceptsHs512Now() : true) : true);
+  /** A remembered token still unexpired (jose's rule: expired once exp <= now, in whole seconds). */
+  const unexpired = (claims: TokenClaims) => claims.exp > Math.floor(now() / 1000);
 
   async function verifyKey(token: string): Promise<{ alg: string; key: Uint8Array | CryptoKey } | undefined> {
     const { decodeProtectedHeader } = await loadJose();
@@ -122,12 +128,15 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
       if (audience !== undefined) jwt.setAudience(audience);
       return jwt.sign(signer?.key ?? (await hmacKey()));
     },
+    remembered(token) {
+      const known = verified.get(token);
+      return known && unexpired(known) && stillAcceptedNow(known) === true ? known : undefined;
+    },
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) return undefined;
       const known = verified.get(token);
       if (known) {
-        // jose's rule: expired once exp <= now in whole seconds.
-        if (known.exp > Math.floor(now() / 1000) && (await stillAccepted(known))) return known;
+        if (unexpired(known) && (await stillAccepted(known))) return known;
         verified.delete(token);
         return undefined;
       }

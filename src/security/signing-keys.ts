@@ -47,6 +47,8 @@ export interface Keyring {
   verifier(kid: string, alg: string): Promise<CryptoKey | undefined>;
   /** Whether an HS512 token issued at `iat` (seconds) still counts: always under HS512; after a switch, only one from before it, and only for the token lifetime after it. */
   acceptsHs512(iat: number | undefined): Promise<boolean>;
+  /** acceptsHs512's answer when it needs no read (under TOKEN_SIGNING=HS512: yes), else undefined. */
+  acceptsHs512Now(): boolean | undefined;
   /** The published public keys (GET /.well-known/jwks.json). */
   jwks(): Promise<{ keys: JWK[] }>;
   /**
@@ -222,6 +224,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
       }
       return key && importOnce(publicKeys, kid, () => JSON.parse(key.publicJwk!), keyAlg);
     },
+    acceptsHs512Now: () => (alg === "HS512" ? true : undefined),
     async acceptsHs512(iat) {
       if (alg === "HS512") return true;
       await current();

@@ -8,6 +8,7 @@ import type { Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
 import { apiKeys, users } from "../db/schema";
 import { type AlsoUser, readCaller, withUserById } from "./users";
+import { andThen, type MaybePromise } from "../maybe-promise";
 
 const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
 
@@ -49,25 +50,27 @@ export interface KeyHolder {
 }
 
 /** The key with `prefix` and its owner, read as raw values in keyColumns' order (as sessionHolder reads); with `also`, that user in the same statement. */
-export async function keyHolder(db: Reader, prefix: string, also?: AlsoUser): Promise<KeyHolder | undefined> {
-  const v = await readCaller(
+export function keyHolder(db: Reader, prefix: string, also?: AlsoUser): MaybePromise<KeyHolder | undefined> {
+  const read = readCaller(
     () => keyAndOwner(db).values({ prefix }),
     () => keyAndOwnerWithUser(db).values({ prefix, userId: also?.id }),
     also,
   );
-  return (
-    v && {
-      id: v[0] as number,
-      secretHash: v[1] as string,
-      scopes: v[2] as string,
-      expiresAt: v[3] as number | null,
-      lastUsedAt: v[4] as number | null,
-      userId: v[5] as number,
-      email: v[6] as string,
-      active: Boolean(v[7]),
-      tokenVersion: v[8] as number,
-      roles: v[9] as string | null,
-    }
+  return andThen(
+    read,
+    (v) =>
+      v && {
+        id: v[0] as number,
+        secretHash: v[1] as string,
+        scopes: v[2] as string,
+        expiresAt: v[3] as number | null,
+        lastUsedAt: v[4] as number | null,
+        userId: v[5] as number,
+        email: v[6] as string,
+        active: Boolean(v[7]),
+        tokenVersion: v[8] as number,
+        roles: v[9] as string | null,
+      },
   );
 }
 

@@ -14,6 +14,7 @@ import { refreshTokens, sessions, users } from "../db/schema";
 import { sha256Base64url } from "../digest";
 import { keyRevoked } from "./signing-keys";
 import { type AlsoUser, readCaller, withUserById } from "./users";
+import { andThen, type MaybePromise } from "../maybe-promise";
 
 /** Random bytes as base64url: 16 for a session id, 32 for a refresh token. */
 export const randomToken = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
@@ -90,13 +91,13 @@ const sessionHolderOf = (v: ArrayLike<unknown>): SessionHolder => ({
  * guardColumns' order, skipping drizzle's row mapping as the bearer read does
  * (users.ts tokenHolder); with `also`, that user in the same statement.
  */
-export async function sessionHolder(db: Reader, sid: string, kid = "", also?: AlsoUser): Promise<SessionHolder | undefined> {
-  const v = await readCaller(
+export function sessionHolder(db: Reader, sid: string, kid = "", also?: AlsoUser): MaybePromise<SessionHolder | undefined> {
+  const read = readCaller(
     () => callerBySession(db).values({ sid, kid }),
     () => callerBySessionWithUser(db).values({ sid, kid, userId: also?.id }),
     also,
   );
-  return v && sessionHolderOf(v);
+  return andThen(read, (v) => v && sessionHolderOf(v));
 }
 
 /** Whether a session read with its user is open at `now`: not ended, of the user's token version, within both lifetimes, and the user active. */

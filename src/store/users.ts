@@ -15,6 +15,7 @@ import type { SORTABLE_FIELDS, User } from "../models/user";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
 import { notificationStatement, traced } from "./outbox";
 import { keyRevoked } from "./signing-keys";
+import { andThen, type MaybePromise } from "../maybe-promise";
 
 /**
  * A user's role names, comma-separated. Written with explicit aliases: drizzle leaves columns
@@ -545,16 +546,21 @@ export function withUserById(db: Reader, read: (columns: Record<string, Selected
   return read(positional(0, callerColumns)).unionAll(user as never) as { prepare(): { values(values: Record<string, unknown>): unknown } };
 }
 
-/** Runs a guard's caller read, or its withUserById form when `also` asks for a user: the caller's values, `also.user` filled in. */
-export async function readCaller(single: () => unknown, withUser: () => unknown, also?: AlsoUser): Promise<ArrayLike<unknown> | undefined> {
-  if (!also) return ((await single()) as ArrayLike<unknown>[])[0];
-  let caller: ArrayLike<unknown> | undefined;
-  for (const row of (await withUser()) as ArrayLike<unknown>[]) {
-    const values = Array.prototype.slice.call(row, 1);
-    if (row[0] === 0) caller = values;
-    else also.user = toUserFromValues(values);
-  }
-  return caller;
+/**
+ * Runs a guard's caller read, or its withUserById form when `also` asks for a user: the caller's
+ * values, `also.user` filled in. At once on the embedded driver, whose reads answer at once.
+ */
+export function readCaller(single: () => unknown, withUser: () => unknown, also?: AlsoUser): MaybePromise<ArrayLike<unknown> | undefined> {
+  if (!also) return andThen(single() as MaybePromise<ArrayLike<unknown>[]>, (rows) => rows[0]);
+  return andThen(withUser() as MaybePromise<ArrayLike<unknown>[]>, (rows) => {
+    let caller: ArrayLike<unknown> | undefined;
+    for (const row of rows) {
+      const values = Array.prototype.slice.call(row, 1);
+      if (row[0] === 0) caller = values;
+      else also.user = toUserFromValues(values);
+    }
+    return caller;
+  });
 }
 
 const callerByEmailWithUser = prepared((db: Reader) =>
@@ -580,18 +586,20 @@ const holderOf = (v: ArrayLike<unknown>) => ({
   roles: v[6] as string | null,
   keyRevoked: Boolean(v[7]),
 });
+/** The account a bearer token without a session names, as the guard checks it. */
+export type TokenHolder = ReturnType<typeof holderOf>;
 
 /**
  * The user a bearer token names (by e-mail), as the guard checks it: read as raw values, in
  * holderColumns' order, since drizzle's generic row mapping cost more than the read.
  */
-export async function tokenHolder(db: Reader, email: string, kid = "", also?: AlsoUser) {
-  const v = await readCaller(
+export function tokenHolder(db: Reader, email: string, kid = "", also?: AlsoUser) {
+  const read = readCaller(
     () => callerByEmail(db).values({ email, kid }),
     () => callerByEmailWithUser(db).values({ email, kid, userId: also?.id }),
     also,
   );
-  return v && holderOf(v);
+  return andThen(read, (v) => v && holderOf(v));
 }
 
 /** What a login checks of the account with an e-mail. */
