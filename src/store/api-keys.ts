@@ -56,23 +56,22 @@ export function keyHolder(db: Reader, prefix: string, also?: AlsoUser): MaybePro
     () => keyAndOwnerWithUser(db).values({ prefix, userId: also?.id }),
     also,
   );
-  return andThen(
-    read,
-    (v) =>
-      v && {
-        id: v[0] as number,
-        secretHash: v[1] as string,
-        scopes: v[2] as string,
-        expiresAt: v[3] as number | null,
-        lastUsedAt: v[4] as number | null,
-        userId: v[5] as number,
-        email: v[6] as string,
-        active: Boolean(v[7]),
-        tokenVersion: v[8] as number,
-        roles: v[9] as string | null,
-      },
-  );
+  return andThen(read, (v) => v && keyHolderOf(v));
 }
+
+/** A row of keyColumns and its owner's, as raw values (instants as epoch milliseconds, flags as 0/1). */
+const keyHolderOf = (v: ArrayLike<unknown>): KeyHolder => ({
+  id: v[0] as number,
+  secretHash: v[1] as string,
+  scopes: v[2] as string,
+  expiresAt: v[3] as number | null,
+  lastUsedAt: v[4] as number | null,
+  userId: v[5] as number,
+  email: v[6] as string,
+  active: Boolean(v[7]),
+  tokenVersion: v[8] as number,
+  roles: v[9] as string | null,
+});
 
 export interface NewApiKey {
   userId: number;
