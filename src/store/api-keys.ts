@@ -8,7 +8,7 @@ import type { Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
 import { apiKeys, users } from "../db/schema";
 import { type AlsoUser, readCaller, withUserById } from "./users";
-import { andThen, type MaybePromise } from "../maybe-promise";
+import type { MaybePromise } from "../maybe-promise";
 
 const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
 
@@ -51,12 +51,12 @@ export interface KeyHolder {
 
 /** The key with `prefix` and its owner, read as raw values in keyColumns' order (as sessionHolder reads); with `also`, that user in the same statement. */
 export function keyHolder(db: Reader, prefix: string, also?: AlsoUser): MaybePromise<KeyHolder | undefined> {
-  const read = readCaller(
+  return readCaller(
     () => keyAndOwner(db).values({ prefix }),
     () => keyAndOwnerWithUser(db).values({ prefix, userId: also?.id }),
     also,
+    keyHolderOf,
   );
-  return andThen(read, (v) => v && keyHolderOf(v));
 }
 
 /** A row of keyColumns and its owner's, as raw values (instants as epoch milliseconds, flags as 0/1). */

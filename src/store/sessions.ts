@@ -14,7 +14,7 @@ import { refreshTokens, sessions, users } from "../db/schema";
 import { sha256Base64url } from "../digest";
 import { keyRevoked } from "./signing-keys";
 import { type AlsoUser, readCaller, withUserById } from "./users";
-import { andThen, type MaybePromise } from "../maybe-promise";
+import type { MaybePromise } from "../maybe-promise";
 
 /** Random bytes as base64url: 16 for a session id, 32 for a refresh token. */
 export const randomToken = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
@@ -92,12 +92,12 @@ const sessionHolderOf = (v: ArrayLike<unknown>): SessionHolder => ({
  * (users.ts tokenHolder); with `also`, that user in the same statement.
  */
 export function sessionHolder(db: Reader, sid: string, kid = "", also?: AlsoUser): MaybePromise<SessionHolder | undefined> {
-  const read = readCaller(
+  return readCaller(
     () => callerBySession(db).values({ sid, kid }),
     () => callerBySessionWithUser(db).values({ sid, kid, userId: also?.id }),
     also,
+    sessionHolderOf,
   );
-  return andThen(read, (v) => v && sessionHolderOf(v));
 }
 
 /** Whether a session read with its user is open at `now`: not ended, of the user's token version, within both lifetimes, and the user active. */

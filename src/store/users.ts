@@ -548,10 +548,11 @@ export function withUserById(db: Reader, read: (columns: Record<string, Selected
 
 /**
  * Runs a guard's caller read, or its withUserById form when `also` asks for a user: the caller's
- * values, `also.user` filled in. At once on the embedded driver, whose reads answer at once.
+ * values as `holder` maps them (undefined when there is no such caller), `also.user` filled in.
+ * At once on the embedded driver, whose reads answer at once.
  */
-export function readCaller(single: () => unknown, withUser: () => unknown, also?: AlsoUser): MaybePromise<ArrayLike<unknown> | undefined> {
-  if (!also) return andThen(single() as MaybePromise<ArrayLike<unknown>[]>, (rows) => rows[0]);
+export function readCaller<H>(single: () => unknown, withUser: () => unknown, also: AlsoUser | undefined, holder: (values: ArrayLike<unknown>) => H): MaybePromise<H | undefined> {
+  if (!also) return andThen(single() as MaybePromise<ArrayLike<unknown>[]>, (rows) => rows[0] && holder(rows[0]));
   return andThen(withUser() as MaybePromise<ArrayLike<unknown>[]>, (rows) => {
     let caller: ArrayLike<unknown> | undefined;
     for (const row of rows) {
@@ -559,7 +560,7 @@ export function readCaller(single: () => unknown, withUser: () => unknown, also?
       if (row[0] === 0) caller = values;
       else also.user = toUserFromValues(values);
     }
-    return caller;
+    return caller && holder(caller);
   });
 }
 
@@ -594,12 +595,12 @@ export type TokenHolder = ReturnType<typeof holderOf>;
  * holderColumns' order, since drizzle's generic row mapping cost more than the read.
  */
 export function tokenHolder(db: Reader, email: string, kid = "", also?: AlsoUser) {
-  const read = readCaller(
+  return readCaller(
     () => callerByEmail(db).values({ email, kid }),
     () => callerByEmailWithUser(db).values({ email, kid, userId: also?.id }),
     also,
+    holderOf,
   );
-  return andThen(read, (v) => v && holderOf(v));
 }
 
 /** What a login checks of the account with an e-mail. */
