@@ -9,15 +9,15 @@ import { cpus } from "node:os";
 // compared, npm run bench). Types: src/prom-client-parts.d.ts.
 import Counter from "prom-client/lib/counter";
 import Gauge from "prom-client/lib/gauge";
-import Histogram from "prom-client/lib/histogram";
 import Registry from "prom-client/lib/registry";
+import { BoundHistogram } from "./histogram";
 
 /**
  * A timer as Micrometer shows it: a histogram for Prometheus plus the longest duration seen
  * (`<name>_max`), which a histogram cannot give. `observe` and `startTimer` match Histogram's.
  */
 export interface Timer<L extends string> {
-  histogram: Histogram<L>;
+  histogram: BoundHistogram<L>;
   max: Gauge<L>;
   observe(labels: Partial<Record<L, string>>, seconds: number): void;
   startTimer(labels: Partial<Record<L, string>>): () => void;
@@ -56,21 +56,22 @@ export interface Metrics {
 }
 
 function createTimer<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], buckets: number[]): Timer<L> {
-  const histogram = new Histogram<L>({ name: `${name}_seconds`, help, labelNames, buckets, registers: [registry] });
+  const histogram = new BoundHistogram<L>(`${name}_seconds`, help, labelNames, buckets, registry);
   const max = new Gauge<L>({ name: `${name}_seconds_max`, help: `${help}: longest so far`, labelNames, registers: [registry], aggregator: "max" });
-  /** Per label set: the longest duration so far (the gauge is written only when it grows). */
-  const known = new Map<string, { labels: Partial<Record<L, string>>; longest: number }>();
+  /** Per label set: its histogram series and the longest duration so far (the gauge is written only when it grows). */
+  type Entry = { labels: Partial<Record<L, string>>; observe: (seconds: number) => void; longest: number };
+  const known = new Map<string, Entry>();
   const entryOf = (labels: Partial<Record<L, string>>) => {
     const key = labelNames.map((l) => labels[l]).join("\u0000");
     let entry = known.get(key);
     if (!entry) {
-      entry = { labels: { ...labels }, longest: -1 };
+      entry = { labels: { ...labels }, observe: histogram.bind(labels), longest: -1 };
       known.set(key, entry);
     }
     return entry;
   };
-  const record = (entry: { labels: Partial<Record<L, string>>; longest: number }, seconds: number) => {
-    histogram.observe(entry.labels, seconds);
+  const record = (entry: Entry, seconds: number) => {
+    entry.observe(seconds);
     if (seconds > entry.longest) {
       entry.longest = seconds;
       max.set(entry.labels, seconds);

@@ -14,10 +14,6 @@ declare module "prom-client/lib/gauge" {
   import { Gauge } from "prom-client";
   export = Gauge;
 }
-declare module "prom-client/lib/histogram" {
-  import { Histogram } from "prom-client";
-  export = Histogram;
-}
 declare module "prom-client/lib/defaultMetrics" {
   import { collectDefaultMetrics } from "prom-client";
   export = collectDefaultMetrics;
