@@ -5,7 +5,7 @@
  */
 import { Type } from "@sinclair/typebox";
 import { t, type Static } from "elysia";
-import { QueryInteger, queryInteger, type Violation } from "../validation";
+import { NullableString, QueryInteger, queryInteger, type Violation } from "../validation";
 
 export const PHONE_PATTERN = "^[0-9-+()\\s]*$";
 export const PASSWORD_PATTERN = "^(?=.*[a-z])(?=.*[A-Z])(?=.*\\d)(?=.*[@$!%*?&])[A-Za-z\\d@$!%*?&]+$";
@@ -40,12 +40,12 @@ export const User = t.Object(
     id: Type.Integer(),
     name: t.String(),
     email: t.String(),
-    department: t.Nullable(t.String()),
-    phone: t.Nullable(t.String()),
+    department: NullableString(),
+    phone: NullableString(),
     active: t.Boolean(),
     createdAt: t.String({ format: "date-time" }),
     updatedAt: t.String({ format: "date-time" }),
-    lastLogin: t.Nullable(t.String({ format: "date-time" })),
+    lastLogin: NullableString({ format: "date-time" }),
     version: Type.Integer(),
     roles: t.Array(t.String()),
     emailVerified: t.Boolean({ description: "Whether the address was confirmed (false again after an e-mail change)" }),
