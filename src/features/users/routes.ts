@@ -7,6 +7,7 @@ import { clientAddress } from "../../http/client-address";
 import { listAnswer } from "../../http/list-answer";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { User, UserIdParams, userId } from "../../models/user";
+import type { MaybePromise } from "../../maybe-promise";
 import { pageIfAsked } from "../../paging";
 import { type Caller, isAdmin } from "../../security/caller";
 import { confirmPassword } from "../../security/password-check";
@@ -116,10 +117,16 @@ export const usersRoutes = (ctx: AppContext) =>
     )
     .get(
       "/:id",
-      async ({ params, set, userReadAlong }) => {
+      // Not an async function: its promise and the await of it cost ~1 µs of the ~46 a served read
+      // takes (wrk, server CPU per request), and the user is usually here already. Elysia awaits
+      // what a handler returns whenever its source calls something in a return, as this one does,
+      // so findUser's promise is awaited (the 404 tests go through it).
+      ({ params, set, userReadAlong }): MaybePromise<User> => {
         const id = userId(params);
         // Read by the guard in its own statement (readsUser); when the guard found none, findUser answers 404.
-        return tagged(set, (userReadAlong?.id === id && userReadAlong.user) || (await findUser(ctx.db, id)));
+        const read = userReadAlong?.id === id ? userReadAlong.user : undefined;
+        if (read) return tagged(set, read);
+        return findUser(ctx.db, id).then((user) => tagged(set, user));
       },
       {
         auth: ["authenticated", "users", { readsUser: true }],
