@@ -11,6 +11,7 @@
  * answer before anything knew the caller. The header is all any authenticated request has.
  */
 import { Elysia } from "elysia";
+import { authorizationOf } from "./authorization";
 
 /** The routes whose answer is a bearer token, asked for without one (login) or with one. */
 const TOKEN_ROUTES = ["/api/auth/login", "/api/auth/refresh"];
@@ -26,6 +27,6 @@ function pathOf(url: string): string {
 export const noStore = (basePath: string) => {
   const tokenRoutes = new Set(TOKEN_ROUTES.map((route) => basePath + route));
   return new Elysia({ name: "no-store" }).onRequest(({ request, set }) => {
-    if (request.headers.has("authorization") || (request.method === "POST" && tokenRoutes.has(pathOf(request.url)))) set.headers["cache-control"] = "no-store";
+    if (authorizationOf(request) !== null || (request.method === "POST" && tokenRoutes.has(pathOf(request.url)))) set.headers["cache-control"] = "no-store";
   });
 };

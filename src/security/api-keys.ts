@@ -11,6 +11,7 @@ import type { Database } from "../db/database";
 import { sha256Base64url } from "../digest";
 import { AppError } from "../errors";
 import { touchKeysStatement } from "../store/api-keys";
+import { authorizationOf } from "../http/authorization";
 
 /** What a secret scanner looks for (README, "API keys"). */
 export const KEY_PATTERN = /usk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}/;
@@ -77,7 +78,7 @@ export const refusesKeys = (path: string) => REFUSED.test(path);
  */
 export const apiKeyBoundary = (basePath: string) =>
   new Elysia({ name: "api-key-boundary" }).onRequest(({ request }) => {
-    const header = request.headers.get("authorization");
+    const header = authorizationOf(request);
     // "Bearer " as clients send it, before folding any case: every key's request passes here.
     if (!header?.startsWith("usk_", 7) || !(header.startsWith("Bearer ") || header.slice(0, 7).toLowerCase() === "bearer ")) return;
     const url = request.url;

@@ -18,6 +18,7 @@ import { andThen, type MaybePromise } from "../maybe-promise";
 import { isOpen, type SessionHolder, sessionHolder } from "../store/sessions";
 import { keyHolder } from "../store/api-keys";
 import { clientAddress } from "../http/client-address";
+import { authorizationOf } from "../http/authorization";
 import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
@@ -28,7 +29,7 @@ export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { 
 
 /** The word after "Bearer " (any case), up to the next space: what `header.split(" ")`'s second part was, without the array. */
 export function bearerToken(request: Request): string | undefined {
-  const header = request.headers.get("authorization");
+  const header = authorizationOf(request);
   if (!header) return undefined;
   const space = header.indexOf(" ");
   if (space !== 6) return undefined;
