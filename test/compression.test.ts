@@ -11,7 +11,8 @@ let t: TestApp;
 let admin: { id: number; token: string };
 
 beforeAll(async () => {
-  t = await makeTestApp();
+  // With an allowed origin, so that answers to the others carry CORS's Vary: Origin to merge with.
+  t = await makeTestApp({ CORS_ORIGINS: "https://app.example.com" });
   admin = await t.admin();
   for (let i = 0; i < 12; i++) await t.createUser();
 });
