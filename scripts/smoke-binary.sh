@@ -25,6 +25,11 @@ smoke() {
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "authorization: Bearer $token" -H 'content-type: application/json' \
     -d '{"name":"Smoke Test","email":"smoke@example.com"}' "$base/api/users"); [ "$code" = 201 ] || fail "POST /api/users answered $code"
   [ -f data/usersvc.db ] || fail "no database created in ./data"
+  # Elysia awaits a handler by reading its source: the binary must answer what the tested source does, not a bare {}.
+  for path in /api/search/profile /api/users/1; do
+    body=$(curl -s -H "authorization: Bearer $token" "$base$path")
+    [[ "$body" == *'"email":"admin@smoke.test"'* ]] || fail "$path answered $body"
+  done
   printf 'smoke \377\000 bytes' > upload.bin
   up=$(curl -s -w '\n%{http_code}' -H "authorization: Bearer $token" -F "file=@upload.bin;filename=smoke.bin" "$base/api/files/upload")
   [ "${up##*$'\n'}" = 201 ] || fail "upload answered ${up##*$'\n'}"
@@ -39,7 +44,7 @@ smoke() {
   status=0; wait $pid || status=$?
   [ $status -eq 0 ] || fail "exit status $status after SIGTERM"
   cd / && rm -rf "$dir" && trap - EXIT
-  echo "smoke ($driver): binary OK from an empty folder (health, auth, token, create user, file upload and download, SIGTERM exit 0)"
+  echo "smoke ($driver): binary OK from an empty folder (health, auth, token, reads, create user, file upload and download, SIGTERM exit 0)"
 }
 
 smoke native
