@@ -143,6 +143,8 @@ describe("CORS", () => {
       const res = await plain.request("OPTIONS", "/api/users", { headers: { origin: ALLOWED, "access-control-request-method": "GET" } });
       expect(res.status).toBe(204);
       expect(accessControl(res.headers)).toEqual([]);
+      expectSecurityHeaders(res.headers);
+      expect(res.headers.get("x-request-id")).toEqual(expect.any(String));
       const answer = await plain.request("GET", "/actuator/health", { headers: { origin: ALLOWED } });
       expect(accessControl(answer.headers)).toEqual([]);
       // No answer depends on the Origin, so none tells caches to key on it.
