@@ -4,7 +4,9 @@
  * Every authenticated request asks for it three times before its handler runs: no-store
  * (cache-control.ts), the API-key boundary and the guard. Each `headers.get` builds a new string
  * from Bun's native headers (~0.4 µs for a bearer token, measured under wrk), so the first
- * answer is kept on the Request itself, under a symbol no one else can name.
+ * answer is kept on the Request itself, under a symbol no one else can name. Not in
+ * request-state.ts: its WeakMap entry would cost every request a set and lookups, where it holds
+ * only what a few requests need (a refused body, the body as sent).
  */
 const AUTHORIZATION = Symbol("authorization");
 
