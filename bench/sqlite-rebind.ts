@@ -6,7 +6,7 @@
  *   bun bench/sqlite-rebind.ts serve PORT VARIANT  Bun.serve answering one read per request, for wrk
  *                                                 (VARIANT: join, plus, literal, table or none)
  *
- * Run it with both Buns: node_modules/.bin/bun (the project's) and node_modules/bun-1.4.4/bin/bun.
+ * Run it with both Buns: node_modules/.bin/bun (the project's, 1.4.4) and node_modules/bun-1.4.5/bin/bun.
  */
 import { Database } from "bun:sqlite";
 
