@@ -21,6 +21,6 @@ setTimeout(() => {
       const header = block.slice(0, block.indexOf("\n"));
       return header.includes(" r-xp ") && header.endsWith(executable);
     });
-  const code = Number(/\nRss:\s+(\d+)/.exec(mapping ?? "")?.[1] ?? Number.NaN);
+  const code = Number(/\nRss:\s+(\d+)/.exec(mapping ?? "")?.[1]);
   console.log(`bun ${Bun.version} (${Bun.revision.slice(0, 9)}): idle RSS ${mib(rss)} MiB, of it the executable's code ${mib(code)} MiB`);
 }, 1000);
