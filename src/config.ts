@@ -5,6 +5,7 @@
  */
 import { isIP } from "node:net";
 import type { Cron } from "croner";
+import type { SettingName } from "./settings";
 
 /** croner, loaded where a BACKUP_SCHEDULE is read: a server without one never evaluates it (npm run bench -- --idle). */
 export const loadCron = (): typeof Cron => (require("croner") as typeof import("croner")).Cron;
@@ -134,64 +135,6 @@ export class ConfigError extends Error {
   }
 }
 
-/** Every variable the service reads; the CLI accepts each as a --kebab-case flag too. */
-export const CONFIG_VARIABLES = [
-  "PORT",
-  "HOST",
-  "BASE_PATH",
-  "DATABASE_URL",
-  "DATABASE_AUTH_TOKEN",
-  "DATABASE_SYNC_URL",
-  "DATABASE_DRIVER",
-  "DATABASE_BUSY_TIMEOUT_MS",
-  "JWT_SECRET",
-  "DATA_DIR",
-  "FILE_STORAGE",
-  "MAX_UPLOAD_BYTES",
-  "MAX_BODY_BYTES",
-  "S3_ENDPOINT",
-  "S3_REGION",
-  "S3_ACCESS_KEY_ID",
-  "S3_SECRET_ACCESS_KEY",
-  "S3_SESSION_TOKEN",
-  "ADMIN_EMAIL",
-  "ADMIN_PASSWORD",
-  "LOG_LEVEL",
-  "LOG_FORMAT",
-  "NOTIFY_WEBHOOK_URL",
-  "NOTIFY_WEBHOOK_SECRET",
-  "SMTP_URL",
-  "MAIL_FROM",
-  "PUBLIC_URL",
-  "RP_ID",
-  "RP_ORIGINS",
-  "MFA_REQUIRED_ROLES",
-  "REQUIRE_EMAIL_VERIFICATION",
-  "RESET_MAX_REQUESTS",
-  "RESET_MAX_REQUESTS_PER_IP",
-  "PASSWORD_POLICY",
-  "HIBP_RANGE_URL",
-  "LOGIN_MAX_FAILURES",
-  "LOGIN_MAX_FAILURES_PER_IP",
-  "LOGIN_MAX_FAILURES_GLOBAL",
-  "TRUST_PROXY",
-  "METRICS_TOKEN",
-  "WORKERS",
-  "HSTS_MAX_AGE",
-  "CORS_ORIGINS",
-  "BACKUP_DIR",
-  "BACKUP_SCHEDULE",
-  "BACKUP_KEEP",
-  "ORDER_PAYMENT_TIMEOUT",
-  "ORDER_MAX_PENDING",
-  "OTEL_EXPORTER_OTLP_ENDPOINT",
-  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-  "OTEL_EXPORTER_OTLP_HEADERS",
-  "OTEL_SERVICE_NAME",
-  "OTEL_TRACES_SAMPLER",
-  "OTEL_TRACES_SAMPLER_ARG",
-] as const;
-
 const MIN_JWT_SECRET_BYTES = 64;
 /** A typo guard for the bootstrap admin (the users API checks addresses fully). */
 export const looksLikeEmail = (value: string) => /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(value);
@@ -201,11 +144,11 @@ const DATABASE_SCHEMES = ["file:", "libsql:", "http:", "https:", "ws:", "wss:"];
 /** The environment's values, converted and checked; each check that fails adds to `problems` and gives the fallback. */
 function settingsReader(env: Env) {
   const problems: string[] = [];
-  const read = (key: string) => {
+  const read = (key: SettingName) => {
     const value = env[key]?.trim();
     return value === "" ? undefined : value;
   };
-  const integer = (key: string, fallback: number, min: number, max: number) => {
+  const integer = (key: SettingName, fallback: number, min: number, max: number) => {
     const raw = read(key);
     if (raw === undefined) return fallback;
     const value = Number(raw);
@@ -215,7 +158,7 @@ function settingsReader(env: Env) {
     }
     return value;
   };
-  const oneOf = <T extends string>(key: string, allowed: readonly T[], fallback: T): T => {
+  const oneOf = <T extends string>(key: SettingName, allowed: readonly T[], fallback: T): T => {
     const raw = read(key)?.toLowerCase();
     if (raw === undefined) return fallback;
     if (!allowed.includes(raw as T)) {
@@ -225,7 +168,7 @@ function settingsReader(env: Env) {
     return raw as T;
   };
   /** Seconds, or a number with s, m, h or d ("900", "30m"), as milliseconds; unset: undefined. */
-  const duration = (key: string, minMs: number, maxMs: number) => {
+  const duration = (key: SettingName, minMs: number, maxMs: number) => {
     const raw = read(key);
     if (raw === undefined) return undefined;
     const match = /^(\d+)\s*([smhd]?)$/i.exec(raw);
@@ -236,7 +179,7 @@ function settingsReader(env: Env) {
     }
     return ms;
   };
-  const url = (key: string, schemes: string[]) => {
+  const url = (key: SettingName, schemes: string[]) => {
     const raw = read(key);
     if (raw === undefined) return undefined;
     let scheme = "";
@@ -283,7 +226,7 @@ function basePathOf(r: SettingsReader) {
 }
 
 /** An Origin header is scheme://host[:port], nothing more: anything else could never match one. */
-function corsOriginsOf(r: SettingsReader, key = "CORS_ORIGINS") {
+function corsOriginsOf(r: SettingsReader, key: SettingName = "CORS_ORIGINS") {
   const origins = (r.read(key) ?? "")
     .split(",")
     .map((o) => o.trim())

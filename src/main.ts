@@ -6,7 +6,8 @@
 import { parseArgs } from "node:util";
 import type { Logger } from "pino";
 import { createApp } from "./app";
-import { CONFIG_VARIABLES, ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
+import { ConfigError, loadConfig, looksLikeEmail, type Config, type Env } from "./config";
+import { optionOf, SETTING_NAMES, settingsHelp } from "./settings";
 import type { Lifecycle } from "./context";
 import { openDatabase } from "./db/open";
 import { migrate } from "./db/migrate";
@@ -52,7 +53,7 @@ Usage:
   usersvc --help | --version
 
 Settings come from the environment or the same-named flag (DATABASE_URL or --database-url):
-  ${CONFIG_VARIABLES.join(", ")}
+${settingsHelp()}
 `;
 
 /** Exit code 2: the command line or the configuration is wrong. */
@@ -66,8 +67,6 @@ const refusedPassword =
     throw error;
   };
 
-const flagOf = (variable: string) => variable.toLowerCase().replaceAll("_", "-");
-
 /** The command line, with flag errors in our words (node's parseArgs text quotes unevenly). */
 function parseCommandLine(argv: string[]) {
   const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
@@ -79,7 +78,7 @@ function parseCommandLine(argv: string[]) {
     output: { type: "string" },
     revoke: { type: "string" },
   };
-  for (const variable of CONFIG_VARIABLES) options[flagOf(variable)] = { type: "string" };
+  for (const name of SETTING_NAMES) options[optionOf(name)] = { type: "string" };
   const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
   for (const token of parsed.tokens) {
     if (token.kind !== "option") continue;
@@ -93,9 +92,9 @@ function parseCommandLine(argv: string[]) {
 
 function configFrom(values: Record<string, unknown>): Config {
   const env: Env = { ...process.env };
-  for (const variable of CONFIG_VARIABLES) {
-    const flag = values[flagOf(variable)];
-    if (typeof flag === "string") env[variable] = flag;
+  for (const name of SETTING_NAMES) {
+    const flag = values[optionOf(name)];
+    if (typeof flag === "string") env[name] = flag;
   }
   return loadConfig(env);
 }
