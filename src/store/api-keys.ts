@@ -6,6 +6,7 @@
 import { and, asc, count, eq, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
+import { positionsOf } from "../db/reads";
 import { apiKeys, users } from "../db/schema";
 import { type AlsoUser, readCaller, withUserById } from "./users";
 import type { MaybePromise } from "../maybe-promise";
@@ -59,18 +60,19 @@ export function keyHolder(db: Reader, prefix: string, also?: AlsoUser): MaybePro
   );
 }
 
+const keyAt = positionsOf(keyColumns);
 /** A row of keyColumns and its owner's, as raw values (instants as epoch milliseconds, flags as 0/1). */
 const keyHolderOf = (v: ArrayLike<unknown>): KeyHolder => ({
-  id: v[0] as number,
-  secretHash: v[1] as string,
-  scopes: v[2] as string,
-  expiresAt: v[3] as number | null,
-  lastUsedAt: v[4] as number | null,
-  userId: v[5] as number,
-  email: v[6] as string,
-  active: Boolean(v[7]),
-  tokenVersion: v[8] as number,
-  roles: v[9] as string | null,
+  id: v[keyAt.id] as number,
+  secretHash: v[keyAt.secretHash] as string,
+  scopes: v[keyAt.scopes] as string,
+  expiresAt: v[keyAt.expiresAt] as number | null,
+  lastUsedAt: v[keyAt.lastUsedAt] as number | null,
+  userId: v[keyAt.userId] as number,
+  email: v[keyAt.email] as string,
+  active: Boolean(v[keyAt.active]),
+  tokenVersion: v[keyAt.tokenVersion] as number,
+  roles: v[keyAt.roles] as string | null,
 });
 
 export interface NewApiKey {

@@ -10,6 +10,7 @@
 import { and, desc, eq, isNull, ne, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { positionsOf } from "../db/reads";
 import { refreshTokens, sessions, users } from "../db/schema";
 import { sha256Base64url } from "../digest";
 import { keyRevoked } from "./signing-keys";
@@ -71,19 +72,20 @@ export interface SessionHolder {
   keyRevoked?: boolean;
 }
 
+const sessionAt = positionsOf(guardColumns);
 /** A row of guardColumns as raw values (instants as epoch milliseconds, flags as 0/1). */
 const sessionHolderOf = (v: ArrayLike<unknown>): SessionHolder => ({
-  userId: v[0] as number,
-  email: v[1] as string,
-  active: Boolean(v[2]),
-  tokenVersion: v[3] as number,
-  roles: v[4] as string | null,
-  sessionVersion: v[5] as number,
-  endedAt: v[6] as number | null,
-  expiresAt: v[7] as number,
-  lastSeenAt: v[8] as number,
-  amr: v[9] as string,
-  keyRevoked: Boolean(v[10]),
+  userId: v[sessionAt.userId] as number,
+  email: v[sessionAt.email] as string,
+  active: Boolean(v[sessionAt.active]),
+  tokenVersion: v[sessionAt.tokenVersion] as number,
+  roles: v[sessionAt.roles] as string | null,
+  sessionVersion: v[sessionAt.sessionVersion] as number,
+  endedAt: v[sessionAt.endedAt] as number | null,
+  expiresAt: v[sessionAt.expiresAt] as number,
+  lastSeenAt: v[sessionAt.lastSeenAt] as number,
+  amr: v[sessionAt.amr] as string,
+  keyRevoked: Boolean(v[sessionAt.keyRevoked]),
 });
 
 /**

@@ -9,6 +9,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Database, Db, Reader } from "../db/database";
 import { secondFactorsOf } from "./mfa";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { positionsOf } from "../db/reads";
 import { auditLog, departments, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
 import { AppError } from "../errors";
 import type { SORTABLE_FIELDS, User } from "../models/user";
@@ -70,6 +71,7 @@ function toUser(row: Unmapped<UserRow>): User {
   };
 }
 
+const userAt = positionsOf(userColumns);
 /**
  * A row of userColumns read with `.values()`: the driver's values in userColumns' order
  * (instants as epoch milliseconds, flags as 0/1), indexed rather than destructured because
@@ -78,18 +80,18 @@ function toUser(row: Unmapped<UserRow>): User {
  */
 export const toUserFromValues = (v: ArrayLike<unknown>): User =>
   toUser({
-    id: v[0] as number,
-    name: v[1] as string,
-    email: v[2] as string,
-    department: v[3] as string | null,
-    phone: v[4] as string | null,
-    active: v[5] as number,
-    createdAt: v[6] as number,
-    updatedAt: v[7] as number,
-    lastLogin: v[8] as number | null,
-    version: v[9] as number,
-    roles: v[10] as string | null,
-    emailVerified: v[11] as number,
+    id: v[userAt.id] as number,
+    name: v[userAt.name] as string,
+    email: v[userAt.email] as string,
+    department: v[userAt.department] as string | null,
+    phone: v[userAt.phone] as string | null,
+    active: v[userAt.active] as number,
+    createdAt: v[userAt.createdAt] as number,
+    updatedAt: v[userAt.updatedAt] as number,
+    lastLogin: v[userAt.lastLogin] as number | null,
+    version: v[userAt.version] as number,
+    roles: v[userAt.roles] as string | null,
+    emailVerified: v[userAt.emailVerified] as number,
   });
 
 /** The users matching `where` (all when undefined), as User rows. */
@@ -149,7 +151,7 @@ export function orderBy(sort: string | undefined) {
 }
 
 /** Where a row's sort value is in a userColumns row read with `.values()`. */
-export const sortValueIndex = (sort: string | undefined) => Object.keys(userColumns).indexOf(sortOf(sort).field);
+export const sortValueIndex = (sort: string | undefined) => userAt[sortOf(sort).field];
 
 /**
  * The users after a row in orderBy(sort)'s order: the keyset of a list read in chunks. The row's
@@ -576,16 +578,17 @@ const callerByEmailWithUser = prepared((db: Reader) =>
   ).prepare(),
 );
 
+const holderAt = positionsOf(holderColumns);
 /** A row of holderColumns, as raw values (instants as epoch milliseconds, flags as 0/1). */
 const holderOf = (v: ArrayLike<unknown>) => ({
-  id: v[0] as number,
-  email: v[1] as string,
-  active: Boolean(v[2]),
-  tokenVersion: v[3] as number,
-  createdAt: new Date(v[4] as number),
-  emailChangedAt: v[5] === null ? null : new Date(v[5] as number),
-  roles: v[6] as string | null,
-  keyRevoked: Boolean(v[7]),
+  id: v[holderAt.id] as number,
+  email: v[holderAt.email] as string,
+  active: Boolean(v[holderAt.active]),
+  tokenVersion: v[holderAt.tokenVersion] as number,
+  createdAt: new Date(v[holderAt.createdAt] as number),
+  emailChangedAt: v[holderAt.emailChangedAt] === null ? null : new Date(v[holderAt.emailChangedAt] as number),
+  roles: v[holderAt.roles] as string | null,
+  keyRevoked: Boolean(v[holderAt.keyRevoked]),
 });
 /** The account a bearer token without a session names, as the guard checks it. */
 export type TokenHolder = ReturnType<typeof holderOf>;
