@@ -499,9 +499,9 @@ test("after a restore the orphan sweep keeps the objects stored after the backup
   }
 }, 30_000);
 
-test("the README's recovery drill works verbatim", async () => {
-  const readme = readFileSync(join(import.meta.dir, "../README.md"), "utf8");
-  const drill = /### Recovery drill[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1];
+test("the recovery drill in docs/operations.md works verbatim", async () => {
+  const operations = readFileSync(join(import.meta.dir, "../docs/operations.md"), "utf8");
+  const drill = /### Recovery drill[\s\S]*?```sh\n([\s\S]*?)```/.exec(operations)?.[1];
   expect(drill).toBeDefined();
   const live = await startServer({ JWT_SECRET: "" });
   const scratch = mkdtempSync(join(tmpdir(), "usersvc-drill-"));
