@@ -1,7 +1,7 @@
 /**
  * The machine's ceiling in npm run bench: the least a Bun HTTP server can do, a fixed ~250-byte JSON.
  *   bun bench/ceiling.ts json PORT
- * (The database-backed reference is the lean floor, ../shared/bench/lean-floor.ts: see bench/run.ts.)
+ * (The database-backed reference is the lean floor beside the repository: see bench/run.ts.)
  */
 const [mode, portArg] = process.argv.slice(2);
 if (mode !== "json") throw new Error(`unknown ceiling "${mode}"`);

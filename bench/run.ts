@@ -7,7 +7,7 @@
  *   alone and the comparison says why it was skipped. It is copied under node_modules/.cache
  *   and run with --no-install, so it imports the elysia and prom-client pinned here (never an
  *   auto-installed latest), on this project's bun and on every other Bun pinned as an optional
- *   dependency "bun-<version>" (Bun 1.4.5, the newer one: bun:sqlite re-prepares a join there, README). usersvc
+ *   dependency "bun-<version>" (Bun 1.4.5, the newer one: bun:sqlite re-prepares a join there, docs/performance.md). usersvc
  *   is compared with the faster floor at LOG_LEVEL=warn, as its header says, in alternating
  *   rounds on the same 2 cores; the table names the floor's Bun.
  * - usersvc is the compiled binary (USERSVC_BINARY, default dist/usersvc, rebuilt when older

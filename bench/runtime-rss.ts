@@ -1,5 +1,5 @@
 /**
- * What a Bun runtime holds resident before any of our code runs (README, "Which Bun serves usersvc"):
+ * What a Bun runtime holds resident before any of our code runs (docs/performance.md, "Which Bun serves usersvc"):
  * an idle process's RSS and the part of it that is the executable's code pages, one second after start.
  *
  *   node_modules/.bin/bun bench/runtime-rss.ts          the project's Bun (1.4.4)

@@ -1,5 +1,5 @@
 /**
- * The smallest reproduction of the lean floor's slowdown on Bun 1.4.5 (README, "Performance"):
+ * The smallest reproduction of the lean floor's slowdown on Bun 1.4.5 (docs/performance.md, "Bun 1.4.5 re-prepares"):
  * bun:sqlite re-prepares a statement that joins each time a value is bound to it.
  *
  *   bun bench/sqlite-rebind.ts                     CPU per .get() of each variant, in a loop

@@ -1,5 +1,5 @@
 /**
- * A remote primary that goes away and comes back (decisions.md, "Many instances"): while it is
+ * A remote primary that goes away and comes back (docs/many-instances.md, "Running several instances"): while it is
  * gone, requests that need it answer 503 SERVICE_UNAVAILABLE with Retry-After (never a 500),
  * readiness is DOWN and liveness UP; once it is back on the same file, both recover by themselves.
  * The app talks to the test kit's Hrana server over HTTP whatever the leg (the multi-instance

@@ -1,6 +1,6 @@
 /**
  * The client network an address belongs to, for counting login failures per e-mail and network
- * (decisions.md, Account protection): an IPv4 address's /24, an IPv6 address's /48 (an IPv4-mapped
+ * (docs/security.md, "Throttling and lockout"): an IPv4 address's /24, an IPv6 address's /48 (an IPv4-mapped
  * IPv6 address counts as its IPv4 address). Anything else (app.handle's "local") is its own network.
  */
 export function clientNetwork(address: string): string {

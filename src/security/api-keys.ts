@@ -1,5 +1,5 @@
 /**
- * API keys: `usk_<prefix>_<secret>` (decisions.md, API keys). The prefix (8 base62 characters)
+ * API keys: `usk_<prefix>_<secret>` (docs/security.md, "API keys"). The prefix (8 base62 characters)
  * finds the key; the secret (32 random bytes in base62, no `_` inside) exists only in the answer
  * that created it, the database keeping its SHA-256, compared in constant time. Secret scanners
  * find keys by KEY_PATTERN. Here too: the routes that refuse keys whatever they declare, the
@@ -13,7 +13,7 @@ import { AppError } from "../errors";
 import { touchKeysStatement } from "../store/api-keys";
 import { authorizationOf } from "../http/authorization";
 
-/** What a secret scanner looks for (README, "API keys"). */
+/** What a secret scanner looks for (docs/security.md, "API keys"). */
 export const KEY_PATTERN = /usk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}/;
 const PRESENTED = /^usk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}$/;
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -52,7 +52,7 @@ export function parseKey(bearer: string): { prefix: string; secret: string } | u
  * Whether `secret` hashes to `stored`, in constant time: every character of the two digests is
  * compared whatever the first difference (their lengths, 43, are no secret). A key's request
  * pays for the hash and no more: node's timingSafeEqual wanted both digests as Buffers, and
- * decoding the stored one cost more than hashing (npm run bench, README "Performance").
+ * decoding the stored one cost more than hashing (npm run bench, docs/performance.md "API keys").
  */
 export function secretMatches(secret: string, stored: string): boolean {
   const given = secretHash(secret);

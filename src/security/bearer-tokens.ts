@@ -144,7 +144,7 @@ export function createTokens(secret: string, now: () => number, ttlSeconds = TOK
       if (!key) return undefined;
       const options: JWTVerifyOptions = {
         algorithms: [key.alg],
-        // iat is not required: a token minted elsewhere with sub and exp is enough (decisions.md).
+        // iat is not required: a token minted elsewhere with sub and exp is enough (test/auth-tokens.test.ts, "only sub and exp").
         requiredClaims: ["sub", "exp"],
         currentDate: new Date(now()),
         // Only we hold the asymmetric keys: their tokens name us. Another library's HS512 token may name no issuer.

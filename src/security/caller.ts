@@ -4,7 +4,7 @@ export type RoleName = "USER" | "ADMIN";
 /** SELF_OR_ADMIN: the user named by the route's `:id` segment, or an ADMIN (PATCH a user, profiles). */
 export type AccessRule = "authenticated" | RoleName | "SELF_OR_ADMIN";
 
-/** The areas an API key's scopes name (decisions.md, API keys): a GET needs `<area>:read`, anything else `<area>:write`. */
+/** The areas an API key's scopes name (docs/security.md, "API keys"): a GET needs `<area>:read`, anything else `<area>:write`. */
 export const AREAS = ["users", "files", "orders", "products"] as const;
 export type Area = (typeof AREAS)[number];
 export type Scope = `${Area}:${"read" | "write"}`;

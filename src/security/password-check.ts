@@ -1,6 +1,6 @@
 /**
  * Checking an account's password, as login, the password change and one's own e-mail change do,
- * with failed-login throttling (decisions.md, Authentication and Account protection): after
+ * with failed-login throttling (docs/security.md, "Throttling and lockout"): after
  * `loginMaxFailures` failures for one e-mail from one client network (/24, /48) within 15 minutes,
  * or `loginMaxFailuresPerIp` from one client address, further attempts from there get 429 with
  * Retry-After until that window passes, even with the right password; a stranger elsewhere cannot

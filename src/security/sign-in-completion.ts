@@ -2,7 +2,7 @@
  * What every completed sign-in writes beside its session, whichever way it completed (a password,
  * or the second factor's step after it): the deviceToken its answer carries, and the device it came
  * from noted as known, with NEW_SIGN_IN to the owner when the account did not know that device label
- * and client network yet (decisions.md, Account protection). Statements only, for the sign-in's own
+ * and client network yet (docs/security.md, "Throttling and lockout"). Statements only, for the sign-in's own
  * unit: no round trip of their own.
  */
 import type { Db } from "../db/database";

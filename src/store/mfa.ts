@@ -75,8 +75,8 @@ export type PasskeyRow = typeof passkeys.$inferSelect;
 
 /**
  * A column of the user a passkey belongs to (its user_id), as a scalar subquery rather than a
- * join: Bun 1.4.5 prepares a bun:sqlite statement that joins again each time it is bound (README,
- * Performance), and the sign-ins read a row with its owner on every attempt (47 against 11 µs a
+ * join: Bun 1.4.5 prepares a bun:sqlite statement that joins again each time it is bound (docs/performance.md,
+ * "Bun 1.4.5 re-prepares"), and the sign-ins read a row with its owner on every attempt (47 against 11 µs a
  * read in raw bun:sqlite). The owner always exists: user_id references users, deleted in cascade.
  */
 const ownerColumn = <C extends SQLiteColumn>(column: C) => sql<C["_"]["data"]>`${sql.raw(`(select ${column.name} from users where users.id = passkeys.user_id)`)}`.mapWith(column);

@@ -39,7 +39,7 @@ const sessionAndUser = {
 
 /**
  * The token's session: `+?`, not `?`. Bun 1.4.5's bun:sqlite prepares a join again each time a
- * value is bound to it (README, Performance), and this one is every session token's read: 23–25 µs
+ * value is bound to it (docs/performance.md, "Bun 1.4.5 re-prepares"), and this one is every session token's read: 23–25 µs
  * CPU a run in a loop with `?`, 5.1–5.4 with `+?` (1.4.4: 5.2 either way). Unary plus changes no
  * value and no comparison (the column's TEXT affinity still applies), and the plan still seeks the
  * primary key.

@@ -125,7 +125,7 @@ export async function prepareRouteWalk(t: TestApp) {
     "GET /api/admin/backups/:name": {
       path: `/api/admin/backups/${backup ?? "usersvc-20260101T000000Z.tar.gz"}`,
       status: backup ? 200 : 404,
-      // A backup archive is the database itself, password hashes included, by design (README: archives hold secrets).
+      // A backup archive is the database itself, password hashes included, by design (docs/operations.md, "Backups and restore": archives hold secrets).
       holdsPrivateData: "a backup archive holds the database, by design",
     },
     "DELETE /api/admin/backups/:name": { path: "/api/admin/backups/usersvc-20260101T000000Z.tar.gz", status: 404 },

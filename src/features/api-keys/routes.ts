@@ -1,4 +1,4 @@
-/** Feature folder api-keys/: keys for scripts and integrations, narrowed by scopes (decisions.md, API keys). */
+/** Feature folder api-keys/: keys for scripts and integrations, narrowed by scopes (docs/security.md, "API keys"). */
 /**
  * /api/account/api-keys (the caller's own; creation needs a sign-in within 10 minutes) and
  * /api/users/{id}/api-keys (ADMIN). No route here takes a key itself: managing keys needs a sign-in.

@@ -1,5 +1,5 @@
 /**
- * Where card payments go. The built-in implementation is the simulator decisions.md names;
+ * Where card payments go. The built-in implementation is the simulator docs/api.md describes ("Products, orders and notifications");
  * a real gateway (or a test's counting one) is passed as AppDeps.paymentGateway.
  */
 
