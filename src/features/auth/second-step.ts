@@ -7,16 +7,18 @@
  * right password does not clear it until the second step is done) and is audited MFA_FAILED.
  * mfaTokens and passwordless sign-in's challenges are sealed (security/webauthn.ts): the first step
  * writes nothing. An mfaToken carries its user, the token version it was issued under (a password
- * change, a factor removed or a deactivation since voids it), the amr so far and 32 random bytes,
- * its id (and its passkeyOptions' challenge); its id is recorded as used by the sign-in's own unit,
- * and a wrong code is counted by it. Registration's WebAuthn challenges live in
+ * change, a factor removed or a deactivation since voids it), the amr so far, 32 random bytes, its
+ * id (and its passkeyOptions' challenge), and the deviceToken the password step presented when it
+ * was good: then the second step, too, counts only that device's failures and is refused by none of
+ * the e-mail's or the network's (security/password-check.ts). Its id is recorded as used by the
+ * sign-in's own unit, and a wrong code is counted by it. Registration's WebAuthn challenges live in
  * the database (store/mfa.ts), so any instance on one primary finishes what another began.
  */
 import { randomBytes } from "node:crypto";
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db, Reader, UnitAnswers } from "../../db/database";
 import { AppError } from "../../errors";
-import { assertLoginAllowed, attemptTurn, countSecondStepFailure } from "../../security/password-check";
+import { assertLoginAllowed, attemptTurn, countFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
 import { acceptedStep, isRecoveryCode, recoveryCodeHash, type SecretCipher } from "../../security/totp";
 import {
@@ -68,36 +70,42 @@ const invalidCode = () => new AppError("INVALID_MFA_CODE");
 const invalidPasskey = () => new AppError("INVALID_PASSKEY");
 const asAssertion = (passkey: PasskeyAssertion) => ({ clientExtensionResults: {}, ...passkey }) as AuthenticationResponseJSON;
 
-/** What a sealed mfaToken carries (its facts, in this order); `passkey`: its answer offered passkeyOptions, whose challenge is its id. */
+/**
+ * What a sealed mfaToken carries (its facts, in this order); `passkey`: its answer offered
+ * passkeyOptions, whose challenge is its id; `deviceToken`: the account's, presented with the
+ * password and good then (a random token of ours: base64url, no ".").
+ */
 interface MfaTokenFacts {
   id: string;
   userId: number;
   tokenVersion: number;
   amr: string;
   passkey: boolean;
+  deviceToken?: string;
   expiresAt: number;
 }
 
 /** The facts of a live mfaToken sealed by this service, or undefined (altered, sealed for another purpose, expired, or an earlier release's random token). */
 function openMfaToken(deps: SecondStepDeps, mfaToken: string, now: number): MfaTokenFacts | undefined {
   const opened = openSealed(deps.cipher, mfaToken, MFA_TOKEN, now);
-  const [id, userId, tokenVersion, amr, passkey] = opened?.facts ?? [];
+  const [id, userId, tokenVersion, amr, passkey, device] = opened?.facts ?? [];
   if (!opened || !id || !amr || !Number.isSafeInteger(Number(userId)) || !Number.isSafeInteger(Number(tokenVersion))) return undefined;
-  return { id, userId: Number(userId), tokenVersion: Number(tokenVersion), amr, passkey: passkey === "p", expiresAt: opened.expiresAt };
+  const deviceToken = device && device !== "-" ? device : undefined;
+  return { id, userId: Number(userId), tokenVersion: Number(tokenVersion), amr, passkey: passkey === "p", deviceToken, expiresAt: opened.expiresAt };
 }
 
 /**
  * The second step's challenge for an account whose password was right: a fresh mfaToken (sealed,
  * nothing written), the methods it may be completed with and, with a passkey (and passkeys
  * configured), the request options whose challenge is the token's id. `factors`: 1 an active
- * TOTP, +2 a passkey.
+ * TOTP, +2 a passkey; `deviceToken`: the account's, when the password step presented a good one.
  */
-export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number): Promise<MfaRequired> {
+export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number, deviceToken?: string): Promise<MfaRequired> {
   const random = new Uint8Array(randomBytes(32));
   const id = Buffer.from(random).toString("base64url");
   const rp = factors & 2 ? relyingPartyOf(deps.config) : undefined;
   const passkeyOptions = rp && (await requestOptions(rp, "preferred", random));
-  const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-"];
+  const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-", deviceToken ?? "-"];
   const mfaToken = sealedFor(deps.cipher, MFA_TOKEN, deps.now() + MFA_TOKEN_TTL_MS, facts);
   const methods: MfaRequired["methods"] = [...(factors & 1 ? (["totp"] as const) : []), "recovery_code", ...(passkeyOptions ? (["passkey"] as const) : [])];
   return { mfaRequired: true, mfaToken, methods, expiresIn: MFA_TOKEN_TTL_MS / 1000, ...(passkeyOptions && { passkeyOptions: passkeyOptions as PasskeyRequestOptions }) };
@@ -165,8 +173,8 @@ async function proofOf(
  * `POST /api/auth/login/mfa`: the mfaToken completed by a TOTP code, a recovery code (used up,
  * and mailed RECOVERY_CODE_USED) or a passkey assertion of the account's: the login answer, amr
  * pwd plus otp, rec or hwk. Wrong, used, expired or burnt: 401 INVALID_MFA_CODE; a wrong one, of
- * whichever kind, is counted on the token (5 burn it) and in the e-mail's login throttle (429 once
- * it is full), and audited MFA_FAILED.
+ * whichever kind, is counted on the token (5 burn it) and in the login throttle the token carries
+ * (its deviceToken's, else the e-mail's: 429 once it is full), and audited MFA_FAILED.
  */
 export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBody, client: SignInClient): Promise<TokenResponse> {
   const now = new Date(deps.now());
@@ -178,15 +186,16 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   const offered = offeredFactor(body);
   // In the e-mail's turn, as a login: parallel guesses see each other's failures.
   using _turn = await attemptTurn(email);
-  const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, email, client.address, factorRows(offered, userId));
-  /** A wrong code: counted on the token (burnt at the limit), then in the login throttle, audited. */
+  const attempt = { address: client.address, deviceToken: token.deviceToken };
+  const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, { id: userId, email }, attempt, factorRows(offered, userId));
+  /** A wrong code: counted on the token (burnt at the limit), then where the attempt's failures count, audited. */
   const wrongCode = async () => {
     await deps.db.write(async (tx) => {
       const [counted] = await challengeFailureStatement(tx, `${token.id}.failures`, new Date(token.expiresAt + USED_CHALLENGE_MARGIN_MS));
       if (counted.failures >= MFA_MAX_FAILURES) await recordedUsed(tx, "mfa-used", token.id, token.expiresAt, now);
     });
     const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
-    await countSecondStepFailure(deps, toClear.origin, failure, userId);
+    await countFailure(deps, toClear, failure, userId);
     return invalidCode();
   };
   const proof = await proofOf(deps, userId, email, offered, token.passkey ? token.id : null, factor, now);
@@ -197,7 +206,7 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   const account: SignedInAccount = { id: userId, email, tokenVersion: held.tokenVersion };
   const session = newSession(deps, now, [...token.amr.split(","), proof.amr]);
   // An account with a second factor has signed in before: its device is judged as any other's.
-  const completed = completeSignIn({ userId, email, firstSignIn: false, ...client }, now);
+  const completed = completeSignIn({ userId, email, firstSignIn: false, ...client, deviceToken: toClear.device?.token }, now);
   const user = await deps.db.write(async (tx) => {
     // The proof first: one spent since it was read (a replay on another instance won the race)
     // wrote nothing, and the unit ends empty so that its failure is counted like any wrong code's.
