@@ -3,7 +3,7 @@
  * injected clock and client addresses given by X-Forwarded-For (TRUST_PROXY=1): failures count per
  * e-mail and client network, so a guesser elsewhere never locks the owner out; a global count per
  * e-mail locks it out everywhere, for a window that doubles; the owner's deviceToken gets in during
- * a lockout; LOGIN_LOCKED once per lockout; an ADMIN's unlock; NEW_SIGN_IN for a device label and
+ * a lockout (through the second step too, which then counts only the device's failures); LOGIN_LOCKED once per lockout; an ADMIN's unlock; NEW_SIGN_IN for a device label and
  * network the account does not know.
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
@@ -15,6 +15,7 @@ import { createLogging } from "../src/logging/logger";
 import { resolvePasswordResets } from "../src/store/account-tokens";
 import { ISO_Z, makeTestApp, type TestApp, timeless, uniqueEmail, validRegistration } from "./helpers";
 import { DENIED, expectFailure, scenarios } from "./scenario";
+import { STEP_MS, totpAt } from "./support/totp";
 
 const PASSWORD = "Passw0rd!";
 const WRONG = "Wrong0rd!";
@@ -203,6 +204,81 @@ describe("deviceToken", () => {
     const other = await t.createUser({ password: PASSWORD });
     expect(await fail(other.email, GUESSERS, 5)).toEqual([401, 401, 401, 401, 401]);
     expect((await login(other.email, { from: GUESSERS, deviceToken })).status).toBe(429);
+  });
+});
+
+describe("deviceToken and a second factor", () => {
+  const GUESSERS = "100.73.0.1";
+  const secondStep = (body: { mfaToken: string; code: string }, from: string) =>
+    t.request("POST", "/api/auth/login/mfa", { body, headers: { "x-forwarded-for": from, "user-agent": CHROME } });
+  const mfaFailures = async (id: number) =>
+    (
+      await t.db
+        .select()
+        .from(auditLog)
+        .where(and(eq(auditLog.action, "MFA_FAILED"), eq(auditLog.subjectId, String(id))))
+    ).length;
+
+  /** An account with an authenticator app and a deviceToken, blocked from the guessers' network: its secret and a wrong code. */
+  async function blockedWithTotp() {
+    clock += minutes(60);
+    const user = await t.createUser({ password: PASSWORD });
+    const home = await login(user.email, { from: "192.0.2.21" });
+    const { token, deviceToken } = home.body.data;
+    const started = await t.request("POST", "/api/account/mfa/totp", { token });
+    const secret = started.body.secret as string;
+    const confirmed = await t.request("POST", "/api/account/mfa/totp/confirm", { token, body: { code: totpAt(secret, clock) } });
+    expect(confirmed.status).toBe(200);
+    // Past the step the enrolment used (each step counts once).
+    clock += STEP_MS;
+    expect(await fail(user.email, GUESSERS, 5)).toEqual([401, 401, 401, 401, 401]);
+    expect((await login(user.email, { from: GUESSERS })).status).toBe(429);
+    const wrong = totpAt(secret, clock) === "000000" ? "111111" : "000000";
+    return { ...user, deviceToken: deviceToken as string, secret, wrong };
+  }
+
+  /** The password step with the deviceToken from `from`: its mfaToken. */
+  async function firstStep(email: string, deviceToken: string, from: string) {
+    const res = await login(email, { from, deviceToken });
+    expect([res.status, res.body.data.mfaRequired]).toEqual([200, true]);
+    return res.body.data.mfaToken as string;
+  }
+
+  test("behind the guessers' network the device completes the second step; its wrong codes count as its own, and it is answered back", async () => {
+    const { id, email, deviceToken, secret, wrong } = await blockedWithTotp();
+    const mfaToken = await firstStep(email, deviceToken, GUESSERS);
+    // A wrong TOTP code and wrong recovery codes: the device's failures, not the network's (already full) or the e-mail's (5 + 4 > 8).
+    const codes = [wrong, "aaaaa-bbbbb", "ccccc-ddddd", wrong];
+    const statuses = [];
+    for (const code of codes) statuses.push((await secondStep({ mfaToken, code }, GUESSERS)).status);
+    expect(statuses).toEqual([401, 401, 401, 401]);
+    expect(await mfaFailures(id)).toBe(4);
+    expect(await mailsOf(email, "LOGIN_LOCKED")).toEqual([]);
+    expect((await login(email, { from: "203.0.113.72" })).status).toBe(200);
+    const done = await secondStep({ mfaToken, code: totpAt(secret, clock) }, GUESSERS);
+    expect(done.status).toBe(200);
+    expect(done.body.data.deviceToken).toBe(deviceToken);
+  });
+
+  test("during a global lockout the device completes the second step", async () => {
+    const { email, deviceToken, secret } = await blockedWithTotp();
+    expect(await lockOutEverywhere(email, 5, GLOBAL - 5)).toEqual(Array(GLOBAL - 5).fill(401));
+    expect((await login(email, { from: "203.0.113.73" })).status).toBe(429);
+    const mfaToken = await firstStep(email, deviceToken, "203.0.113.73");
+    const done = await secondStep({ mfaToken, code: totpAt(secret, clock) }, "203.0.113.73");
+    expect([done.status, done.body.data?.deviceToken]).toEqual([200, deviceToken]);
+  });
+
+  test("five wrong codes of the device's void it (and burn the mfaToken): the guessers' network stays blocked for it", async () => {
+    const { id, email, deviceToken, secret, wrong } = await blockedWithTotp();
+    const mfaToken = await firstStep(email, deviceToken, GUESSERS);
+    const statuses = [];
+    for (const code of [wrong, "aaaaa-bbbbb", wrong, "ccccc-ddddd", wrong]) statuses.push((await secondStep({ mfaToken, code }, GUESSERS)).status);
+    expect(statuses).toEqual([401, 401, 401, 401, 401]);
+    expect(await mfaFailures(id)).toBe(5);
+    expect((await secondStep({ mfaToken, code: totpAt(secret, clock) }, GUESSERS)).status).toBe(401);
+    expect(await mailsOf(email, "LOGIN_LOCKED")).toEqual([]);
+    expect((await login(email, { from: GUESSERS, deviceToken })).status).toBe(429);
   });
 });
 

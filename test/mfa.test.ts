@@ -205,13 +205,36 @@ describe("mfaToken", () => {
     expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: totpAt(secret, clock) })).status).toBe(200);
   });
 
-  test("wrong codes count in the e-mail's login throttle: then even the right password gets 429", async () => {
+  test("five wrong recovery codes burn the mfaToken as five wrong TOTP codes do, each audited MFA_FAILED", async () => {
+    const { id, email, token } = await signedIn();
+    const { secret, recoveryCodes } = await withTotp(token);
+    clock += STEP_MS;
+    const { mfaToken } = await firstStep(email);
+    // Well-formed and not the account's: one of another account's, and made-up ones.
+    const other = await withTotp((await signedIn()).token);
+    clock += STEP_MS;
+    const statuses = [];
+    for (const code of [other.recoveryCodes[0], "aaaaa-bbbbb", "ccccc-ddddd", "eeeee-fffff", "ggggg-hhhhh"]) statuses.push((await secondStep({ mfaToken, code })).status);
+    expect(statuses).toEqual([401, 401, 401, 401, 401]);
+    expectFailure(await secondStep({ mfaToken, code: totpAt(secret, clock) }), 401, { errorCode: "INVALID_MFA_CODE" });
+    expectFailure(await secondStep({ mfaToken, code: recoveryCodes[0] }), 401, { errorCode: "INVALID_MFA_CODE" });
+    const audits = await t.db.select().from(auditLog).where(eq(auditLog.action, "MFA_FAILED"));
+    expect(audits.filter((row) => row.subjectId === String(id)).map((row) => [row.actor, row.details])).toEqual(Array(5).fill([email, { address: expect.any(String) }]));
+    // The codes are the account's still, and a fresh mfaToken completes.
+    expect((await t.request("GET", "/api/account/mfa", { token })).body.recoveryCodesLeft).toBe(10);
+    expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: recoveryCodes[0] })).status).toBe(200);
+  });
+
+  test.each([
+    ["TOTP", (secret: string) => (totpAt(secret, clock) === "000000" ? "111111" : "000000")],
+    ["recovery", () => "aaaaa-bbbbb"],
+  ])("wrong %s codes count in the e-mail's login throttle: then even the right password gets 429", async (_kind, wrongCode) => {
     const app = await makeTestApp({ PUBLIC_URL: ORIGIN }, { now: () => clock });
     try {
       const { email, token } = await signedIn(app);
       const { secret } = await withTotp(token, app);
       const { mfaToken } = await firstStep(email, app);
-      const wrong = totpAt(secret, clock) === "000000" ? "111111" : "000000";
+      const wrong = wrongCode(secret);
       for (let i = 0; i < 5; i++) expect((await secondStep({ mfaToken, code: wrong }, app)).status).toBe(401);
       const throttled = await login(email, app);
       expect(throttled.status).toBe(429);

@@ -7,7 +7,8 @@
  * lock the owner out. `loginMaxFailuresGlobal` failures of one e-mail across networks lock it out
  * everywhere (store/throttle.ts: 15 minutes, doubling with each further lockout within a day).
  * An attempt that presents the account's deviceToken (store/devices.ts) counts only its own
- * failures and is refused by none of these counts: the owner's device gets in during a lockout.
+ * failures and is refused by none of these counts: the owner's device gets in during a lockout
+ * (its second step too, when the account has a second factor: the mfaToken carries the token).
  * A successful login clears the e-mail's count for that network, and the deviceToken's. Windows
  * are fixed: they start at the first failure and reset once 15 minutes have passed.
  *
@@ -89,29 +90,49 @@ function assertNotThrottled(deps: PasswordCheckDeps, origin: AttemptOrigin, rows
 
 /**
  * The second step of a sign-in (a code after the password): refused with 429 while the e-mail from
- * this network or the address is throttled, or the e-mail is locked out, as a login would be;
- * answers what its success clears, and what `alongside` read in the same read unit (the factor the
- * step checks: one round trip to a remote primary).
+ * this network or the address is throttled, or the e-mail is locked out, as a login would be,
+ * unless the password step presented the account's deviceToken and it is still good: then, as
+ * there, only its own failures count. Answers what its success clears (and whose failure a wrong
+ * code is: countFailure), and what `alongside` read in the same read unit (the factor the step
+ * checks: one round trip to a remote primary).
  */
 export async function assertLoginAllowed<const A extends Record<string, Statement | undefined> = Record<never, never>>(
   deps: PasswordCheckDeps,
-  email: string,
-  address: string,
+  account: { id: number; email: string },
+  client: AttemptClient,
   alongside?: (db: Reader) => A,
 ): Promise<FailuresToClear & { alongside: UnitAnswers<A> }> {
-  const origin = { email, address, network: clientNetwork(address) };
-  const { throttle, lockout, ...read } = await deps.db.readAll((db) => ({
+  const { email } = account;
+  const origin = { email, address: client.address, network: clientNetwork(client.address) };
+  const now = deps.now();
+  const {
+    throttle,
+    lockout,
+    device: rows,
+    ...read
+  } = await deps.db.readAll((db) => ({
     ...(alongside?.(db) as A),
-    throttle: loginThrottleRows(db, origin, deps.now()),
+    throttle: loginThrottleRows(db, origin, now),
     lockout: loginLockoutRows(db, email),
+    device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
   }));
-  assertNotThrottled(deps, origin, throttle, lockout[0]?.lockedUntil.getTime() ?? 0);
-  return { origin, pairHasFailures: throttle.some((row) => row.key === pairKey(email, origin.network)), alongside: read as unknown as UnitAnswers<A> };
+  const device = trustedDevice(client.deviceToken, rows?.[0], account, now);
+  if (!device) assertNotThrottled(deps, origin, throttle, lockout[0]?.lockedUntil.getTime() ?? 0);
+  const pairHasFailures = throttle.some((row) => row.key === pairKey(email, origin.network));
+  return { origin, pairHasFailures, device, alongside: read as unknown as UnitAnswers<A> };
 }
 
-/** A second step's wrong code: counted like a wrong password from where it came (the global count and lockout included). */
-export const countSecondStepFailure = (deps: PasswordCheckDeps, origin: AttemptOrigin, audit: AuditRecord, userId: number) =>
-  countLoginFailure(deps.db, { ...origin, now: deps.now(), audit, globalLimit: deps.config.loginMaxFailuresGlobal, userId });
+/**
+ * A failed attempt (a wrong password or second-step code) counted and audited as `audit`: as the
+ * deviceToken's own failure when the attempt presented a good one, else for the e-mail from its
+ * network, the e-mail everywhere (with the lockout it may reach) and the address; one unit.
+ */
+export async function countFailure(deps: PasswordCheckDeps, attempt: Pick<FailuresToClear, "origin" | "device">, audit: AuditRecord, userId?: number) {
+  const { origin, device } = attempt;
+  const now = deps.now();
+  if (device) await deps.db.writeAll((tx) => [deviceFailureStatement(tx, device.token), auditStatement(tx, audit, new Date(now))]);
+  else await countLoginFailure(deps.db, { ...origin, now, audit, globalLimit: deps.config.loginMaxFailuresGlobal, userId });
+}
 
 /** 429 TOO_MANY_REQUESTS with Retry-After (whole seconds, at least one) while `blockedUntil` is ahead. */
 export function refuseUntil(blockedUntil: number, now: number) {
@@ -166,9 +187,7 @@ export async function checkPassword(deps: PasswordCheckDeps, email: string, pass
   const stored = account?.passwordHash;
   const matches = await verifyPassword(stored ?? (await dummy()), password);
   if (!account || !stored || !matches) {
-    const at = deps.now();
-    if (device) await deps.db.writeAll((tx) => [deviceFailureStatement(tx, device.token), auditStatement(tx, failure, new Date(at))]);
-    else await countLoginFailure(deps.db, { ...origin, now: at, audit: failure, globalLimit: deps.config.loginMaxFailuresGlobal, userId: account?.id });
+    await countFailure(deps, { origin, device }, failure, account?.id);
     return undefined;
   }
   const pairHasFailures = read.throttle.some((row) => row.key === pairKey(email, origin.network));

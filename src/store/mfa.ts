@@ -61,6 +61,16 @@ export const replaceRecoveryCodesRows = (tx: Db, userId: number, hashes: string[
 
 export const deleteRecoveryCodesStatement = (tx: Db, userId: number) => tx.delete(mfaRecoveryCodes).where(eq(mfaRecoveryCodes.userId, userId));
 
+const unusedRecoveryCode = prepared((db: Reader) =>
+  db
+    .select({ id: mfaRecoveryCodes.id })
+    .from(mfaRecoveryCodes)
+    .where(and(eq(mfaRecoveryCodes.userId, sql.placeholder("userId")), eq(mfaRecoveryCodes.codeHash, sql.placeholder("codeHash")), isNull(mfaRecoveryCodes.usedAt)))
+    .prepare(),
+);
+/** The user's unused recovery code of this hash (at most one row): a (prepared) read for the second step's read unit. */
+export const unusedRecoveryCodeRows = (db: Reader, userId: number, codeHash: string) => bound(unusedRecoveryCode(db), { userId, codeHash });
+
 /** A recovery code spent, once: answers a row only when it was the user's and unused. */
 export const useRecoveryCodeStatement = (tx: Db, userId: number, codeHash: string, now: Date) =>
   tx

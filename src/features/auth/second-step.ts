@@ -3,20 +3,22 @@
  * right password, against a single-use mfaToken) and passwordless sign-in with a passkey.
  *
  * An mfaToken lives 5 minutes, is used up by the step that completes it and burnt by its 5th
- * wrong code; every wrong code also counts in the e-mail's login throttle (a right password does
- * not clear it until the second step is done). mfaTokens and passwordless sign-in's challenges are
- * sealed (security/webauthn.ts): the first step writes nothing. An mfaToken carries its user, the
- * token version it was issued under (a password change, a factor removed or a deactivation since
- * voids it), the amr so far and 32 random bytes, its id (and its passkeyOptions' challenge); its
- * id is recorded as used by the sign-in's own unit, and a wrong code is counted by it. Registration's
- * WebAuthn challenges live in the database (store/mfa.ts), so any instance on one primary finishes
- * what another began.
+ * wrong code (TOTP or recovery code alike); every wrong code also counts in the login throttle (a
+ * right password does not clear it until the second step is done) and is audited MFA_FAILED.
+ * mfaTokens and passwordless sign-in's challenges are sealed (security/webauthn.ts): the first step
+ * writes nothing. An mfaToken carries its user, the token version it was issued under (a password
+ * change, a factor removed or a deactivation since voids it), the amr so far, 32 random bytes, its
+ * id (and its passkeyOptions' challenge), and the deviceToken the password step presented when it
+ * was good: then the second step, too, counts only that device's failures and is refused by none of
+ * the e-mail's or the network's (security/password-check.ts). Its id is recorded as used by the
+ * sign-in's own unit, and a wrong code is counted by it. Registration's WebAuthn challenges live in
+ * the database (store/mfa.ts), so any instance on one primary finishes what another began.
  */
 import { randomBytes } from "node:crypto";
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db, Reader, UnitAnswers } from "../../db/database";
 import { AppError } from "../../errors";
-import { assertLoginAllowed, attemptTurn, countSecondStepFailure } from "../../security/password-check";
+import { assertLoginAllowed, attemptTurn, countFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
 import { acceptedStep, isRecoveryCode, recoveryCodeHash, type SecretCipher } from "../../security/totp";
 import {
@@ -41,6 +43,7 @@ import {
   passkeyUsedStatement,
   totpRows,
   totpStepStatement,
+  unusedRecoveryCodeRows,
   useRecoveryCodeStatement,
 } from "../../store/mfa";
 import { enqueueNotification } from "../../store/outbox";
@@ -67,36 +70,42 @@ const invalidCode = () => new AppError("INVALID_MFA_CODE");
 const invalidPasskey = () => new AppError("INVALID_PASSKEY");
 const asAssertion = (passkey: PasskeyAssertion) => ({ clientExtensionResults: {}, ...passkey }) as AuthenticationResponseJSON;
 
-/** What a sealed mfaToken carries (its facts, in this order); `passkey`: its answer offered passkeyOptions, whose challenge is its id. */
+/**
+ * What a sealed mfaToken carries (its facts, in this order); `passkey`: its answer offered
+ * passkeyOptions, whose challenge is its id; `deviceToken`: the account's, presented with the
+ * password and good then (a random token of ours: base64url, no ".").
+ */
 interface MfaTokenFacts {
   id: string;
   userId: number;
   tokenVersion: number;
   amr: string;
   passkey: boolean;
+  deviceToken?: string;
   expiresAt: number;
 }
 
 /** The facts of a live mfaToken sealed by this service, or undefined (altered, sealed for another purpose, expired, or an earlier release's random token). */
 function openMfaToken(deps: SecondStepDeps, mfaToken: string, now: number): MfaTokenFacts | undefined {
   const opened = openSealed(deps.cipher, mfaToken, MFA_TOKEN, now);
-  const [id, userId, tokenVersion, amr, passkey] = opened?.facts ?? [];
+  const [id, userId, tokenVersion, amr, passkey, device] = opened?.facts ?? [];
   if (!opened || !id || !amr || !Number.isSafeInteger(Number(userId)) || !Number.isSafeInteger(Number(tokenVersion))) return undefined;
-  return { id, userId: Number(userId), tokenVersion: Number(tokenVersion), amr, passkey: passkey === "p", expiresAt: opened.expiresAt };
+  const deviceToken = device && device !== "-" ? device : undefined;
+  return { id, userId: Number(userId), tokenVersion: Number(tokenVersion), amr, passkey: passkey === "p", deviceToken, expiresAt: opened.expiresAt };
 }
 
 /**
  * The second step's challenge for an account whose password was right: a fresh mfaToken (sealed,
  * nothing written), the methods it may be completed with and, with a passkey (and passkeys
  * configured), the request options whose challenge is the token's id. `factors`: 1 an active
- * TOTP, +2 a passkey.
+ * TOTP, +2 a passkey; `deviceToken`: the account's, when the password step presented a good one.
  */
-export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number): Promise<MfaRequired> {
+export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number, deviceToken?: string): Promise<MfaRequired> {
   const random = new Uint8Array(randomBytes(32));
   const id = Buffer.from(random).toString("base64url");
   const rp = factors & 2 ? relyingPartyOf(deps.config) : undefined;
   const passkeyOptions = rp && (await requestOptions(rp, "preferred", random));
-  const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-"];
+  const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-", deviceToken ?? "-"];
   const mfaToken = sealedFor(deps.cipher, MFA_TOKEN, deps.now() + MFA_TOKEN_TTL_MS, facts);
   const methods: MfaRequired["methods"] = [...(factors & 1 ? (["totp"] as const) : []), "recovery_code", ...(passkeyOptions ? (["passkey"] as const) : [])];
   return { mfaRequired: true, mfaToken, methods, expiresIn: MFA_TOKEN_TTL_MS / 1000, ...(passkeyOptions && { passkeyOptions: passkeyOptions as PasskeyRequestOptions }) };
@@ -108,32 +117,43 @@ interface Proof {
   use(tx: Db, now: Date): Promise<boolean>;
 }
 
-/** What the proof is checked against, read with the throttle: the assertion's passkey, or the TOTP authenticator (nothing for a recovery code). */
-const factorRows = (body: LoginMfaBody, userId: number) => (db: Reader) => ({
-  passkey: body.passkey ? passkeyByCredentialRows(db, body.passkey.id) : undefined,
-  totp: body.passkey || isRecoveryCode(body.code ?? "") ? undefined : totpRows(db, userId),
+/** How the body would prove the second factor: a passkey assertion, a recovery code (its hash; none when it cannot be one) or a TOTP code. */
+function offeredFactor(body: LoginMfaBody) {
+  if (body.passkey) return { kind: "passkey", assertion: body.passkey } as const;
+  const code = body.code ?? "";
+  return isRecoveryCode(code) ? ({ kind: "recovery", hash: recoveryCodeHash(code) } as const) : ({ kind: "totp", code: code.trim() } as const);
+}
+type OfferedFactor = ReturnType<typeof offeredFactor>;
+
+/** What the proof is checked against, read with the throttle: the assertion's passkey, the recovery code unused, or the TOTP authenticator. */
+const factorRows = (offered: OfferedFactor, userId: number) => (db: Reader) => ({
+  passkey: offered.kind === "passkey" ? passkeyByCredentialRows(db, offered.assertion.id) : undefined,
+  recovery: offered.kind === "recovery" && offered.hash ? unusedRecoveryCodeRows(db, userId, offered.hash) : undefined,
+  totp: offered.kind === "totp" ? totpRows(db, userId) : undefined,
 });
 type FactorRows = UnitAnswers<ReturnType<ReturnType<typeof factorRows>>>;
 
-/** The proof a code or an assertion gives for the account, or undefined when it is wrong. */
+/** The proof a code or an assertion gives for the account, checked against what factorRows read; undefined when it is wrong. */
 async function proofOf(
   deps: SecondStepDeps,
   userId: number,
   email: string,
-  body: LoginMfaBody,
+  offered: OfferedFactor,
   challenge: string | null,
   factor: FactorRows,
   now: Date,
 ): Promise<Proof | undefined> {
-  if (body.passkey) {
+  if (offered.kind === "passkey") {
     if (!challenge) return undefined;
-    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(body.passkey), challenge, factor.passkey?.[0], { userId, requireUserVerification: false });
+    const checked = await checkAssertion(deps, relyingParty(deps.config), asAssertion(offered.assertion), challenge, factor.passkey?.[0], {
+      userId,
+      requireUserVerification: false,
+    });
     return checked && { amr: "hwk", use: async (tx, at) => (await passkeyUsedStatement(tx, checked.passkeyId, checked.newCounter, at)).length > 0 };
   }
-  const code = body.code ?? "";
-  if (isRecoveryCode(code)) {
-    const hash = recoveryCodeHash(code);
-    if (!hash) return undefined;
+  if (offered.kind === "recovery") {
+    const { hash } = offered;
+    if (!hash || !factor.recovery?.[0]) return undefined;
     return {
       amr: "rec",
       async use(tx, at) {
@@ -145,15 +165,16 @@ async function proofOf(
   }
   const totp = factor.totp?.[0];
   if (!totp?.confirmedAt) return undefined;
-  const step = await acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), code.trim(), now.getTime(), totp.lastStep);
+  const step = await acceptedStep(deps.cipher.open(totp.secretSealed).toString("utf8"), offered.code, now.getTime(), totp.lastStep);
   return step === undefined ? undefined : { amr: "otp", use: async (tx, at) => (await totpStepStatement(tx, userId, step, at)).length > 0 };
 }
 
 /**
  * `POST /api/auth/login/mfa`: the mfaToken completed by a TOTP code, a recovery code (used up,
  * and mailed RECOVERY_CODE_USED) or a passkey assertion of the account's: the login answer, amr
- * pwd plus otp, rec or hwk. Wrong, used, expired or burnt: 401 INVALID_MFA_CODE; a wrong one is
- * counted on the token (5 burn it) and in the e-mail's login throttle (429 once it is full).
+ * pwd plus otp, rec or hwk. Wrong, used, expired or burnt: 401 INVALID_MFA_CODE; a wrong one, of
+ * whichever kind, is counted on the token (5 burn it) and in the login throttle the token carries
+ * (its deviceToken's, else the e-mail's: 429 once it is full), and audited MFA_FAILED.
  */
 export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBody, client: SignInClient): Promise<TokenResponse> {
   const now = new Date(deps.now());
@@ -162,32 +183,39 @@ export async function completeSecondStep(deps: SecondStepDeps, body: LoginMfaBod
   if (!token || !held || held.used) throw invalidCode();
   const { email } = held;
   const { userId } = token;
+  const offered = offeredFactor(body);
   // In the e-mail's turn, as a login: parallel guesses see each other's failures.
   using _turn = await attemptTurn(email);
-  const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, email, client.address, factorRows(body, userId));
-  const proof = await proofOf(deps, userId, email, body, token.passkey ? token.id : null, factor, now);
-  if (!proof) {
-    const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
+  const attempt = { address: client.address, deviceToken: token.deviceToken };
+  const { alongside: factor, ...toClear } = await assertLoginAllowed(deps, { id: userId, email }, attempt, factorRows(offered, userId));
+  /** A wrong code: counted on the token (burnt at the limit), then where the attempt's failures count, audited. */
+  const wrongCode = async () => {
     await deps.db.write(async (tx) => {
       const [counted] = await challengeFailureStatement(tx, `${token.id}.failures`, new Date(token.expiresAt + USED_CHALLENGE_MARGIN_MS));
       if (counted.failures >= MFA_MAX_FAILURES) await recordedUsed(tx, "mfa-used", token.id, token.expiresAt, now);
     });
-    await countSecondStepFailure(deps, toClear.origin, failure, userId);
-    throw invalidCode();
-  }
+    const failure: AuditRecord = { action: "MFA_FAILED", actor: email, subjectType: "User", subjectId: userId, details: { address: client.address } };
+    await countFailure(deps, toClear, failure, userId);
+    return invalidCode();
+  };
+  const proof = await proofOf(deps, userId, email, offered, token.passkey ? token.id : null, factor, now);
+  if (!proof) throw await wrongCode();
   if (!held.active) throw new AppError("ACCOUNT_DISABLED");
   // Issued before a password change, a factor's removal or a deactivation: void.
   if (held.tokenVersion !== token.tokenVersion) throw invalidCode();
   const account: SignedInAccount = { id: userId, email, tokenVersion: held.tokenVersion };
   const session = newSession(deps, now, [...token.amr.split(","), proof.amr]);
   // An account with a second factor has signed in before: its device is judged as any other's.
-  const completed = completeSignIn({ userId, email, firstSignIn: false, ...client }, now);
+  const completed = completeSignIn({ userId, email, firstSignIn: false, ...client, deviceToken: toClear.device?.token }, now);
   const user = await deps.db.write(async (tx) => {
+    // The proof first: one spent since it was read (a replay on another instance won the race)
+    // wrote nothing, and the unit ends empty so that its failure is counted like any wrong code's.
+    if (!(await proof.use(tx, now))) return undefined;
     // The token and the proof are used up together, or neither (a replay racing this one loses).
     if (!(await recordedUsed(tx, "mfa-used", token.id, token.expiresAt, now))) throw invalidCode();
-    if (!(await proof.use(tx, now))) throw invalidCode();
     return runSignedIn(signedInRows(tx, deps, account, client, session, { toClear, completed }));
   });
+  if (!user) throw await wrongCode();
   return { ...(await tokenAnswer(deps, account, user, session)), deviceToken: completed.deviceToken };
 }
 

@@ -54,8 +54,9 @@ async function signIn(deps: SessionDeps & ChallengeDeps, email: string, password
     }));
     throw new AppError(refused);
   }
-  // The password is only the first step: no token, and the failures stay counted until the second.
-  if (account.secondFactors > 0) return secondStepChallenge(deps, account, account.secondFactors);
+  // The password is only the first step: no token, and the failures stay counted until the second
+  // (which the deviceToken's trust, when good, carries over to).
+  if (account.secondFactors > 0) return secondStepChallenge(deps, account, account.secondFactors, checked.device?.token);
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
   const session = newSession(deps, lastLogin, ["pwd"]);
