@@ -301,35 +301,31 @@ describe("no key changes who holds power", () => {
     failure: NOT_ALLOWED,
     unchanged,
   });
-  const withAdminKey = (method: string, path: () => string, body?: () => unknown) => () => t.request(method, path(), { token: adminKeys.all, body: body?.() });
+  /** Rows sent with the walk's ADMIN's key (every scope): name, method, path and body, made when the row runs. */
+  const BY_ADMIN_KEY: [name: string, method: string, path: () => string, body?: () => unknown][] = [
+    ["an ADMIN's key moves another ADMIN's e-mail (PATCH)", "PATCH", () => `/api/users/${victim.id}`, () => ({ email: "attacker@evil.example.com" })],
+    ["an ADMIN's key moves another ADMIN's e-mail (PUT)", "PUT", () => `/api/users/${victim.id}`, () => ({ name: "Victim", email: "attacker@evil.example.com" })],
+    ["a name and a password: neither applied", "PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", password: "N3w-Passw0rd!" })],
+    ["PUT with the same e-mail and a password", "PUT", () => `/api/users/${plain.id}`, () => ({ name: "Plain", email: plain.email, password: "N3w-Passw0rd!" })],
+    ["a name and active: false", "PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", active: false })],
+    ["a name and roles (a demotion)", "PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", roles: ["USER"] })],
+    ["roles in a PATCH body (a promotion)", "PATCH", () => `/api/users/${plain.id}`, () => ({ roles: ["USER", "ADMIN"] })],
+    ["PUT /api/users/{id}/roles (a promotion)", "PUT", () => `/api/users/${plain.id}/roles`, () => ({ roles: ["USER", "ADMIN"] })],
+    ["PUT /api/users/{id}/roles (a demotion)", "PUT", () => `/api/users/${victim.id}/roles`, () => ({ roles: ["USER"] })],
+    ["deactivating an ADMIN", "POST", () => `/api/users/${victim.id}/deactivate`],
+    ["activating a user", "POST", () => `/api/users/${plain.id}/activate`],
+    ["deleting a user", "DELETE", () => `/api/users/${plain.id}`],
+    ["deactivating the inactive", "POST", () => "/api/users/deactivate-inactive?before=2100-01-01"],
+  ];
+  const created = (email: string, extra: object) => () => t.request("POST", "/api/users", { token: adminKeys.all, body: { name: "Made By Key", email, ...extra } });
 
   scenarios([
-    refused("an ADMIN's key moves another ADMIN's e-mail (PATCH)", withAdminKey("PATCH", () => `/api/users/${victim.id}`, () => ({ email: "attacker@evil.example.com" }))),
-    refused("an ADMIN's key moves another ADMIN's e-mail (PUT)", withAdminKey("PUT", () => `/api/users/${victim.id}`, () => ({ name: "Victim", email: "attacker@evil.example.com" }))),
+    ...BY_ADMIN_KEY.map(([name, method, path, body]) => refused(name, () => t.request(method, path(), { token: adminKeys.all, body: body?.() }))),
     refused("a USER's key moves their own e-mail, with their password", () =>
       t.request("PATCH", `/api/users/${user.id}`, { token: user.key, body: { email: "elsewhere@example.com", currentPassword: PASSWORD } }),
     ),
-    refused("a name and a password: neither applied", withAdminKey("PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", password: "N3w-Passw0rd!" }))),
-    refused("PUT with the same e-mail and a password", withAdminKey("PUT", () => `/api/users/${plain.id}`, () => ({ name: "Plain", email: plain.email, password: "N3w-Passw0rd!" }))),
-    refused("a name and active: false", withAdminKey("PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", active: false }))),
-    refused("a name and roles (a demotion)", withAdminKey("PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", roles: ["USER"] }))),
-    refused("roles in a PATCH body (a promotion)", withAdminKey("PATCH", () => `/api/users/${plain.id}`, () => ({ roles: ["USER", "ADMIN"] }))),
-    refused("PUT /api/users/{id}/roles (a promotion)", withAdminKey("PUT", () => `/api/users/${plain.id}/roles`, () => ({ roles: ["USER", "ADMIN"] }))),
-    refused("PUT /api/users/{id}/roles (a demotion)", withAdminKey("PUT", () => `/api/users/${victim.id}/roles`, () => ({ roles: ["USER"] }))),
-    refused("deactivating an ADMIN", withAdminKey("POST", () => `/api/users/${victim.id}/deactivate`)),
-    refused("activating a user", withAdminKey("POST", () => `/api/users/${plain.id}/activate`)),
-    refused("deleting a user", withAdminKey("DELETE", () => `/api/users/${plain.id}`)),
-    refused("deactivating the inactive", withAdminKey("POST", () => "/api/users/deactivate-inactive?before=2100-01-01")),
-    refused(
-      "creating a user with a password",
-      withAdminKey("POST", () => "/api/users", () => ({ name: "Made By Key", email: "made-by-key@example.com", password: PASSWORD })),
-      () => byEmail("made-by-key@example.com"),
-    ),
-    refused(
-      "creating an ADMIN",
-      withAdminKey("POST", () => "/api/users", () => ({ name: "Made By Key", email: "admin-by-key@example.com", roles: ["USER", "ADMIN"] })),
-      () => byEmail("admin-by-key@example.com"),
-    ),
+    refused("creating a user with a password", created("made-by-key@example.com", { password: PASSWORD }), () => byEmail("made-by-key@example.com")),
+    refused("creating an ADMIN", created("admin-by-key@example.com", { roles: ["USER", "ADMIN"] }), () => byEmail("admin-by-key@example.com")),
   ]);
 
   test("a key still changes a name (PATCH) and replaces name and department with the same e-mail (PUT); revoking tokens takes power away, and stays", async () => {
