@@ -327,6 +327,16 @@ describe("round trip without JWT_SECRET, with BACKUP_ENCRYPTION_KEY: seed, back 
         expect(refused.stderr).toContain(reason);
         expect(readdirSync(target)).toEqual([]);
       }
+      // One flipped byte: the tag does not verify, and nothing of it was unpacked.
+      const bytes = readFileSync(archive);
+      bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+      const altered = `${archive}.altered.enc`;
+      writeFileSync(altered, bytes);
+      const refused = cli(["restore", altered], { DATA_DIR: target, BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
+      rmSync(altered);
+      expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 1, stdout: "" });
+      expect(refused.stderr).toContain("its encryption does not verify (altered or damaged); nothing was changed");
+      expect(readdirSync(target)).toEqual([]);
       const run = cli(["restore", archive], { DATA_DIR: target, BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
       expect(run.stderr).not.toContain("error");
       expect(run.code).toBe(0);
