@@ -3,7 +3,7 @@
  * checked) before it is unpacked; every member is unpacked beside the data and checked against the
  * manifest, and the archive's sealed values against the keys the restored service will have
  * (sealed-secrets.ts), before anything live is touched; then the database is swapped (the replaced one kept
- * as usersvc.db.before-restore with its -wal and -shm), the signing key and the uploads restored,
+ * as usersvc.db.before-restore with its -wal and -shm), the keys it carries and the uploads restored,
  * and BACKUP_RESTORED recorded in the restored database, so the next orphan sweep keeps the
  * objects uploaded after the backup (they have no row now).
  */
