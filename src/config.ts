@@ -80,6 +80,8 @@ export interface Config {
   readonly backupSchedule?: string;
   /** How many scheduled archives to keep (manual ones are never pruned). */
   readonly backupKeep: number;
+  /** AES-256-GCM key (32 bytes) that encrypts whole archives, which then carry the kept keys; undefined: archives carry no key. */
+  readonly backupEncryptionKey?: Buffer;
   /** A PENDING order older than this (ms) fails with "payment timeout", its stock released; undefined: never. */
   readonly orderPaymentTimeoutMs?: number;
   /** PENDING orders a user may hold at once (409 TOO_MANY_PENDING_ORDERS beyond); undefined: any number. */
@@ -278,6 +280,7 @@ function storageSettings(r: SettingsReader, dataDir: string) {
       r.problems.push(`BACKUP_SCHEDULE must be a cron expression such as "0 3 * * *" (got "${backupSchedule}": ${(error as Error).message})`);
     }
   }
+  const rawBackupKey = r.read("BACKUP_ENCRYPTION_KEY");
   const s3 = s3SettingsOf(r);
   for (const [key, value] of [
     ["FILE_STORAGE", fileStorage],
@@ -294,7 +297,15 @@ function storageSettings(r: SettingsReader, dataDir: string) {
     backupDir,
     backupSchedule,
     backupKeep: r.integer("BACKUP_KEEP", 7, 1, 10_000),
+    backupEncryptionKey: rawBackupKey === undefined ? undefined : base64Key(r, "BACKUP_ENCRYPTION_KEY", rawBackupKey),
   } satisfies Partial<Config>;
+}
+
+/** An AES-256 key given as 32 bytes in base64. */
+function base64Key(r: SettingsReader, name: string, value: string): Buffer {
+  const key = Buffer.from(value, "base64");
+  if (key.length !== 32 || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) r.problems.push(`${name} must be 32 bytes in base64 (e.g. openssl rand -base64 32)`);
+  return key;
 }
 
 /** S3_* first, else the AWS_* names the AWS tools use. */
@@ -315,18 +326,13 @@ function accountSettings(r: SettingsReader) {
   if (jwtSecret !== undefined && new TextEncoder().encode(jwtSecret).length < MIN_JWT_SECRET_BYTES) {
     r.problems.push(`JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes for HS512`);
   }
-  const encryptionKey = (name: string, value: string) => {
-    const key = Buffer.from(value, "base64");
-    if (key.length !== 32 || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) r.problems.push(`${name} must be 32 bytes in base64 (e.g. openssl rand -base64 32)`);
-    return key;
-  };
   const rawEncryptionKey = r.read("DATA_ENCRYPTION_KEY");
-  const dataEncryptionKey = rawEncryptionKey === undefined ? undefined : encryptionKey("DATA_ENCRYPTION_KEY", rawEncryptionKey);
+  const dataEncryptionKey = rawEncryptionKey === undefined ? undefined : base64Key(r, "DATA_ENCRYPTION_KEY", rawEncryptionKey);
   const dataEncryptionKeysPrevious = (r.read("DATA_ENCRYPTION_KEY_PREVIOUS") ?? "")
     .split(",")
     .map((value) => value.trim())
     .filter(Boolean)
-    .map((value) => encryptionKey("DATA_ENCRYPTION_KEY_PREVIOUS", value));
+    .map((value) => base64Key(r, "DATA_ENCRYPTION_KEY_PREVIOUS", value));
   const adminEmail = r.read("ADMIN_EMAIL");
   const adminPassword = r.read("ADMIN_PASSWORD");
   if (adminEmail !== undefined && !looksLikeEmail(adminEmail)) r.problems.push(`ADMIN_EMAIL must be an e-mail address (got "${adminEmail}")`);

@@ -49,7 +49,7 @@ Usage:
   usersvc keys rewrap                                       seal the private signing keys under the current DATA_ENCRYPTION_KEY
   usersvc setup-link                                        print a fresh one-time link to create the first ADMIN
   usersvc backup [--output DIR]                             write a backup archive, print its path
-  usersvc restore ARCHIVE                                   restore a backup (the server stopped)
+  usersvc restore ARCHIVE [--discard-secrets]               restore a backup (the server stopped); --discard-secrets drops the sealed secrets no key at hand opens
   usersvc --help | --version
 
 Settings come from the environment or the same-named flag (DATABASE_URL or --database-url):
@@ -77,6 +77,7 @@ function parseCommandLine(argv: string[]) {
     name: { type: "string" },
     output: { type: "string" },
     revoke: { type: "string" },
+    "discard-secrets": { type: "boolean" },
   };
   for (const name of SETTING_NAMES) options[optionOf(name)] = { type: "string" };
   const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
@@ -465,7 +466,8 @@ async function main(argv: string[]): Promise<number> {
       expectNoMore(1);
       if (!rest[0]) throw new UsageError("restore needs the archive: usersvc restore ARCHIVE");
       const config = configFrom(values);
-      process.stdout.write(`${await restoreCommand(config, rest[0], commandLogger(config), Date.now)}\n`);
+      const discardSecrets = values["discard-secrets"] === true;
+      process.stdout.write(`${await restoreCommand(config, rest[0], commandLogger(config), Date.now, { discardSecrets })}\n`);
       return 0;
     }
     case SNAPSHOT_COMMAND:

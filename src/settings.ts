@@ -54,11 +54,15 @@ export const SETTINGS = {
   BACKUP_DIR: setting("./data/backups", "where backups go: a folder, or `s3://bucket/prefix` (the S3 settings above)"),
   BACKUP_SCHEDULE: setting("", "a cron expression in UTC (`0 3 * * *`; six fields for seconds) for scheduled backups"),
   BACKUP_KEEP: setting("7", "how many scheduled archives to keep (manual ones are never pruned)"),
+  BACKUP_ENCRYPTION_KEY: setting(
+    "",
+    "32 bytes in base64 (`openssl rand -base64 32`): each archive is then encrypted whole (AES-256-GCM, `….tar.gz.enc`) and carries `jwt.secret` and `encryption.key`; unset, archives carry neither key file. `usersvc restore` reads it from the environment",
+  ),
 
   JWT_SECRET: setting("(generated)", "HS512 key, ≥ 64 bytes. Unset: generated once into `./data/jwt.secret` (0600)"),
   DATA_ENCRYPTION_KEY: setting(
     "(generated)",
-    "32 bytes in base64 (`openssl rand -base64 32`): AES-256-GCM key for secrets at rest (private signing keys, TOTP secrets). Unset: generated once into `./data/encryption.key` (0600). Give every instance on one primary the same key",
+    "32 bytes in base64 (`openssl rand -base64 32`): AES-256-GCM key for secrets at rest (private signing keys, TOTP secrets). Unset: generated once into `./data/encryption.key` (0600; carried in backups only when encrypted, BACKUP_ENCRYPTION_KEY). Give every instance on one primary the same key",
   ),
   DATA_ENCRYPTION_KEY_PREVIOUS: setting("", "comma-separated earlier keys: they only open what they sealed, until `usersvc keys rewrap` re-seals it under the current key"),
   ADMIN_EMAIL: setting("", "with ADMIN_PASSWORD: that ADMIN exists after start (created, or promoted with this password; an ADMIN already is left as it is)"),

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { desc, eq } from "drizzle-orm";
-import { apiKeys, auditLog, outbox } from "../src/db/schema";
+import { apiKeys, auditLog, outbox, users } from "../src/db/schema";
 import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
 import { KEY_PATTERN } from "../src/security/api-keys";
@@ -60,10 +60,14 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => t.close());
 
+/** What a key sends instead of the walk's body: the walk's new user has a password, which no key may set. */
+const KEY_BODIES: Record<string, unknown> = { "POST /api/users": { name: "Walk User", email: "walk@example.com" } };
+
 /** The walk's request for `route` ("METHOD /template"), sent with `key`. */
 function sendSample(route: string, key: string): Promise<TestResponse> {
   const sample = routeWalk.samples[route];
-  return t.request(route.slice(0, route.indexOf(" ")), sample.path, { token: key, body: sample.body, raw: sample.raw });
+  const body = route in KEY_BODIES ? KEY_BODIES[route] : sample.body;
+  return t.request(route.slice(0, route.indexOf(" ")), sample.path, { token: key, body, raw: sample.raw });
 }
 
 /**
@@ -78,9 +82,6 @@ const SCOPE_TABLE: [route: string, scope: string][] = [
   ["POST /api/users", "users:write"],
   ["PUT /api/users/:id", "users:write"],
   ["PATCH /api/users/:id", "users:write"],
-  ["DELETE /api/users/:id", "users:write"],
-  ["POST /api/users/:id/activate", "users:write"],
-  ["POST /api/users/:id/deactivate", "users:write"],
   ["POST /api/users/:id/revoke-tokens", "users:write"],
   ["GET /api/products", "products:read"],
   ["GET /api/products/:id", "products:read"],
@@ -100,14 +101,20 @@ const SCOPE_TABLE: [route: string, scope: string][] = [
   ["GET /api/departments", "users:read"],
   ["POST /api/departments", "users:write"],
   ["GET /api/roles", "users:read"],
-  ["PUT /api/users/:id/roles", "users:write"],
   ["GET /api/users/:id/profile", "users:read"],
   ["PUT /api/users/:id/profile", "users:write"],
-  ["POST /api/users/deactivate-inactive", "users:write"],
 ];
 
-/** Routes that refuse a key whoever owns it: credentials, administration, operations (and /api/auth's open ones). */
+/**
+ * Routes that refuse a key whoever owns it: credentials, administration, operations (and /api/auth's
+ * open ones), and the changes of who holds power (deleting, activating, deactivating, roles).
+ */
 const REFUSED = [
+  "DELETE /api/users/:id",
+  "POST /api/users/:id/activate",
+  "POST /api/users/:id/deactivate",
+  "PUT /api/users/:id/roles",
+  "POST /api/users/deactivate-inactive",
   "GET /actuator/prometheus",
   "GET /actuator/metrics",
   "GET /actuator/metrics/:name",
@@ -264,6 +271,89 @@ describe("a key never exceeds its owner", () => {
     await t.hrana.reset();
     expect((await t.request("GET", `/api/users/${other.id}`, { token: user.key })).status).toBe(200);
     expect(await t.hrana.roundTrips()).toBe(1);
+  });
+});
+
+/**
+ * No key changes who holds power, whatever its scopes: roles, passwords, any account's e-mail,
+ * activation, deletion, a new or promoted ADMIN. A request that would is refused whole (its other
+ * fields are not applied); a key still changes names and departments.
+ */
+describe("no key changes who holds power", () => {
+  /** Another ADMIN, whom the walk's ADMIN's key (every scope) tries to take over; and a plain USER. */
+  let victim: { id: number; email: string };
+  let plain: { id: number; email: string };
+  beforeAll(async () => {
+    victim = await t.createUser({ roles: ["USER", "ADMIN"], password: PASSWORD });
+    plain = await t.createUser({ password: PASSWORD });
+  });
+  /** Everything the answer shows of the account, and its password hash. */
+  const stateOf = async (id: number) => ({
+    user: (await t.request("GET", `/api/users/${id}`, { token: routeWalk.admin.token })).body,
+    hash: (await t.db.select({ hash: users.passwordHash }).from(users).where(eq(users.id, id)))[0]?.hash,
+  });
+  const bothUnchanged = async () => [await stateOf(victim.id), await stateOf(plain.id), await stateOf(user.id)];
+  const byEmail = (email: string) => t.db.select({ id: users.id }).from(users).where(eq(users.email, email));
+  const refused = (name: string, send: () => Promise<TestResponse>, unchanged: () => Promise<unknown> = bothUnchanged): Scenario => ({
+    name,
+    send,
+    status: 403,
+    failure: NOT_ALLOWED,
+    unchanged,
+  });
+  /** Rows sent with the walk's ADMIN's key (every scope): name, method, path and body, made when the row runs. */
+  const BY_ADMIN_KEY: [name: string, method: string, path: () => string, body?: () => unknown][] = [
+    ["an ADMIN's key moves another ADMIN's e-mail (PATCH)", "PATCH", () => `/api/users/${victim.id}`, () => ({ email: "attacker@evil.example.com" })],
+    ["an ADMIN's key moves another ADMIN's e-mail (PUT)", "PUT", () => `/api/users/${victim.id}`, () => ({ name: "Victim", email: "attacker@evil.example.com" })],
+    ["a name and a password: neither applied", "PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", password: "N3w-Passw0rd!" })],
+    ["PUT with the same e-mail and a password", "PUT", () => `/api/users/${plain.id}`, () => ({ name: "Plain", email: plain.email, password: "N3w-Passw0rd!" })],
+    ["a name and active: false", "PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", active: false })],
+    ["a name and roles (a demotion)", "PATCH", () => `/api/users/${victim.id}`, () => ({ name: "Renamed", roles: ["USER"] })],
+    ["roles in a PATCH body (a promotion)", "PATCH", () => `/api/users/${plain.id}`, () => ({ roles: ["USER", "ADMIN"] })],
+    ["PUT /api/users/{id}/roles (a promotion)", "PUT", () => `/api/users/${plain.id}/roles`, () => ({ roles: ["USER", "ADMIN"] })],
+    ["PUT /api/users/{id}/roles (a demotion)", "PUT", () => `/api/users/${victim.id}/roles`, () => ({ roles: ["USER"] })],
+    ["deactivating an ADMIN", "POST", () => `/api/users/${victim.id}/deactivate`],
+    ["activating a user", "POST", () => `/api/users/${plain.id}/activate`],
+    ["deleting a user", "DELETE", () => `/api/users/${plain.id}`],
+    ["deactivating the inactive", "POST", () => "/api/users/deactivate-inactive?before=2100-01-01"],
+  ];
+  const created = (email: string, extra: object) => () => t.request("POST", "/api/users", { token: adminKeys.all, body: { name: "Made By Key", email, ...extra } });
+
+  scenarios([
+    ...BY_ADMIN_KEY.map(([name, method, path, body]) => refused(name, () => t.request(method, path(), { token: adminKeys.all, body: body?.() }))),
+    refused("a USER's key moves their own e-mail, with their password", () =>
+      t.request("PATCH", `/api/users/${user.id}`, { token: user.key, body: { email: "elsewhere@example.com", currentPassword: PASSWORD } }),
+    ),
+    refused("creating a user with a password", created("made-by-key@example.com", { password: PASSWORD }), () => byEmail("made-by-key@example.com")),
+    refused("creating an ADMIN", created("admin-by-key@example.com", { roles: ["USER", "ADMIN"] }), () => byEmail("admin-by-key@example.com")),
+  ]);
+
+  test("a key still changes a name (PATCH) and replaces name and department with the same e-mail (PUT); revoking tokens takes power away, and stays", async () => {
+    const patched = await t.request("PATCH", `/api/users/${plain.id}`, { token: adminKeys.all, body: { name: "Renamed By Key" } });
+    expect({ status: patched.status, name: patched.body.name, email: patched.body.email }).toEqual({ status: 200, name: "Renamed By Key", email: plain.email });
+    const put = await t.request("PUT", `/api/users/${plain.id}`, { token: adminKeys.all, body: { name: "Put By Key", email: plain.email.toUpperCase(), department: "Keys" } });
+    expect({ status: put.status, name: put.body.name, email: put.body.email, department: put.body.department }).toEqual({
+      status: 200,
+      name: "Put By Key",
+      email: plain.email,
+      department: "Keys",
+    });
+    const own = await t.request("PATCH", `/api/users/${user.id}`, { token: user.key, body: { name: "Own Name" } });
+    expect({ status: own.status, name: own.body.name }).toEqual({ status: 200, name: "Own Name" });
+    expect((await t.request("POST", `/api/users/${plain.id}/revoke-tokens`, { token: adminKeys.all })).status).toBe(204);
+  });
+
+  test("the OpenAPI document shows no key on the routes that refuse one", async () => {
+    const spec = (await t.request("GET", "/swagger/json")).body;
+    for (const [path, method] of [
+      ["/api/users/{id}", "delete"],
+      ["/api/users/{id}/activate", "post"],
+      ["/api/users/{id}/deactivate", "post"],
+      ["/api/users/{id}/roles", "put"],
+      ["/api/users/deactivate-inactive", "post"],
+    ]) {
+      expect({ path, method, security: spec.paths[path][method].security }).toEqual({ path, method, security: [{ bearerAuth: [] }] });
+    }
   });
 });
 

@@ -9,10 +9,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { S3Client } from "bun";
 import { createApp } from "../src/app";
+import { list as listTar } from "tar";
 import { readManifest, type Manifest } from "../src/features/backups/archive";
+import { backupKeyId, openArchive } from "../src/features/backups/encryption";
+import { dataKeyId } from "../src/security/data-encryption";
+import { totpAt } from "./support/totp";
 import { localDestination } from "../src/features/backups/destination";
 import type { CreatedBackup } from "../src/features/backups/service";
 import type { TokenResponse } from "../src/features/auth/model";
@@ -30,9 +34,22 @@ import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-s
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
 
 const ARCHIVE = /^usersvc-\d{8}T\d{6}Z(-\d+)?\.tar\.gz$/;
+const ENCRYPTED = /^usersvc-\d{8}T\d{6}Z(-\d+)?\.tar\.gz\.enc$/;
+/** A BACKUP_ENCRYPTION_KEY, and another one. */
+const BACKUP_KEY = Buffer.alloc(32, 0x42).toString("base64");
+const OTHER_BACKUP_KEY = Buffer.alloc(32, 0x43).toString("base64");
 
-async function manifestOf(path: string): Promise<Manifest> {
-  return readManifest(Bun.file(path).stream() as unknown as AsyncIterable<Uint8Array>);
+/** The manifest of an archive, decrypted with `key` (base64) when it is encrypted. */
+async function manifestOf(path: string, key?: string): Promise<Manifest> {
+  const opened = await openArchive(Bun.file(path).stream() as unknown as AsyncIterable<Uint8Array>, key === undefined ? undefined : Buffer.from(key, "base64"));
+  return readManifest(opened.bytes);
+}
+
+/** Each member's mode, as the tar headers give it. */
+async function memberModes(path: string): Promise<Record<string, number>> {
+  const modes: Record<string, number> = {};
+  await listTar({ file: path, onReadEntry: (entry) => (modes[entry.path] = entry.mode ?? 0) });
+  return modes;
 }
 
 describe("the ADMIN API", () => {
@@ -58,9 +75,11 @@ describe("the ADMIN API", () => {
     expect(manifest).toMatchObject({ format: 2, trigger: "manual", migration: LATEST_MIGRATION.tag, createdAt: created.body.createdAt });
     expect(manifest.tables.users).toBe(2);
     expect(manifest.tables.leases).toBe(0); // this backup's own lease is not in it
-    // JWT_SECRET is set, DATA_ENCRYPTION_KEY is not: only the generated encryption key is carried.
-    expect(Object.keys(manifest.files)).toEqual(["usersvc.db", "encryption.key"]);
-    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number), "encryption.key": 45 });
+    // Without BACKUP_ENCRYPTION_KEY no key file is carried (DATA_ENCRYPTION_KEY is not set: encryption.key is in the data folder).
+    expect(existsSync(join(t.dir, "encryption.key"))).toBe(true);
+    expect(Object.keys(manifest.files)).toEqual(["usersvc.db"]);
+    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number) });
+    expect(await memberModes(file)).toEqual({ "manifest.json": 0o600, "usersvc.db": 0o600 });
 
     const list = await t.request("GET", "/api/admin/backups", { token: admin.token });
     expect(list.status).toBe(200);
@@ -153,6 +172,56 @@ describe("the ADMIN API", () => {
   }, 30_000);
 });
 
+describe("with BACKUP_ENCRYPTION_KEY: the whole archive encrypted (….tar.gz.enc), carrying the kept keys", () => {
+  let t: TestApp;
+  let admin: Awaited<ReturnType<TestApp["admin"]>>;
+  beforeAll(async () => {
+    t = await makeTestApp({ BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
+    admin = await t.admin();
+  }, 60_000);
+  afterAll(() => t.close());
+
+  test("created, listed, downloaded as application/octet-stream, unreadable as gzip or without its key, readable with it; deleted", async () => {
+    const created = await t.request("POST", "/api/admin/backups", { token: admin.token });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({ name: expect.stringMatching(ENCRYPTED), size: expect.any(Number), createdAt: expect.any(String) });
+    const { name } = created.body;
+    const file = join(t.dir, "backups", name);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const bytes = readFileSync(file);
+    // The clear header: magic, then the key's id.
+    expect(bytes.subarray(0, 8).toString()).toBe("USVCENC1");
+    expect(bytes.subarray(8, 16).toString("hex")).toBe(backupKeyId(Buffer.from(BACKUP_KEY, "base64")));
+    const gunzipped = new Response(Bun.file(file).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer();
+    await expect(gunzipped).rejects.toThrow();
+    await expect(manifestOf(file)).rejects.toThrow(
+      `it is encrypted under BACKUP_ENCRYPTION_KEY id ${backupKeyId(Buffer.from(BACKUP_KEY, "base64"))}, and BACKUP_ENCRYPTION_KEY is not set`,
+    );
+    await expect(manifestOf(file, OTHER_BACKUP_KEY)).rejects.toThrow(`not under the one set (id ${backupKeyId(Buffer.from(OTHER_BACKUP_KEY, "base64"))})`);
+
+    // JWT_SECRET is set, DATA_ENCRYPTION_KEY is not: the kept encryption key is carried, inside the encryption.
+    const manifest = await manifestOf(file, BACKUP_KEY);
+    expect(Object.keys(manifest.files)).toEqual(["usersvc.db", "encryption.key"]);
+    expect(manifest.sizes).toEqual({ "usersvc.db": expect.any(Number), "encryption.key": 45 });
+    const plain = join(t.dir, "decrypted.tar.gz");
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of (await openArchive(Bun.file(file).stream() as unknown as AsyncIterable<Uint8Array>, Buffer.from(BACKUP_KEY, "base64"))).bytes) chunks.push(chunk);
+    writeFileSync(plain, Buffer.concat(chunks));
+    expect(await memberModes(plain)).toEqual({ "manifest.json": 0o600, "usersvc.db": 0o600, "encryption.key": 0o600 });
+
+    expect((await t.request("GET", "/api/admin/backups", { token: admin.token })).body).toEqual([created.body]);
+    const download = await t.app.handle(new Request(`http://localhost/api/admin/backups/${name}`, { headers: { authorization: `Bearer ${admin.token}` } }));
+    expect(download.status).toBe(200);
+    expect(download.headers.get("content-type")).toBe("application/octet-stream");
+    expect(download.headers.get("content-disposition")).toBe(`attachment; filename="${name}"`);
+    expect(Buffer.from(await download.arrayBuffer()).equals(bytes)).toBe(true);
+
+    expect((await t.request("DELETE", `/api/admin/backups/${name}`, { token: admin.token })).status).toBe(204);
+    expect(existsSync(file)).toBe(false);
+    for (const method of ["GET", "DELETE"]) expect((await t.request(method, `/api/admin/backups/${name}`, { token: admin.token })).body.errorCode).toBe("BACKUP_NOT_FOUND");
+  }, 30_000);
+});
+
 test("a taken name gets a suffix and never replaces an archive", async () => {
   const folder = mkdtempSync(join(tmpdir(), "usersvc-publish-"));
   try {
@@ -171,7 +240,7 @@ test("a taken name gets a suffix and never replaces an archive", async () => {
   }
 });
 
-describe("round trip without JWT_SECRET: seed, back up, restore into an empty folder, serve from it", () => {
+describe("round trip without JWT_SECRET, with BACKUP_ENCRYPTION_KEY: seed, back up, restore into an empty folder, serve from it", () => {
   let source: ServerProcess;
   let restored: ServerProcess | undefined;
   const target = mkdtempSync(join(tmpdir(), "usersvc-restored-"));
@@ -182,7 +251,7 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
   }, 30_000);
 
   test("every table's rows, every file byte, old passwords and tokens survive", async () => {
-    source = await startServer({ JWT_SECRET: "" });
+    source = await startServer({ JWT_SECRET: "", BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
     const api = (base: string, token: string) => async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${base}${path}`, {
         method,
@@ -236,13 +305,39 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     const before = digests(live);
     const archive = join(target, "..", `${created.body.name}`);
     const download = await fetch(`${source.url}/api/admin/backups/${created.body.name}`, { headers: { authorization: `Bearer ${source.token}` } });
+    expect(download.headers.get("content-type")).toBe("application/octet-stream");
     await Bun.write(archive, download);
-    const manifest = await manifestOf(archive);
+    expect(created.body.name).toMatch(ENCRYPTED);
+    const manifest = await manifestOf(archive, BACKUP_KEY);
     expect(Object.keys(manifest.files).sort()).toEqual(["encryption.key", "jwt.secret", ...uploads.map((u) => `uploads/${u.body.fileName}`), "usersvc.db"].sort());
     expect(manifest.tables).toMatchObject({ users: 4, departments: 1, orders: 2, files: 2 });
 
     try {
-      const run = cli(["restore", archive], { DATA_DIR: target });
+      // BACKUP_ENCRYPTION_KEY comes from the environment: missing, or another key, is one line naming it, and nothing changes.
+      const keyId = backupKeyId(Buffer.from(BACKUP_KEY, "base64"));
+      for (const [env, reason] of [
+        [{}, `is encrypted under BACKUP_ENCRYPTION_KEY id ${keyId}, and BACKUP_ENCRYPTION_KEY is not set`],
+        [
+          { BACKUP_ENCRYPTION_KEY: OTHER_BACKUP_KEY },
+          `is encrypted under BACKUP_ENCRYPTION_KEY id ${keyId}, not under the one set (id ${backupKeyId(Buffer.from(OTHER_BACKUP_KEY, "base64"))})`,
+        ],
+      ] as const) {
+        const refused = cli(["restore", archive], { DATA_DIR: target, ...env });
+        expect({ code: refused.code, stdout: refused.stdout, lines: refused.stderr.trim().split("\n").length }).toEqual({ code: 1, stdout: "", lines: 1 });
+        expect(refused.stderr).toContain(reason);
+        expect(readdirSync(target)).toEqual([]);
+      }
+      // One flipped byte: the tag does not verify, and nothing of it was unpacked.
+      const bytes = readFileSync(archive);
+      bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+      const altered = `${archive}.altered.enc`;
+      writeFileSync(altered, bytes);
+      const refused = cli(["restore", altered], { DATA_DIR: target, BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
+      rmSync(altered);
+      expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 1, stdout: "" });
+      expect(refused.stderr).toContain("its encryption does not verify (altered or damaged); nothing was changed");
+      expect(readdirSync(target)).toEqual([]);
+      const run = cli(["restore", archive], { DATA_DIR: target, BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
       expect(run.stderr).not.toContain("error");
       expect(run.code).toBe(0);
       expect(run.stdout).toStartWith(`restored ${archive}`);
@@ -267,6 +362,117 @@ describe("round trip without JWT_SECRET: seed, back up, restore into an empty fo
     expect(again.status).toBe(200);
     for (const upload of uploads) expect(await streamDownload(restored, upload.body.fileName)).toMatchObject({ status: 200, sha256: upload.sha256 });
   }, 120_000);
+});
+
+/**
+ * Without BACKUP_ENCRYPTION_KEY the archive carries no key: a restore takes the data encryption key
+ * from DATA_ENCRYPTION_KEY or the target folder, and refuses (before replacing anything) when it does
+ * not open the archive's sealed values, a TOTP secret and an EdDSA private signing key here.
+ */
+describe("the sealed secrets of an archive without keys, against the keys at hand", () => {
+  let source: ServerProcess;
+  let archive = "";
+  let sourceKey = "";
+  const person = { email: "totp@sealed.example.com", password: "Passw0rd!" };
+  const folders: string[] = [];
+  /** A data folder, with a kept encryption key of its own (base64) if given. */
+  const folder = (key?: string) => {
+    const made = mkdtempSync(join(tmpdir(), "usersvc-sealed-"));
+    if (key) writeFileSync(join(made, "encryption.key"), `${key}\n`, { mode: 0o600 });
+    folders.push(made);
+    return made;
+  };
+  const randomKey = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64");
+  const idOf = (key: string) => dataKeyId(Buffer.from(key, "base64"));
+  beforeAll(async () => {
+    source = await startServer({ TOKEN_SIGNING: "EdDSA" });
+    const post = (path: string, body: unknown, token?: string) =>
+      fetch(`${source.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token && { authorization: `Bearer ${token}` }) },
+        body: JSON.stringify(body),
+      }).then(answerOf);
+    expect((await post("/api/auth/register", { ...validRegistration(person.email), password: person.password, confirmPassword: person.password })).status).toBe(201);
+    const token = (await post("/api/auth/login", person)).body.data.token as string;
+    const { secret } = (await post("/api/account/mfa/totp", {}, token)).body;
+    expect((await post("/api/account/mfa/totp/confirm", { code: totpAt(secret, Date.now()) }, token)).status).toBe(200);
+    const made = await post("/api/admin/backups", {}, source.token);
+    expect(made.status).toBe(201);
+    archive = join(source.dataDir, "backups", made.body.name);
+    sourceKey = readFileSync(join(source.dataDir, "encryption.key"), "utf8").trim();
+  }, 60_000);
+  afterAll(async () => {
+    await source?.stop();
+    for (const made of folders) rmSync(made, { recursive: true, force: true });
+  }, 30_000);
+
+  const refusedWith = (target: string, reason: string) => {
+    const before = readdirSync(target).sort();
+    const run = cli(["restore", archive], { DATA_DIR: target });
+    expect({ code: run.code, stdout: run.stdout, lines: run.stderr.trim().split("\n").length }).toEqual({ code: 1, stdout: "", lines: 1 });
+    expect(run.stderr).toContain(reason);
+    expect(readdirSync(target).sort()).toEqual(before);
+  };
+  const needs = () => `its sealed secrets (1 TOTP secret, 1 private signing key) need data encryption key id ${idOf(sourceKey)}`;
+
+  test("the archive is a plain tar.gz holding neither jwt.secret nor encryption.key", async () => {
+    expect(basename(archive)).toMatch(ARCHIVE);
+    expect(Object.keys((await manifestOf(archive)).files)).toEqual(["usersvc.db"]);
+  });
+
+  test("into a folder whose encryption key differs: refused, naming the key needed and the key at hand; nothing changed", () => {
+    const other = randomKey();
+    const target = folder(other);
+    refusedWith(target, `${needs()}, and the key at hand is ${join(target, "encryption.key")} (id ${idOf(other)}): set DATA_ENCRYPTION_KEY`);
+    expect(readFileSync(join(target, "encryption.key"), "utf8")).toBe(`${other}\n`);
+  }, 30_000);
+
+  test("into an empty folder without DATA_ENCRYPTION_KEY: refused the same way", () => {
+    const target = folder();
+    refusedWith(target, `${needs()}, and the key at hand is no DATA_ENCRYPTION_KEY and no ${join(target, "encryption.key")}`);
+  }, 30_000);
+
+  test("with DATA_ENCRYPTION_KEY the archive's key, or in DATA_ENCRYPTION_KEY_PREVIOUS: restored, nothing dropped", () => {
+    const settings: Record<string, string>[] = [{ DATA_ENCRYPTION_KEY: sourceKey }, { DATA_ENCRYPTION_KEY: randomKey(), DATA_ENCRYPTION_KEY_PREVIOUS: sourceKey }];
+    for (const env of settings) {
+      const target = folder(randomKey());
+      const run = cli(["restore", archive], { DATA_DIR: target, ...env });
+      expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
+      expect(run.stdout).not.toContain("dropped");
+    }
+  }, 30_000);
+
+  test("--discard-secrets drops the TOTP secret and the private signing key and says so; the server starts, signs in without TOTP, refuses the old tokens", async () => {
+    const target = folder(randomKey());
+    const run = cli(["restore", archive, "--discard-secrets"], { DATA_DIR: target });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(`; dropped 1 TOTP secret, 1 private signing key (sealed under data encryption key id ${idOf(sourceKey)})`);
+    const db = new Database(join(target, "usersvc.db"), { readonly: true });
+    try {
+      const count = (sql: string) => db.query<{ n: number }, []>(sql).get()!.n;
+      expect({
+        totp: count("SELECT count(*) AS n FROM mfa_totp"),
+        recoveryCodes: count("SELECT count(*) AS n FROM mfa_recovery_codes"),
+        privateKeys: count("SELECT count(*) AS n FROM signing_keys WHERE private_jwk IS NOT NULL"),
+        users: count("SELECT count(*) AS n FROM users"),
+      }).toEqual({ totp: 0, recoveryCodes: 0, privateKeys: 0, users: 2 });
+    } finally {
+      db.close();
+    }
+    const restored = await startServer({ DATA_DIR: target, TOKEN_SIGNING: "EdDSA" });
+    try {
+      const login = await fetch(`${restored.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(person) }).then(answerOf);
+      expect({ status: login.status, token: typeof login.body.data.token, mfaRequired: login.body.data.mfaRequired }).toEqual({
+        status: 200,
+        token: "string",
+        mfaRequired: undefined,
+      });
+      const old = await fetch(`${restored.url}/api/users`, { headers: { authorization: `Bearer ${source.token}` } });
+      expect(old.status).toBe(401);
+    } finally {
+      await restored.stop();
+    }
+  }, 60_000);
 });
 
 describe("restore refuses, and nothing changes", () => {
@@ -427,20 +633,25 @@ describe("restore refuses, and nothing changes", () => {
   }, 30_000);
 });
 
-test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archives only", async () => {
-  const server = await startServer({ BACKUP_SCHEDULE: "* * * * * *", BACKUP_KEEP: "2" });
+// Encrypted archives: pruning reads their manifests with the key set.
+test("BACKUP_SCHEDULE runs in the server and BACKUP_KEEP prunes scheduled archives only (….tar.gz.enc)", async () => {
+  const server = await startServer({ BACKUP_SCHEDULE: "* * * * * *", BACKUP_KEEP: "2", BACKUP_ENCRYPTION_KEY: BACKUP_KEY });
   try {
     // A scheduled run may hold the lease this very second (409): then again.
     let manualName = "";
-    for (let i = 0; !manualName && i < 50; i++) {
+    for (let i = 0; !manualName && i < 400; i++) {
       const manual = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });
       if (manual.status === 201) manualName = (await jsonOf<CreatedBackup>(manual)).name;
-      else expect(manual.status).toBe(409);
+      else {
+        expect(manual.status).toBe(409);
+        await Bun.sleep(50);
+      }
     }
+    expect(manualName).toMatch(ENCRYPTED);
     const folder = join(server.dataDir, "backups");
     const scheduled = async () => {
       const names = readdirSync(folder).filter((n) => n !== manualName && !n.startsWith("."));
-      return (await Promise.all(names.map((n) => manifestOf(join(folder, n)).catch(() => undefined)))).filter((m) => m?.trigger === "scheduled");
+      return (await Promise.all(names.map((n) => manifestOf(join(folder, n), BACKUP_KEY).catch(() => undefined)))).filter((m) => m?.trigger === "scheduled");
     };
     const db = () => new Database(join(server.dataDir, "usersvc.db"), { readonly: true });
     for (let i = 0; ; i++) {
@@ -511,7 +722,15 @@ test("the recovery drill in docs/operations.md works verbatim", async () => {
   const port = String(freePort());
   const shell = Bun.spawn(["bash", "-e", "-c", drill!], {
     cwd: scratch,
-    env: cleanEnv({ PATH: `${join(scratch, "bin")}:${process.env.PATH}`, DATA_DIR: live.dataDir, TMPDIR: scratch, DRILL_PORT: port, HOST: "127.0.0.1" }),
+    // The service's settings: with BACKUP_ENCRYPTION_KEY the archive carries the keys (and restore reads the same setting).
+    env: cleanEnv({
+      PATH: `${join(scratch, "bin")}:${process.env.PATH}`,
+      DATA_DIR: live.dataDir,
+      TMPDIR: scratch,
+      DRILL_PORT: port,
+      HOST: "127.0.0.1",
+      BACKUP_ENCRYPTION_KEY: BACKUP_KEY,
+    }),
     stdout: "ignore",
     stderr: "pipe",
   });

@@ -200,6 +200,7 @@ describe("loadConfig", () => {
     ["DATA_ENCRYPTION_KEY", Buffer.alloc(31).toString("base64")],
     ["DATA_ENCRYPTION_KEY", "not base64 at all!"],
     ["DATA_ENCRYPTION_KEY_PREVIOUS", `${Buffer.alloc(32, 1).toString("base64")},short`],
+    ["BACKUP_ENCRYPTION_KEY", Buffer.alloc(16).toString("base64")],
     ["MAX_UPLOAD_BYTES", "0"],
     ["MAX_UPLOAD_BYTES", "10MB"],
     ["MAX_BODY_BYTES", "100"],
@@ -328,6 +329,12 @@ describe("loadConfig", () => {
     expect(config.dataEncryptionKey).toEqual(key);
     expect(config.dataEncryptionKeysPrevious).toEqual([old]);
     expect(loadConfig({}, 4).dataEncryptionKey).toBeUndefined();
+  });
+
+  test("BACKUP_ENCRYPTION_KEY is 32 bytes in base64; unset, archives are not encrypted", () => {
+    const key = Buffer.alloc(32, 5);
+    expect(loadConfig({ BACKUP_ENCRYPTION_KEY: key.toString("base64") }, 4).backupEncryptionKey).toEqual(key);
+    expect(loadConfig({}, 4).backupEncryptionKey).toBeUndefined();
   });
 
   test("JWT_SECRET is measured in bytes: 64 ASCII pass, 63 do not, 22 CJK characters (66 bytes) pass", () => {

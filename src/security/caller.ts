@@ -16,8 +16,14 @@ export const SCOPES = AREAS.flatMap((area) => [`${area}:read`, `${area}:write`] 
  * (`auth: ["authenticated", "orders"]`). `grep -rn "auth:" src/features` is the table.
  * A route that answers the user of its `:id` adds `{ readsUser: true }`: the guard reads that user
  * in the caller's statement (store/users.ts withUserById) and hands it over as `userReadAlong`.
+ * A route a key may call, but whose body can also change who holds power, names those body fields
+ * in `keysMayNotSend`: a key's request that sends any of them (not null) is refused whole.
  */
-export type AccessDeclaration = AccessRule | readonly [AccessRule, Area] | readonly [AccessRule, Area, { readsUser: true }];
+export type AccessDeclaration = AccessRule | readonly [AccessRule, Area] | readonly [AccessRule, Area, RouteOptions];
+export interface RouteOptions {
+  readsUser?: true;
+  keysMayNotSend?: readonly string[];
+}
 
 /** The scope a request of `method` on an area needs. */
 export const scopeFor = (area: Area, method: string): Scope => `${area}:${method === "GET" || method === "HEAD" ? "read" : "write"}`;

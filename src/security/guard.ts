@@ -23,7 +23,7 @@ import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
 import { isKeyBearer, parseKey, secretMatches, setRateLimitHeaders, type KeyActivity, type KeyRateLimit } from "./api-keys";
-import { satisfies, scopeFor, type AccessDeclaration, type Area, type Caller, type RoleName } from "./caller";
+import { satisfies, scopeFor, type AccessDeclaration, type Area, type Caller, type RoleName, type RouteOptions } from "./caller";
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
 
@@ -158,10 +158,11 @@ export interface KeyRules {
 /**
  * An API key's request, once its secret verified: counted in its rate limit (429 past it, with
  * Retry-After and RateLimit-*; those headers come from half the budget on), then
- * refused where the route declares no area (403 API_KEY_NOT_ALLOWED) or the key lacks the area's
- * scope for the method (403 INSUFFICIENT_SCOPE). The owner's roles still apply after this.
+ * refused where the route declares no area (403 API_KEY_NOT_ALLOWED), where the key lacks the area's
+ * scope for the method (403 INSUFFICIENT_SCOPE), and where its body sends a field the route keeps
+ * from keys (403 API_KEY_NOT_ALLOWED). The owner's roles still apply after this.
  */
-function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, context: KeyContext, keys: KeyRules) {
+function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, context: KeyContext, keys: KeyRules, options: RouteOptions | undefined) {
   const { request, set } = context;
   // One clock reading for both (Date.now costs ~0.1 µs here, a read of the system clock).
   const at = keys.now();
@@ -174,8 +175,13 @@ function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, co
   keys.activity.used(key.id, key.lastUsedAt, at, () => clientAddress(keys.server(), request, keys.trustProxy));
   if (area === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
   if (!key.scopes.includes(scopeFor(area, request.method))) throw new AppError("INSUFFICIENT_SCOPE");
+  if (options?.keysMayNotSend && sendsAny(context.body, options.keysMayNotSend)) throw new AppError("API_KEY_NOT_ALLOWED");
 }
-type KeyContext = { request: Request; set: { headers: Record<string, unknown> } };
+type KeyContext = { request: Request; set: { headers: Record<string, unknown> }; body: unknown };
+
+/** Whether a (not yet validated) JSON body gives any of `fields` a value: null is "not given", as PUT and PATCH read it. */
+const sendsAny = (body: unknown, fields: readonly string[]) =>
+  typeof body === "object" && body !== null && fields.some((field) => (body as Record<string, unknown>)[field] != null);
 
 /** The security requirements the OpenAPI document shows: the bearer, and an API key's area where the route declares one. */
 const securityOf = (area: Area | undefined): Record<string, string[]>[] => (area === undefined ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [area] }]);
@@ -212,7 +218,7 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           const found = authenticator.callerOf(request, userReadAlong);
           const caller = found instanceof Promise ? await found : found;
           if (!caller) throw unauthorized();
-          if (caller.apiKey) admitKey(caller.apiKey, area, { request, set }, keys);
+          if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, body: context.body }, keys, options);
           if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
           if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the

@@ -1,6 +1,7 @@
 /**
- * The archive format: `usersvc-<YYYYMMDDTHHMMSSZ>[-N].tar.gz`, written and read with node-tar,
- * streamed both ways (never a whole member in memory). `manifest.json` comes first, so its
+ * The archive format: `usersvc-<YYYYMMDDTHHMMSSZ>[-N].tar.gz` (encrypted whole: `….tar.gz.enc`,
+ * encryption.ts), written and read with node-tar, streamed both ways (never a whole member in memory).
+ * Every member is mode 0600, whatever the file it was read from. `manifest.json` comes first, so its
  * `trigger` is read without unpacking the rest; every other member's sha256 is in it, and (format
  * 2) its size, so a restore refuses a member larger than that before writing a byte of it.
  */
@@ -10,14 +11,15 @@ import type { ReadEntry } from "tar";
 import { isStoredName } from "../../storage/files";
 import { ENCRYPTION_KEY_FILE, JWT_SECRET_FILE } from "../../security/kept-secrets";
 
-export const ARCHIVE_NAME = /^usersvc-(\d{8}T\d{6}Z)(?:-(\d{1,4}))?\.tar\.gz$/;
+export const ARCHIVE_NAME = /^usersvc-(\d{8}T\d{6}Z)(?:-(\d{1,4}))?\.tar\.gz(\.enc)?$/;
 export const isArchiveName = (name: string) => name.length <= 64 && ARCHIVE_NAME.test(name);
 
 /** 2026-11-23T15:00:00.000Z → 20261123T150000Z */
 export const stampOf = (date: Date) => date.toISOString().replace(/[-:]|\.\d{3}/g, "");
 
 /** The name for `stamp`, with the suffix a taken name gets (attempt 0: none, then -2, -3, …). */
-export const archiveName = (stamp: string, attempt: number) => `usersvc-${stamp}${attempt === 0 ? "" : `-${attempt + 1}`}.tar.gz`;
+export const archiveName = (stamp: string, attempt: number, encrypted = false) => `usersvc-${stamp}${attempt === 0 ? "" : `-${attempt + 1}`}.tar.gz${encrypted ? ".enc" : ""}`;
+export const isEncryptedName = (name: string) => name.endsWith(".enc");
 
 /** When the archive was taken, from its name (second resolution, as the manifest's createdAt). */
 export function createdAtOf(name: string): Date {
@@ -58,7 +60,10 @@ export const MAX_EXPANSION = 200;
 
 export const MANIFEST = "manifest.json";
 export const DATABASE_MEMBER = "usersvc.db";
-/** The secrets kept in the data folder when not configured (security/kept-secrets.ts): carried so a restore can read what they sign and seal. */
+/**
+ * The secrets kept in the data folder when not configured (security/kept-secrets.ts): carried only
+ * in an encrypted archive, so a restore can read what they sign and seal.
+ */
 export const SECRET_MEMBERS: readonly string[] = [JWT_SECRET_FILE, ENCRYPTION_KEY_FILE];
 export const UPLOADS_PREFIX = "uploads/";
 
@@ -83,7 +88,14 @@ const loadTar = () => (tar ??= import("tar"));
  */
 export async function* packArchive(folder: string, members: string[]): AsyncIterable<Uint8Array> {
   const { create } = await loadTar();
-  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true }, [MANIFEST, ...members]) as unknown as AsyncIterable<Uint8Array>;
+  // Members are 0600 in the archive whatever their files' modes (an upload's or the snapshot's umask).
+  const onWriteEntry = (entry: { stat?: { mode: number } }) => {
+    if (entry.stat) entry.stat.mode = (entry.stat.mode & ~0o7777) | 0o600;
+  };
+  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true, onWriteEntry }, [
+    MANIFEST,
+    ...members,
+  ]) as unknown as AsyncIterable<Uint8Array>;
 }
 
 /** The archive cannot be used: corrupted, altered, or not ours. Nothing was changed. */

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { Config } from "../../config";
 import type { Database } from "../../db/database";
 import { AppError } from "../../errors";
-import { restoreArchive } from "./restore";
+import { restoreArchive, type RestoreOptions } from "./restore";
 import { createBackup } from "./service";
 
 /** Only the archive's path (or s3:// URL), so `archive=$(usersvc backup)` works. `now`: the CLI's clock (the system's). */
@@ -16,8 +16,9 @@ export async function backupCommand(config: Config, db: Database, logger: Logger
   }
 }
 
-export async function restoreCommand(config: Config, archive: string, logger: Logger, now: () => number): Promise<string> {
-  const restored = await restoreArchive(config, archive, logger, now);
+export async function restoreCommand(config: Config, archive: string, logger: Logger, now: () => number, options: RestoreOptions = {}): Promise<string> {
+  const restored = await restoreArchive(config, archive, logger, now, options);
   const kept = restored.keptAs ? `; the replaced database is kept as ${restored.keptAs}` : "";
-  return `restored ${restored.archive} (taken ${restored.createdAt}, ${restored.users} users, schema ${restored.migration})${kept}`;
+  const discarded = restored.discarded ? `; dropped ${restored.discarded}: TOTP must be enrolled again, and new signing keys are made at the next start` : "";
+  return `restored ${restored.archive} (taken ${restored.createdAt}, ${restored.users} users, schema ${restored.migration})${kept}${discarded}`;
 }

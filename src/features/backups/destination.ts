@@ -27,8 +27,8 @@ export interface Destination {
   stat(name: string): Promise<{ size: number } | undefined>;
   read(name: string): ReadableStream<Uint8Array>;
   delete(name: string): Promise<void>;
-  /** Makes the finished temp file the archive `usersvc-<stamp>[-N].tar.gz`; returns the name taken. */
-  publish(tempFile: string, stamp: string): Promise<string>;
+  /** Makes the finished temp file the archive `usersvc-<stamp>[-N].tar.gz` (`.enc` after it when encrypted); returns the name taken. */
+  publish(tempFile: string, stamp: string, encrypted?: boolean): Promise<string>;
 }
 
 /** Temp archives: `.usersvc-<stamp>-<random>.tar.gz.tmp`, never listed, removed by the next backup. */
@@ -79,10 +79,10 @@ export function localDestination(folder: string): Destination {
     async delete(name) {
       rmSync(pathOf(name), { force: true });
     },
-    async publish(tempFile, stamp) {
+    async publish(tempFile, stamp, encrypted) {
       // link() fails on a taken name instead of replacing it, as rename() would.
       for (let attempt = 0; attempt < MAX_SUFFIX; attempt++) {
-        const name = archiveName(stamp, attempt);
+        const name = archiveName(stamp, attempt, encrypted);
         try {
           linkSync(tempFile, pathOf(name));
         } catch (error) {
@@ -134,10 +134,10 @@ export function s3Destination(location: string, settings: S3Settings, dataDir: s
     async delete(name) {
       await client.delete(keyOf(name));
     },
-    async publish(tempFile, stamp) {
+    async publish(tempFile, stamp, encrypted) {
       // One backup at a time (the lease), so a name free now is still free when the upload completes.
       for (let attempt = 0; attempt < MAX_SUFFIX; attempt++) {
-        const name = archiveName(stamp, attempt);
+        const name = archiveName(stamp, attempt, encrypted);
         if (await stat(name)) continue;
         // A multipart upload becomes an object only when Complete succeeds: whole or not at all.
         await multipartUpload(target, keyOf(name), Bun.file(tempFile).stream());

@@ -3,7 +3,7 @@ import { t } from "elysia";
 
 export const Backup = t.Object(
   {
-    name: t.String({ description: "usersvc-<YYYYMMDDTHHMMSSZ>[-N].tar.gz" }),
+    name: t.String({ description: "usersvc-<YYYYMMDDTHHMMSSZ>[-N].tar.gz, or ….tar.gz.enc when encrypted (BACKUP_ENCRYPTION_KEY)" }),
     size: t.Integer({ description: "Bytes" }),
     createdAt: t.String({ format: "date-time" }),
   },

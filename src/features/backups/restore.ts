@@ -1,12 +1,14 @@
 /**
- * `usersvc restore ARCHIVE`: every member is unpacked beside the data and checked against the
- * manifest before anything live is touched; then the database is swapped (the replaced one kept
- * as usersvc.db.before-restore with its -wal and -shm), the signing key and the uploads restored,
+ * `usersvc restore ARCHIVE`: an encrypted archive is decrypted beside the data whole (its tag
+ * checked) before it is unpacked; every member is unpacked beside the data and checked against the
+ * manifest, and the archive's sealed values against the keys the restored service will have
+ * (sealed-secrets.ts), before anything live is touched; then the database is swapped (the replaced one kept
+ * as usersvc.db.before-restore with its -wal and -shm), the keys it carries and the uploads restored,
  * and BACKUP_RESTORED recorded in the restored database, so the next orphan sweep keeps the
  * objects uploaded after the backup (they have no row now).
  */
 import { Database } from "bun:sqlite";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { S3Client } from "bun";
 import type { Logger } from "pino";
@@ -16,7 +18,10 @@ import { migrate } from "../../db/migrate";
 import { createFileStore } from "../../storage/files";
 import { privateFolder } from "../../storage/private-paths";
 import { writeAudit } from "../../store/audit";
+import { ENCRYPTION_KEY_FILE } from "../../security/kept-secrets";
 import { ArchiveRejected, DATABASE_MEMBER, SECRET_MEMBERS, UPLOADS_PREFIX, unpackVerified, type Manifest } from "./archive";
+import { openArchive } from "./encryption";
+import { discardUnopenable, keysAtHand, unopenable } from "./sealed-secrets";
 import { acquireLease, BACKUP_LEASE, claimLease, hasLeaseTable, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "../../store/leases";
 import { localDatabasePath } from "./service";
 import { LATEST_MIGRATION, migrationTag } from "./snapshot";
@@ -30,6 +35,13 @@ export interface RestoreSummary {
   uploads: number;
   /** The replaced database, when there was one. */
   keptAs?: string;
+  /** --discard-secrets: what was dropped, e.g. "2 TOTP secrets, 1 private signing key". */
+  discarded?: string;
+}
+
+export interface RestoreOptions {
+  /** Drop the sealed values no key at hand opens, instead of refusing the archive. */
+  discardSecrets?: boolean;
 }
 
 /** A refusal: one clear line for the operator, exit 1, nothing changed. */
@@ -46,6 +58,45 @@ async function sourceOf(archive: string, config: Config): Promise<{ stream: Asyn
   if (!existsSync(archive)) throw new RestoreRefused(`no archive at ${archive}`);
   const file = Bun.file(archive);
   return { stream: file.stream(), size: file.size };
+}
+
+/**
+ * The archive's tar.gz, and its size: an encrypted one (BACKUP_ENCRYPTION_KEY, from the environment)
+ * is first decrypted whole into `staging`, so nothing of it is unpacked before its tag verifies.
+ */
+async function plainSource(archive: string, config: Config, staging: string): Promise<{ stream: AsyncIterable<Uint8Array>; size: number }> {
+  const { stream, size } = await sourceOf(archive, config);
+  const opened = await openArchive(stream, config.backupEncryptionKey);
+  if (opened.keyId === undefined) return { stream: opened.bytes, size };
+  const decrypted = join(staging, ".archive.tar.gz");
+  const fd = openSync(decrypted, "wx", 0o600);
+  try {
+    for await (const chunk of opened.bytes) writeSync(fd, chunk);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const file = Bun.file(decrypted);
+  return { stream: file.stream(), size: file.size };
+}
+
+/**
+ * Refuses (or, discarding, drops) the archive's sealed values that the keys at hand do not open.
+ * Returns what was dropped.
+ */
+function checkSealedSecrets(config: Config, manifest: Manifest, staging: string, discard: boolean): string | undefined {
+  const staged = join(staging, DATABASE_MEMBER);
+  const keys = keysAtHand(config, manifest.files[ENCRYPTION_KEY_FILE] ? join(staging, ENCRYPTION_KEY_FILE) : undefined);
+  const missing = unopenable(staged, keys.ids);
+  if (!missing) return undefined;
+  const needed = `data encryption key id ${missing.keyIds.join(", ")}`;
+  if (!discard) {
+    throw new RestoreRefused(
+      `its sealed secrets (${missing.what}) need ${needed}, and the key at hand is ${keys.current}: set DATA_ENCRYPTION_KEY (or DATA_ENCRYPTION_KEY_PREVIOUS) to that key, or restore with --discard-secrets to drop them; nothing was changed`,
+    );
+  }
+  discardUnopenable(staged, keys.ids);
+  return `${missing.what} (sealed under ${needed})`;
 }
 
 /** Refuses an archive of a schema this program does not know (a newer usersvc wrote it). */
@@ -94,7 +145,7 @@ const moveIfThere = (from: string, to: string) => {
 };
 
 /** `now`: the clock of the lease and of the BACKUP_RESTORED row (the CLI passes the system's). */
-export async function restoreArchive(config: Config, archive: string, logger: Logger, now: () => number): Promise<RestoreSummary> {
+export async function restoreArchive(config: Config, archive: string, logger: Logger, now: () => number, options: RestoreOptions = {}): Promise<RestoreSummary> {
   const databasePath = localDatabasePath(config);
   if (!databasePath) throw new RestoreRefused("restore needs a local file: DATABASE_URL; a remote database is restored by its own server");
   const dataDir = resolve(config.dataDir);
@@ -102,15 +153,17 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
   const staging = join(dataDir, `.restore-${crypto.randomUUID()}`);
   mkdirSync(staging, { mode: 0o700 });
   try {
-    const { stream, size } = await sourceOf(archive, config);
     let manifest: Manifest;
     try {
+      const { stream, size } = await plainSource(archive, config, staging);
       manifest = await unpackVerified(stream, staging, size);
     } catch (error) {
       if (error instanceof ArchiveRejected) throw new RestoreRefused(`${basename(archive)} cannot be restored: ${error.message}; nothing was changed`);
       throw error;
     }
     checkSchema(manifest, join(staging, DATABASE_MEMBER));
+    const discarded = checkSealedSecrets(config, manifest, staging, options.discardSecrets === true);
+    if (discarded) logger.warn({ archive, discarded }, "sealed secrets that no key at hand opens were dropped (--discard-secrets)");
     await claimDataFolder(databasePath, now);
 
     // The replaced database keeps its WAL and shared-memory files beside it, under the same new name,
@@ -166,6 +219,7 @@ export async function restoreArchive(config: Config, archive: string, logger: Lo
       users: manifest.tables.users ?? 0,
       uploads,
       keptAs: kept ? keptAs : undefined,
+      discarded,
     };
   } finally {
     rmSync(staging, { recursive: true, force: true });

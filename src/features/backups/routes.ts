@@ -33,15 +33,15 @@ export const backupsRoutes = (ctx: AppContext) => {
           detail: {
             summary: "Take a backup now",
             description:
-              "A consistent online snapshot of the database (writers keep writing), the signing key when it lives in the data folder, and the uploads of folder storage, " +
-              "as one tar.gz in BACKUP_DIR. 409 BACKUP_IN_PROGRESS while another backup runs in any process; 400 BACKUP_UNSUPPORTED for a remote database.",
+              "A consistent online snapshot of the database (writers keep writing) and the uploads of folder storage, as one tar.gz in BACKUP_DIR; " +
+              "with BACKUP_ENCRYPTION_KEY encrypted whole (…tar.gz.enc) and carrying the keys kept in the data folder, which a plain archive never holds. 409 BACKUP_IN_PROGRESS while another backup runs in any process; 400 BACKUP_UNSUPPORTED for a remote database.",
           },
         },
       )
       .get("/:name", ({ params, caller }) => downloadBackup(deps, params.name, caller.email), {
         params: BackupNameParams,
-        response: { 200: t.File({ description: "The archive (application/gzip)" }), ...errors },
-        detail: { summary: "Download a backup", description: "Streamed as an attachment. It holds password hashes and the signing key: keep it safe." },
+        response: { 200: t.File({ description: "The archive (application/gzip; an encrypted …tar.gz.enc: application/octet-stream)" }), ...errors },
+        detail: { summary: "Download a backup", description: "Streamed as an attachment. It holds password hashes (and, encrypted, the keys): keep it safe." },
       })
       .delete(
         "/:name",

@@ -11,7 +11,8 @@ import { AppError } from "../../errors";
 import { VERSION } from "../../version";
 import { ENCRYPTION_KEY_FILE, JWT_SECRET_FILE } from "../../security/kept-secrets";
 import { writeAudit } from "../../store/audit";
-import { createdAtOf, isArchiveName, readManifest, type Trigger } from "./archive";
+import { createdAtOf, isArchiveName, isEncryptedName, readManifest, type Trigger } from "./archive";
+import { openArchive } from "./encryption";
 import { openDestination, type ArchiveInfo, type Destination } from "./destination";
 import { acquireLease, BACKUP_LEASE } from "../../store/leases";
 import { snapshotInChild } from "./snapshot-process";
@@ -54,9 +55,13 @@ export async function createBackup(deps: BackupDeps, options: { trigger: Trigger
     const result = await snapshotInChild({
       databasePath,
       dataDir: resolve(config.dataDir),
-      secretFiles: [config.jwtSecret ? undefined : JWT_SECRET_FILE, config.dataEncryptionKey ? undefined : ENCRYPTION_KEY_FILE].flatMap((name) =>
-        name ? [resolve(config.dataDir, name)] : [],
-      ),
+      // The keys in force that live in the data folder, and only inside an encrypted archive.
+      secretFiles: config.backupEncryptionKey
+        ? [config.jwtSecret ? undefined : JWT_SECRET_FILE, config.dataEncryptionKey ? undefined : ENCRYPTION_KEY_FILE].flatMap((name) =>
+            name ? [resolve(config.dataDir, name)] : [],
+          )
+        : [],
+      encryptionKey: config.backupEncryptionKey?.toString("base64"),
       uploadsDir: config.fileStorage.startsWith("s3://") ? undefined : resolve(config.fileStorage),
       destination: { location, s3: config.s3 },
       trigger: options.trigger,
@@ -108,14 +113,13 @@ async function existing(config: Config, name: string): Promise<{ destination: De
   return { destination, size: stat.size };
 }
 
-/** The archive as a streamed attachment. */
-/** The archive, streamed; audited BACKUP_DOWNLOADED (it holds password hashes and the signing key). */
+/** The archive, streamed; audited BACKUP_DOWNLOADED (it holds password hashes, and when encrypted the keys). */
 export async function downloadBackup(deps: BackupDeps, name: string, actor: string): Promise<Response> {
   const { destination, size } = await existing(deps.config, name);
   await deps.db.write((tx) => writeAudit(tx, { action: "BACKUP_DOWNLOADED", actor, subjectType: "backup", subjectId: name }, new Date(deps.now())));
   return new Response(destination.read(name), {
     headers: {
-      "content-type": "application/gzip",
+      "content-type": isEncryptedName(name) ? "application/octet-stream" : "application/gzip",
       "content-disposition": `attachment; filename="${name}"`,
       "content-length": String(size),
       "cache-control": "no-store",
@@ -138,7 +142,8 @@ export async function pruneScheduled(deps: BackupDeps): Promise<string[]> {
   for (const archive of await destination.list()) {
     let trigger: Trigger;
     try {
-      trigger = (await readManifest(destination.read(archive.name))).trigger;
+      // An encrypted archive's manifest is read with the key set now; its tag is not checked (only a restore, reading it all, does).
+      trigger = (await readManifest((await openArchive(destination.read(archive.name), deps.config.backupEncryptionKey)).bytes)).trigger;
     } catch (error) {
       deps.logger.warn({ name: archive.name, err: error }, "could not read a backup's manifest: left as it is");
       continue;

@@ -11,12 +11,15 @@ import type { S3Settings } from "../../storage/files";
 import { privateFolder } from "../../storage/private-paths";
 import { DATABASE_MEMBER, MANIFEST, packArchive, stampOf, UPLOADS_PREFIX, type Manifest, type Trigger } from "./archive";
 import { openDestination, TEMP_ARCHIVE, tempArchiveName } from "./destination";
+import { encryptArchive } from "./encryption";
 
 export interface SnapshotJob {
   databasePath: string;
   dataDir: string;
-  /** The kept secrets' files (the signing key, the data encryption key) that live in the data folder. */
+  /** The kept secrets' files (the signing key, the data encryption key) to carry: only into an encrypted archive. */
   secretFiles: string[];
+  /** BACKUP_ENCRYPTION_KEY in base64: the archive is encrypted whole (encryption.ts). */
+  encryptionKey?: string;
   /** The uploads folder, when FILE_STORAGE is a folder (S3 objects stay where they are). */
   uploadsDir?: string;
   destination: { location: string; s3: S3Settings };
@@ -146,8 +149,9 @@ export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean 
 
     const fd = openSync(temp, "wx", 0o600);
     let size = 0;
+    const packed = packArchive(staging, members);
     try {
-      for await (const chunk of packArchive(staging, members)) {
+      for await (const chunk of job.encryptionKey ? encryptArchive(Buffer.from(job.encryptionKey, "base64"), packed) : packed) {
         if (!stillWanted()) throw abandoned();
         writeSync(fd, chunk);
         size += chunk.byteLength;
@@ -157,7 +161,7 @@ export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean 
       closeSync(fd);
     }
     if (!stillWanted()) throw abandoned();
-    const name = await destination.publish(temp, stamp);
+    const name = await destination.publish(temp, stamp, job.encryptionKey !== undefined);
     return { name, location: destination.locationOf(name), size, migration: snapshot.migration, tables: snapshot.tables, missingUploads };
   } finally {
     rmSync(staging, { recursive: true, force: true });

@@ -2,7 +2,7 @@
 /**
  * Departments, roles, profiles and bulk deactivation over HTTP: bare resources, 201 on
  * creation. Reading is for any authenticated caller; writing roles, departments and
- * deactivating are ADMIN's; a profile belongs to its user (and ADMIN).
+ * deactivating are ADMIN's (roles and deactivation never by API key); a profile belongs to its user (and ADMIN).
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
@@ -46,8 +46,9 @@ export const peopleRoutes = (ctx: AppContext) =>
       response: { 200: t.Array(Role), ...errors },
       detail: { summary: "List roles", tags: ["Roles"] },
     })
+    // No API key sets roles or deactivates (no area: 403 API_KEY_NOT_ALLOWED), whatever its scopes.
     .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, userId(params), body, caller.email, new Date(ctx.now())), {
-      auth: ["ADMIN", "users"],
+      auth: "ADMIN",
       params: UserIdParams,
       body: RolesBody,
       response: { 200: User, ...errors },
@@ -75,7 +76,7 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     })
     .post("/users/deactivate-inactive", ({ query, caller }) => deactivateInactive(ctx.db, parseInstant(query.before, "before"), caller.email, new Date(ctx.now())), {
-      auth: ["ADMIN", "users"],
+      auth: "ADMIN",
       query: DeactivateQuery,
       response: { 200: DeactivateResult, ...errors },
       detail: {

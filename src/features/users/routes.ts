@@ -2,7 +2,7 @@
 /** /api/users: thin HTTP over the users service, with the interface's access rules. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { Violations } from "../../errors";
+import { AppError, Violations } from "../../errors";
 import { clientAddress } from "../../http/client-address";
 import { listAnswer } from "../../http/list-answer";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
@@ -15,7 +15,7 @@ import { withPasswordPolicy } from "../../security/password-policy";
 import { countMatches, userChunks } from "../../store/user-search";
 import { findUser, normalizeEmail } from "../../store/users";
 import { UserBody, UserListQuery, UserPatch } from "./model";
-import { createUser, deleteUser, filterUsers, listCriteria, listUsers, patchUser, replaceUser, revokeBearerTokens, setActive, unlockSignIn } from "./service";
+import { type Actor, createUser, deleteUser, filterUsers, listCriteria, listUsers, patchUser, replaceUser, revokeBearerTokens, setActive, unlockSignIn } from "./service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -43,6 +43,14 @@ const tagged = (set: { headers: Record<string, unknown> }, user: User) => {
 const errors = errorResponses(400, 401, 403, 404, 409);
 
 /**
+ * What an API key may not send, whatever its scopes: it never sets a password, an account's state
+ * or its roles (those two are no fields of ours, and would be dropped unseen; sent by a key, they refuse
+ * the request whole). Moving an e-mail is refused in the change itself (service.ts applyUpdate).
+ */
+const KEYS_MAY_NOT_SEND = ["password", "active", "roles"];
+const BY_KEY = "An API key may not send password, active or roles, nor change the e-mail: 403 API_KEY_NOT_ALLOWED, nothing changed. ";
+
+/**
  * What PUT and PATCH need beyond the body's rules: a password is set only by an ADMIN (a user
  * changes theirs with the current one, at /api/auth/change-password), and a caller's own address
  * changes only with their current password (throttled like a login): a stolen token alone must
@@ -51,6 +59,8 @@ const errors = errorResponses(400, 401, 403, 404, 409);
 async function mayChange(ctx: AppContext, caller: Caller, id: number, body: { email?: string; password?: string; currentPassword?: string }, address: () => string) {
   if (body.password !== undefined && !isAdmin(caller)) throw new Violations("body", [{ path: "password", key: "field.password.adminOnly" }]);
   if (id !== caller.id || body.email === undefined || normalizeEmail(body.email) === caller.email) return;
+  // The unit refuses a key's move anyway: this keeps the key from trying the owner's password on the way.
+  if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
   if (body.currentPassword === undefined) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.required" }]);
   await confirmPassword(ctx, caller, body.currentPassword, address());
 }
@@ -67,11 +77,11 @@ interface ChangeContext<B> {
 
 /** PUT's and PATCH's handler: may the caller change this (mayChange), then the change, answered with its ETag. */
 const changeUser =
-  <B extends ChangeBody>(ctx: AppContext, apply: (deps: AppContext, id: number, body: B, ifMatch: string | null, actor: string) => Promise<User>) =>
+  <B extends ChangeBody>(ctx: AppContext, apply: (deps: AppContext, id: number, body: B, ifMatch: string | null, actor: Actor) => Promise<User>) =>
   async ({ params, body, caller, request, server, set }: ChangeContext<B>) => {
     const id = userId(params);
     await mayChange(ctx, caller, id, body, () => clientAddress(server, request, ctx.config.trustProxy));
-    return tagged(set, await apply(ctx, id, body, request.headers.get("if-match"), caller.email));
+    return tagged(set, await apply(ctx, id, body, request.headers.get("if-match"), caller));
   };
 /** What PUT and PATCH share besides their body. */
 const changeRoute = { params: UserIdParams, transform: normalizeBody, response: { 200: User, ...errors, ...errorResponses(429) } };
@@ -142,26 +152,26 @@ export const usersRoutes = (ctx: AppContext) =>
         return tagged(set, await createUser(ctx, body, caller.email));
       },
       {
-        auth: ["ADMIN", "users"],
+        auth: ["ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
         body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
-        detail: { summary: "Create a user", ...documentedHeaders({ 201: ["ETag"] }) },
+        detail: { summary: "Create a user", description: "An API key may not send password or roles: 403 API_KEY_NOT_ALLOWED.", ...documentedHeaders({ 201: ["ETag"] }) },
       },
     )
     .put("/:id", changeUser(ctx, replaceUser), {
-      auth: ["ADMIN", "users"],
+      auth: ["ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
       body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       ...changeRoute,
-      detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN, ...documentedHeaders({ 200: ["ETag"] }) },
+      detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN + BY_KEY, ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch("/:id", changeUser(ctx, patchUser), {
-      auth: ["SELF_OR_ADMIN", "users"],
+      auth: ["SELF_OR_ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
       body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: {
         summary: "Change some of a user's name, email and department",
-        description: `The user themself or an ADMIN. ${OWN_EMAIL}${PASSWORD_BY_ADMIN}`,
+        description: `The user themself or an ADMIN. ${OWN_EMAIL}${PASSWORD_BY_ADMIN}${BY_KEY}`,
         ...documentedHeaders({ 200: ["ETag"] }),
       },
     })
@@ -171,16 +181,17 @@ export const usersRoutes = (ctx: AppContext) =>
         await deleteUser(ctx, userId(params), caller.email);
         set.status = 204;
       },
-      { auth: ["ADMIN", "users"], params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+      // No API key deletes, activates or deactivates an account (no area: 403 API_KEY_NOT_ALLOWED).
+      { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
     )
     .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
-      auth: ["ADMIN", "users"],
+      auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
-      auth: ["ADMIN", "users"],
+      auth: "ADMIN",
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: {

@@ -9,6 +9,7 @@ import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
 import type { User } from "../../models/user";
 import type { Page } from "../../paging";
+import type { Caller } from "../../security/caller";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
 import { revokeAccountTokens } from "../../store/account-tokens";
@@ -106,11 +107,15 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
   return Number.isInteger(parsed) ? parsed : -1;
 }
 
+/** Who changes a user: their e-mail (the audit's actor), and whether they came by API key. */
+export type Actor = Pick<Caller, "email" | "apiKey">;
+
 /**
  * An e-mail change ends every token issued so far (the address may pass to another account,
  * and a token must not follow it), tells the old address and is audited EMAIL_CHANGED (by
  * `actor`, with both addresses, as USER_CREATED and USER_DELETED keep theirs); a password set by
- * an ADMIN ends them too. Whether the caller may make the change (their password, their role) is the route's.
+ * an ADMIN ends them too. Whether the caller may make the change (their password, their role) is the route's,
+ * but for the one thing only the unit knows: whether the address moves, which no API key may make it do.
  */
 async function applyUpdate(
   deps: UsersDeps & PasswordPolicyDeps,
@@ -118,7 +123,7 @@ async function applyUpdate(
   changes: { name?: string; email?: string; department?: string | null; password?: string },
   expected: number | undefined,
   operation: string,
-  actor: string,
+  actor: Actor,
 ): Promise<User> {
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
@@ -136,12 +141,13 @@ async function applyUpdate(
         const set: UserChanges = { updatedAt: at, version: current.version + 1 };
         if (changes.name !== undefined) set.name = changes.name.trim();
         const emailChanges = email !== undefined && email !== current.email;
+        if (emailChanges && actor.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
         if (emailChanges) {
           // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
           Object.assign(set, { email, emailVerified: false, emailChangedAt: at });
           await revokeAccountTokens(tx, id);
           await enqueueNotification(tx, "EMAIL_CHANGED", current.email, { userId: id }, at);
-          await writeAudit(tx, { action: "EMAIL_CHANGED", actor, subjectType: "User", subjectId: id, details: { oldEmail: current.email, newEmail: email } }, at);
+          await writeAudit(tx, { action: "EMAIL_CHANGED", actor: actor.email, subjectType: "User", subjectId: id, details: { oldEmail: current.email, newEmail: email } }, at);
         }
         if (passwordHash !== undefined) {
           set.passwordHash = passwordHash;
@@ -165,14 +171,14 @@ async function applyUpdate(
   });
 }
 
-/** PUT: replaces name, email and department (absent department clears it); sets a given password. `actor`: the caller's e-mail. */
-export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch: string | null, actor: string) {
+/** PUT: replaces name, email and department (absent department clears it); sets a given password. */
+export function replaceUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserBody, ifMatch: string | null, actor: Actor) {
   const changes = { name: input.name, email: input.email, department: input.department ?? null, password: input.password };
   return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "update", actor);
 }
 
-/** PATCH: changes only the supplied fields among name, email, department and password. `actor`: the caller's e-mail. */
-export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch: string | null, actor: string) {
+/** PATCH: changes only the supplied fields among name, email, department and password. */
+export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, input: UserPatch, ifMatch: string | null, actor: Actor) {
   const changes = { name: input.name, email: input.email, department: input.department, password: input.password };
   return applyUpdate(deps, id, changes, expectedVersion(input.version, ifMatch), "patch", actor);
 }
