@@ -27,6 +27,8 @@ import { profileRoutes, searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
 import { apiKeysRoutes } from "./features/api-keys/routes";
+import { federationRoutes } from "./features/federation/routes";
+import { federatedSignIn } from "./features/auth/federated-sign-in";
 import { bodyParser } from "./http/body-parser";
 import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
@@ -117,7 +119,8 @@ export function createApp(deps: AppDeps) {
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx))
     .use(backupsRoutes(ctx))
-    .use(apiKeysRoutes(ctx));
+    .use(apiKeysRoutes(ctx))
+    .use(federationRoutes(ctx, federatedSignIn(ctx)));
   self = app;
   return app;
 }

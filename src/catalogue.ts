@@ -17,6 +17,7 @@ import { searchTexts } from "./features/search/errors";
 import { sessionsErrors } from "./features/sessions/errors";
 import { apiKeysErrors, apiKeysTexts } from "./features/api-keys/errors";
 import { mfaErrors, mfaTexts } from "./features/mfa/errors";
+import { federationErrors, federationTexts } from "./features/federation/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -83,8 +84,9 @@ export const ERRORS = merge(
   sessionsErrors,
   apiKeysErrors,
   mfaErrors,
+  federationErrors,
 );
-const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts, mfaTexts);
+const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts, mfaTexts, federationTexts);
 
 export type ErrorCode = keyof typeof ERRORS;
 export type MessageKey = keyof typeof TEXTS;

@@ -5,7 +5,7 @@
  */
 import { isIP } from "node:net";
 import type { Cron } from "croner";
-import type { SettingName } from "./settings";
+import { type ProviderSettingKey, providerSettingName, type SettingName } from "./settings";
 
 /** croner, loaded where a BACKUP_SCHEDULE is read: a server without one never evaluates it (npm run bench -- --idle). */
 export const loadCron = (): typeof Cron => (require("croner") as typeof import("croner")).Cron;
@@ -113,6 +113,37 @@ export interface Config {
   readonly mfaRequiredRoles: readonly string[];
   /** Traces over OTLP/HTTP (src/tracing); undefined without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT: nothing is loaded. */
   readonly tracing?: TracingConfig;
+  /** Sign-in with other providers (OIDC_PROVIDERS); undefined without one: no provider code is loaded. */
+  readonly federation?: FederationConfig;
+  /** Pages elsewhere a federated sign-in may return to (OIDC_RETURN_URLS), exactly: origin and path. */
+  readonly oidcReturnUrls: readonly string[];
+  /** Federated sign-ins started a minute per client address. */
+  readonly oidcStartMaxPerIp: number;
+}
+
+/** One provider of OIDC_PROVIDERS, from its OIDC_<NAME>_* settings (presets filled in). */
+export interface ProviderConfig {
+  /** Lower-case, as in the routes: /api/auth/oidc/{name}/start. */
+  readonly name: string;
+  readonly label: string;
+  /** oidc: discovery, ID tokens; github: OAuth 2 and GitHub's user APIs. */
+  readonly kind: "oidc" | "github";
+  /** The issuer discovered (oidc), or GitHub's web URL (its identities' issuer). */
+  readonly issuer: string;
+  readonly clientId: string;
+  readonly clientSecret?: string;
+  readonly scopes: string;
+  readonly trustEmail: boolean;
+  /** microsoft: the tenant ids whose users may sign in (their ID token's `tid`). */
+  readonly tenants?: readonly string[];
+  /** github: its API's base URL. */
+  readonly apiUrl?: string;
+}
+
+export interface FederationConfig {
+  readonly providers: readonly ProviderConfig[];
+  /** OIDC_SIGNUP: a provider's sign-in may create an account. */
+  readonly signup: boolean;
 }
 
 /** OTEL_TRACES_SAMPLER's values (the OpenTelemetry SDK's names). */
@@ -193,7 +224,12 @@ function settingsReader(env: Env) {
     if (!schemes.includes(scheme)) problems.push(`${key} must be a ${schemes.join(" / ")} URL (got "${raw}")`);
     return raw;
   };
-  return { env, problems, read, integer, oneOf, duration, url };
+  /** A provider's own setting, OIDC_<NAME>_<KEY> (settings.ts PROVIDER_SETTINGS). */
+  const provider = (name: string, key: ProviderSettingKey) => {
+    const value = env[providerSettingName(name, key)]?.trim();
+    return value === "" ? undefined : value;
+  };
+  return { env, problems, read, integer, oneOf, duration, url, provider };
 }
 type SettingsReader = ReturnType<typeof settingsReader>;
 
@@ -438,6 +474,94 @@ function tracingSettings(r: SettingsReader) {
   return { tracing } satisfies Partial<Config>;
 }
 
+/** What a preset fills in: its issuer (for github its web URL), label and scopes. */
+const PRESETS: Record<string, { kind: ProviderConfig["kind"]; label: string; issuer?: string; scopes?: string }> = {
+  google: { kind: "oidc", label: "Google", issuer: "https://accounts.google.com" },
+  microsoft: { kind: "oidc", label: "Microsoft" },
+  github: { kind: "github", label: "GitHub", scopes: "read:user user:email" },
+};
+
+const LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"];
+/** https, or http on loopback only (a stand-in, a development IdP). */
+const secureUrl = (raw: string) => {
+  try {
+    const url = new URL(raw);
+    return url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK_HOSTS.includes(url.hostname));
+  } catch {
+    return false;
+  }
+};
+
+/** Sign-in with other providers: OIDC_PROVIDERS' names, each with its OIDC_<NAME>_* settings. */
+function federationSettings(r: SettingsReader) {
+  const signup = r.oneOf("OIDC_SIGNUP", ["on", "off"] as const, "on") === "on";
+  const oidcReturnUrls = (r.read("OIDC_RETURN_URLS") ?? "")
+    .split(",")
+    .map((u) => u.trim())
+    .filter((u) => u !== "");
+  for (const url of oidcReturnUrls) {
+    const parsed = URL.canParse(url) ? new URL(url) : undefined;
+    if (!parsed || !secureUrl(url) || parsed.search || parsed.hash || /^\/(api|oauth2)(\/|$)/.test(parsed.pathname))
+      r.problems.push(`OIDC_RETURN_URLS must list https URLs without query or fragment, none under /api/ or /oauth2/ (got "${url}")`);
+  }
+  const names = (r.read("OIDC_PROVIDERS") ?? "")
+    .split(",")
+    .map((n) => n.trim().toLowerCase())
+    .filter((n) => n !== "");
+  const providers = names.flatMap((name, at): ProviderConfig[] => {
+    if (!/^[a-z][a-z0-9]{0,31}$/.test(name) || names.indexOf(name) !== at) {
+      r.problems.push(`OIDC_PROVIDERS must list distinct names of letters and digits, comma-separated (got "${name}")`);
+      return [];
+    }
+    return [providerSettings(r, name)];
+  });
+  return {
+    federation: providers.length > 0 ? { providers: Object.freeze(providers), signup } : undefined,
+    oidcReturnUrls: Object.freeze(oidcReturnUrls),
+    oidcStartMaxPerIp: r.integer("OIDC_START_MAX_PER_IP", 60, 1, 1_000_000),
+  };
+}
+
+function providerSettings(r: SettingsReader, name: string): ProviderConfig {
+  const preset = PRESETS[name];
+  const setting = (key: ProviderSettingKey) => r.provider(name, key);
+  const problem = (key: ProviderSettingKey, text: string) => r.problems.push(`${providerSettingName(name, key)} ${text}`);
+  const clientId = setting("CLIENT_ID") ?? "";
+  if (clientId === "") problem("CLIENT_ID", "is required for the provider in OIDC_PROVIDERS");
+  const trust = setting("TRUST_EMAIL")?.toLowerCase() ?? "off";
+  if (trust !== "on" && trust !== "off") problem("TRUST_EMAIL", `must be on or off (got "${trust}")`);
+  const tenant = setting("TENANT");
+  const tenants = (setting("TENANTS") ?? "")
+    .split(",")
+    .map((t) => t.trim())
+    .filter((t) => t !== "");
+  if (name === "microsoft") {
+    if (!tenant) problem("TENANT", "is required: a tenant id, or common with OIDC_MICROSOFT_TENANTS");
+    else if (tenant === "common" && tenants.length === 0) problem("TENANTS", "must list the tenant ids allowed when the tenant is common");
+  }
+  const microsoftIssuer = tenant && `https://login.microsoftonline.com/${tenant}/v2.0`;
+  const kind = preset?.kind ?? "oidc";
+  const issuer = kind === "github" ? (setting("WEB_URL") ?? "https://github.com") : (setting("ISSUER") ?? preset?.issuer ?? (name === "microsoft" ? microsoftIssuer : undefined));
+  const issuerKey = kind === "github" ? "WEB_URL" : "ISSUER";
+  if (!issuer) problem("ISSUER", "is required for a provider that is not a preset (google, microsoft, github)");
+  else if (!secureUrl(issuer)) problem(issuerKey, `must be an https URL (http only on loopback) (got "${issuer}")`);
+  const apiUrl = kind === "github" ? (setting("API_URL") ?? "https://api.github.com") : undefined;
+  if (apiUrl && !secureUrl(apiUrl)) problem("API_URL", `must be an https URL (http only on loopback) (got "${apiUrl}")`);
+  return {
+    name,
+    label: setting("LABEL") ?? preset?.label ?? name,
+    kind,
+    // An OIDC issuer stays as given: discovery compares it with the metadata's exactly.
+    issuer: kind === "github" ? (issuer ?? "").replace(/\/+$/, "") : (issuer ?? ""),
+    clientId,
+    clientSecret: setting("CLIENT_SECRET"),
+    scopes: setting("SCOPES") ?? preset?.scopes ?? "openid email profile",
+    trustEmail: trust === "on",
+    ...(name === "microsoft" && { tenants: Object.freeze(tenant === "common" ? tenants : [tenant ?? ""]) }),
+    ...(apiUrl && { apiUrl: apiUrl.replace(/\/+$/, "") }),
+  };
+}
+
 export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Config {
   const r = settingsReader(env);
   const dataDir = r.read("DATA_DIR") ?? "./data";
@@ -450,6 +574,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     ...notificationSettings(r),
     ...orderSettings(r),
     ...tracingSettings(r),
+    ...federationSettings(r),
   };
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);

@@ -104,6 +104,17 @@ export const SETTINGS = {
   API_KEY_MAX_PER_USER: setting("20", "API keys one user may hold (409 TOO_MANY_API_KEYS beyond)"),
   API_KEY_RATE_LIMIT: setting("600", "requests a minute one API key may make, **per instance** (429 beyond)"),
 
+  OIDC_PROVIDERS: setting(
+    "",
+    "sign-in with other providers, comma-separated names (`google,github,corp`): each a preset (`google`, `microsoft`, `github`) or any OpenID Connect issuer, configured by the OIDC_<NAME>_* settings below (docs/sign-in-providers.md)",
+  ),
+  OIDC_SIGNUP: setting("on", "`off`: a provider's sign-in never creates an account (403 SIGNUP_DISABLED); it only signs in to linked ones"),
+  OIDC_START_MAX_PER_IP: setting("60", "federated sign-ins started a minute per client address (then 429)"),
+  OIDC_RETURN_URLS: setting(
+    "",
+    "pages elsewhere a federated sign-in may return to, listed exactly (origin and path), comma-separated; the exchange route answers their origins' CORS",
+  ),
+
   NOTIFY_WEBHOOK_URL: setting("", "where notifications are POSTed; unset: outbox table and log"),
   NOTIFY_WEBHOOK_SECRET: setting("", "`whsec_<base64>`: webhook deliveries are signed (Standard Webhooks)"),
   SMTP_URL: setting("", "e-mail delivery (`smtp://user:pass@host:587`, `smtps://user:pass@host:465`); unset: no e-mail"),
@@ -127,6 +138,35 @@ export const SETTINGS = {
   OTEL_TRACES_SAMPLER_ARG: setting("1", "the ratio for the `traceidratio` samplers"),
 } as const satisfies Record<string, Setting>;
 
+/**
+ * Each provider named in OIDC_PROVIDERS has its own settings, `OIDC_<NAME>_<KEY>` (NAME upper-case):
+ * declared once here, read by config.ts for each name, printed and tabled like the rest.
+ */
+export const PROVIDER_SETTINGS = {
+  CLIENT_ID: setting("", "the client id registered at the provider (required)"),
+  CLIENT_SECRET: setting("", "its client secret"),
+  ISSUER: setting(
+    "(the preset's)",
+    "the OpenID Connect issuer, discovered at `<issuer>/.well-known/openid-configuration` (required unless a preset; `http://` only on loopback); for a preset, its endpoints overridden",
+  ),
+  LABEL: setting("(the name)", "the button's text: Sign in with LABEL"),
+  SCOPES: setting("openid email profile", "the scopes asked for"),
+  TRUST_EMAIL: setting(
+    "off",
+    "`on`: a sign-in whose verified e-mail is a verified account's links to it (not an ADMIN, nor an account with a second factor), mailed IDENTITY_LINKED; `off`: 409 ACCOUNT_EXISTS",
+  ),
+  TENANT: setting("", "microsoft: the tenant id, or `common` with OIDC_<NAME>_TENANTS"),
+  TENANTS: setting("", "microsoft with `common`: the tenant ids allowed, comma-separated"),
+  API_URL: setting("https://api.github.com", "github: its API (for GitHub Enterprise, and tests)"),
+  WEB_URL: setting("https://github.com", "github: its sign-in pages (for GitHub Enterprise, and tests)"),
+} as const satisfies Record<string, Setting>;
+
+export type ProviderSettingKey = keyof typeof PROVIDER_SETTINGS;
+const PROVIDER_KEYS = Object.keys(PROVIDER_SETTINGS) as ProviderSettingKey[];
+
+/** A provider's setting as the environment names it: `corp`, `CLIENT_ID` → `OIDC_CORP_CLIENT_ID`. */
+export const providerSettingName = (provider: string, key: ProviderSettingKey) => `OIDC_${provider.toUpperCase()}_${key}`;
+
 export type SettingName = keyof typeof SETTINGS;
 export const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
 
@@ -137,17 +177,23 @@ const plain = (markdown: string) => markdown.replaceAll("`", "").replaceAll("**"
 
 /** `usersvc --help`'s lines: one a setting, with its flag and default. */
 export function settingsHelp(): string {
-  return SETTING_NAMES.map((name) => {
-    const { default: fallback, meaning } = SETTINGS[name];
-    return `  ${name}${fallback ? ` (${plain(fallback)})` : ""}: ${plain(meaning)}`;
-  }).join("\n");
+  return allSettings()
+    .map(([name, { default: fallback, meaning }]) => `  ${name}${fallback ? ` (${plain(fallback)})` : ""}: ${plain(meaning)}`)
+    .join("\n");
+}
+
+/** Every setting with its name, a provider's as `OIDC_<NAME>_KEY` after OIDC_PROVIDERS' own. */
+function allSettings(): [string, Setting][] {
+  return SETTING_NAMES.flatMap((name): [string, Setting][] => [
+    [name, SETTINGS[name]],
+    ...(name === "OIDC_RETURN_URLS" ? PROVIDER_KEYS.map((key): [string, Setting] => [providerSettingName("<NAME>", key), PROVIDER_SETTINGS[key]]) : []),
+  ]);
 }
 
 /** The README's configuration table. */
 export function settingsTable(): string {
   const cell = (text: string) => text.replaceAll("|", "\\|");
-  const rows = SETTING_NAMES.map((name) => {
-    const { default: fallback, meaning } = SETTINGS[name];
+  const rows = allSettings().map(([name, { default: fallback, meaning }]) => {
     return `| ${name} | ${fallback === "" ? "" : cell(fallback.startsWith("(") ? fallback : `\`${fallback}\``)} | ${cell(meaning)} |`;
   });
   return ["| variable | default | meaning |", "|---|---|---|", ...rows].join("\n");

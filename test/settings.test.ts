@@ -6,7 +6,7 @@ import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Env, loadConfig } from "../src/config";
-import { SETTING_NAMES } from "../src/settings";
+import { PROVIDER_SETTINGS, providerSettingName, SETTING_NAMES } from "../src/settings";
 import { withSettingsTable } from "../scripts/settings-table";
 
 const ROOT = join(import.meta.dir, "..");
@@ -30,11 +30,25 @@ test("every declared setting is read, and nothing else is", () => {
   expect([...read].sort()).toEqual([...SETTING_NAMES].sort());
 });
 
+test("a provider's settings are the declared OIDC_<NAME>_* ones, each read for every name in OIDC_PROVIDERS", () => {
+  const env = { OIDC_PROVIDERS: "corp,github,microsoft", OIDC_CORP_ISSUER: "https://id.example.com", OIDC_MICROSOFT_TENANT: "t1" };
+  const read = namesRead(Object.fromEntries(["CORP", "GITHUB", "MICROSOFT"].map((n) => [`OIDC_${n}_CLIENT_ID`, "id"]).concat(Object.entries(env))));
+  const perProvider = ["corp", "github", "microsoft"].flatMap((name) =>
+    Object.keys(PROVIDER_SETTINGS).map((key) => providerSettingName(name, key as keyof typeof PROVIDER_SETTINGS)),
+  );
+  const declared = new Set<string>([...SETTING_NAMES, ...perProvider]);
+  expect([...read].filter((name) => !declared.has(name))).toEqual([]);
+  // Each declared key is read for some kind of provider (github's URLs only for github, and so on).
+  const keysRead = new Set([...read].map((name) => /^OIDC_(CORP|GITHUB|MICROSOFT)_(.+)$/.exec(name)?.[2]));
+  expect(Object.keys(PROVIDER_SETTINGS).filter((key) => !keysRead.has(key))).toEqual([]);
+});
+
 test("usersvc --help has a line for every setting", async () => {
   const proc = Bun.spawn([process.execPath, "src/main.ts", "--help"], { cwd: ROOT, stdout: "pipe", env: { PATH: process.env.PATH } });
   const help = await new Response(proc.stdout).text();
   expect(await proc.exited).toBe(0);
-  const missing = SETTING_NAMES.filter((name) => !new RegExp(`^  ${name}\\b.*: \\S`, "m").test(help));
+  const perProvider = Object.keys(PROVIDER_SETTINGS).map((key) => providerSettingName("<NAME>", key as keyof typeof PROVIDER_SETTINGS));
+  const missing = [...SETTING_NAMES, ...perProvider].filter((name) => !help.split("\n").some((line) => line.startsWith(`  ${name}`) && /: \S/.test(line)));
   expect(missing).toEqual([]);
 });
 

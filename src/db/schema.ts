@@ -524,3 +524,51 @@ export const setupTokens = sqliteTable("setup_tokens", {
   createdAt: millis("created_at").notNull(),
   expiresAt: millis("expires_at").notNull(),
 });
+
+// ── Sign-in with other providers (#43) ──
+
+/**
+ * Accounts at other providers (an OpenID Connect issuer, or GitHub) that sign in to a user:
+ * keyed by the provider's (issuer, subject), which never changes, unlike the e-mail either side
+ * may hold; one identity belongs to one user. Deleting the user deletes its identities.
+ */
+export const identities = sqliteTable(
+  "identities",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    /** The configured provider's name (OIDC_PROVIDERS), lower-case. */
+    provider: text("provider").notNull(),
+    /** The ID token's `iss` (GitHub: its web URL). */
+    issuer: text("issuer").notNull(),
+    /** The ID token's `sub` (GitHub: the numeric user id). */
+    subject: text("subject").notNull(),
+    /** The address the provider gave at the last sign-in, for the user's list. */
+    email: text("email"),
+    createdAt: millis("created_at").notNull(),
+    lastUsedAt: millis("last_used_at"),
+  },
+  (t) => [uniqueIndex("identities_issuer_subject_unique").on(t.issuer, t.subject), index("identities_user_idx").on(t.userId)],
+);
+
+/**
+ * A federated sign-in between its requests, in the database so any instance finishes what another
+ * began: a started flow (`state`: its PKCE verifier, nonce, the page's code challenge and
+ * returnTo; 10 minutes) and the one-time code the callback hands the page (`code`: the account it
+ * signs in to; 60 seconds). Keyed by a SHA-256 of the state or code; taken (deleted) when used.
+ */
+export const federationFlows = sqliteTable(
+  "federation_flows",
+  {
+    id: text("id").primaryKey(),
+    /** state or code */
+    kind: text("kind").notNull(),
+    provider: text("provider").notNull(),
+    /** JSON: what the next step checks and does. */
+    data: text("data", { mode: "json" }).notNull(),
+    expiresAt: millis("expires_at").notNull(),
+  },
+  (t) => [index("federation_flows_expiry_idx").on(t.expiresAt)],
+);

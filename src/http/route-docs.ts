@@ -20,6 +20,7 @@ export const RESPONSE_HEADERS = {
   "X-Client-Version": { description: "The caller's X-Client-Version, or 1.0", schema: { type: "string" } },
   "Content-Disposition": { description: "`attachment` with the file's name (RFC 6266 / RFC 8187)", schema: { type: "string" } },
   "Content-Range": { description: "The range sent (206), or `bytes */<size>` (416)", schema: { type: "string" } },
+  Location: { description: "Where the browser goes next (a redirect)", schema: { type: "string" } },
 } as const;
 export type ResponseHeader = keyof typeof RESPONSE_HEADERS;
 

@@ -27,7 +27,8 @@ export type NotificationKind =
   | "MFA_ENABLED"
   | "MFA_DISABLED"
   | "PASSKEY_ADDED"
-  | "RECOVERY_CODE_USED";
+  | "RECOVERY_CODE_USED"
+  | "IDENTITY_LINKED";
 
 const insertNotification = prepared((tx: Db) =>
   tx

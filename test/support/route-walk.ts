@@ -193,6 +193,20 @@ export async function prepareRouteWalk(t: TestApp) {
     // Here too: the page says setup is complete (410).
     "GET /account/setup": { path: "/account/setup", token: undefined, status: 410 },
     "GET /account/security": { path: "/account/security", token: undefined, status: 200 },
+    // No provider is configured here: the flow's routes refuse or send the browser back (test/federation.test.ts walks them).
+    "GET /api/auth/oidc/providers": { path: "/api/auth/oidc/providers", token: undefined, status: 200 },
+    "GET /api/auth/oidc/:provider/start": { path: `/api/auth/oidc/corp/start?returnTo=%2Faccount&codeChallenge=${"c".repeat(43)}`, token: undefined, status: 404 },
+    "GET /api/auth/oidc/:provider/callback": { path: "/api/auth/oidc/corp/callback?state=unknown", token: undefined, status: 302 },
+    "POST /api/auth/oidc/exchange": { path: "/api/auth/oidc/exchange", token: undefined, body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 },
+    "GET /api/account/identities": { path: "/api/account/identities", status: 200 },
+    "POST /api/account/identities/:provider/start": {
+      path: "/api/account/identities/corp/start",
+      body: { returnTo: "/account/security", codeChallenge: "c".repeat(43) },
+      status: 403,
+    },
+    "POST /api/account/identities/link": { path: "/api/account/identities/link", body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 },
+    "DELETE /api/account/identities/:id": { path: "/api/account/identities/999999", status: 404 },
+    "GET /api/users/:id/identities": { path: `/api/users/${admin.id}/identities`, status: 200 },
     "GET /account/assets/:name": {
       path: "/account/assets/app.js",
       token: undefined,

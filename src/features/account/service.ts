@@ -17,6 +17,7 @@ import { hashPassword } from "../../security/passwords";
 import { consumeToken, enqueueVerification, liveTokenOwner, revokeAccountTokens } from "../../store/account-tokens";
 import { writeAudit } from "../../store/audit";
 import { forgetDeviceTokens } from "../../store/devices";
+import { beforeFirstProofRows } from "../../store/identities";
 import { enqueueNotification } from "../../store/outbox";
 import { anyAdmin, setupTokenState } from "../../store/setup-tokens";
 import { addressKey, countResetRequest, emailKey } from "../../store/throttle";
@@ -44,6 +45,8 @@ export async function confirmVerification(deps: AccountDeps, token: string): Pro
   const userId = await deps.db.write(async (tx) => {
     const id = await consumeToken(tx, token, "VERIFY_EMAIL", deps.now());
     if (id === undefined) throw new AppError("INVALID_TOKEN");
+    // Pre-account hijacking: whatever was added before the address was ever proven goes.
+    for (const statement of beforeFirstProofRows(tx, id)) await statement;
     await markEmailVerified(tx, id);
     return id;
   });
@@ -82,6 +85,7 @@ export async function confirmPasswordReset(deps: AccountDeps, input: ResetConfir
   await deps.db.write(async (tx) => {
     const id = await consumeToken(tx, input.token, "PASSWORD_RESET", now);
     if (id === undefined) throw new AppError("INVALID_TOKEN");
+    for (const statement of beforeFirstProofRows(tx, id)) await statement;
     const recipient = await resetPassword(tx, id, passwordHash, new Date(now));
     await revokeAccountTokens(tx, id);
     await forgetDeviceTokens(tx, id);

@@ -98,14 +98,20 @@ function openMfaToken(deps: SecondStepDeps, mfaToken: string, now: number): MfaT
  * The second step's challenge for an account whose password was right: a fresh mfaToken (sealed,
  * nothing written), the methods it may be completed with and, with a passkey (and passkeys
  * configured), the request options whose challenge is the token's id. `factors`: 1 an active
- * TOTP, +2 a passkey; `deviceToken`: the account's, when the password step presented a good one.
+ * TOTP, +2 a passkey; `firstStep`: how the first step signed in (pwd, or fed for another provider);
+ * `deviceToken`: the account's, when the password step presented a good one.
  */
-export async function secondStepChallenge(deps: ChallengeDeps, account: { id: number; tokenVersion: number }, factors: number, deviceToken?: string): Promise<MfaRequired> {
+export async function secondStepChallenge(
+  deps: ChallengeDeps,
+  account: { id: number; tokenVersion: number },
+  factors: number,
+  { firstStep = "pwd", deviceToken }: { firstStep?: string; deviceToken?: string } = {},
+): Promise<MfaRequired> {
   const random = new Uint8Array(randomBytes(32));
   const id = Buffer.from(random).toString("base64url");
   const rp = factors & 2 ? relyingPartyOf(deps.config) : undefined;
   const passkeyOptions = rp && (await requestOptions(rp, "preferred", random));
-  const facts = [id, String(account.id), String(account.tokenVersion), "pwd", passkeyOptions ? "p" : "-", deviceToken ?? "-"];
+  const facts = [id, String(account.id), String(account.tokenVersion), firstStep, passkeyOptions ? "p" : "-", deviceToken ?? "-"];
   const mfaToken = sealedFor(deps.cipher, MFA_TOKEN, deps.now() + MFA_TOKEN_TTL_MS, facts);
   const methods: MfaRequired["methods"] = [...(factors & 1 ? (["totp"] as const) : []), "recovery_code", ...(passkeyOptions ? (["passkey"] as const) : [])];
   return { mfaRequired: true, mfaToken, methods, expiresIn: MFA_TOKEN_TTL_MS / 1000, ...(passkeyOptions && { passkeyOptions: passkeyOptions as PasskeyRequestOptions }) };

@@ -56,7 +56,7 @@ async function signIn(deps: SessionDeps & ChallengeDeps, email: string, password
   }
   // The password is only the first step: no token, and the failures stay counted until the second
   // (which the deviceToken's trust, when good, carries over to).
-  if (account.secondFactors > 0) return secondStepChallenge(deps, account, account.secondFactors, checked.device?.token);
+  if (account.secondFactors > 0) return secondStepChallenge(deps, account, account.secondFactors, { deviceToken: checked.device?.token });
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
   const session = newSession(deps, lastLogin, ["pwd"]);

@@ -38,6 +38,8 @@ type Values = {
   /** Sign-ins: when the lockout ends, when and from where (device label, address) a sign-in came. */
   lockedUntil: string;
   signedInAt: string;
+  /** IDENTITY_LINKED: the provider's label ("Google"). */
+  provider: string;
   device: string;
   address: string;
   /** API_KEY_CREATED: the key's name, public prefix and scopes (never the key). */
@@ -283,6 +285,26 @@ const TEMPLATES: Record<NotificationKind, Template> = {
       link: { label: "檢視帳號安全性", path: "/account/security", open: true },
     }),
   },
+  IDENTITY_LINKED: {
+    en: (v) => ({
+      subject: `${v.provider} can now sign in to your account`,
+      paragraphs: [
+        hello.en(v),
+        `Your ${v.provider} account was linked to this account: signing in with ${v.provider} now opens it.`,
+        "If you did not do this, unlink it from your account's security page and reset your password now.",
+      ],
+      link: { label: "Review your account's security", path: "/account/security", open: true },
+    }),
+    "zh-TW": (v) => ({
+      subject: `現在可以使用 ${v.provider} 登入您的帳號`,
+      paragraphs: [
+        hello["zh-TW"](v),
+        `您的 ${v.provider} 帳號已連結到此帳號：使用 ${v.provider} 登入即會進入此帳號。`,
+        "如果不是您本人操作，請從帳號安全性頁面取消連結，並立即重設密碼。",
+      ],
+      link: { label: "檢視帳號安全性", path: "/account/security", open: true },
+    }),
+  },
 };
 
 const text = (value: unknown) => (value === undefined || value === null ? "" : String(value));
@@ -304,6 +326,7 @@ export function renderMail(input: MailInput): Mail {
     keyName: text(input.payload.name),
     keyPrefix: text(input.payload.prefix),
     scopes: Array.isArray(input.payload.scopes) ? input.payload.scopes.join(", ") : "",
+    provider: text(input.payload.provider),
   });
   const paragraphs = [...texts.paragraphs];
   let link: { label: string; url: string } | undefined;

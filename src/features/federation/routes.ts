@@ -1,0 +1,160 @@
+/** Feature folder federation/: sign-in with other providers (OpenID Connect, GitHub) and the identities linked to an account. */
+/**
+ * /api/auth/oidc (open: the browser's way through a provider, and the page's exchange) and
+ * /api/account/identities (the caller's linked identities), /api/users/{id}/identities (ADMIN).
+ */
+import { Elysia, t, type TSchema } from "elysia";
+import { translate } from "../../catalogue";
+import type { AppContext } from "../../context";
+import { EnvelopeOf } from "../../envelope";
+import { clientAddress } from "../../http/client-address";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
+import { languageOf } from "../../i18n";
+import { UserIdParams, userId } from "../../models/user";
+import { deviceOf } from "../../security/device-label";
+import { requireRecentAuth } from "../../security/recent-auth";
+import type { FederationDeps, SignInPort } from "./deps";
+import { completeCallback, completeLink, exchangeCode, startFlow } from "./flow";
+import { identitiesOfUser, identityOf, listIdentities, unlinkIdentity } from "./identities";
+import { CodeExchangeBody, Identity, LinkStartBody, ProviderButton, ProviderParams, Redirect, StartQuery } from "./model";
+import { connectionsOf } from "./providers";
+import { identitiesOf } from "../../store/identities";
+
+const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
+const redirect = { 302: t.Void({ description: "A redirect (Location)" }) };
+
+/** `signIn`: the sign-in's end and the schema of its answer (the login answer), from app.ts. */
+export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer: TSchema }) {
+  const { federation } = ctx.config;
+  const providers = federation?.providers ?? [];
+  const labels = new Map(providers.map((p) => [p.name, p.label]));
+  const deps: FederationDeps = {
+    db: ctx.db,
+    now: ctx.now,
+    config: { ...ctx.config, federation: federation ?? { providers: [], signup: false } },
+    connections: connectionsOf(providers),
+    signIn,
+  };
+  const addressOf = (request: Request, server: Parameters<typeof clientAddress>[0]) => clientAddress(server, request, ctx.config.trustProxy);
+
+  const auth = new Elysia({ prefix: "/api/auth/oidc", tags: ["Sign-in with other providers"] })
+    .get("/providers", () => providers.map(({ name, label }) => ({ name, label })), {
+      response: { 200: t.Array(ProviderButton) },
+      detail: { summary: "The providers a sign-in page offers", description: "OIDC_PROVIDERS in order: a button per provider (Sign in with label)." },
+    })
+    .get(
+      "/:provider/start",
+      async ({ params, query, request, server, set }) => {
+        set.status = 302;
+        set.headers.location = await startFlow(deps, params.provider, query, request, addressOf(request, server));
+      },
+      {
+        params: ProviderParams,
+        query: StartQuery,
+        response: { ...redirect, ...errorResponses(400, 404, 429, 503) },
+        detail: {
+          summary: "Begin a sign-in at a provider",
+          description: `A browser navigation: 302 to the provider with state, nonce and PKCE (S256), kept 10 minutes, single use. The page keeps the verifier of codeChallenge for POST /api/auth/oidc/exchange. A provider that cannot be reached: 302 to returnTo with #error=PROVIDER_UNAVAILABLE. 400 INVALID_RETURN_URL; 404 PROVIDER_NOT_FOUND; 429 past OIDC_START_MAX_PER_IP starts a minute per client address.`,
+          ...documentedHeaders({ 302: ["Location"] }),
+        },
+      },
+    )
+    .get(
+      "/:provider/callback",
+      async ({ params, request, server, set }) => {
+        set.status = 302;
+        set.headers.location = await completeCallback(deps, params.provider, request, addressOf(request, server));
+      },
+      {
+        params: ProviderParams,
+        response: { ...redirect, ...errorResponses(503) },
+        detail: {
+          summary: "The provider's answer (the redirect URI to register)",
+          description:
+            "Checks state, exchanges the code, verifies the ID token (signature by the provider's JWKS, iss, aud, exp, nonce) and userinfo's sub, then finds, links or makes the account. 302 to returnTo with #code=… (60 s, single use; for POST /api/auth/oidc/exchange), or #error=CODE: PROVIDER_DENIED, PROVIDER_REJECTED, PROVIDER_UNAVAILABLE, ACCOUNT_EXISTS, SIGNUP_DISABLED, VERIFICATION_SENT (a new account whose address the provider did not verify: confirm our mail first), TOO_MANY_REQUESTS; an unknown, used or expired state: to /account with #error=INVALID_OIDC_STATE.",
+          ...documentedHeaders({ 302: ["Location"] }),
+        },
+      },
+    )
+    .post(
+      "/exchange",
+      async ({ body, request, server }) => {
+        const answer = await exchangeCode(deps, body, { address: addressOf(request, server), ...(await deviceOf(request)) });
+        return ctx.ok(answer, translate(typeof answer === "object" && answer && "mfaRequired" in answer ? "auth.mfaRequired" : "auth.loggedIn", langOf(request)));
+      },
+      {
+        body: CodeExchangeBody,
+        response: { 200: EnvelopeOf(signIn.answer), ...errorResponses(400, 401, 403, 429, 503) },
+        detail: {
+          summary: "Turn the fragment's code into the login answer",
+          description:
+            "{code, codeVerifier}: only the verifier whose S256 challenge began the flow redeems the code (used up either way). The login answer (amr fed), or MfaRequired for an account with a second factor (then POST /api/auth/login/mfa). 401 INVALID_OIDC_CODE; 403 ACCOUNT_DISABLED; 429 while the e-mail is locked out from this network.",
+        },
+      },
+    );
+
+  const account = new Elysia({ tags: ["Sign-in with other providers"] })
+    .use(ctx.auth)
+    .get("/api/account/identities", ({ caller }) => listIdentities(ctx.db, caller.id, labels), {
+      auth: "authenticated",
+      response: { 200: t.Array(Identity), ...errorResponses(401, 503) },
+      detail: { summary: "The caller's linked sign-ins", description: "Oldest first: provider, the e-mail it gave, linked at, last used." },
+    })
+    .post(
+      "/api/account/identities/:provider/start",
+      async ({ caller, params, body, request, server }) => {
+        requireRecentAuth(caller, ctx.now());
+        return { url: await startFlow(deps, params.provider, body, request, addressOf(request, server), caller.id) };
+      },
+      {
+        auth: "authenticated",
+        params: ProviderParams,
+        body: LinkStartBody,
+        response: { 200: Redirect, ...errorResponses(400, 401, 403, 404, 429, 503) },
+        detail: {
+          summary: "Begin linking a provider to the caller's account",
+          description:
+            "Needs a sign-in within the last 10 minutes (403 REAUTHENTICATION_REQUIRED). The browser goes to url; the provider's answer comes back to returnTo with #code=…, which POST /api/account/identities/link redeems with the verifier. 409 IDENTITY_IN_USE (in the fragment) when another account holds that identity.",
+        },
+      },
+    )
+    .post(
+      "/api/account/identities/link",
+      async ({ caller, body, set }) => {
+        const id = await completeLink(deps, caller, body);
+        set.status = 201;
+        const row = (await identitiesOf(ctx.db, caller.id)).find((r) => r.id === id);
+        return identityOf(row!, labels);
+      },
+      {
+        auth: "authenticated",
+        body: CodeExchangeBody,
+        response: { 201: Identity, ...errorResponses(400, 401, 409, 503) },
+        detail: { summary: "Complete a link with the fragment's code and the page's verifier", description: "Mails IDENTITY_LINKED. 401 INVALID_OIDC_CODE; 409 IDENTITY_IN_USE." },
+      },
+    )
+    .delete(
+      "/api/account/identities/:id",
+      async ({ caller, params, set }) => {
+        await unlinkIdentity(ctx, caller, userId(params));
+        set.status = 204;
+      },
+      {
+        auth: "authenticated",
+        params: UserIdParams,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 404, 409, 503) },
+        detail: {
+          summary: "Unlink one of the caller's sign-ins",
+          description: "The identity no longer signs in. 409 LAST_SIGN_IN_METHOD when the account would have no password, passkey or other identity left; 404 IDENTITY_NOT_FOUND.",
+        },
+      },
+    )
+    .get("/api/users/:id/identities", ({ params }) => identitiesOfUser(ctx.db, userId(params), labels), {
+      auth: "ADMIN",
+      params: UserIdParams,
+      response: { 200: t.Array(Identity), ...errorResponses(400, 401, 403, 404, 503) },
+      detail: { summary: "A user's linked sign-ins" },
+    });
+
+  return new Elysia().use(auth).use(account);
+}
