@@ -27,6 +27,8 @@ import { profileRoutes, searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
 import { apiKeysRoutes } from "./features/api-keys/routes";
+import { FORM_ROUTES, oauthServerRoutes } from "./features/oauth-server/routes";
+import { createProviderTokens } from "./features/oauth-server/tokens";
 import { bodyParser } from "./http/body-parser";
 import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
@@ -38,6 +40,19 @@ import { routeTable } from "./http/route-table";
 
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
+  const { config } = deps;
+  // OAUTH_SERVER=on (with PUBLIC_URL, its issuer): the provider's RS256 keys and the guard's check of its access tokens.
+  const provider = config.oauthServer
+    ? createProviderTokens({
+        db: deps.db,
+        cipher: deps.cipher,
+        issuer: config.publicUrl! + config.basePath,
+        accessTokenTtlS: config.oauthAccessTokenTtlS,
+        rotationDays: config.tokenKeyRotationDays,
+        idleMs: config.sessionIdleTimeoutMs,
+        now,
+      })
+    : undefined;
   const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
   const authenticator = createAuthenticator(deps.db, deps.tokens, {
     now,
@@ -45,6 +60,7 @@ export function createApp(deps: AppDeps) {
     activity: sessionActivity,
     metrics: deps.metrics,
     mfaRequiredRoles: deps.config.mfaRequiredRoles,
+    clientCaller: provider?.clientCaller,
   });
   const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
   let self: AnyElysia | undefined;
@@ -65,7 +81,6 @@ export function createApp(deps: AppDeps) {
     keyActivity,
     auth: authPlugin(authenticator, keyRules, deps.config.basePath),
   };
-  const { config } = deps;
   const routes = routeTable(() => self!);
 
   const app = new Elysia({
@@ -96,7 +111,7 @@ export function createApp(deps: AppDeps) {
     .use(cors(config.corsOrigins))
     .use(apiKeyBoundary(config.basePath))
     .use(compression())
-    .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH]))
+    .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH, ...(provider ? FORM_ROUTES.map((path) => config.basePath + path) : [])]))
     .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
@@ -117,7 +132,8 @@ export function createApp(deps: AppDeps) {
     .use(searchRoutes(ctx))
     .use(peopleRoutes(ctx))
     .use(backupsRoutes(ctx))
-    .use(apiKeysRoutes(ctx));
+    .use(apiKeysRoutes(ctx))
+    .use(provider ? oauthServerRoutes(ctx, provider) : new Elysia({ name: "oauth-server-off" }));
   self = app;
   return app;
 }

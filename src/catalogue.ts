@@ -17,6 +17,7 @@ import { searchTexts } from "./features/search/errors";
 import { sessionsErrors } from "./features/sessions/errors";
 import { apiKeysErrors, apiKeysTexts } from "./features/api-keys/errors";
 import { mfaErrors, mfaTexts } from "./features/mfa/errors";
+import { oauthServerErrors } from "./features/oauth-server/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -83,6 +84,7 @@ export const ERRORS = merge(
   sessionsErrors,
   apiKeysErrors,
   mfaErrors,
+  oauthServerErrors,
 );
 const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts, mfaTexts);
 
