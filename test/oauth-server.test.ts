@@ -4,6 +4,9 @@
  * checks, userinfo, refresh, revocation and end-session; its errors are this suite's failures.
  * Then the refusals, each with its RFC error, and what a client's access token may reach.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { makeTestApp, type TestApp } from "./helpers";
@@ -336,3 +339,20 @@ test("off unless OAUTH_SERVER=on: no discovery, and OAUTH_SERVER=on needs PUBLIC
   }
   await expect(makeTestApp({ OAUTH_SERVER: "on" })).rejects.toThrow(/PUBLIC_URL/);
 });
+
+test("usersvc clients create prints the client id and, once, the secret; list shows no secret", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-clients-"));
+  const main = join(import.meta.dir, "../src/main.ts");
+  const run = (...args: string[]) => Bun.spawnSync([process.execPath, main, "clients", ...args], { cwd: dir, env: { PATH: process.env.PATH, LOG_LEVEL: "silent" } });
+  try {
+    const created = run("create", "--name", "Dash", "--redirect-uri", REDIRECT, "--scopes", "offline_access,users:read");
+    expect(created.exitCode).toBe(0);
+    const [, clientId, secret] = created.stdout.toString().match(/^client_id: (\S+)\nclient_secret: (\S+) \(shown once\)\n$/)!;
+    const listed = run("list").stdout.toString();
+    expect(listed).toContain(clientId);
+    expect(listed).not.toContain(secret);
+    expect(run("create", "--name", "Bad", "--redirect-uri", "nope").exitCode).toBe(2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
