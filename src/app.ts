@@ -29,6 +29,8 @@ import { backupsRoutes } from "./features/backups/routes";
 import { apiKeysRoutes } from "./features/api-keys/routes";
 import { federationRoutes } from "./features/federation/routes";
 import { federatedSignIn } from "./features/auth/federated-sign-in";
+import { FORM_ROUTES, oauthServerRoutes } from "./features/oauth-server/routes";
+import { createProviderTokens } from "./features/oauth-server/tokens";
 import { bodyParser } from "./http/body-parser";
 import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
@@ -40,6 +42,19 @@ import { routeTable } from "./http/route-table";
 
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
+  const { config } = deps;
+  // OAUTH_SERVER=on (with PUBLIC_URL, its issuer): the provider's RS256 keys and the guard's check of its access tokens.
+  const provider = config.oauthServer
+    ? createProviderTokens({
+        db: deps.db,
+        cipher: deps.cipher,
+        issuer: config.publicUrl! + config.basePath,
+        accessTokenTtlS: config.oauthAccessTokenTtlS,
+        rotationDays: config.tokenKeyRotationDays,
+        idleMs: config.sessionIdleTimeoutMs,
+        now,
+      })
+    : undefined;
   const sessionActivity = createSessionActivity(deps.db, now, deps.config.sessionIdleTimeoutMs, deps.logging.get("sessions"));
   const authenticator = createAuthenticator(deps.db, deps.tokens, {
     now,
@@ -47,6 +62,7 @@ export function createApp(deps: AppDeps) {
     activity: sessionActivity,
     metrics: deps.metrics,
     mfaRequiredRoles: deps.config.mfaRequiredRoles,
+    clientCaller: provider?.clientCaller,
   });
   const keyActivity = createKeyActivity(deps.db, now, deps.logging.get("api-keys"));
   let self: AnyElysia | undefined;
@@ -67,7 +83,6 @@ export function createApp(deps: AppDeps) {
     keyActivity,
     auth: authPlugin(authenticator, keyRules, deps.config.basePath),
   };
-  const { config } = deps;
   const routes = routeTable(() => self!);
 
   const app = new Elysia({
@@ -98,7 +113,7 @@ export function createApp(deps: AppDeps) {
     .use(cors(config.corsOrigins))
     .use(apiKeyBoundary(config.basePath))
     .use(compression())
-    .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH]))
+    .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH, ...(provider ? FORM_ROUTES.map((path) => config.basePath + path) : [])]))
     .use(refinements(routes))
     .use(actuatorRoutes(ctx))
     .use(authRoutes(ctx))
@@ -120,7 +135,8 @@ export function createApp(deps: AppDeps) {
     .use(peopleRoutes(ctx))
     .use(backupsRoutes(ctx))
     .use(apiKeysRoutes(ctx))
-    .use(federationRoutes(ctx, federatedSignIn(ctx)));
+    .use(federationRoutes(ctx, federatedSignIn(ctx)))
+    .use(provider ? oauthServerRoutes(ctx, provider) : new Elysia({ name: "oauth-server-off" }));
   self = app;
   return app;
 }

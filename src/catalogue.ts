@@ -18,6 +18,7 @@ import { sessionsErrors } from "./features/sessions/errors";
 import { apiKeysErrors, apiKeysTexts } from "./features/api-keys/errors";
 import { mfaErrors, mfaTexts } from "./features/mfa/errors";
 import { federationErrors, federationTexts } from "./features/federation/errors";
+import { oauthServerErrors } from "./features/oauth-server/errors";
 import { usersErrors, usersTexts } from "./features/users/errors";
 
 /** Codes any feature (or the HTTP plumbing) answers. */
@@ -85,6 +86,7 @@ export const ERRORS = merge(
   apiKeysErrors,
   mfaErrors,
   federationErrors,
+  oauthServerErrors,
 );
 const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts, mfaTexts, federationTexts);
 

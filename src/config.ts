@@ -95,6 +95,10 @@ export interface Config {
   readonly sessionMaxPerUser: number;
   /** Seconds a rotated refresh token is accepted once more (a lost answer) before its replay ends the session. */
   readonly refreshReuseGraceS: number;
+  /** OAUTH_SERVER=on: the OpenID Provider's endpoints (features/oauth-server); its issuer is PUBLIC_URL with BASE_PATH. */
+  readonly oauthServer: boolean;
+  readonly oauthAccessTokenTtlS: number;
+  readonly oauthDynamicRegistration: boolean;
   /** API keys one user may hold. */
   readonly apiKeyMaxPerUser: number;
   /** Requests a minute one API key may make, counted per instance (429 beyond). */
@@ -439,6 +443,17 @@ function notificationSettings(r: SettingsReader) {
   } satisfies Partial<Config>;
 }
 
+/** The OpenID Provider: off unless OAUTH_SERVER=on, which needs PUBLIC_URL for its issuer. */
+function oauthSettings(r: SettingsReader) {
+  const oauthServer = r.oneOf("OAUTH_SERVER", ["on", "off"] as const, "off") === "on";
+  if (oauthServer && r.read("PUBLIC_URL") === undefined) r.problems.push("OAUTH_SERVER=on needs PUBLIC_URL (the issuer its tokens and discovery name)");
+  return {
+    oauthServer,
+    oauthAccessTokenTtlS: Math.floor((r.duration("OAUTH_ACCESS_TOKEN_TTL", 60_000, 86_400_000) ?? 600_000) / 1000),
+    oauthDynamicRegistration: r.oneOf("OAUTH_DYNAMIC_REGISTRATION", ["on", "off"] as const, "off") === "on",
+  } satisfies Partial<Config>;
+}
+
 const orderSettings = (r: SettingsReader) =>
   ({
     orderPaymentTimeoutMs: r.duration("ORDER_PAYMENT_TIMEOUT", 1000, 365 * 86_400_000),
@@ -572,6 +587,7 @@ export function loadConfig(env: Env, cores = navigator.hardwareConcurrency): Con
     ...storageSettings(r, dataDir),
     ...accountSettings(r),
     ...notificationSettings(r),
+    ...oauthSettings(r),
     ...orderSettings(r),
     ...tracingSettings(r),
     ...federationSettings(r),

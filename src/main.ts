@@ -13,8 +13,8 @@ import { openDatabase } from "./db/open";
 import { migrate } from "./db/migrate";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { issueSetupLink, setupNotice } from "./features/auth/first-run";
-import { translate } from "./catalogue";
-import { Violations } from "./errors";
+import { messageOf, translate } from "./catalogue";
+import { AppError, Violations } from "./errors";
 import { createDataCipher } from "./security/data-encryption";
 import { resolveDataEncryptionKey, resolveJwtSecret } from "./security/kept-secrets";
 import { configuredTokens } from "./security/bearer-tokens";
@@ -34,6 +34,7 @@ import type { Metrics } from "./metrics";
 import { VERSION } from "./version";
 import { startTracing, type Tracing } from "./tracing";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
+import { clientsCommand } from "./features/oauth-server/commands";
 import { startBackupDuties } from "./features/backups/schedule";
 import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
@@ -47,6 +48,8 @@ Usage:
   usersvc token --email E                                   print a bearer token (local development)
   usersvc keys rotate [--revoke KID]                        publish the next signing key (signs in 10 minutes); --revoke withdraws KID at once
   usersvc keys rewrap                                       seal the private signing keys under the current DATA_ENCRYPTION_KEY
+  usersvc clients create --name N --redirect-uri URI… [--public] [--scopes S,…]   register an OpenID Provider client; prints its id and, once, its secret
+  usersvc clients list | clients delete CLIENT_ID           the registered clients
   usersvc setup-link                                        print a fresh one-time link to create the first ADMIN
   usersvc backup [--output DIR]                             write a backup archive, print its path
   usersvc restore ARCHIVE [--discard-secrets]               restore a backup (the server stopped); --discard-secrets drops the sealed secrets no key at hand opens
@@ -69,7 +72,7 @@ const refusedPassword =
 
 /** The command line, with flag errors in our words (node's parseArgs text quotes unevenly). */
 function parseCommandLine(argv: string[]) {
-  const options: Record<string, { type: "string" | "boolean"; short?: string }> = {
+  const options: Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }> = {
     help: { type: "boolean", short: "h" },
     version: { type: "boolean", short: "v" },
     email: { type: "string" },
@@ -78,6 +81,9 @@ function parseCommandLine(argv: string[]) {
     output: { type: "string" },
     revoke: { type: "string" },
     "discard-secrets": { type: "boolean" },
+    "redirect-uri": { type: "string", multiple: true },
+    public: { type: "boolean" },
+    scopes: { type: "string" },
   };
   for (const name of SETTING_NAMES) options[optionOf(name)] = { type: "string" };
   const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
@@ -88,7 +94,7 @@ function parseCommandLine(argv: string[]) {
     if (option.type === "string" && token.value === undefined) throw new UsageError(`${token.rawName} needs a value`);
     if (option.type === "boolean" && token.value !== undefined) throw new UsageError(`${token.rawName} takes no value`);
   }
-  return parsed as { values: Record<string, string | boolean | undefined>; positionals: string[] };
+  return parsed as { values: Record<string, string | string[] | boolean | undefined>; positionals: string[] };
 }
 
 function configFrom(values: Record<string, unknown>): Config {
@@ -421,6 +427,33 @@ async function main(argv: string[]): Promise<number> {
       } finally {
         database.close();
       }
+    }
+    case "clients": {
+      const sub = rest[0];
+      if (sub !== "create" && sub !== "list" && sub !== "delete")
+        throw new UsageError(sub === undefined ? "clients needs a command: clients create | list | delete CLIENT_ID" : `unknown clients command "${sub}"`);
+      expectNoMore(sub === "delete" ? 2 : 1);
+      if (sub === "delete" && rest[1] === undefined) throw new UsageError("clients delete needs a CLIENT_ID");
+      if (sub === "create" && (typeof values.name !== "string" || values["redirect-uri"] === undefined)) throw new UsageError("clients create needs --name and --redirect-uri");
+      const config = configFrom(values);
+      const { database } = await prepareDataFolder(config, commandLogger(config));
+      try {
+        const args = {
+          name: values.name as string | undefined,
+          redirectUris: (values["redirect-uri"] as string[] | undefined) ?? [],
+          public: values.public === true,
+          scopes: values.scopes as string | undefined,
+          clientId: rest[1],
+        };
+        process.stdout.write(
+          `${await clientsCommand(database, Date.now, sub, args).catch((error) => {
+            throw error instanceof AppError ? new UsageError(messageOf(error.code, "en", error.params)) : error;
+          })}\n`,
+        );
+      } finally {
+        database.close();
+      }
+      return 0;
     }
     case "keys": {
       if (rest[0] !== "rotate" && rest[0] !== "rewrap")

@@ -121,6 +121,10 @@ export const SETTINGS = {
   MAIL_FROM: setting("usersvc <no-reply@localhost>", "the sender of every mail"),
   PUBLIC_URL: setting("", "the service's public base URL, for links in e-mails (`https://id.example.com`)"),
 
+  OAUTH_SERVER: setting("off", "`on`: usersvc is an OpenID Provider for your other apps (needs PUBLIC_URL, the issuer; docs/openid-provider.md)"),
+  OAUTH_ACCESS_TOKEN_TTL: setting("10m", "how long a client's access token lives (seconds, or with s/m/h/d)"),
+  OAUTH_DYNAMIC_REGISTRATION: setting("off", "`on`: apps may register themselves (RFC 7591) as public clients asking `openid profile email` only"),
+
   ORDER_PAYMENT_TIMEOUT: setting(
     "(off)",
     'seconds, or with s/m/h/d (`30m`): a PENDING order older than this fails (PAYMENT_FAILED, "payment timeout"), its stock released, audited and notified; paying it is refused. Recommended: `30m`',

@@ -572,3 +572,103 @@ export const federationFlows = sqliteTable(
   },
   (t) => [index("federation_flows_expiry_idx").on(t.expiresAt)],
 );
+
+// ── OpenID Provider (#44) ──
+
+/** The apps that sign their users in through usersvc (features/oauth-server). A confidential client's secret: only its SHA-256. */
+export const oauthClients = sqliteTable("oauth_clients", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  /** Random, public: the `client_id` the app sends. */
+  clientId: text("client_id").notNull().unique(),
+  name: text("name").notNull(),
+  /** base64url SHA-256 of the secret; none for a public client. */
+  secretHash: text("secret_hash"),
+  /** JSON arrays of exact URIs. */
+  redirectUris: text("redirect_uris").notNull(),
+  postLogoutRedirectUris: text("post_logout_redirect_uris").notNull(),
+  /** Comma-separated: what the client may ask for beyond openid, profile and email. */
+  scopes: text("scopes").notNull(),
+  /** Comma-separated: authorization_code, refresh_token, client_credentials. */
+  grantTypes: text("grant_types").notNull(),
+  firstParty: integer("first_party", { mode: "boolean" }).notNull().default(false),
+  /** Registered by the app itself (RFC 7591): consent always shown. */
+  dynamic: integer("dynamic", { mode: "boolean" }).notNull().default(false),
+  createdAt: millis("created_at").notNull(),
+});
+
+/** A user's consent to a client, for a set of scopes, until withdrawn. */
+export const oauthConsents = sqliteTable(
+  "oauth_consents",
+  {
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    clientId: integer("client_id")
+      .notNull()
+      .references(() => oauthClients.id, { onDelete: "cascade" }),
+    /** Comma-separated, sorted. */
+    scopes: text("scopes").notNull(),
+    createdAt: millis("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.clientId] })],
+);
+
+/**
+ * What one authorization (or one client_credentials token) granted: every code, access and refresh
+ * token names its grant, and revoking the grant ends them all. A grant without offline_access is
+ * bound to the sign-in's session and ends with it.
+ */
+export const oauthGrants = sqliteTable(
+  "oauth_grants",
+  {
+    /** 16 random bytes, base64url: the access tokens' `gid`. */
+    id: text("id").primaryKey(),
+    clientId: integer("client_id")
+      .notNull()
+      .references(() => oauthClients.id, { onDelete: "cascade" }),
+    /** None for client_credentials (the client itself). */
+    userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
+    sessionId: text("session_id").references(() => sessions.id, { onDelete: "cascade" }),
+    /** The user's token version at the grant: a password change or deactivation ends it. */
+    tokenVersion: integer("token_version"),
+    scopes: text("scopes").notNull(),
+    authTime: millis("auth_time"),
+    amr: text("amr"),
+    createdAt: millis("created_at").notNull(),
+    revokedAt: millis("revoked_at"),
+  },
+  (t) => [index("oauth_grants_user_idx").on(t.userId, t.clientId)],
+);
+
+/** Authorization codes: only a SHA-256, single use, bound to the redirect URI and the PKCE challenge. */
+export const oauthCodes = sqliteTable(
+  "oauth_codes",
+  {
+    codeHash: text("code_hash").primaryKey(),
+    grantId: text("grant_id")
+      .notNull()
+      .references(() => oauthGrants.id, { onDelete: "cascade" }),
+    redirectUri: text("redirect_uri").notNull(),
+    codeChallenge: text("code_challenge"),
+    nonce: text("nonce"),
+    expiresAt: millis("expires_at").notNull(),
+    usedAt: millis("used_at"),
+  },
+  (t) => [index("oauth_codes_expiry_idx").on(t.expiresAt)],
+);
+
+/** A grant's rotating refresh tokens: only a SHA-256 of each, as refresh_tokens keeps the sessions'. */
+export const oauthRefreshTokens = sqliteTable(
+  "oauth_refresh_tokens",
+  {
+    tokenHash: text("token_hash").primaryKey(),
+    grantId: text("grant_id")
+      .notNull()
+      .references(() => oauthGrants.id, { onDelete: "cascade" }),
+    createdAt: millis("created_at").notNull(),
+    rotatedAt: millis("rotated_at"),
+    /** The grace after its rotation answered once more. */
+    graceUsed: integer("grace_used", { mode: "boolean" }).notNull().default(false),
+  },
+  (t) => [index("oauth_refresh_tokens_grant_idx").on(t.grantId)],
+);

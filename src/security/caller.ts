@@ -38,6 +38,8 @@ export interface Caller {
   session?: { id: string; expiresAt: number; amr?: string[] };
   /** An API key's caller: the owner narrowed to the key's scopes (src/security/api-keys.ts). */
   apiKey?: { id: number; scopes: readonly string[]; lastUsedAt: number | null };
+  /** A client's access token (OpenID Provider): the user, or for client_credentials the client acting as USER at most, narrowed to the token's scopes as an API key is. */
+  client?: { clientId: string; scopes: readonly string[] };
   /** MFA_REQUIRED_ROLES: the session signed in without the second factor its role requires, and may only enrol one. */
   enrolOnly?: boolean;
   /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */

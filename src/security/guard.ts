@@ -44,6 +44,11 @@ export interface Authenticator {
    * same statement. At once for a token already verified on the embedded driver (maybe-promise.ts).
    */
   callerOf(request: Request, also?: AlsoUser): MaybePromise<Caller | undefined>;
+  /**
+   * The caller of a client's access token (OpenID Provider), asked by the guard only when callerOf
+   * found none: the routes that read callerOf themselves (bearer refresh, metrics) never take one.
+   */
+  clientCallerOf(request: Request): Promise<Caller | undefined>;
 }
 
 const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
@@ -57,6 +62,8 @@ export interface SessionRules {
   /** Requests by how the caller authenticated (session, token, api_key). */
   metrics?: Pick<Metrics, "authenticated">;
   mfaRequiredRoles?: readonly string[];
+  /** With OAUTH_SERVER=on: the caller of a client's access token (features/oauth-server), asked only of a bearer that is no token of ours. */
+  clientCaller?: (token: string) => Promise<Caller | undefined>;
 }
 
 /** The amr values of a second factor (a passkey alone counts: it is one). */
@@ -138,6 +145,10 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       if (known) return tokenCaller(known, also);
       return tokens.verify(token).then((claims) => claims && tokenCaller(claims, also));
     },
+    async clientCallerOf(request) {
+      const token = bearerToken(request);
+      return token && !isKeyBearer(token) ? sessions.clientCaller?.(token) : undefined;
+    },
   };
 }
 
@@ -173,9 +184,18 @@ function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, co
   if (limit?.allowed === false)
     throw new AppError("TOO_MANY_REQUESTS", {}, { headers: setRateLimitHeaders({ "retry-after": String(limit.resetS) }, limit) as Record<string, string> });
   keys.activity.used(key.id, key.lastUsedAt, at, () => clientAddress(keys.server(), request, keys.trustProxy));
+  admitScopes(key.scopes, area, request.method, context.body, options);
+}
+
+/**
+ * A key's or a client token's scopes: the route must declare an area (else 403 API_KEY_NOT_ALLOWED)
+ * they name for the method (else 403 INSUFFICIENT_SCOPE), and the body may send no field the route
+ * keeps from keys and clients (else 403 API_KEY_NOT_ALLOWED).
+ */
+function admitScopes(scopes: readonly string[], area: Area | undefined, method: string, body: unknown, options: RouteOptions | undefined) {
   if (area === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
-  if (!key.scopes.includes(scopeFor(area, request.method))) throw new AppError("INSUFFICIENT_SCOPE");
-  if (options?.keysMayNotSend && sendsAny(context.body, options.keysMayNotSend)) throw new AppError("API_KEY_NOT_ALLOWED");
+  if (!scopes.includes(scopeFor(area, method))) throw new AppError("INSUFFICIENT_SCOPE");
+  if (options?.keysMayNotSend && sendsAny(body, options.keysMayNotSend)) throw new AppError("API_KEY_NOT_ALLOWED");
 }
 type KeyContext = { request: Request; set: { headers: Record<string, unknown> }; body: unknown };
 
@@ -216,9 +236,10 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           const id = options?.readsUser ? idOf(pathId) : undefined;
           const userReadAlong = id === undefined ? undefined : { id };
           const found = authenticator.callerOf(request, userReadAlong);
-          const caller = found instanceof Promise ? await found : found;
+          const caller = (found instanceof Promise ? await found : found) ?? (await authenticator.clientCallerOf(request));
           if (!caller) throw unauthorized();
           if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, body: context.body }, keys, options);
+          else if (caller.client) admitScopes(caller.client.scopes, area, request.method, context.body, options);
           if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
           if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the

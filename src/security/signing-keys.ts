@@ -16,7 +16,8 @@ import { acquireLease } from "../store/leases";
 import type { DataCipher } from "./data-encryption";
 import { addSigningKeys, allSigningKeys, deleteSigningKeys, HS512_SWITCH_KID, resealSigningKeys, revokeSigningKey, type SigningKeyRow } from "../store/signing-keys";
 
-export type SigningAlg = "HS512" | "EdDSA" | "ES256";
+/** RS256 is the OpenID Provider's (features/oauth-server): its own ring over the same table, never a user token's. */
+export type SigningAlg = "HS512" | "EdDSA" | "ES256" | "RS256";
 export type AsymmetricAlg = Exclude<SigningAlg, "HS512">;
 
 /** How long a key is in the JWKS before it signs: twice JWKS_MAX_AGE_S, so a verifier's cached set always has it. */
@@ -32,7 +33,9 @@ const LEASE_WAIT_MS = 100;
 const LEASE_ATTEMPTS = 300;
 const DAY_MS = 86_400_000;
 
-const CURVES: Record<AsymmetricAlg, string> = { EdDSA: "Ed25519", ES256: "P-256" };
+const KEY_OPTIONS: Record<AsymmetricAlg, { crv?: string; modulusLength?: number }> = { EdDSA: { crv: "Ed25519" }, ES256: { crv: "P-256" }, RS256: { modulusLength: 2048 } };
+/** The rings: the provider's RS256 keys and the user tokens' keys share the table, each ring minding (and pruning) its own. */
+const ringOf = (alg: string) => (alg === "RS256" ? "provider" : "tokens");
 
 export interface SigningKey {
   kid: string;
@@ -83,7 +86,7 @@ const ms = (instant: Date | null) => instant?.getTime() ?? null;
 
 async function newKey(alg: AsymmetricAlg, cipher: DataCipher, now: number, signsFrom: number): Promise<SigningKeyRow> {
   const { exportJWK, generateKeyPair } = await loadJose();
-  const pair = await generateKeyPair(alg, { crv: CURVES[alg], extractable: true });
+  const pair = await generateKeyPair(alg, { ...KEY_OPTIONS[alg], extractable: true });
   const kid = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("base64url");
   const publicJwk: JWK = { ...(await exportJWK(pair.publicKey)), kid, alg, use: "sig" };
   return {
@@ -100,6 +103,7 @@ async function newKey(alg: AsymmetricAlg, cipher: DataCipher, now: number, signs
 export function createKeyring(options: KeyringOptions): Keyring {
   const { db, cipher, alg, now } = options;
   const rotationMs = options.rotationDays * DAY_MS;
+  const mine = (k: SigningKeyRow) => ringOf(k.alg) === ringOf(alg);
   const ttlMs = options.tokenTtlS * 1000;
   let rows: SigningKeyRow[] = [];
   let loadedAt = Number.NEGATIVE_INFINITY;
@@ -109,7 +113,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
 
   /** The instant (ms) each key stopped signing: when the next key of the sequence began, if it has. */
   function retiredAt(list: SigningKeyRow[], at: number) {
-    const keys = list.filter(asymmetric);
+    const keys = list.filter((k) => asymmetric(k) && mine(k));
     return new Map(
       keys.map((k, i) => [
         k.kid,
@@ -126,7 +130,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
     const retired = retiredAt(list, at);
     return list.filter((k) => {
       const end = ms(k.revokedAt) ?? retired.get(k.kid);
-      return asymmetric(k) && end != null && end + ttlMs + PRUNE_MARGIN_MS < at;
+      return asymmetric(k) && mine(k) && end != null && end + ttlMs + PRUNE_MARGIN_MS < at;
     });
   }
 
@@ -136,7 +140,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
   async function plan(list: SigningKeyRow[], at: number) {
     if (alg === "HS512") return { add: [], drop: [] };
     const add: SigningKeyRow[] = [];
-    if (!list.some((k) => k.kid === HS512_SWITCH_KID)) {
+    if (ringOf(alg) === "tokens" && !list.some((k) => k.kid === HS512_SWITCH_KID)) {
       add.push({ kid: HS512_SWITCH_KID, alg: "HS512", publicJwk: null, privateJwk: null, createdAt: new Date(at), signsFrom: new Date(at), revokedAt: null });
     }
     const current = signing(list, at);
@@ -215,7 +219,8 @@ export function createKeyring(options: KeyringOptions): Keyring {
       };
     },
     async verifier(kid, keyAlg) {
-      if (keyAlg !== "EdDSA" && keyAlg !== "ES256") return undefined;
+      // A user token's ring never verifies the provider's RS256 (an ID or client token is no session token), nor the reverse.
+      if (keyAlg === "HS512" || ringOf(keyAlg) !== ringOf(alg) || (keyAlg !== "EdDSA" && keyAlg !== "ES256" && keyAlg !== "RS256")) return undefined;
       await current();
       let key = findVerifiable(kid, keyAlg);
       if (!key && !rows.some((k) => k.kid === kid)) {

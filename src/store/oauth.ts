@@ -1,0 +1,238 @@
+/**
+ * The OpenID Provider's rows (features/oauth-server): clients, consents, grants, codes and
+ * refresh tokens. Secrets, codes and refresh tokens are kept only as SHA-256 digests. A grant is
+ * what every code and token names: revoking it (or deleting its client, user or session) ends them.
+ */
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import type { Database, Db, Reader } from "../db/database";
+import { oauthClients, oauthCodes, oauthConsents, oauthGrants, oauthRefreshTokens, sessions, users } from "../db/schema";
+
+export interface ClientRow {
+  id: number;
+  clientId: string;
+  name: string;
+  secretHash: string | null;
+  redirectUris: string[];
+  postLogoutRedirectUris: string[];
+  scopes: string[];
+  grantTypes: string[];
+  firstParty: boolean;
+  dynamic: boolean;
+  createdAt: Date;
+}
+
+const list = (csv: string) => (csv === "" ? [] : csv.split(","));
+
+type StoredClient = typeof oauthClients.$inferSelect;
+const clientOf = (row: StoredClient): ClientRow => ({
+  ...row,
+  redirectUris: JSON.parse(row.redirectUris),
+  postLogoutRedirectUris: JSON.parse(row.postLogoutRedirectUris),
+  scopes: list(row.scopes),
+  grantTypes: list(row.grantTypes),
+});
+
+export type NewClient = Omit<ClientRow, "id">;
+
+export async function insertClient(db: Database, client: NewClient): Promise<ClientRow> {
+  const [row] = await db.writeAll((tx) => [
+    tx
+      .insert(oauthClients)
+      .values({
+        ...client,
+        redirectUris: JSON.stringify(client.redirectUris),
+        postLogoutRedirectUris: JSON.stringify(client.postLogoutRedirectUris),
+        scopes: client.scopes.join(","),
+        grantTypes: client.grantTypes.join(","),
+      })
+      .returning(),
+  ]);
+  return clientOf(row[0]);
+}
+
+export const allClients = async (db: Reader) => (await db.select().from(oauthClients).orderBy(asc(oauthClients.id))).map(clientOf);
+
+export async function clientByClientId(db: Reader, clientId: string): Promise<ClientRow | undefined> {
+  const [row] = await db.select().from(oauthClients).where(eq(oauthClients.clientId, clientId));
+  return row && clientOf(row);
+}
+
+/** Deletes the client (its consents, grants, codes and tokens go with it); whether there was one. */
+export async function deleteClient(db: Database, clientId: string): Promise<boolean> {
+  const [gone] = await db.writeAll((tx) => [tx.delete(oauthClients).where(eq(oauthClients.clientId, clientId)).returning({ id: oauthClients.id })]);
+  return gone.length > 0;
+}
+
+// ── Consents ──
+
+export async function consentOf(db: Reader, userId: number, clientPk: number): Promise<string[] | undefined> {
+  const [row] = await db
+    .select({ scopes: oauthConsents.scopes })
+    .from(oauthConsents)
+    .where(and(eq(oauthConsents.userId, userId), eq(oauthConsents.clientId, clientPk)));
+  return row && list(row.scopes);
+}
+
+export const saveConsentStatement = (tx: Db, userId: number, clientPk: number, scopes: string[], at: Date) =>
+  tx
+    .insert(oauthConsents)
+    .values({ userId, clientId: clientPk, scopes: scopes.join(","), createdAt: at })
+    .onConflictDoUpdate({ target: [oauthConsents.userId, oauthConsents.clientId], set: { scopes: scopes.join(","), createdAt: at } });
+
+/** The apps a user consented to ("Apps with access"), oldest first. */
+export const consentsOfUser = (db: Reader, userId: number) =>
+  db
+    .select({ clientId: oauthClients.clientId, name: oauthClients.name, scopes: oauthConsents.scopes, createdAt: oauthConsents.createdAt })
+    .from(oauthConsents)
+    .innerJoin(oauthClients, eq(oauthClients.id, oauthConsents.clientId))
+    .where(eq(oauthConsents.userId, userId))
+    .orderBy(asc(oauthConsents.createdAt));
+
+/** Withdraws the user's consent to the client and ends every grant it made; whether there was one. */
+export async function withdrawConsent(db: Database, userId: number, clientId: string, at: Date): Promise<boolean> {
+  const client = await clientByClientId(db, clientId);
+  if (!client) return false;
+  const [gone] = await db.writeAll((tx) => [
+    tx
+      .delete(oauthConsents)
+      .where(and(eq(oauthConsents.userId, userId), eq(oauthConsents.clientId, client.id)))
+      .returning({ userId: oauthConsents.userId }),
+    tx
+      .update(oauthGrants)
+      .set({ revokedAt: at })
+      .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, client.id), isNull(oauthGrants.revokedAt))),
+  ]);
+  return gone.length > 0;
+}
+
+// ── Grants, codes and refresh tokens ──
+
+export type NewGrant = typeof oauthGrants.$inferInsert;
+
+export const insertGrantStatement = (tx: Db, grant: NewGrant) => tx.insert(oauthGrants).values(grant);
+export const insertCodeStatement = (tx: Db, code: typeof oauthCodes.$inferInsert) => tx.insert(oauthCodes).values(code);
+export const insertRefreshStatement = (tx: Db, grantId: string, tokenHash: string, at: Date) => tx.insert(oauthRefreshTokens).values({ grantId, tokenHash, createdAt: at });
+export const revokeGrantStatement = (tx: Db, grantId: string, at: Date) =>
+  tx
+    .update(oauthGrants)
+    .set({ revokedAt: at })
+    .where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
+
+/**
+ * A grant as the token endpoint and the guard judge it: revoked, its user's state and token
+ * version, and (bound to a sign-in) its session's, in one read.
+ */
+export interface GrantState {
+  id: string;
+  clientPk: number;
+  clientId: string;
+  userId: number | null;
+  scopes: string[];
+  grantVersion: number | null;
+  authTime: Date | null;
+  amr: string | null;
+  revokedAt: Date | null;
+  sessionId: string | null;
+  email: string | null;
+  active: boolean | null;
+  userVersion: number | null;
+  roles: string | null;
+  sessionEndedAt: Date | null;
+  sessionExpiresAt: Date | null;
+  sessionLastSeenAt: Date | null;
+  sessionVersion: number | null;
+}
+
+const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
+
+export async function grantState(db: Reader, grantId: string): Promise<GrantState | undefined> {
+  const [row] = await db
+    .select({
+      id: oauthGrants.id,
+      clientPk: oauthGrants.clientId,
+      clientId: oauthClients.clientId,
+      userId: oauthGrants.userId,
+      scopes: oauthGrants.scopes,
+      grantVersion: oauthGrants.tokenVersion,
+      authTime: oauthGrants.authTime,
+      amr: oauthGrants.amr,
+      revokedAt: oauthGrants.revokedAt,
+      sessionId: oauthGrants.sessionId,
+      email: users.email,
+      active: users.active,
+      userVersion: users.tokenVersion,
+      roles: roleNames,
+      sessionEndedAt: sessions.endedAt,
+      sessionExpiresAt: sessions.expiresAt,
+      sessionLastSeenAt: sessions.lastSeenAt,
+      sessionVersion: sessions.tokenVersion,
+    })
+    .from(oauthGrants)
+    .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
+    .leftJoin(users, eq(users.id, oauthGrants.userId))
+    .leftJoin(sessions, eq(sessions.id, oauthGrants.sessionId))
+    .where(eq(oauthGrants.id, grantId));
+  return row && { ...row, scopes: list(row.scopes) };
+}
+
+/** Takes the code (once): its row, and whether it had been taken before (a replay). */
+export async function takeCode(db: Database, codeHash: string, at: Date) {
+  return db.write(async (tx) => {
+    const [code] = await tx.select().from(oauthCodes).where(eq(oauthCodes.codeHash, codeHash));
+    if (!code) return undefined;
+    if (code.usedAt === null) await tx.update(oauthCodes).set({ usedAt: at }).where(eq(oauthCodes.codeHash, codeHash));
+    return { ...code, replayed: code.usedAt !== null };
+  });
+}
+
+export const refreshTokenRow = async (db: Reader, tokenHash: string) => (await db.select().from(oauthRefreshTokens).where(eq(oauthRefreshTokens.tokenHash, tokenHash)))[0];
+
+/** Marks a refresh token rotated (or its grace used), only if it still is as read: false when a concurrent request got there first. */
+export async function rotateRefresh(db: Database, tokenHash: string, grantId: string, next: string, at: Date, grace: boolean): Promise<boolean> {
+  return db.write(async (tx) => {
+    const condition = grace
+      ? and(eq(oauthRefreshTokens.tokenHash, tokenHash), eq(oauthRefreshTokens.graceUsed, false))
+      : and(eq(oauthRefreshTokens.tokenHash, tokenHash), isNull(oauthRefreshTokens.rotatedAt));
+    const changed = await tx
+      .update(oauthRefreshTokens)
+      .set(grace ? { graceUsed: true } : { rotatedAt: at })
+      .where(condition)
+      .returning({ tokenHash: oauthRefreshTokens.tokenHash });
+    if (changed.length === 0) return false;
+    await insertRefreshStatement(tx, grantId, next, at);
+    return true;
+  });
+}
+
+/** Ends a session the provider's cookie names (end-session), as logout does. */
+export const endSessionById = (tx: Db, sessionId: string, at: Date) =>
+  tx
+    .update(sessions)
+    .set({ endedAt: at })
+    .where(and(eq(sessions.id, sessionId), isNull(sessions.endedAt)));
+
+/** The session a provider cookie names, with its user: what authorize needs to skip the sign-in page. */
+export async function browserSession(db: Reader, sessionId: string) {
+  const [row] = await db
+    .select({
+      userId: sessions.userId,
+      createdAt: sessions.createdAt,
+      amr: sessions.amr,
+      endedAt: sessions.endedAt,
+      expiresAt: sessions.expiresAt,
+      lastSeenAt: sessions.lastSeenAt,
+      sessionVersion: sessions.tokenVersion,
+      tokenVersion: users.tokenVersion,
+      active: users.active,
+    })
+    .from(sessions)
+    .innerJoin(users, eq(users.id, sessions.userId))
+    .where(eq(sessions.id, sessionId));
+  return row;
+}
+
+/** The claims userinfo and ID tokens give of a user. */
+export async function userClaims(db: Reader, userId: number) {
+  const [row] = await db.select({ name: users.name, email: users.email, emailVerified: users.emailVerified }).from(users).where(eq(users.id, userId));
+  return row;
+}

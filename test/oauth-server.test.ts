@@ -1,0 +1,358 @@
+/**
+ * usersvc as an OpenID Provider (issue 44). A certified relying-party library, openid-client 6,
+ * drives the provider over the app's own fetch: discovery, the code flow with PKCE, its ID-token
+ * checks, userinfo, refresh, revocation and end-session; its errors are this suite's failures.
+ * Then the refusals, each with its RFC error, and what a client's access token may reach.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as oidc from "openid-client";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { makeTestApp, type TestApp } from "./helpers";
+
+const ISSUER = "http://localhost";
+const PASSWORD = "Passw0rd!";
+const REDIRECT = "https://app.example.test/callback";
+const LOGGED_OUT = "https://app.example.test/bye";
+
+let t: TestApp;
+let adminToken: string;
+
+/** Every request of the library goes to the app itself, as it would over loopback. */
+const viaApp = ((url: string, options: RequestInit) => t.app.handle(new Request(url, options))) as unknown as typeof fetch;
+
+async function signIn(email: string) {
+  const res = await t.request("POST", "/api/auth/login", { body: { email, password: PASSWORD } });
+  expect(res.status).toBe(200);
+  return res.body.data.token as string;
+}
+
+async function newClient(body: Record<string, unknown> = {}) {
+  const res = await t.request("POST", "/api/oauth/clients", {
+    token: adminToken,
+    body: { name: "Dashboard", redirectUris: [REDIRECT], postLogoutRedirectUris: [LOGGED_OUT], scopes: ["offline_access", "users:read"], ...body },
+  });
+  expect(res.status).toBe(201);
+  return res.body as { clientId: string; clientSecret?: string };
+}
+
+/** The library's configuration for a client, from discovery. */
+async function configFor(client: { clientId: string; clientSecret?: string }) {
+  return oidc.discovery(new URL(ISSUER), client.clientId, client.clientSecret, undefined, {
+    [oidc.customFetch]: viaApp,
+    execute: [oidc.allowInsecureRequests],
+  });
+}
+
+/** The provider's browser session, as the account page opens it after a sign-in: its cookie. */
+async function browserCookie(email: string) {
+  const res = await t.app.handle(new Request(`${ISSUER}/oauth2/session`, { method: "POST", headers: { authorization: `Bearer ${await signIn(email)}` } }));
+  expect(res.status).toBe(204);
+  return res.headers.get("set-cookie")!.split(";")[0];
+}
+
+const follow = (url: string | URL, cookie?: string) => t.app.handle(new Request(String(url), { headers: cookie ? { cookie } : {} }));
+
+/** The account page's consent: the authorization request's query, consented. */
+async function consent(authorizeUrl: URL, cookie: string) {
+  const res = await t.app.handle(
+    new Request(`${ISSUER}/oauth2/interaction`, {
+      method: "POST",
+      headers: { cookie, "content-type": "application/json" },
+      body: JSON.stringify({ query: authorizeUrl.search.slice(1), consent: true }),
+    }),
+  );
+  expect(res.status).toBe(200);
+  return (await res.json()) as { redirectTo?: string; step?: string; client?: { name: string }; scopes?: string[] };
+}
+
+async function codeFlow(config: oidc.Configuration, cookie: string, scope = "openid profile email offline_access users:read", extra: Record<string, string> = {}) {
+  const verifier = oidc.randomPKCECodeVerifier();
+  const state = oidc.randomState();
+  const nonce = oidc.randomNonce();
+  const url = oidc.buildAuthorizationUrl(config, {
+    redirect_uri: REDIRECT,
+    scope,
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: "S256",
+    state,
+    nonce,
+    ...extra,
+  });
+  let location = (await follow(url, cookie)).headers.get("location")!;
+  if (!location.startsWith(REDIRECT)) {
+    expect(location).toStartWith("/account/authorize?");
+    location = (await consent(url, cookie)).redirectTo!;
+  }
+  const tokens = await oidc.authorizationCodeGrant(config, new URL(location), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+  return { tokens, verifier, location, url };
+}
+
+let user: { id: number; email: string };
+
+beforeAll(async () => {
+  t = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, TOKEN_SIGNING: "EdDSA" });
+  const admin = await t.createUser({ password: PASSWORD, roles: ["USER", "ADMIN"] });
+  adminToken = await signIn(admin.email);
+  user = await t.createUser({ password: PASSWORD, name: "Ada Lovelace" });
+}, 60_000);
+afterAll(() => t.close());
+
+describe("openid-client drives the provider", () => {
+  test("discovery, code flow with PKCE, ID token, userinfo, refresh, revoke, end-session", async () => {
+    const client = await newClient();
+    const config = await configFor(client);
+    expect(config.serverMetadata().issuer).toBe(ISSUER);
+    const cookie = await browserCookie(user.email);
+    const { tokens } = await codeFlow(config, cookie);
+    const claims = tokens.claims()!;
+    expect(claims).toMatchObject({ iss: ISSUER, sub: String(user.id), aud: client.clientId, azp: client.clientId, amr: ["pwd"] });
+    expect(typeof claims.auth_time).toBe("number");
+    expect(tokens.refresh_token).toBeString();
+
+    const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub);
+    expect(JSON.parse(JSON.stringify(info))).toEqual({ sub: String(user.id), name: "Ada Lovelace", email: user.email, email_verified: false });
+
+    // The access token reads users (users:read), and the same through the guard.
+    const read = await t.request("GET", `/api/users/${user.id}`, { token: tokens.access_token });
+    expect(read.status).toBe(200);
+
+    const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token!);
+    expect(refreshed.refresh_token).not.toBe(tokens.refresh_token);
+    expect(refreshed.claims()!.sub).toBe(String(user.id));
+
+    await oidc.tokenRevocation(config, refreshed.refresh_token!);
+    await expect(oidc.refreshTokenGrant(config, refreshed.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: refreshed.access_token })).status).toBe(401);
+
+    const logout = oidc.buildEndSessionUrl(config, { id_token_hint: tokens.id_token!, post_logout_redirect_uri: LOGGED_OUT, state: "s1" });
+    const out = await follow(logout, cookie);
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe(`${LOGGED_OUT}?state=s1`);
+    // The browser session ended: prompt=none now answers login_required.
+    const silent = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid", prompt: "none", code_challenge: "x".repeat(43), code_challenge_method: "S256" });
+    expect(new URL((await follow(silent, cookie)).headers.get("location")!).searchParams.get("error")).toBe("login_required");
+  });
+
+  test("consent is asked once, then remembered until withdrawn from Apps with access", async () => {
+    const client = await newClient({ public: true, scopes: [] });
+    const config = await configFor(client);
+    const cookie = await browserCookie(user.email);
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid profile", code_challenge: "y".repeat(43), code_challenge_method: "S256" });
+    expect((await follow(url, cookie)).headers.get("location")).toStartWith("/account/authorize?");
+    const asked = await t.app.handle(
+      new Request(`${ISSUER}/oauth2/interaction`, {
+        method: "POST",
+        headers: { cookie, "content-type": "application/json" },
+        body: JSON.stringify({ query: url.search.slice(1) }),
+      }),
+    );
+    expect(await asked.json()).toEqual({ step: "consent", client: { name: "Dashboard" }, scopes: ["openid", "profile"] });
+    await codeFlow(config, cookie, "openid profile");
+    // Remembered: the next authorization goes straight back with a code.
+    expect((await follow(url, cookie)).headers.get("location")).toStartWith(`${REDIRECT}?code=`);
+    const token = await signIn(user.email);
+    const apps = await t.request("GET", "/api/account/apps", { token });
+    expect(apps.body.map((a: { clientId: string }) => a.clientId)).toContain(client.clientId);
+    expect((await t.request("DELETE", `/api/account/apps/${client.clientId}`, { token })).status).toBe(204);
+    expect((await follow(url, cookie)).headers.get("location")).toStartWith("/account/authorize?");
+  });
+});
+
+describe("refusals, each with its RFC error", () => {
+  let config: oidc.Configuration;
+  let client: { clientId: string; clientSecret?: string };
+  let cookie: string;
+  beforeAll(async () => {
+    client = await newClient();
+    config = await configFor(client);
+    cookie = await browserCookie(user.email);
+  });
+
+  const tokenForm = (form: Record<string, string>, auth = client) =>
+    t.app.handle(
+      new Request(`${ISSUER}/oauth2/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${btoa(`${auth.clientId}:${auth.clientSecret ?? ""}`)}` },
+        body: new URLSearchParams(form),
+      }),
+    );
+  /** A code issued for the request (consented already), not yet redeemed. */
+  async function freshCode(extra: Record<string, string> = {}, withChallenge = true) {
+    const verifier = oidc.randomPKCECodeVerifier();
+    const url = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: REDIRECT,
+      scope: "openid offline_access",
+      ...(withChallenge && { code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: "S256" }),
+      ...extra,
+    });
+    let location = (await follow(url, cookie)).headers.get("location")!;
+    if (!location.startsWith(REDIRECT)) location = (await consent(url, cookie)).redirectTo!;
+    return { code: new URL(location).searchParams.get("code")!, verifier, location };
+  }
+  const errorOf = async (res: Response) => ((await res.json()) as { error: string }).error;
+
+  test("a replayed code: invalid_grant, and what it issued is revoked", async () => {
+    const { code, verifier } = await freshCode();
+    const first = await tokenForm({ grant_type: "authorization_code", code, redirect_uri: REDIRECT, code_verifier: verifier });
+    expect(first.status).toBe(200);
+    const issued = (await first.json()) as { access_token: string; refresh_token: string };
+    const again = await tokenForm({ grant_type: "authorization_code", code, redirect_uri: REDIRECT, code_verifier: verifier });
+    expect([again.status, await errorOf(again)]).toEqual([400, "invalid_grant"]);
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: issued.access_token })).status).toBe(401);
+    const refresh = await tokenForm({ grant_type: "refresh_token", refresh_token: issued.refresh_token });
+    expect(await errorOf(refresh)).toBe("invalid_grant");
+  });
+
+  test("a wrong or missing PKCE verifier: invalid_grant", async () => {
+    const wrong = await freshCode();
+    expect(await errorOf(await tokenForm({ grant_type: "authorization_code", code: wrong.code, redirect_uri: REDIRECT, code_verifier: oidc.randomPKCECodeVerifier() }))).toBe(
+      "invalid_grant",
+    );
+    const missing = await freshCode();
+    expect(await errorOf(await tokenForm({ grant_type: "authorization_code", code: missing.code, redirect_uri: REDIRECT }))).toBe("invalid_grant");
+  });
+
+  test("plain is refused: invalid_request on the redirect, with iss", async () => {
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid", code_challenge: "p".repeat(43), code_challenge_method: "plain", state: "st" });
+    const back = new URL((await follow(url, cookie)).headers.get("location")!);
+    expect(Object.fromEntries(back.searchParams)).toMatchObject({ error: "invalid_request", state: "st", iss: ISSUER });
+  });
+
+  test("a verifier for a code issued without a challenge: invalid_grant (no PKCE downgrade)", async () => {
+    const { code } = await freshCode({}, false);
+    expect(await errorOf(await tokenForm({ grant_type: "authorization_code", code, redirect_uri: REDIRECT, code_verifier: oidc.randomPKCECodeVerifier() }))).toBe("invalid_grant");
+  });
+
+  test("a redirect URI that differs by one character: a page, never a redirect", async () => {
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: `${REDIRECT}x`, scope: "openid", code_challenge: "z".repeat(43), code_challenge_method: "S256" });
+    const res = await follow(url, cookie);
+    expect(res.status).toBe(400);
+    expect(res.headers.get("location")).toBeNull();
+  });
+
+  test("a public client without PKCE: invalid_request", async () => {
+    const pub = await newClient({ public: true });
+    const pubConfig = await configFor(pub);
+    const url = oidc.buildAuthorizationUrl(pubConfig, { redirect_uri: REDIRECT, scope: "openid" });
+    expect(new URL((await follow(url, cookie)).headers.get("location")!).searchParams.get("error")).toBe("invalid_request");
+  });
+
+  test("a confidential client with a wrong secret: 401 invalid_client", async () => {
+    const { code, verifier } = await freshCode();
+    const res = await tokenForm({ grant_type: "authorization_code", code, redirect_uri: REDIRECT, code_verifier: verifier }, { clientId: client.clientId, clientSecret: "wrong" });
+    expect([res.status, await errorOf(res)]).toEqual([401, "invalid_client"]);
+  });
+
+  test("a refresh token replayed after the grace ends the chain", async () => {
+    const clockless = await freshCode();
+    const first = (await (await tokenForm({ grant_type: "authorization_code", code: clockless.code, redirect_uri: REDIRECT, code_verifier: clockless.verifier })).json()) as {
+      refresh_token: string;
+    };
+    const second = (await (await tokenForm({ grant_type: "refresh_token", refresh_token: first.refresh_token })).json()) as { refresh_token: string };
+    // Within the grace: once more, a sibling.
+    const sibling = await tokenForm({ grant_type: "refresh_token", refresh_token: first.refresh_token });
+    expect(sibling.status).toBe(200);
+    // Again: past its one grace answer, a replay: the whole grant ends.
+    const replay = await tokenForm({ grant_type: "refresh_token", refresh_token: first.refresh_token });
+    expect(await errorOf(replay)).toBe("invalid_grant");
+    expect(await errorOf(await tokenForm({ grant_type: "refresh_token", refresh_token: second.refresh_token }))).toBe("invalid_grant");
+  });
+
+  test("a token used after its client was deleted: 401", async () => {
+    const gone = await newClient();
+    const goneConfig = await configFor(gone);
+    const { tokens } = await codeFlow(goneConfig, cookie);
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: tokens.access_token })).status).toBe(200);
+    expect((await t.request("DELETE", `/api/oauth/clients/${gone.clientId}`, { token: adminToken })).status).toBe(204);
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: tokens.access_token })).status).toBe(401);
+  });
+
+  test("prompt=none without a session: login_required", async () => {
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid", prompt: "none", state: "n" });
+    expect(Object.fromEntries(new URL((await follow(url)).headers.get("location")!).searchParams)).toMatchObject({ error: "login_required", state: "n", iss: ISSUER });
+  });
+
+  test("a scope the client may not ask for: invalid_scope", async () => {
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid orders:write" });
+    expect(new URL((await follow(url, cookie)).headers.get("location")!).searchParams.get("error")).toBe("invalid_scope");
+  });
+
+  test("an id_token_hint of another issuer: a page", async () => {
+    const { SignJWT, generateKeyPair } = await import("jose");
+    const { privateKey } = await generateKeyPair("RS256");
+    const foreign = await new SignJWT({ sub: String(user.id), aud: client.clientId })
+      .setProtectedHeader({ alg: "RS256", kid: "x" })
+      .setIssuer("https://evil.example")
+      .setIssuedAt()
+      .setExpirationTime("5m")
+      .sign(privateKey);
+    const res = await follow(`${ISSUER}/oauth2/end-session?id_token_hint=${foreign}&post_logout_redirect_uri=${encodeURIComponent(LOGGED_OUT)}`, cookie);
+    expect(res.status).toBe(400);
+    expect(res.headers.get("location")).toBeNull();
+  });
+
+  test("client_credentials from a client not created with it: unauthorized_client; with it: the client as USER", async () => {
+    expect(await errorOf(await tokenForm({ grant_type: "client_credentials" }))).toBe("unauthorized_client");
+    const machine = await newClient({ grantTypes: ["client_credentials"], scopes: ["users:read"], redirectUris: [] });
+    const res = await tokenForm({ grant_type: "client_credentials", scope: "users:read" }, machine);
+    const answer = (await res.json()) as { access_token: string; refresh_token?: string; id_token?: string };
+    expect([res.status, answer.refresh_token, answer.id_token]).toEqual([200, undefined, undefined]);
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: answer.access_token })).status).toBe(200);
+    expect((await t.request("POST", "/api/users", { token: answer.access_token, body: { name: "x", email: "x@example.com" } })).status).toBe(403);
+    expect((await t.request("GET", "/api/oauth/clients", { token: answer.access_token })).status).toBe(403);
+  });
+
+  test("an ID token presented as a bearer: 401, here and at userinfo", async () => {
+    const { tokens } = await codeFlow(config, cookie);
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: tokens.id_token! })).status).toBe(401);
+    const info = await t.app.handle(new Request(`${ISSUER}/oauth2/userinfo`, { headers: { authorization: `Bearer ${tokens.id_token}` } }));
+    expect(info.status).toBe(401);
+  });
+
+  test("an access token without API scopes reaches only userinfo; none touches /api/oauth or /api/account", async () => {
+    const bare = await newClient({ scopes: [] });
+    const { tokens } = await codeFlow(await configFor(bare), cookie, "openid profile");
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: tokens.access_token })).body.errorCode).toBe("INSUFFICIENT_SCOPE");
+    expect((await t.request("GET", "/api/account/apps", { token: tokens.access_token })).body.errorCode).toBe("API_KEY_NOT_ALLOWED");
+    expect((await t.request("GET", "/api/oauth/clients", { token: tokens.access_token })).body.errorCode).toBe("API_KEY_NOT_ALLOWED");
+    expect((await t.app.handle(new Request(`${ISSUER}/oauth2/userinfo`, { headers: { authorization: `Bearer ${tokens.access_token}` } }))).status).toBe(200);
+  });
+
+  test("revoke-tokens (what a password change bumps, the token version) ends the client's tokens", async () => {
+    const changer = await t.createUser({ password: PASSWORD });
+    const own = await browserCookie(changer.email);
+    const { tokens } = await codeFlow(config, own);
+    expect((await t.request("GET", `/api/users/${changer.id}`, { token: tokens.access_token })).status).toBe(200);
+    expect((await t.request("POST", `/api/users/${changer.id}/revoke-tokens`, { token: adminToken })).status).toBeLessThan(300);
+    expect((await t.request("GET", `/api/users/${changer.id}`, { token: tokens.access_token })).status).toBe(401);
+  });
+});
+
+test("off unless OAUTH_SERVER=on: no discovery, and OAUTH_SERVER=on needs PUBLIC_URL", async () => {
+  const off = await makeTestApp();
+  try {
+    expect((await off.app.handle(new Request("http://localhost/.well-known/openid-configuration"))).status).toBe(401);
+  } finally {
+    await off.close();
+  }
+  await expect(makeTestApp({ OAUTH_SERVER: "on" })).rejects.toThrow(/PUBLIC_URL/);
+});
+
+test("usersvc clients create prints the client id and, once, the secret; list shows no secret", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-clients-"));
+  const main = join(import.meta.dir, "../src/main.ts");
+  const run = (...args: string[]) => Bun.spawnSync([process.execPath, main, "clients", ...args], { cwd: dir, env: { PATH: process.env.PATH, LOG_LEVEL: "silent" } });
+  try {
+    const created = run("create", "--name", "Dash", "--redirect-uri", REDIRECT, "--scopes", "offline_access,users:read");
+    expect(created.exitCode).toBe(0);
+    const [, clientId, secret] = created.stdout.toString().match(/^client_id: (\S+)\nclient_secret: (\S+) \(shown once\)\n$/)!;
+    const listed = run("list").stdout.toString();
+    expect(listed).toContain(clientId);
+    expect(listed).not.toContain(secret);
+    expect(run("create", "--name", "Bad", "--redirect-uri", "nope").exitCode).toBe(2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
