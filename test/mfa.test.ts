@@ -14,7 +14,7 @@ import { ensureAdmin } from "../src/features/auth/bootstrap";
 import { renderMail } from "../src/features/notifications/templates";
 import { sealedFor } from "../src/security/webauthn";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
-import { expectFailure } from "./scenario";
+import { expectFailure, invalidBody } from "./scenario";
 import { SoftwareAuthenticator } from "./support/software-authenticator";
 import { hotp, STEP_MS, totpAt } from "./support/totp";
 
@@ -364,7 +364,7 @@ describe("passkeys", () => {
     const { device, passkey } = await withPasskey(token);
     const other = await passwordless(device);
     expect(other.status).toBe(200);
-    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token })).status).toBe(204);
+    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token, body: { password: PASSWORD } })).status).toBe(204);
     expect(await outboxKinds(id)).toContain("MFA_DISABLED");
     expect((await t.request("GET", "/api/account/passkeys", { token })).status).toBe(401);
     expect((await t.request("GET", "/api/account/passkeys", { token: other.body.data.token })).status).toBe(401);
@@ -373,13 +373,51 @@ describe("passkeys", () => {
     expect((await t.request("GET", "/api/account/passkeys", { token: again.body.data.token })).body).toEqual([]);
   });
 
+  test("removing a passkey needs a sign-in within 10 minutes and a proof, as removing TOTP does: the password or a current code", async () => {
+    const { id, email, token } = await signedIn();
+    const { device, passkey } = await withPasskey(token);
+    const remove = (bearer: string, body?: Record<string, unknown>) => t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token: bearer, ...(body && { body }) });
+    const kept = async () => expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 1, recoveryCodesLeft: 10 });
+    // No proof, or both: 400 on the body; a wrong password (counted like a login) or a code without an authenticator app: 400.
+    expectFailure(await remove(token, {}), 400, invalidBody(["code: give either code or password"]));
+    expectFailure(await remove(token, { code: "123456", password: PASSWORD }), 400, invalidBody(["code: give either code or password"]));
+    expectFailure(await remove(token, { password: "wrong-Passw0rd!" }), 400, invalidBody(["currentPassword: is not the current password"]));
+    expectFailure(await remove(token, { code: "123456" }), 400, { message: "The code is not right", errorCode: "INVALID_CODE" });
+    const checks = await t.db.select().from(auditLog).where(eq(auditLog.action, "PASSWORD_CHECK_FAILED"));
+    expect(checks.filter((a) => a.subjectId === String(id))).toHaveLength(1);
+    await kept();
+    // An access token from an older sign-in: 403 even with the password; the passkey and the recovery codes stay.
+    clock += 11 * 60_000;
+    expectFailure(await remove(token, { password: PASSWORD }), 403, { errorCode: "REAUTHENTICATION_REQUIRED" });
+    await kept();
+    // Signed in again (password + the passkey): the password removes it.
+    const first = await firstStep(email);
+    const fresh = await secondStep({ mfaToken: first.mfaToken, passkey: device.assert(first.passkeyOptions!, { uv: false }) });
+    expect(fresh.status).toBe(200);
+    expect((await remove(fresh.body.data.token, { password: PASSWORD })).status).toBe(204);
+  });
+
+  test("a passkey removed with a current code of the authenticator app: that code is spent", async () => {
+    const { email, token } = await signedIn();
+    const { secret } = await withTotp(token);
+    const { passkey } = await withPasskey(token);
+    clock += STEP_MS;
+    const code = totpAt(secret, clock);
+    expectFailure(await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token, body: { code: totpAt(secret, clock - 3 * STEP_MS) } }), 400, {
+      errorCode: "INVALID_CODE",
+    });
+    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token, body: { code } })).status).toBe(204);
+    expectFailure(await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code }), 401, { errorCode: "INVALID_MFA_CODE" });
+    clock += STEP_MS;
+  });
+
   test("an mfaToken issued before one of two factors was removed does not complete with the other", async () => {
     const { email, token } = await signedIn();
     const { secret } = await withTotp(token);
     const { passkey } = await withPasskey(token);
     clock += STEP_MS;
     const { mfaToken } = await firstStep(email);
-    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token })).status).toBe(204);
+    expect((await t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token, body: { password: PASSWORD } })).status).toBe(204);
     expectFailure(await secondStep({ mfaToken, code: totpAt(secret, clock) }), 401, { errorCode: "INVALID_MFA_CODE" });
     expect((await secondStep({ mfaToken: (await firstStep(email)).mfaToken, code: totpAt(secret, clock) })).status).toBe(200);
     clock += STEP_MS;

@@ -273,7 +273,7 @@ async function prepareSecondFactors(t: TestApp, signIn: (email: string) => Promi
     "POST /api/account/passkeys": { path: "/api/account/passkeys", token: keyed.token, body: { name: "Walk key 3", response: device.register(registration) }, status: 201 },
     "GET /api/account/passkeys": { path: "/api/account/passkeys", token: keyed.token, status: 200 },
     "PATCH /api/account/passkeys/:id": { path: `/api/account/passkeys/${renamed}`, token: keyed.token, body: { name: "Renamed" }, status: 200 },
-    "DELETE /api/account/passkeys/:id": { path: `/api/account/passkeys/${removed}`, token: keyed.token, status: 204 },
+    "DELETE /api/account/passkeys/:id": { path: `/api/account/passkeys/${removed}`, token: keyed.token, body: { password: "Passw0rd!" }, status: 204 },
     "GET /api/users/:id/mfa": { path: `/api/users/${totp.id}/mfa`, status: 200 },
     "DELETE /api/users/:id/mfa": { path: `/api/users/${removing.id}/mfa`, status: 204 },
     "POST /api/auth/login/mfa": { path: "/api/auth/login/mfa", token: undefined, body: { mfaToken, code: totp.recoveryCodes[0] }, status: 200 },

@@ -20,15 +20,15 @@ const Code = t.String({ minLength: 1, maxLength: 64, messages: { required: "fiel
 
 export const TotpConfirmBody = t.Object({ code: Code }, { title: "TotpConfirmBody" });
 
-/** Exactly one of a current code and the password. */
-export const TotpRemoveBody = t.Object(
+/** What removing a factor (the authenticator app, a passkey) proves: exactly one of a current code of the authenticator app and the password. */
+export const FactorRemoveBody = t.Object(
   { code: t.Optional(Code), password: t.Optional(CurrentPassword) },
   {
-    title: "TotpRemoveBody",
+    title: "FactorRemoveBody",
     refine: (value: Record<string, unknown>) => ((value.code === undefined) === (value.password === undefined) ? [{ path: "code", key: "field.codeOrPassword" }] : []),
   },
 );
-export type TotpRemoveBody = Static<typeof TotpRemoveBody>;
+export type FactorRemoveBody = Static<typeof FactorRemoveBody>;
 
 export const PasswordBody = t.Object({ password: CurrentPassword }, { title: "PasswordBody" });
 

@@ -13,6 +13,7 @@ import { userId } from "../../models/user";
 import { removeUserFactors, userFactors } from "./admin";
 import {
   Factor,
+  FactorRemoveBody,
   MfaStatus,
   NewPasskey,
   NewPasskeyBody,
@@ -24,7 +25,6 @@ import {
   RenamePasskeyBody,
   TotpConfirmBody,
   TotpEnrolment,
-  TotpRemoveBody,
   UserIdParams,
 } from "./model";
 import { addPasskey, listPasskeys, registrationOptions, removePasskey, renamePasskey } from "./passkeys";
@@ -65,11 +65,11 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         auth: "authenticated",
-        body: TotpRemoveBody,
+        body: FactorRemoveBody,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
           summary: "Remove the authenticator app",
-          description: `With a current {code} or the {password} (throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
+          description: `With a current {code} or the {password} (each throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
         },
       },
     )
@@ -125,15 +125,19 @@ export const mfaRoutes = (ctx: AppContext) =>
     })
     .delete(
       "/api/account/passkeys/:id",
-      async ({ caller, params, set }) => {
-        await removePasskey(ctx, caller, params.id);
+      async ({ caller, params, body, request, server, set }) => {
+        await removePasskey(ctx, caller, params.id, body, clientAddress(server, request, ctx.config.trustProxy));
         set.status = 204;
       },
       {
         auth: "authenticated",
         params: PasskeyIdParams,
-        response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
-        detail: { summary: "Remove a passkey", description: "Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 PASSKEY_NOT_FOUND." },
+        body: FactorRemoveBody,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
+        detail: {
+          summary: "Remove a passkey",
+          description: `With a current {code} of the authenticator app or the {password} (each throttled like a login; the code is spent), as removing the authenticator app. Ends every session of the user, the caller's too; mails MFA_DISABLED; the recovery codes go with the last factor. 400 INVALID_CODE; 404 PASSKEY_NOT_FOUND.${RECENT}`,
+        },
       },
     )
     .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {
