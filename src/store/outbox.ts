@@ -27,7 +27,8 @@ export type NotificationKind =
   | "MFA_ENABLED"
   | "MFA_DISABLED"
   | "PASSKEY_ADDED"
-  | "RECOVERY_CODE_USED";
+  | "RECOVERY_CODE_USED"
+  | "MFA_ENROL_CODE";
 
 const insertNotification = prepared((tx: Db) =>
   tx
@@ -48,7 +49,7 @@ const insertNotification = prepared((tx: Db) =>
 );
 
 export interface EnqueueOptions {
-  /** The raw verify/reset token the mail's link carries (never part of the payload). */
+  /** The raw verify/reset token the mail's link carries, or the code it gives (never part of the payload). */
   token?: string;
   /** The sender looks the recipient's address up before anything is sent (password reset requests). */
   resolve?: boolean;

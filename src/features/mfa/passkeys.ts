@@ -27,6 +27,7 @@ import {
 import { addAmrStatement, randomToken } from "../../store/sessions";
 import { tokenVersionBump } from "../../store/users";
 import type { FactorRemoveBody, NewPasskey, NewPasskeyBody, Passkey } from "./model";
+import { checkedEnrolCode } from "./enrol-code";
 import { dropCodesWithoutFactor, freshRecoveryCodes, type MfaDeps, noted, removalProof } from "./service";
 
 const CHALLENGE_TTL_MS = 5 * 60_000;
@@ -64,15 +65,17 @@ export async function registrationOptions(deps: MfaDeps, caller: Caller) {
  * The authenticator's answer to the caller's registration options: the new passkey, and, when the
  * account has no unused recovery code (its first second factor), 10 of them, shown once, as an
  * authenticator app's confirmation answers: without them a lost passkey would lock the account out.
- * 400 PASSKEY_REJECTED when it does not verify.
+ * A first factor under MFA_REQUIRED_ROLES also takes the enrolment code (enrol-code.ts). 400
+ * PASSKEY_REJECTED when it does not verify.
  */
-export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskeyBody): Promise<NewPasskey> {
+export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskeyBody, address: string): Promise<NewPasskey> {
   requireRecentAuth(caller, deps.now());
   const rp = relyingParty(deps.config);
   const now = new Date(deps.now());
   const challenge = challengeOf(body.response.response);
   const pending = challenge && (await liveChallenge(deps.db, "register", challenge, now));
   if (!challenge || !pending || pending.userId !== caller.id) throw new AppError("PASSKEY_REJECTED");
+  const spendEnrolCode = await checkedEnrolCode(deps, caller, body.enrolCode, address);
   const { verifyRegistrationResponse } = await loadWebAuthn();
   const verified = await verifyRegistrationResponse({
     response: { clientExtensionResults: {}, ...body.response } as RegistrationResponseJSON,
@@ -87,6 +90,7 @@ export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskey
   try {
     const { added, recoveryCodes } = await deps.db.write(async (tx) => {
       if ((await takeChallengeStatement(tx, "register", challenge, now)).length === 0) throw new AppError("PASSKEY_REJECTED");
+      await spendEnrolCode?.(tx);
       const [added] = await insertPasskeyStatement(tx, {
         id: randomToken(12),
         userId: caller.id,

@@ -27,13 +27,14 @@ import {
 import { enqueueNotification } from "../../store/outbox";
 import { addAmrStatement } from "../../store/sessions";
 import { tokenVersionBump } from "../../store/users";
-import type { FactorRemoveBody, MfaStatus } from "./model";
+import { checkedEnrolCode } from "./enrol-code";
+import type { FactorRemoveBody, MfaStatus, TotpConfirmBody } from "./model";
 
 export interface MfaDeps extends PasswordCheckDeps {
   db: Database;
   now: () => number;
   cipher: SecretCipher;
-  config: PasswordCheckDeps["config"] & Pick<Config, "publicUrl" | "rpId" | "rpOrigins">;
+  config: PasswordCheckDeps["config"] & Pick<Config, "publicUrl" | "rpId" | "rpOrigins" | "mfaRequiredRoles" | "smtpUrl">;
 }
 
 export async function mfaStatus(deps: MfaDeps, caller: Caller): Promise<MfaStatus> {
@@ -67,17 +68,22 @@ export function freshRecoveryCodes() {
   return { codes, hashes: codes.map((c) => recoveryCodeHash(c) as string) };
 }
 
-/** The first code confirms the pending secret: TOTP is on, mailed MFA_ENABLED; answers 10 new recovery codes. */
-export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
+/**
+ * The first code confirms the pending secret: TOTP is on, mailed MFA_ENABLED; answers 10 new
+ * recovery codes. A first factor under MFA_REQUIRED_ROLES also takes the enrolment code (enrol-code.ts).
+ */
+export async function confirmTotp(deps: MfaDeps, caller: Caller, body: TotpConfirmBody, address: string) {
   requireRecentAuth(caller, deps.now());
   const totp = await totpOf(deps.db, caller.id);
   if (!totp || totp.confirmedAt) throw new AppError("TOTP_NOT_PENDING");
-  const step = await stepOf(deps, totp, code);
+  const spendEnrolCode = await checkedEnrolCode(deps, caller, body.enrolCode, address);
+  const step = await stepOf(deps, totp, body.code);
   if (step === undefined) throw new AppError("INVALID_CODE");
   const { codes, hashes } = freshRecoveryCodes();
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     if ((await totpStepStatement(tx, caller.id, step, now, true)).length === 0) throw new AppError("INVALID_CODE");
+    await spendEnrolCode?.(tx);
     for (const statement of replaceRecoveryCodesRows(tx, caller.id, hashes, now)) await statement;
     if (caller.session) await addAmrStatement(tx, caller.session.id, "otp");
     await noted(tx, caller, "MFA_ENABLED", now);
