@@ -267,6 +267,8 @@ async function prepareSecondFactors(t: TestApp, signIn: (email: string) => Promi
       body: () => ({ code: totpAt(pendingSecret, Date.now()) }),
       status: 200,
     },
+    // Without MFA_REQUIRED_ROLES no account needs an enrolment code: the route's own 409 (test/mfa.test.ts mails one).
+    "POST /api/account/mfa/enrol-code": { path: "/api/account/mfa/enrol-code", token: enrolling.token, status: 409 },
     "DELETE /api/account/mfa/totp": { path: "/api/account/mfa/totp", token: removing.token, body: { password: "Passw0rd!" }, status: 204 },
     "POST /api/account/mfa/recovery-codes": { path: "/api/account/mfa/recovery-codes", token: totp.token, body: { password: "Passw0rd!" }, status: 200 },
     "POST /api/account/passkeys/options": { path: "/api/account/passkeys/options", token: keyed.token, status: 200 },
