@@ -9,10 +9,11 @@
  * sign-in's wrong code does.
  */
 import { randomInt } from "node:crypto";
+import type { Config } from "../../config";
 import type { Database, Db, Reader } from "../../db/database";
 import { AppError } from "../../errors";
 import type { Caller } from "../../security/caller";
-import { assertLoginAllowed, attemptTurn, countSecondStepFailure, refuseUntil } from "../../security/password-check";
+import { assertLoginAllowed, attemptTurn, countSecondStepFailure, type PasswordCheckDeps, refuseUntil } from "../../security/password-check";
 import { requireRecentAuth } from "../../security/recent-auth";
 import { auditStatement } from "../../store/audit";
 import {
@@ -27,7 +28,11 @@ import {
 } from "../../store/mfa";
 import { enqueueNotification } from "../../store/outbox";
 import { greetingOf, normalizeEmail, userStatusByEmail } from "../../store/users";
-import type { MfaDeps } from "./service";
+
+/** What the enrolment code needs: the database and clock, the login throttle's limits, and the two settings that decide whether a code is needed and mailed. */
+export interface EnrolCodeDeps extends PasswordCheckDeps {
+  config: PasswordCheckDeps["config"] & Pick<Config, "mfaRequiredRoles" | "smtpUrl">;
+}
 
 const MAX_TRIES = 5;
 const MAX_MAILED = 3;
@@ -41,7 +46,7 @@ async function hasFactor(db: Reader, userId: number) {
 }
 
 /** Whether MFA_REQUIRED_ROLES holds the caller's enrolment to a code: a role of theirs requires a factor, and they have none yet. */
-const needsCode = async (deps: MfaDeps, caller: Caller) => caller.roles.some((role) => deps.config.mfaRequiredRoles.includes(role)) && !(await hasFactor(deps.db, caller.id));
+const needsCode = async (deps: EnrolCodeDeps, caller: Caller) => caller.roles.some((role) => deps.config.mfaRequiredRoles.includes(role)) && !(await hasFactor(deps.db, caller.id));
 
 /** The statements that keep a fresh code for the user (replacing a live one), audited as issued `by` mail or the operator. */
 const issuedRows = (tx: Db, userId: number, actor: string, code: string, by: "mail" | "operator", now: Date) => [
@@ -54,7 +59,7 @@ const issuedRows = (tx: Db, userId: number, actor: string, code: string, by: "ma
  * address. 409 when the caller needs none, or when no SMTP is set up (the operator gives codes
  * then); 403 while the address is unverified; 429 with Retry-After past 3 mails in 10 minutes.
  */
-export async function mailEnrolCode(deps: MfaDeps, caller: Caller) {
+export async function mailEnrolCode(deps: EnrolCodeDeps, caller: Caller) {
   requireRecentAuth(caller, deps.now());
   if (!(await needsCode(deps, caller))) throw new AppError("ENROL_CODE_NOT_NEEDED");
   if (!deps.config.smtpUrl) throw new AppError("ENROL_CODE_FROM_OPERATOR");
@@ -77,7 +82,7 @@ export async function mailEnrolCode(deps: MfaDeps, caller: Caller) {
  * MFA_ENROL_CODE_FAILED. Answers the statement that spends it, for the enrolment's own unit (a
  * wrong authenticator code after a right enrolment code leaves the latter live).
  */
-export async function checkedEnrolCode(deps: MfaDeps, caller: Caller, given: string | undefined, address: string): Promise<((tx: Db) => Promise<void>) | undefined> {
+export async function checkedEnrolCode(deps: EnrolCodeDeps, caller: Caller, given: string | undefined, address: string): Promise<((tx: Db) => Promise<void>) | undefined> {
   if (!(await needsCode(deps, caller))) return undefined;
   if (given === undefined) throw new AppError("ENROL_CODE_REQUIRED");
   const now = new Date(deps.now());
