@@ -98,7 +98,10 @@ export async function confirmTotp(deps: MfaDeps, caller: Caller, body: TotpConfi
  * MFA_FAILED, as in the sign-in's second step). Answers the code's step, for the removal to spend.
  */
 export async function removalProof(deps: MfaDeps, caller: Caller, body: FactorRemoveBody, address: string): Promise<number | undefined> {
-  if (body.password !== undefined) return void (await confirmPassword(deps, caller, body.password, address));
+  if (body.password !== undefined) {
+    await confirmPassword(deps, caller, body.password, address);
+    return undefined;
+  }
   using _turn = await attemptTurn(caller.email);
   const { origin, alongside } = await assertLoginAllowed(deps, caller.email, address, (db) => ({ totp: totpRows(db, caller.id) }));
   const [totp] = alongside.totp;
