@@ -13,6 +13,7 @@ import { openDatabase } from "./db/open";
 import { migrate } from "./db/migrate";
 import { ensureAdmin } from "./features/auth/bootstrap";
 import { issueSetupLink, setupNotice } from "./features/auth/first-run";
+import { issueEnrolCode } from "./features/mfa/enrol-code";
 import { messageOf, translate } from "./catalogue";
 import { AppError, Violations } from "./errors";
 import { createDataCipher } from "./security/data-encryption";
@@ -51,6 +52,7 @@ Usage:
   usersvc clients create --name N --redirect-uri URI… [--public] [--scopes S,…]   register an OpenID Provider client; prints its id and, once, its secret
   usersvc clients list | clients delete CLIENT_ID           the registered clients
   usersvc setup-link                                        print a fresh one-time link to create the first ADMIN
+  usersvc mfa enrol-code --email E                          print a code that confirms E's first second factor (MFA_REQUIRED_ROLES without SMTP; 10 minutes)
   usersvc backup [--output DIR]                             write a backup archive, print its path
   usersvc restore ARCHIVE [--discard-secrets]               restore a backup (the server stopped); --discard-secrets drops the sealed secrets no key at hand opens
   usersvc --help | --version
@@ -241,6 +243,9 @@ function startPrimaryDuties(deps: {
   const sender = startOutboxSender({ db: database, logger: logging.get("outbox"), channels, metrics: deps.metrics, now, tracing: deps.tracing });
   if (config.notifyWebhookUrl && !config.notifyWebhookSecret) {
     logger.warn("NOTIFY_WEBHOOK_SECRET is not set: webhook deliveries are unsigned, so the receiver cannot tell them from forgeries");
+  }
+  if (config.mfaRequiredRoles.length > 0 && !config.smtpUrl) {
+    logger.warn("MFA_REQUIRED_ROLES is set without SMTP_URL: no enrolment code can be mailed, so `usersvc mfa enrol-code --email E` must give each first second factor's code");
   }
   const supervisor = config.workers > 1 ? superviseWorkers(config.workers - 1, logger) : undefined;
   const sweep = orphanedFileSweep({ ...deps, logger });
@@ -482,6 +487,20 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       process.stdout.write(`${issued.link}\n`);
+      return 0;
+    }
+    case "mfa": {
+      if (rest[0] !== "enrol-code") throw new UsageError(rest[0] === undefined ? "mfa needs a command: mfa enrol-code --email E" : `unknown mfa command "${rest[0]}"`);
+      expectNoMore(1);
+      if (typeof values.email !== "string") throw new UsageError("mfa enrol-code needs --email");
+      const config = configFrom(values);
+      const database = await openMigrated(config);
+      const issued = await issueEnrolCode({ db: database, now: Date.now }, values.email).finally(() => database.close());
+      if ("refused" in issued) {
+        process.stderr.write(`usersvc: ${issued.refused}\n`);
+        return 1;
+      }
+      process.stdout.write(`${issued.code}\n`);
       return 0;
     }
     case "backup": {

@@ -99,7 +99,7 @@ export const SETTINGS = {
   RP_ORIGINS: setting("(PUBLIC_URL's origin)", "the origins a passkey ceremony may come from (comma-separated)"),
   MFA_REQUIRED_ROLES: setting(
     "",
-    "comma-separated roles (e.g. `ADMIN`) that must have a second factor: without one they sign in to a session that may only enrol one (403 MFA_ENROLMENT_REQUIRED elsewhere)",
+    "comma-separated roles (e.g. `ADMIN`) that must have a second factor: without one they sign in to a session that may only enrol one (403 MFA_ENROLMENT_REQUIRED elsewhere), and that first enrolment takes a code mailed to the verified address (without SMTP_URL: `usersvc mfa enrol-code`, and start-up warns)",
   ),
   API_KEY_MAX_PER_USER: setting("20", "API keys one user may hold (409 TOO_MANY_API_KEYS beyond)"),
   API_KEY_RATE_LIMIT: setting("600", "requests a minute one API key may make, **per instance** (429 beyond)"),

@@ -494,7 +494,9 @@ export const passkeys = sqliteTable(
  * one primary can finish it: a passkey registration's challenge (`register`, deleted when used),
  * and the records of the sealed mfaTokens and passwordless challenges, which are not stored
  * themselves: used (`mfa-used`, `passkey-used`) and an mfaToken's wrong codes (`mfa-failures`);
- * see store/mfa.ts. Keyed by a SHA-256 of the token or challenge; each row expires.
+ * and a first enrolment's code under MFA_REQUIRED_ROLES (`enrol-code`: its hash and wrong tries)
+ * with the count of codes mailed (`enrol-code-mailed`); see store/mfa.ts. Keyed by a SHA-256 of
+ * the token, challenge or key; each row expires.
  */
 export const mfaChallenges = sqliteTable(
   "mfa_challenges",
@@ -502,10 +504,11 @@ export const mfaChallenges = sqliteTable(
     id: text("id").primaryKey(),
     purpose: text("purpose").notNull(),
     userId: integer("user_id").references(() => users.id, { onDelete: "cascade" }),
-    /** The WebAuthn challenge (base64url) an mfaToken's passkeyOptions carried. */
+    /** The WebAuthn challenge (base64url) an mfaToken's passkeyOptions carried; an enrolment code's hash. */
     challenge: text("challenge"),
     /** How the first step signed in (an mfaToken: pwd). */
     amr: text("amr"),
+    /** Wrong codes (`mfa-failures`, `enrol-code`), or codes mailed in the window (`enrol-code-mailed`). */
     failures: integer("failures").notNull().default(0),
     expiresAt: millis("expires_at").notNull(),
   },

@@ -8,11 +8,15 @@ import { and, eq, gt, inArray, isNotNull, lte, or, sql, type SQL } from "drizzle
 import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { accountTokens, outbox, users } from "../db/schema";
+import { ENROL_CODE_LIFETIME_MS } from "./mfa";
 import { dropRequest, notificationStatement, releaseRequest, resolvingRows, stillResolving, traced } from "./outbox";
 import { userStatusByEmail, idOfEmail } from "./users";
 
 /** The purposes of account tokens, and how long a token of each lives (ms). */
 export const ACCOUNT_TOKEN_LIFETIMES = { VERIFY_EMAIL: 24 * 60 * 60 * 1000, PASSWORD_RESET: 30 * 60 * 1000 } as const;
+
+/** The mails that carry a secret in the outbox row's token, and how long it lives (ms): the account tokens and a first enrolment's code (store/mfa.ts). */
+export const MAILED_SECRET_LIFETIMES = { ...ACCOUNT_TOKEN_LIFETIMES, MFA_ENROL_CODE: ENROL_CODE_LIFETIME_MS } as const;
 
 export type TokenPurpose = keyof typeof ACCOUNT_TOKEN_LIFETIMES;
 type Writer = Pick<Db, "insert" | "delete">;
@@ -108,20 +112,22 @@ export const forgetExpiredTokens = (tx: Db, now: number) => tx.delete(accountTok
 
 const tokensToErase = prepared((tx: Db) => {
   // Created before a placeholder's time, in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.
-  const expired = (kind: keyof typeof ACCOUNT_TOKEN_LIFETIMES) => and(eq(outbox.kind, kind), lte(outbox.createdAt, sql.placeholder(kind)));
+  const expired = (kind: keyof typeof MAILED_SECRET_LIFETIMES) => and(eq(outbox.kind, kind), lte(outbox.createdAt, sql.placeholder(kind)));
   return tx
     .update(outbox)
     .set({ token: null })
-    .where(and(isNotNull(outbox.token), or(inArray(outbox.mailStatus, ["sent", "failed", "skipped"]), expired("VERIFY_EMAIL"), expired("PASSWORD_RESET"))))
+    .where(
+      and(isNotNull(outbox.token), or(inArray(outbox.mailStatus, ["sent", "failed", "skipped"]), expired("VERIFY_EMAIL"), expired("PASSWORD_RESET"), expired("MFA_ENROL_CODE"))),
+    )
     .prepare();
 });
 
 /**
- * Raw tokens leave the database once their mail is settled or they have expired: a statement of
+ * Raw tokens and codes leave the database once their mail is settled or they have expired: a statement of
  * the housekeeping's unit. Only rows that still hold a token are looked at (outbox_token_idx).
  */
 export const eraseTokens = (tx: Db, now: number) =>
-  bound(tokensToErase(tx), { VERIFY_EMAIL: now - ACCOUNT_TOKEN_LIFETIMES.VERIFY_EMAIL, PASSWORD_RESET: now - ACCOUNT_TOKEN_LIFETIMES.PASSWORD_RESET });
+  bound(tokensToErase(tx), Object.fromEntries(Object.entries(MAILED_SECRET_LIFETIMES).map(([kind, lifetime]) => [kind, now - lifetime])));
 
 /**
  * Password-reset requests waiting in the outbox (the request itself never looks the address up,

@@ -170,11 +170,12 @@ export const secondFactorsOf = () =>
 
 /**
  * `passkey-used`: a passwordless sign-in's sealed challenge once answered; `mfa-used`: a sealed
- * mfaToken's id once used or burnt (`mfa-failures` counts its wrong codes). Not `passkey` or
- * `login`, the purposes of the rows of the random challenges and mfaTokens earlier releases kept:
- * an instance of one of them beside this one during an upgrade must not take a used one for a live one.
+ * mfaToken's id once used or burnt (`mfa-failures` counts its wrong codes); `enrol-code`: a first
+ * enrolment's code (below). Not `passkey` or `login`, the purposes of the rows of the random
+ * challenges and mfaTokens earlier releases kept: an instance of one of them beside this one during
+ * an upgrade must not take a used one for a live one.
  */
-export type ChallengePurpose = "register" | "passkey-used" | "mfa-used";
+export type ChallengePurpose = "register" | "passkey-used" | "mfa-used" | "enrol-code";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
 /**
@@ -240,6 +241,56 @@ export const challengeFailureStatement = (tx: Db, key: string, expiresAt: Date) 
     .values({ id: sha256Base64url(key), purpose: "mfa-failures", failures: 1, expiresAt })
     .onConflictDoUpdate({ target: mfaChallenges.id, set: { failures: sql`${mfaChallenges.failures} + 1` } })
     .returning({ failures: mfaChallenges.failures });
+
+/* ---- A first enrolment's code (MFA_REQUIRED_ROLES) ---- */
+
+/** How long a first enrolment's code lives (ms). */
+export const ENROL_CODE_LIFETIME_MS = 10 * 60_000;
+
+/** The key of the user's one live code: a new code replaces the last, its tries back at 0. */
+export const enrolCodeKey = (userId: number) => `enrol-code.${userId}`;
+/** What is kept of a code (in the row's challenge column): a SHA-256, never the code. */
+export const enrolCodeHash = (userId: number, code: string) => sha256Base64url(`${enrolCodeKey(userId)}.${code}`);
+
+/** The user's new code (its hash), live for ENROL_CODE_LIFETIME_MS, with the expired rows swept in the same unit. */
+export const enrolCodeRows = (tx: Db, userId: number, codeHash: string, now: Date) => {
+  const row = { challenge: codeHash, failures: 0, expiresAt: new Date(now.getTime() + ENROL_CODE_LIFETIME_MS) };
+  return [
+    bound(sweepChallenges(tx), { now: now.getTime() }),
+    tx
+      .insert(mfaChallenges)
+      .values({ id: sha256Base64url(enrolCodeKey(userId)), purpose: "enrol-code", userId, ...row })
+      .onConflictDoUpdate({ target: mfaChallenges.id, set: row }),
+  ] as const;
+};
+
+/** A wrong try of the user's code: answers the tries so far (none when no code is live). */
+export const enrolCodeFailureStatement = (tx: Db, userId: number) =>
+  tx
+    .update(mfaChallenges)
+    .set({ failures: sql`${mfaChallenges.failures} + 1` })
+    .where(and(eq(mfaChallenges.id, sha256Base64url(enrolCodeKey(userId))), eq(mfaChallenges.purpose, "enrol-code")))
+    .returning({ failures: mfaChallenges.failures });
+
+/**
+ * One more code mailed to the user within the current window (`windowMs`, from the first mail of
+ * it; an ended window starts again at 1): answers how many, and when the window ends. The row's
+ * `failures` column is that count.
+ */
+export const enrolCodeMailedStatement = (tx: Db, userId: number, now: Date, windowMs: number) => {
+  const ended = sql`${mfaChallenges.expiresAt} <= ${now.getTime()}`;
+  return tx
+    .insert(mfaChallenges)
+    .values({ id: sha256Base64url(`enrol-code-mailed.${userId}`), purpose: "enrol-code-mailed", userId, failures: 1, expiresAt: new Date(now.getTime() + windowMs) })
+    .onConflictDoUpdate({
+      target: mfaChallenges.id,
+      set: {
+        failures: sql`case when ${ended} then 1 else ${mfaChallenges.failures} + 1 end`,
+        expiresAt: sql`case when ${ended} then excluded.expires_at else ${mfaChallenges.expiresAt} end`,
+      },
+    })
+    .returning({ mailed: mfaChallenges.failures, windowEndsAt: mfaChallenges.expiresAt });
+};
 
 /** What an ADMIN sees of a user's factors (never a secret, a hash or a key). */
 export async function factorsOf(db: Reader, userId: number) {

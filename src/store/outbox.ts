@@ -28,7 +28,8 @@ export type NotificationKind =
   | "MFA_DISABLED"
   | "PASSKEY_ADDED"
   | "RECOVERY_CODE_USED"
-  | "IDENTITY_LINKED";
+  | "IDENTITY_LINKED"
+  | "MFA_ENROL_CODE";
 
 const insertNotification = prepared((tx: Db) =>
   tx
@@ -49,7 +50,7 @@ const insertNotification = prepared((tx: Db) =>
 );
 
 export interface EnqueueOptions {
-  /** The raw verify/reset token the mail's link carries (never part of the payload). */
+  /** The raw verify/reset token the mail's link carries, or the code it gives (never part of the payload). */
   token?: string;
   /** The sender looks the recipient's address up before anything is sent (password reset requests). */
   resolve?: boolean;

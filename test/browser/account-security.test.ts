@@ -11,7 +11,9 @@
  * (QR shown, confirmed with a code computed here by RFC 6238 over node:crypto, recovery codes shown
  * once and downloaded, then password + code) run once the server has the second-factor routes;
  * until then they report themselves skipped with the reason. Removing a factor on the page ends
- * every session, the page's own too: it goes back to its sign-in and says why.
+ * every session, the page's own too (a passkey's removal asks for the password in its row): it
+ * goes back to its sign-in and says why. Under MFA_REQUIRED_ROLES without SMTP, an ADMIN's first
+ * factor asks for the enrolment code, which `usersvc mfa enrol-code` prints.
  *
  * Runs under `npm run test:browser` (CONSOLE_BROWSER=1); without Chromium it reports itself skipped.
  */
@@ -23,7 +25,7 @@ import { join, resolve } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { launchChromium, skippedBecause } from "./support";
-import { startServer, type ServerProcess } from "../server-process";
+import { ADMIN, startServer, type ServerProcess } from "../server-process";
 import { serveProgram, stderrLines } from "../support/program";
 
 setDefaultTimeout(60_000);
@@ -282,14 +284,82 @@ if (skipped) {
       await page.getByRole("button", { name: "Use your passkey" }).click();
       await page.getByRole("heading", { level: 2, name: "Sessions" }).waitFor();
 
-      // Removing it ends every session of the user, this one too: back to the sign-in, which says why.
+      // Removing it takes the password (or an app code), asked in its row; it ends every session of the user, this one too: back to the sign-in, which says why.
       await page.getByRole("button", { name: "Remove Test laptop" }).click();
+      await page.getByLabel("Password or app code, to remove Test laptop").fill("not-the-Passw0rd!");
+      await page.getByRole("button", { name: "Remove", exact: true }).click();
+      await page.getByRole("alert").getByText("is not the current password").waitFor();
+      await page.getByLabel("Password or app code, to remove Test laptop").fill(PASSWORD);
+      await page.getByRole("button", { name: "Remove", exact: true }).click();
       await page.getByRole("status").getByText("Passkey removed. Every session of yours has ended, this one too: sign in again.").waitFor();
       await page.getByRole("button", { name: "Sign in", exact: true }).waitFor();
       expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
       await check(page, "security-factor-removed-en");
       await context.close();
     });
+
+    test.skipIf(!mfaRoutes)(
+      `MFA_REQUIRED_ROLES without SMTP: an ADMIN's first factor asks for the operator's code (the app in English, a passkey in Traditional Chinese)${reason ? ` — SKIPPED: ${reason}` : ""}`,
+      async () => {
+        const strict = await startServer((origin) => ({ PUBLIC_URL: origin.replace("127.0.0.1", "localhost"), MFA_REQUIRED_ROLES: "ADMIN" }));
+        const strictBase = strict.url.replace("127.0.0.1", "localhost");
+        /** A command of the program on the server's data folder: its stdout. */
+        const cli = (...args: string[]) => {
+          const run = Bun.spawnSync([process.execPath, resolve(import.meta.dir, "../../src/main.ts"), ...args], {
+            cwd: strict.dataDir,
+            env: { ...process.env, DATA_DIR: strict.dataDir, LOG_LEVEL: "warn" },
+          });
+          if (run.exitCode !== 0) throw new Error(`usersvc ${args.join(" ")}: ${run.stderr}`);
+          return run.stdout.toString().trim();
+        };
+        try {
+          // English, the authenticator app, by the ADMIN of ADMIN_EMAIL: signed in to a session that may only enrol.
+          const { context, page } = await newPage();
+          await page.goto(`${strictBase}/account/security`);
+          await page.getByLabel("E-mail", { exact: true }).fill(ADMIN.email);
+          await page.getByLabel("Password", { exact: true }).fill(ADMIN.password);
+          await page.getByRole("button", { name: "Sign in", exact: true }).click();
+          await page.getByRole("button", { name: "Set up an authenticator app" }).click();
+          const secret = (await page.locator("code.secret").textContent())!;
+          await page.getByLabel("Code from the app").fill(totpNow(secret));
+          await page.getByRole("button", { name: "Turn on" }).click();
+          await page.getByText("Your first second factor needs the code sent to your e-mail address (or given by an administrator)").waitFor();
+          // The page asked for the mail at once; without SMTP the answer says where the code comes from.
+          await page.getByText("This service sends no e-mail: ask an administrator for your enrolment code").waitFor();
+          await check(page, "security-enrol-code-en");
+          await page.getByLabel("Code from the e-mail").fill(cli("mfa", "enrol-code", "--email", ADMIN.email));
+          await page.getByLabel("Code from the app").fill(totpNow(secret));
+          await page.getByRole("button", { name: "Turn on" }).click();
+          await page.getByText("Your recovery codes, shown only now. Keep them somewhere safe:").waitFor();
+          await context.close();
+
+          // Traditional Chinese, a passkey, by a second ADMIN.
+          const second = `strict-${crypto.randomUUID().slice(0, 8)}@example.com`;
+          cli("admin", "create", "--email", second, "--password", PASSWORD);
+          const zh = await newPage("zh-TW");
+          const cdp = await zh.context.newCDPSession(zh.page);
+          await cdp.send("WebAuthn.enable");
+          await cdp.send("WebAuthn.addVirtualAuthenticator", {
+            options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+          });
+          await zh.page.goto(`${strictBase}/account/security`);
+          await zh.page.getByLabel("Email", { exact: true }).fill(second);
+          await zh.page.getByLabel("密碼", { exact: true }).fill(PASSWORD);
+          await zh.page.getByRole("button", { name: "登入", exact: true }).click();
+          await zh.page.getByRole("button", { name: "新增通行金鑰" }).click();
+          await zh.page.getByText("設定第一個第二步驟驗證需要寄到您 Email 的驗證碼（或由管理員提供）").waitFor();
+          await zh.page.getByText("此服務不寄送 Email，請向管理員索取設定驗證碼").waitFor();
+          await check(zh.page, "security-enrol-code-zh-TW");
+          await zh.page.getByLabel("Email 中的驗證碼").fill(cli("mfa", "enrol-code", "--email", second));
+          await zh.page.getByRole("button", { name: "新增通行金鑰" }).click();
+          await zh.page.getByRole("status").getByText("已新增通行金鑰。").waitFor();
+          await zh.context.close();
+        } finally {
+          await strict.stop();
+        }
+      },
+      90_000,
+    );
 
     test.skipIf(!mfaRoutes)(
       `enrol the authenticator app (QR shown, recovery codes shown once and as a .txt), then sign in with password + code${reason ? ` — SKIPPED: ${reason}` : ""}`,

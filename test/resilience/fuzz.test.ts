@@ -552,6 +552,8 @@ const mfa = {
   signer: { mfaToken: "", codes: [] as string[] },
   /** Registers passkeys and renames one. */
   keyholder: { id: 0, email: "", sid: "", version: 0, passkeyId: "" },
+  /** Removes its passkey with the password; given a new one after each success. */
+  unkeyer: { id: 0, email: "", sid: "", version: 0, passkeyId: "" },
   registrations: [] as { challenge: string; rp: { id?: string }; user: { id: string } }[],
   signIns: [] as { challenge: string }[],
   device: new SoftwareAuthenticator(RP.id, RP.origin),
@@ -613,10 +615,21 @@ async function prepareSecondFactors() {
   const added = await t.request("POST", "/api/account/passkeys", { token, body: { name: "Fuzz key", response: mfa.device.register(mfa.registrations.pop()!) } });
   if (added.status !== 201) throw new Error(`fixture passkey: ${added.text}`);
   mfa.keyholder.passkeyId = added.body.id;
+  mfa.unkeyer = { ...(await sessionUser("Unkeyer")), passkeyId: "" };
+  mfa.unkeyer.passkeyId = await newPasskey(mfa.unkeyer);
   for (let i = 0; i < pool; i++) mfa.signIns.push((await t.request("POST", "/api/auth/passkey/options")).body.data);
   signerEmail = signer.email;
 }
 let signerEmail = "";
+
+/** A passkey registered for the user: its id. */
+async function newPasskey(user: SessionUser) {
+  const token = await recentToken(user);
+  const options = (await t.request("POST", "/api/account/passkeys/options", { token })).body;
+  const added = await t.request("POST", "/api/account/passkeys", { token, body: { name: "Fuzz key", response: mfa.device.register(options) } });
+  if (added.status !== 201) throw new Error(`fixture passkey: ${added.text}`);
+  return added.body.id as string;
+}
 
 async function nextMfaToken(email: string) {
   const first = await t.request("POST", "/api/auth/login", { body: { email, password: MFA_PASSWORD } });
@@ -671,6 +684,17 @@ function secondFactorTargets(): Record<string, Target> {
       valid: () => {
         const options = mfa.registrations.shift();
         return { name: "Fuzz key", response: options ? mfa.device.register(options) : {} };
+      },
+    },
+    "DELETE /api/account/passkeys/:id": {
+      url: () => `/api/account/passkeys/${mfa.unkeyer.passkeyId}`,
+      token: () => recentToken(mfa.unkeyer),
+      valid: () => ({ password: MFA_PASSWORD }),
+      auditsOn4xx: true,
+      async after(status) {
+        if (status !== 204) return;
+        await signInAgain(mfa.unkeyer);
+        mfa.unkeyer.passkeyId = await newPasskey(mfa.unkeyer);
       },
     },
     "PATCH /api/account/passkeys/:id": {

@@ -18,17 +18,28 @@ export const TotpEnrolment = t.Object(
 
 const Code = t.String({ minLength: 1, maxLength: 64, messages: { required: "field.code.blank", minLength: "field.code.blank" } });
 
-export const TotpConfirmBody = t.Object({ code: Code }, { title: "TotpConfirmBody" });
+/** MFA_REQUIRED_ROLES: the code that confirms an account's first second factor out of band (POST /api/account/mfa/enrol-code mails it). */
+const EnrolCode = t.Optional(
+  t.String({
+    maxLength: 64,
+    description: "Only for a first second factor under MFA_REQUIRED_ROLES: the 6-digit code mailed by POST /api/account/mfa/enrol-code, or given by an operator",
+    examples: ["042917"],
+    messages: { maxLength: "field.enrolCode.length" },
+  }),
+);
 
-/** Exactly one of a current code and the password. */
-export const TotpRemoveBody = t.Object(
+export const TotpConfirmBody = t.Object({ code: Code, enrolCode: EnrolCode }, { title: "TotpConfirmBody" });
+export type TotpConfirmBody = Static<typeof TotpConfirmBody>;
+
+/** What removing a factor (the authenticator app, a passkey) proves: exactly one of a current code of the authenticator app and the password. */
+export const FactorRemoveBody = t.Object(
   { code: t.Optional(Code), password: t.Optional(CurrentPassword) },
   {
-    title: "TotpRemoveBody",
+    title: "FactorRemoveBody",
     refine: (value: Record<string, unknown>) => ((value.code === undefined) === (value.password === undefined) ? [{ path: "code", key: "field.codeOrPassword" }] : []),
   },
 );
-export type TotpRemoveBody = Static<typeof TotpRemoveBody>;
+export type FactorRemoveBody = Static<typeof FactorRemoveBody>;
 
 export const PasswordBody = t.Object({ password: CurrentPassword }, { title: "PasswordBody" });
 
@@ -63,7 +74,7 @@ export const PasskeyCreationOptions = t.Object(
 
 const PasskeyName = NotBlankString({ maxLength: 100, messages: { required: "field.passkeyName.blank", blank: "field.passkeyName.blank", maxLength: "field.passkeyName.length" } });
 
-export const NewPasskeyBody = t.Object({ name: PasskeyName, response: PasskeyAttestation }, { title: "NewPasskeyBody" });
+export const NewPasskeyBody = t.Object({ name: PasskeyName, response: PasskeyAttestation, enrolCode: EnrolCode }, { title: "NewPasskeyBody" });
 export type NewPasskeyBody = Static<typeof NewPasskeyBody>;
 export const RenamePasskeyBody = t.Object({ name: PasskeyName }, { title: "RenamePasskeyBody" });
 

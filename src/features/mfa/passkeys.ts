@@ -2,8 +2,8 @@
  * The caller's passkeys: registration (options, then the authenticator's answer, checked by
  * @simplewebauthn/server against the challenge kept in the database, so any instance can finish
  * it), the list, renaming and removal. Adding one needs a recent sign-in; it is audited, mailed
- * PASSKEY_ADDED, and joins the caller's session amr (hwk). Removing one ends every session of the
- * user, the caller's too.
+ * PASSKEY_ADDED, and joins the caller's session amr (hwk). Removing one needs a recent sign-in and
+ * a proof (the password or a current code) and ends every session of the user, the caller's too.
  */
 import type { RegistrationResponseJSON } from "@simplewebauthn/server";
 import { integrityKind } from "../../db/errors";
@@ -22,11 +22,13 @@ import {
   renamePasskeyStatement,
   replaceRecoveryCodesRows,
   takeChallengeStatement,
+  totpStepStatement,
 } from "../../store/mfa";
 import { addAmrStatement, randomToken } from "../../store/sessions";
 import { tokenVersionBump } from "../../store/users";
-import type { NewPasskey, NewPasskeyBody, Passkey } from "./model";
-import { dropCodesWithoutFactor, freshRecoveryCodes, type MfaDeps, noted } from "./service";
+import type { FactorRemoveBody, NewPasskey, NewPasskeyBody, Passkey } from "./model";
+import { checkedEnrolCode } from "./enrol-code";
+import { dropCodesWithoutFactor, freshRecoveryCodes, type MfaDeps, noted, removalProof } from "./service";
 
 const CHALLENGE_TTL_MS = 5 * 60_000;
 
@@ -63,15 +65,17 @@ export async function registrationOptions(deps: MfaDeps, caller: Caller) {
  * The authenticator's answer to the caller's registration options: the new passkey, and, when the
  * account has no unused recovery code (its first second factor), 10 of them, shown once, as an
  * authenticator app's confirmation answers: without them a lost passkey would lock the account out.
- * 400 PASSKEY_REJECTED when it does not verify.
+ * A first factor under MFA_REQUIRED_ROLES also takes the enrolment code (enrol-code.ts). 400
+ * PASSKEY_REJECTED when it does not verify.
  */
-export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskeyBody): Promise<NewPasskey> {
+export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskeyBody, address: string): Promise<NewPasskey> {
   requireRecentAuth(caller, deps.now());
   const rp = relyingParty(deps.config);
   const now = new Date(deps.now());
   const challenge = challengeOf(body.response.response);
   const pending = challenge && (await liveChallenge(deps.db, "register", challenge, now));
   if (!challenge || !pending || pending.userId !== caller.id) throw new AppError("PASSKEY_REJECTED");
+  const spendEnrolCode = await checkedEnrolCode(deps, caller, body.enrolCode, address);
   const { verifyRegistrationResponse } = await loadWebAuthn();
   const verified = await verifyRegistrationResponse({
     response: { clientExtensionResults: {}, ...body.response } as RegistrationResponseJSON,
@@ -86,6 +90,7 @@ export async function addPasskey(deps: MfaDeps, caller: Caller, body: NewPasskey
   try {
     const { added, recoveryCodes } = await deps.db.write(async (tx) => {
       if ((await takeChallengeStatement(tx, "register", challenge, now)).length === 0) throw new AppError("PASSKEY_REJECTED");
+      await spendEnrolCode?.(tx);
       const [added] = await insertPasskeyStatement(tx, {
         id: randomToken(12),
         userId: caller.id,
@@ -117,11 +122,19 @@ export async function renamePasskey(deps: MfaDeps, caller: Caller, id: string, n
   return shown(row[0]);
 }
 
-/** One of the caller's passkeys removed: every session of the user ends (the caller's too), mailed MFA_DISABLED; recovery codes go with the last factor. */
-export async function removePasskey(deps: MfaDeps, caller: Caller, id: string) {
+/**
+ * One of the caller's passkeys removed, proved as TOTP's removal is (a recent sign-in and the
+ * password or a current code, which it spends: service.ts removalProof): every session of the user
+ * ends (the caller's too), mailed MFA_DISABLED; recovery codes go with the last factor.
+ */
+export async function removePasskey(deps: MfaDeps, caller: Caller, id: string, body: FactorRemoveBody, address: string) {
+  requireRecentAuth(caller, deps.now());
+  const step = await removalProof(deps, caller, body, address);
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     if ((await deletePasskeyStatement(tx, caller.id, id)).length === 0) throw new AppError("PASSKEY_NOT_FOUND");
+    // The code is spent: a replay of it (here or at a sign-in) is refused.
+    if (step !== undefined && (await totpStepStatement(tx, caller.id, step, now)).length === 0) throw new AppError("INVALID_CODE");
     await dropCodesWithoutFactor(tx, caller.id);
     await tokenVersionBump(tx, caller.id);
     await noted(tx, caller, "MFA_DISABLED", now, { factor: "passkey", passkeyId: id });

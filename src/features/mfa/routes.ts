@@ -2,8 +2,9 @@
 /**
  * /api/account/mfa/** and /api/account/passkeys/** (the caller's own; bare resources, 204 for
  * removals) and /api/users/{id}/mfa (ADMIN). Enrolment and removal need a sign-in within the
- * last 10 minutes (403 REAUTHENTICATION_REQUIRED); passkeys need PUBLIC_URL or RP_ID (400
- * PASSKEYS_NOT_CONFIGURED).
+ * last 10 minutes (403 REAUTHENTICATION_REQUIRED), removal also the password or a current code,
+ * and a first factor under MFA_REQUIRED_ROLES the enrolment code (enrol-code.ts); passkeys need
+ * PUBLIC_URL or RP_ID (400 PASSKEYS_NOT_CONFIGURED).
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
@@ -13,6 +14,7 @@ import { userId } from "../../models/user";
 import { removeUserFactors, userFactors } from "./admin";
 import {
   Factor,
+  FactorRemoveBody,
   MfaStatus,
   NewPasskey,
   NewPasskeyBody,
@@ -24,13 +26,15 @@ import {
   RenamePasskeyBody,
   TotpConfirmBody,
   TotpEnrolment,
-  TotpRemoveBody,
   UserIdParams,
 } from "./model";
 import { addPasskey, listPasskeys, registrationOptions, removePasskey, renamePasskey } from "./passkeys";
+import { mailEnrolCode } from "./enrol-code";
 import { confirmTotp, mfaStatus, regenerateRecoveryCodes, removeTotp, startTotp } from "./service";
 
 const RECENT = " Needs a sign-in within the last 10 minutes (403 REAUTHENTICATION_REQUIRED).";
+const FIRST =
+  " Under MFA_REQUIRED_ROLES an account's first second factor also takes {enrolCode}, the code POST /api/account/mfa/enrol-code mails or an operator gives: 403 ENROL_CODE_REQUIRED without it, 400 INVALID_ENROL_CODE for a wrong or expired one (each counted in the login throttle: 429).";
 
 export const mfaRoutes = (ctx: AppContext) =>
   new Elysia({ tags: ["Second factors"] })
@@ -48,15 +52,30 @@ export const mfaRoutes = (ctx: AppContext) =>
         description: `A new pending secret (RFC 6238: SHA-1, 6 digits, 30 s) with its otpauth URI and QR code; confirm it with a first code. 409 TOTP_ALREADY_ENABLED.${RECENT}`,
       },
     })
-    .post("/api/account/mfa/totp/confirm", ({ caller, body }) => confirmTotp(ctx, caller, body.code), {
+    .post("/api/account/mfa/totp/confirm", ({ caller, body, request, server }) => confirmTotp(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), {
       auth: "authenticated",
       body: TotpConfirmBody,
-      response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 503) },
+      response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
       detail: {
         summary: "Confirm the authenticator app with a first code",
-        description: `TOTP is on; answers 10 recovery codes, shown only here. Mails MFA_ENABLED. 400 INVALID_CODE; 409 TOTP_NOT_PENDING.${RECENT}`,
+        description: `TOTP is on; answers 10 recovery codes, shown only here. Mails MFA_ENABLED. 400 INVALID_CODE; 409 TOTP_NOT_PENDING.${FIRST}${RECENT}`,
       },
     })
+    .post(
+      "/api/account/mfa/enrol-code",
+      async ({ caller, set }) => {
+        await mailEnrolCode(ctx, caller);
+        set.status = 204;
+      },
+      {
+        auth: "authenticated",
+        response: { 204: t.Void(), ...errorResponses(401, 403, 409, 429, 503) },
+        detail: {
+          summary: "Mail the code that confirms a first second factor",
+          description: `MFA_REQUIRED_ROLES: a user in such a role without a second factor enrols the first one with a 6-digit code sent out of band. This mails one (MFA_ENROL_CODE) to the account's verified address: it lives 10 minutes, 5 wrong tries burn it, and it replaces any earlier one. At most 3 in 10 minutes (429 with Retry-After). 403 EMAIL_VERIFICATION_REQUIRED while the address is unverified; 409 ENROL_CODE_NOT_NEEDED; 409 ENROL_CODE_FROM_OPERATOR without SMTP (\`usersvc mfa enrol-code --email E\` prints one).${RECENT}`,
+        },
+      },
+    )
     .delete(
       "/api/account/mfa/totp",
       async ({ caller, body, request, server, set }) => {
@@ -65,11 +84,11 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         auth: "authenticated",
-        body: TotpRemoveBody,
+        body: FactorRemoveBody,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
           summary: "Remove the authenticator app",
-          description: `With a current {code} or the {password} (throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
+          description: `With a current {code} or the {password} (each throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
         },
       },
     )
@@ -96,18 +115,18 @@ export const mfaRoutes = (ctx: AppContext) =>
     })
     .post(
       "/api/account/passkeys",
-      async ({ caller, body, set }) => {
-        const passkey = await addPasskey(ctx, caller, body);
+      async ({ caller, body, request, server, set }) => {
+        const passkey = await addPasskey(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy));
         set.status = 201;
         return passkey;
       },
       {
         auth: "authenticated",
         body: NewPasskeyBody,
-        response: { 201: NewPasskey, ...errorResponses(400, 401, 403, 409, 503) },
+        response: { 201: NewPasskey, ...errorResponses(400, 401, 403, 409, 429, 503) },
         detail: {
           summary: "Register a passkey",
-          description: `{name, response}: the authenticator's answer to the options. When the account has no unused recovery code (its first second factor), the answer also carries 10 recoveryCodes, shown only here. Mails PASSKEY_ADDED. 400 PASSKEY_REJECTED; 409 PASSKEY_EXISTS.${RECENT}`,
+          description: `{name, response}: the authenticator's answer to the options. When the account has no unused recovery code (its first second factor), the answer also carries 10 recoveryCodes, shown only here. Mails PASSKEY_ADDED. 400 PASSKEY_REJECTED; 409 PASSKEY_EXISTS.${FIRST}${RECENT}`,
         },
       },
     )
@@ -125,15 +144,19 @@ export const mfaRoutes = (ctx: AppContext) =>
     })
     .delete(
       "/api/account/passkeys/:id",
-      async ({ caller, params, set }) => {
-        await removePasskey(ctx, caller, params.id);
+      async ({ caller, params, body, request, server, set }) => {
+        await removePasskey(ctx, caller, params.id, body, clientAddress(server, request, ctx.config.trustProxy));
         set.status = 204;
       },
       {
         auth: "authenticated",
         params: PasskeyIdParams,
-        response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
-        detail: { summary: "Remove a passkey", description: "Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 PASSKEY_NOT_FOUND." },
+        body: FactorRemoveBody,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
+        detail: {
+          summary: "Remove a passkey",
+          description: `With a current {code} of the authenticator app or the {password} (each throttled like a login; the code is spent), as removing the authenticator app. Ends every session of the user, the caller's too; mails MFA_DISABLED; the recovery codes go with the last factor. 400 INVALID_CODE; 404 PASSKEY_NOT_FOUND.${RECENT}`,
+        },
       },
     )
     .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {

@@ -10,21 +10,31 @@ import type { Config } from "../../config";
 import type { Database, Db } from "../../db/database";
 import { AppError } from "../../errors";
 import type { Caller } from "../../security/caller";
-import { confirmPassword, type PasswordCheckDeps } from "../../security/password-check";
+import { assertLoginAllowed, attemptTurn, confirmPassword, countFailure, type PasswordCheckDeps } from "../../security/password-check";
 import { requireRecentAuth } from "../../security/recent-auth";
 import { acceptedStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, type SecretCipher } from "../../security/totp";
 import { auditStatement } from "../../store/audit";
-import { deleteRecoveryCodesStatement, deleteTotpStatement, factorCounts, pendingTotpStatement, replaceRecoveryCodesRows, totpOf, totpStepStatement } from "../../store/mfa";
+import {
+  deleteRecoveryCodesStatement,
+  deleteTotpStatement,
+  factorCounts,
+  pendingTotpStatement,
+  replaceRecoveryCodesRows,
+  totpOf,
+  totpRows,
+  totpStepStatement,
+} from "../../store/mfa";
 import { enqueueNotification } from "../../store/outbox";
 import { addAmrStatement } from "../../store/sessions";
 import { tokenVersionBump } from "../../store/users";
-import type { MfaStatus, TotpRemoveBody } from "./model";
+import { checkedEnrolCode } from "./enrol-code";
+import type { FactorRemoveBody, MfaStatus, TotpConfirmBody } from "./model";
 
 export interface MfaDeps extends PasswordCheckDeps {
   db: Database;
   now: () => number;
   cipher: SecretCipher;
-  config: PasswordCheckDeps["config"] & Pick<Config, "publicUrl" | "rpId" | "rpOrigins">;
+  config: PasswordCheckDeps["config"] & Pick<Config, "publicUrl" | "rpId" | "rpOrigins" | "mfaRequiredRoles" | "smtpUrl">;
 }
 
 export async function mfaStatus(deps: MfaDeps, caller: Caller): Promise<MfaStatus> {
@@ -58,17 +68,22 @@ export function freshRecoveryCodes() {
   return { codes, hashes: codes.map((c) => recoveryCodeHash(c) as string) };
 }
 
-/** The first code confirms the pending secret: TOTP is on, mailed MFA_ENABLED; answers 10 new recovery codes. */
-export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
+/**
+ * The first code confirms the pending secret: TOTP is on, mailed MFA_ENABLED; answers 10 new
+ * recovery codes. A first factor under MFA_REQUIRED_ROLES also takes the enrolment code (enrol-code.ts).
+ */
+export async function confirmTotp(deps: MfaDeps, caller: Caller, body: TotpConfirmBody, address: string) {
   requireRecentAuth(caller, deps.now());
   const totp = await totpOf(deps.db, caller.id);
   if (!totp || totp.confirmedAt) throw new AppError("TOTP_NOT_PENDING");
-  const step = await stepOf(deps, totp, code);
+  const spendEnrolCode = await checkedEnrolCode(deps, caller, body.enrolCode, address);
+  const step = await stepOf(deps, totp, body.code);
   if (step === undefined) throw new AppError("INVALID_CODE");
   const { codes, hashes } = freshRecoveryCodes();
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     if ((await totpStepStatement(tx, caller.id, step, now, true)).length === 0) throw new AppError("INVALID_CODE");
+    await spendEnrolCode?.(tx);
     for (const statement of replaceRecoveryCodesRows(tx, caller.id, hashes, now)) await statement;
     if (caller.session) await addAmrStatement(tx, caller.session.id, "otp");
     await noted(tx, caller, "MFA_ENABLED", now);
@@ -77,15 +92,34 @@ export async function confirmTotp(deps: MfaDeps, caller: Caller, code: string) {
 }
 
 /**
- * TOTP removed, proved by a current code or the password (throttled like a login). Every session
- * of the user ends, the caller's too; recovery codes go too when no passkey is left; mailed MFA_DISABLED.
+ * What removing a factor proves besides a recent sign-in, so that a token alone (left in a browser,
+ * a log) cannot strip an account: the password, or a current code of the authenticator app, each
+ * checked in the e-mail's turn and throttled like a login (a wrong code is counted and audited
+ * MFA_FAILED, as in the sign-in's second step). Answers the code's step, for the removal to spend.
  */
-export async function removeTotp(deps: MfaDeps, caller: Caller, body: TotpRemoveBody, address: string) {
+export async function removalProof(deps: MfaDeps, caller: Caller, body: FactorRemoveBody, address: string): Promise<number | undefined> {
+  if (body.password !== undefined) {
+    await confirmPassword(deps, caller, body.password, address);
+    return undefined;
+  }
+  using _turn = await attemptTurn(caller.email);
+  const allowed = await assertLoginAllowed(deps, caller, { address }, (db) => ({ totp: totpRows(db, caller.id) }));
+  const [totp] = allowed.alongside.totp;
+  const step = totp?.confirmedAt ? await stepOf(deps, totp, body.code ?? "") : undefined;
+  if (step !== undefined) return step;
+  await countFailure(deps, allowed, { action: "MFA_FAILED", actor: caller.email, subjectType: "User", subjectId: caller.id, details: { address } }, caller.id);
+  throw new AppError("INVALID_CODE");
+}
+
+/**
+ * TOTP removed, proved by a current code or the password (removalProof). Every session of the
+ * user ends, the caller's too; recovery codes go too when no passkey is left; mailed MFA_DISABLED.
+ */
+export async function removeTotp(deps: MfaDeps, caller: Caller, body: FactorRemoveBody, address: string) {
   requireRecentAuth(caller, deps.now());
   const totp = await totpOf(deps.db, caller.id);
   if (!totp?.confirmedAt) throw new AppError("TOTP_NOT_ENABLED");
-  if (body.password !== undefined) await confirmPassword(deps, caller, body.password, address);
-  else if ((await stepOf(deps, totp, body.code ?? "")) === undefined) throw new AppError("INVALID_CODE");
+  await removalProof(deps, caller, body, address);
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     await deleteTotpStatement(tx, caller.id);

@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import type { Config } from "../../config";
 import type { Reader } from "../../db/database";
 import type { Lang } from "../../i18n";
-import { ACCOUNT_TOKEN_LIFETIMES } from "../../store/account-tokens";
+import { MAILED_SECRET_LIFETIMES } from "../../store/account-tokens";
 import type { ChannelName, NotificationKind, Outcome, OutboxRow } from "../../store/outbox";
 import { greetingOf } from "../../store/users";
 import { renderMail } from "./templates";
@@ -86,7 +86,7 @@ export function mailChannel({ db, smtpUrl, from, publicBase, timeoutMs }: MailOp
     async deliver(row) {
       if (!row.recipient) return "skipped";
       const kind = row.kind as NotificationKind;
-      if (kind in ACCOUNT_TOKEN_LIFETIMES && !row.token) throw new GiveUp("the token expired before the mail could be sent");
+      if (kind in MAILED_SECRET_LIFETIMES && !row.token) throw new GiveUp("the token expired before the mail could be sent");
       const payload = row.payload as Record<string, unknown>;
       const userId = typeof payload.userId === "number" ? payload.userId : undefined;
       const user = userId === undefined ? undefined : await greetingOf(db, userId);

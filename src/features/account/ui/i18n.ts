@@ -111,8 +111,14 @@ const en = {
   "passkeys.renameLabel": "New name for {name}",
   "passkeys.renameOf": "Rename {name}",
   "passkeys.removeOf": "Remove {name}",
+  "passkeys.removeProof": "Password or app code, to remove {name}",
   "passkeys.removed": "Passkey removed.",
   "passkeys.cancelled": "The passkey prompt was closed; nothing changed.",
+
+  "enrolCode.intro": "Your account must have a second factor. To set up the first one, also enter the code sent to your e-mail address (or given by an administrator).",
+  "enrolCode.label": "Code from the e-mail",
+  "enrolCode.resend": "Send a new code",
+  "enrolCode.sent": "A code is on its way to your e-mail address; it works for 10 minutes.",
 
   "apiKeys.title": "API keys",
   "apiKeys.none": "No API key.",
@@ -233,8 +239,14 @@ const zhTW: Record<MessageKey, string> = {
   "passkeys.renameLabel": "{name} 的新名稱",
   "passkeys.renameOf": "重新命名 {name}",
   "passkeys.removeOf": "移除 {name}",
+  "passkeys.removeProof": "輸入密碼或應用程式代碼以移除 {name}",
   "passkeys.removed": "已移除通行金鑰。",
   "passkeys.cancelled": "通行金鑰視窗已關閉，未做任何變更。",
+
+  "enrolCode.intro": "您的帳號必須設定第二步驟驗證。設定第一個時，請一併輸入寄到您 Email 的驗證碼（或由管理員提供）。",
+  "enrolCode.label": "Email 中的驗證碼",
+  "enrolCode.resend": "寄送新的驗證碼",
+  "enrolCode.sent": "驗證碼已寄往您的 Email，10 分鐘內有效。",
 
   "apiKeys.title": "API 金鑰",
   "apiKeys.none": "沒有 API 金鑰。",

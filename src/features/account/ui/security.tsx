@@ -140,6 +140,46 @@ const codesOf = (answer: unknown): string[] =>
 /** Called once a factor is removed: that ended every session of the user, the page's own too. */
 type OnEnded = (done: MessageKey) => void;
 
+/** What removing a factor proves: six digits are a code of the authenticator app, anything else the password. */
+const removalProof = (given: string) => (/^\d{6}$/.test(given.trim()) ? { code: given.trim() } : { password: given });
+
+/**
+ * MFA_REQUIRED_ROLES: an account's first second factor also takes a code sent out of band. Once
+ * the server asks for it (ENROL_CODE_REQUIRED), the code is mailed and `field` asks for it; `body`
+ * adds it to the enrolment's next try, `asking` wraps the enrolment's request to notice the refusal.
+ */
+function useEnrolCode() {
+  const { api, t } = usePage();
+  const [asked, setAsked] = useState(false);
+  const [code, setCode] = useState("");
+  const mail = useAction();
+  const send = () => mail.run(() => api.post("/api/account/mfa/enrol-code"), "enrolCode.sent");
+  const asking = async <T,>(work: () => Promise<T>) => {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof ApiError && error.code === "ENROL_CODE_REQUIRED" && !asked) {
+        setAsked(true);
+        void send();
+      }
+      throw error;
+    }
+  };
+  const field = asked && (
+    <div class="enrol-code">
+      <p>{t("enrolCode.intro")}</p>
+      <Field label={t("enrolCode.label")}>
+        {(id) => <input id={id} name="enrol-code" autocomplete="one-time-code" inputMode="numeric" maxLength={6} value={code} onInput={(e) => setCode(inputValue(e))} />}
+      </Field>
+      <button type="button" onClick={send} disabled={mail.busy}>
+        {t("enrolCode.resend")}
+      </button>
+      <OutcomeText outcome={mail.outcome} />
+    </div>
+  );
+  return { body: () => (asked && code.trim() ? { enrolCode: code.trim() } : {}), asking, field };
+}
+
 function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: OnEnded; changed: number }) {
   const { api, t } = usePage();
   const load = useLoad<MfaStatus>("/api/account/mfa", changed);
@@ -150,11 +190,12 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
   const recovery = useAction();
   const [password, setPassword] = useState("");
   const [codes, setCodes] = useState<string[] | undefined>();
+  const enrolCode = useEnrolCode();
 
   const start = async () => setEnrolment(await action.run(() => api.post<{ secret: string; qrSvg: string }>("/api/account/mfa/totp")));
   const confirm = async (event: Event) => {
     event.preventDefault();
-    const answer = await action.run(() => api.post<unknown>("/api/account/mfa/totp/confirm", { code: code.trim() }), "totp.enabled");
+    const answer = await action.run(() => enrolCode.asking(() => api.post<unknown>("/api/account/mfa/totp/confirm", { code: code.trim(), ...enrolCode.body() })), "totp.enabled");
     if (answer === undefined) return;
     setEnrolment(undefined);
     setCode("");
@@ -163,8 +204,7 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
   };
   const remove = async (event: Event) => {
     event.preventDefault();
-    const given = secret.trim();
-    const done = await action.run(() => api.delete("/api/account/mfa/totp", /^\d{6}$/.test(given) ? { code: given } : { password: secret }).then(() => true));
+    const done = await action.run(() => api.delete("/api/account/mfa/totp", removalProof(secret)).then(() => true));
     if (done) onEnded("totp.removed");
   };
   const regenerate = async (event: Event) => {
@@ -203,6 +243,7 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
                     />
                   )}
                 </Field>
+                {enrolCode.field}
                 <button type="submit" class="primary" disabled={action.busy}>
                   {t("totp.confirm")}
                 </button>{" "}
@@ -288,14 +329,21 @@ interface PasskeyRow {
   lastUsedAt: string | null;
 }
 
-function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy: boolean; onRename(name: string): Promise<void>; onRemove(): void }) {
+/** A passkey's row: renamed in place; removed with the password or a current app code, asked for in place. */
+function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy: boolean; onRename(name: string): Promise<void>; onRemove(proof: string): void }) {
   const { t, lang } = usePage();
   const [editing, setEditing] = useState(false);
+  const [removing, setRemoving] = useState(false);
   const [name, setName] = useState(row.name);
+  const [proof, setProof] = useState("");
   const save = async (event: Event) => {
     event.preventDefault();
     await onRename(name);
     setEditing(false);
+  };
+  const remove = (event: Event) => {
+    event.preventDefault();
+    onRemove(proof);
   };
   return (
     <tr>
@@ -319,15 +367,29 @@ function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy:
       <td>{dateTime(lang, row.createdAt, t("common.never"))}</td>
       <td>{dateTime(lang, row.lastUsedAt, t("common.never"))}</td>
       <td>
-        {!editing && (
-          <>
-            <button type="button" aria-label={t("passkeys.renameOf", { name: row.name })} onClick={() => setEditing(true)}>
-              {t("passkeys.rename")}
-            </button>{" "}
-            <button type="button" aria-label={t("passkeys.removeOf", { name: row.name })} onClick={onRemove} disabled={busy}>
+        {removing ? (
+          <form onSubmit={remove} class="inline" noValidate>
+            <Field label={t("passkeys.removeProof", { name: row.name })}>
+              {(id) => <input id={id} name="code-or-password" type="password" autocomplete="current-password" required value={proof} onInput={(e) => setProof(inputValue(e))} />}
+            </Field>
+            <button type="submit" disabled={busy}>
               {t("common.remove")}
+            </button>{" "}
+            <button type="button" onClick={() => setRemoving(false)}>
+              {t("common.cancel")}
             </button>
-          </>
+          </form>
+        ) : (
+          !editing && (
+            <>
+              <button type="button" aria-label={t("passkeys.renameOf", { name: row.name })} onClick={() => setEditing(true)}>
+                {t("passkeys.rename")}
+              </button>{" "}
+              <button type="button" aria-label={t("passkeys.removeOf", { name: row.name })} onClick={() => setRemoving(true)} disabled={busy}>
+                {t("common.remove")}
+              </button>
+            </>
+          )
         )}
       </td>
     </tr>
@@ -341,12 +403,13 @@ function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded
   const action = useAction();
   const [name, setName] = useState(t("passkeys.defaultName"));
   const [codes, setCodes] = useState<string[] | undefined>();
+  const enrolCode = useEnrolCode();
   const add = async (event: Event) => {
     event.preventDefault();
     const added = await action.run(async () => {
       const { options, rest } = splitOptions<Parameters<typeof startRegistration>[0]["optionsJSON"]>(await api.post<unknown>("/api/account/passkeys/options"));
       const response = await startRegistration({ optionsJSON: options });
-      return api.post<{ recoveryCodes?: string[] }>("/api/account/passkeys", { ...rest, name, response });
+      return enrolCode.asking(() => api.post<{ recoveryCodes?: string[] }>("/api/account/passkeys", { ...rest, name, response, ...enrolCode.body() }));
     }, "passkeys.added");
     load.reload();
     if (!added) return;
@@ -357,8 +420,8 @@ function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded
     await action.run(() => api.patch(`/api/account/passkeys/${encodeURIComponent(id)}`, { name: newName }));
     load.reload();
   };
-  const remove = async (id: string) => {
-    const done = await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`).then(() => true));
+  const remove = async (id: string, proof: string) => {
+    const done = await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`, removalProof(proof)).then(() => true));
     if (done) onEnded("passkeys.removed");
   };
   return (
@@ -380,7 +443,7 @@ function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded
                 </thead>
                 <tbody>
                   {rows.map((row) => (
-                    <PasskeyItem key={row.id} row={row} busy={action.busy} onRename={(n) => rename(row.id, n)} onRemove={() => remove(row.id)} />
+                    <PasskeyItem key={row.id} row={row} busy={action.busy} onRename={(n) => rename(row.id, n)} onRemove={(proof) => remove(row.id, proof)} />
                   ))}
                 </tbody>
               </table>
@@ -389,6 +452,7 @@ function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded
               <Field label={t("passkeys.newName")}>
                 {(id) => <input id={id} name="passkey-name" required maxLength={100} value={name} onInput={(e) => setName(inputValue(e))} />}
               </Field>
+              {enrolCode.field}
               <button type="submit" class="primary" disabled={action.busy}>
                 {t("passkeys.add")}
               </button>

@@ -15,7 +15,7 @@ export interface MailInput {
   name: string;
   /** The row's payload (order id, amounts, payment id…). */
   payload: Record<string, unknown>;
-  /** The raw verify/reset token, for the kinds that carry one. */
+  /** The raw verify/reset token, or the code, for the kinds that carry one. */
   token?: string;
   /** PUBLIC_URL + BASE_PATH, when configured: links point there; without it the mail gives the token. */
   publicBase?: string;
@@ -27,7 +27,10 @@ export interface Mail {
   html: string;
 }
 
-/** A link carries the mail's token, unless `open` (a page that needs none, e.g. /account/security). */
+/**
+ * A link carries the mail's token, unless `open` (a page that needs none, e.g. /account/security);
+ * without PUBLIC_URL, or without a link, the mail gives the token after `codeLabel`.
+ */
 type Texts = { subject: string; paragraphs: string[]; link?: { label: string; path: string; open?: boolean }; codeLabel?: string };
 type Values = {
   name: string;
@@ -269,6 +272,26 @@ const TEMPLATES: Record<NotificationKind, Template> = {
       link: { label: "檢視帳號安全性", path: "/account/security", open: true },
     }),
   },
+  MFA_ENROL_CODE: {
+    en: (v) => ({
+      subject: "Your code to set up two-step sign-in",
+      paragraphs: [
+        hello.en(v),
+        "Your account must have a second factor. To set up the first one (an authenticator app or a passkey) on your account's security page, enter the code below. It works once and expires in 10 minutes.",
+        "If you did not ask for it, someone who knows your password is trying to set one up: change your password now and tell your administrator.",
+      ],
+      codeLabel: "Your code",
+    }),
+    "zh-TW": (v) => ({
+      subject: "設定兩步驟登入的驗證碼",
+      paragraphs: [
+        hello["zh-TW"](v),
+        "您的帳號必須設定第二步驟驗證。在帳號的安全性頁面設定第一個（驗證器 App 或通行金鑰）時，請輸入下方的驗證碼。驗證碼只能使用一次，10 分鐘後失效。",
+        "如果不是您本人索取，代表知道您密碼的人正嘗試設定：請立即變更密碼並通知管理員。",
+      ],
+      codeLabel: "您的驗證碼",
+    }),
+  },
   RECOVERY_CODE_USED: {
     en: (v) => ({
       subject: "A recovery code was used",
@@ -332,9 +355,10 @@ export function renderMail(input: MailInput): Mail {
   let link: { label: string; url: string } | undefined;
   if (texts.link?.open) {
     if (input.publicBase) link = { label: texts.link.label, url: `${input.publicBase}${texts.link.path}` };
-  } else if (texts.link && input.token) {
-    if (input.publicBase) link = { label: texts.link.label, url: `${input.publicBase}${texts.link.path}?token=${encodeURIComponent(input.token)}` };
-    else paragraphs.push(`${texts.codeLabel}: ${input.token}`);
+  } else if (texts.link && input.token && input.publicBase) {
+    link = { label: texts.link.label, url: `${input.publicBase}${texts.link.path}?token=${encodeURIComponent(input.token)}` };
+  } else if (texts.codeLabel && input.token) {
+    paragraphs.push(`${texts.codeLabel}: ${input.token}`);
   }
   const textBody = [...paragraphs, ...(link ? [`${link.label}: ${link.url}`] : []), "", "— usersvc"].join("\n\n");
   const htmlBody = [
