@@ -429,4 +429,23 @@ describe("old clients", () => {
     expect(await statusOf(refreshed.body.data.token)).toBe(200);
     expect(await statusOf(laptop.token)).toBe(200);
   });
+
+  // Issue 40 item 0: the sessions work answered 400 "refreshToken: must not be blank" to these.
+  test("a bearer with a body that names no refreshToken (none, {}, {token}, an empty JSON body) is the bearer-only refresh; a bad bearer is 401", async () => {
+    const { laptop } = await twoDevices();
+    const json = { "content-type": "application/json" };
+    const shapes: [string, RequestInit["body"] | undefined, Record<string, string>][] = [
+      ["no body", undefined, {}],
+      ["{}", "{}", json],
+      ['{"token": …}', JSON.stringify({ token: laptop.token }), json],
+      ["an empty JSON body", "", json],
+    ];
+    for (const [shape, raw, headers] of shapes) {
+      const good = await t.request("POST", "/api/auth/refresh", { token: laptop.token, raw, headers });
+      expect({ shape, status: good.status, sid: good.status === 200 && decodeJwt(good.body.data.token).sid }).toEqual({ shape, status: 200, sid: laptop.sid });
+      expect(good.body.data.refreshToken).toBeUndefined();
+      const bad = await t.request("POST", "/api/auth/refresh", { token: `${laptop.token.slice(0, -2)}xx`, raw, headers });
+      expect({ shape, status: bad.status, code: bad.body.errorCode }).toEqual({ shape, status: 401, code: "UNAUTHORIZED" });
+    }
+  });
 });

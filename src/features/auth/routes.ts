@@ -161,7 +161,8 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "A new pair for {refreshToken}, or a fresh token for the bearer",
-          description: "A spent refresh token answers once more within REFRESH_REUSE_GRACE_S; later it ends its session.",
+          description:
+            "A body naming refreshToken rotates it: a spent one answers once more within REFRESH_REUSE_GRACE_S; later it ends its session. Any other body (none, {}, the old clients' {token}) refreshes the bearer instead.",
           security: [{ bearerAuth: [] }, {}],
         },
       },
