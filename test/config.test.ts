@@ -133,7 +133,12 @@ describe("loadConfig", () => {
       tokenKeyRotationDays: 30,
       tokenAudience: undefined,
     });
-    expect(loadConfig({ ACCESS_TOKEN_TTL: "900", SESSION_MAX_AGE: "2d", SESSION_IDLE_TIMEOUT: "12h", SESSION_MAX_PER_USER: "3", REFRESH_REUSE_GRACE_S: "0", LEGACY_BEARER_REFRESH: "OFF" }, 4)).toMatchObject({
+    expect(
+      loadConfig(
+        { ACCESS_TOKEN_TTL: "900", SESSION_MAX_AGE: "2d", SESSION_IDLE_TIMEOUT: "12h", SESSION_MAX_PER_USER: "3", REFRESH_REUSE_GRACE_S: "0", LEGACY_BEARER_REFRESH: "OFF" },
+        4,
+      ),
+    ).toMatchObject({
       accessTokenTtlS: 900,
       sessionMaxAgeMs: 2 * 86_400_000,
       sessionIdleTimeoutMs: 12 * 3_600_000,

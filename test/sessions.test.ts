@@ -286,7 +286,12 @@ describe("refresh rotation", () => {
       .set({ lastSeenAt: new Date(clock) })
       .where(eq(sessions.id, laptop.sid));
     // An access token of the session issued now, as the bearer-only refreshes along the way would have left it.
-    const current = await t.tokens.issue(user.email, 0, user.id, { sid: laptop.sid, notAfter: (signedIn.auth_time as number) + 30 * 86_400, authTime: signedIn.auth_time as number, amr: ["pwd"] });
+    const current = await t.tokens.issue(user.email, 0, user.id, {
+      sid: laptop.sid,
+      notAfter: (signedIn.auth_time as number) + 30 * 86_400,
+      authTime: signedIn.auth_time as number,
+      amr: ["pwd"],
+    });
     const renewed = await t.request("POST", "/api/auth/refresh", { token: current });
     expect(renewed.status).toBe(200);
     expect(decodeJwt(renewed.body.data.token).sid).toBe(laptop.sid);
