@@ -13,6 +13,7 @@ import type { RouteTable } from "./http/route-table";
 import { peekRequestState } from "./http/request-state";
 import { requestPath, requestQuery } from "./http/request-url";
 import { classifyDatabaseError, integrityKind, isUnavailable } from "./db/errors";
+import { redactUrl } from "./logging/redact-url";
 
 /** Database failures are classified in src/db/errors.ts, for every driver. */
 export { integrityKind };
@@ -102,7 +103,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes, now }: ErrorsPlu
         logger.warn({ err: error }, `database ${classifyDatabaseError(error)}`);
         return replyCode("SERVICE_UNAVAILABLE", { "retry-after": "1" });
       }
-      logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
+      logger.error({ err: error, method: request.method, url: redactUrl(request.url) }, "unhandled error");
       return replyCode("INTERNAL_ERROR");
     };
     try {
