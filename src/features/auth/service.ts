@@ -88,6 +88,8 @@ export async function login(deps: SessionDeps & ChallengeDeps, input: LoginBody,
  * stretched over the session's life by it.
  */
 export async function refresh(deps: SessionDeps, caller: Caller): Promise<TokenResponse> {
+  // A key's caller has no sign-in to renew: signing a token for it would lift the key's scopes.
+  if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
   const { session } = caller;
   if (!session) return tokenAnswer(deps, caller, findUser(deps.db, caller.id));
   if (!deps.config.legacyBearerRefresh) throw unauthorized();
