@@ -5,7 +5,7 @@
 import { Elysia, type AnyElysia } from "elysia";
 import type { AppContext, AppDeps } from "./context";
 import { successOn } from "./envelope";
-import { errorsPlugin } from "./errors";
+import { errorsPlugin, escapedErrorAnswer } from "./errors";
 import { authPlugin, createAuthenticator } from "./security/guard";
 import { createSessionActivity } from "./security/session-activity";
 import { apiKeyBoundary, createKeyActivity, createKeyRateLimit } from "./security/api-keys";
@@ -35,7 +35,7 @@ import { bodyParser } from "./http/body-parser";
 import { refinements } from "./http/refinements";
 import { compression } from "./http/compression";
 import { cors } from "./http/cors";
-import { securityHeadersPlugin } from "./http/security-headers";
+import { securityHeaders, securityHeadersPlugin } from "./http/security-headers";
 import { noStore } from "./http/cache-control";
 import { requestContext } from "./http/request-context";
 import { routeTable } from "./http/route-table";
@@ -97,7 +97,12 @@ export function createApp(deps: AppDeps) {
       // other body unread (415); the upload stream stops at MAX_UPLOAD_BYTES.
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       idleTimeout: 20,
+      error: escapedErrorAnswer(deps.logging.get("http"), now, securityHeaders({ hstsMaxAge: config.hstsMaxAge })),
     },
+    // Routing reads the path after "http://" and the host, whatever the host's length: Elysia's
+    // default skips 11 characters first, so with `Host: a` it routed "/xx/api/auth/refresh" to
+    // /api/auth/refresh while every check read the real path (http/request-url.ts reads it the same way).
+    handler: { standardHostname: false },
   })
     .use(
       errorsPlugin({

@@ -24,6 +24,7 @@ import { usersErrors, usersTexts } from "./features/users/errors";
 /** Codes any feature (or the HTTP plumbing) answers. */
 const serviceErrors = defineErrors({
   ACCESS_DENIED: { status: 403, en: "You do not have permission to perform this operation", "zh-TW": "沒有權限執行此操作" },
+  INVALID_HOST: { status: 400, en: "The request's Host header is missing or is not a valid host", "zh-TW": "請求的 Host 標頭缺少或不是有效的主機" },
   UNAUTHORIZED: { status: 401, en: "Authentication is required to access this resource", "zh-TW": "需要登入才能存取此資源" },
   REAUTHENTICATION_REQUIRED: { status: 403, en: "Sign in again to do this: it needs a sign-in within the last 10 minutes", "zh-TW": "此操作需要在 10 分鐘內重新登入" },
   NOT_FOUND: { status: 404, en: "No resource at this path", "zh-TW": "找不到此路徑的資源" },

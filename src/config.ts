@@ -99,6 +99,8 @@ export interface Config {
   readonly oauthServer: boolean;
   readonly oauthAccessTokenTtlS: number;
   readonly oauthDynamicRegistration: boolean;
+  /** Whether a session token refreshes by the bearer alone (the old clients' refresh); never once its session has used its refresh token. */
+  readonly legacyBearerRefresh: boolean;
   /** API keys one user may hold. */
   readonly apiKeyMaxPerUser: number;
   /** Requests a minute one API key may make, counted per instance (429 beyond). */
@@ -404,6 +406,7 @@ function accountSettings(r: SettingsReader) {
     sessionIdleTimeoutMs: r.duration("SESSION_IDLE_TIMEOUT", 60_000, 3650 * 86_400_000) ?? 7 * 86_400_000,
     sessionMaxPerUser: r.integer("SESSION_MAX_PER_USER", 50, 1, 10_000),
     refreshReuseGraceS: r.integer("REFRESH_REUSE_GRACE_S", 10, 0, 3600),
+    legacyBearerRefresh: r.oneOf("LEGACY_BEARER_REFRESH", ["on", "off"] as const, "on") === "on",
     apiKeyMaxPerUser: r.integer("API_KEY_MAX_PER_USER", 20, 1, 1000),
     apiKeyRateLimit: r.integer("API_KEY_RATE_LIMIT", 600, 1, 1_000_000_000),
     tokenSigning: SIGNING_ALGS[r.oneOf("TOKEN_SIGNING", ["hs512", "eddsa", "es256"] as const, "hs512")],

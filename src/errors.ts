@@ -11,7 +11,9 @@ import { languageOf, type Lang, type TextParams } from "./i18n";
 import { parameterViolationsOf, violationsOf, Violations, type Violation } from "./validation";
 import type { RouteTable } from "./http/route-table";
 import { peekRequestState } from "./http/request-state";
+import { requestPath, requestQuery } from "./http/request-url";
 import { classifyDatabaseError, integrityKind, isUnavailable } from "./db/errors";
+import { redactUrl } from "./logging/redact-url";
 
 /** Database failures are classified in src/db/errors.ts, for every driver. */
 export { integrityKind };
@@ -69,7 +71,7 @@ function queryOf(url: string): Record<string, string | string[]> {
   // No prototype: a parameter named "constructor" or "__proto__" is just a name (it found
   // Object.prototype's and failed to clone it, a 500).
   const out: Record<string, string | string[]> = Object.create(null);
-  for (const [key, value] of new URL(url).searchParams) {
+  for (const [key, value] of new URLSearchParams(requestQuery(url))) {
     const seen = out[key];
     out[key] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
   }
@@ -101,7 +103,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes, now }: ErrorsPlu
         logger.warn({ err: error }, `database ${classifyDatabaseError(error)}`);
         return replyCode("SERVICE_UNAVAILABLE", { "retry-after": "1" });
       }
-      logger.error({ err: error, method: request.method, url: request.url }, "unhandled error");
+      logger.error({ err: error, method: request.method, url: redactUrl(request.url) }, "unhandled error");
       return replyCode("INTERNAL_ERROR");
     };
     try {
@@ -146,7 +148,7 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes, now }: ErrorsPlu
         if (!(await isAuthenticated(request))) {
           return replyCode("UNAUTHORIZED", { "www-authenticate": "Bearer" });
         }
-        const methods = routes.methodsFor(new URL(request.url).pathname);
+        const methods = routes.methodsFor(requestPath(request.url));
         if (methods.length > 0 && !methods.includes(request.method)) {
           return replyCode("METHOD_NOT_ALLOWED", { allow: methods.join(", ") });
         }
@@ -155,3 +157,13 @@ export const errorsPlugin = ({ logger, isAuthenticated, routes, now }: ErrorsPlu
       return unexpected(error);
     }
   });
+
+/**
+ * The answer to what escapes the app's own handling (a failure around it, as in tracing's wrapper):
+ * logged, then the 500 envelope with every answer's default headers, so no answer is ever Bun's own
+ * error page (outside production, HTML with stack frames and the working directory). Bun.serve's `error`.
+ */
+export const escapedErrorAnswer = (logger: Logger, now: () => number, headers: Readonly<Record<string, string>>) => (error: Error) => {
+  logger.error({ err: error }, "unhandled error around the app");
+  return Response.json(failure(now(), messageOf("INTERNAL_ERROR", "en"), "INTERNAL_ERROR"), { status: 500, headers });
+};

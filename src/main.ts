@@ -21,6 +21,7 @@ import { resolveDataEncryptionKey, resolveJwtSecret } from "./security/kept-secr
 import { configuredTokens } from "./security/bearer-tokens";
 import { UnknownKeyError, type Keyring } from "./security/signing-keys";
 import { createLogging, logStream } from "./logging/logger";
+import { redactUrl } from "./logging/redact-url";
 import { normalizeEmail, tokenHolder } from "./store/users";
 import { createMetrics } from "./metrics";
 import { startOutboxSender } from "./features/notifications/sender";
@@ -342,7 +343,7 @@ async function serve(config: Config) {
   if (!child) {
     await announceSetupLink(config, database, logger, app.server?.port ?? config.port, now);
     logger.info(
-      { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redact(config.databaseUrl), workers: config.workers, version: VERSION.version },
+      { port: app.server?.port, host: config.host, basePath: config.basePath || "/", database: redactUrl(config.databaseUrl), workers: config.workers, version: VERSION.version },
       "usersvc listening",
     );
   }
@@ -370,8 +371,6 @@ async function rotateCommand(keyring: Keyring, revoke: string | undefined) {
   });
   return `${rotated.revoked ? `revoked ${rotated.revoked}; ` : ""}key ${rotated.kid} signs from ${new Date(rotated.signsFrom).toISOString()}`;
 }
-
-const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//***@");
 
 /** The commands other than serve have no app, so their clock is the system's: each passes `Date.now` explicitly. */
 async function main(argv: string[]): Promise<number> {

@@ -71,6 +71,10 @@ export const SETTINGS = {
   SESSION_MAX_AGE: setting("30d", "a session's absolute lifetime (seconds, or with s/m/h/d)"),
   SESSION_IDLE_TIMEOUT: setting("7d", "how long a session lives without a request or refresh (seconds, or with s/m/h/d)"),
   SESSION_MAX_PER_USER: setting("50", "open sessions per user; a new sign-in ends the least recently used"),
+  LEGACY_BEARER_REFRESH: setting(
+    "on",
+    "`off` refuses (401) `POST /api/auth/refresh` by the bearer alone for a session token; set it `off` once no old client (one that never sends `refreshToken`) remains. Either way a session that has used its refresh token refuses the bearer-only refresh",
+  ),
   REFRESH_REUSE_GRACE_S: setting("10", "seconds a rotated refresh token is accepted once more (answering a sibling); replayed later, it ends its session"),
   TOKEN_SIGNING: setting(
     "HS512",

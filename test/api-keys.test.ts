@@ -22,8 +22,8 @@ const NO_SCOPE: Failure = { message: "The API key lacks the scope this route nee
 
 let t: TestApp;
 let routeWalk: Awaited<ReturnType<typeof prepareRouteWalk>>;
-/** Keys of the walk's ADMIN: `all` holds every scope, `allBut[scope]` every scope but that one. */
-const adminKeys: { all: string; allBut: Record<string, string> } = { all: "", allBut: {} };
+/** Keys of the walk's ADMIN: `all` holds every scope, `allBut[scope]` every scope but that one, `only[scope]` that one alone. */
+const adminKeys: { all: string; allBut: Record<string, string>; only: Record<string, string> } = { all: "", allBut: {}, only: {} };
 /** A USER with every scope, and their signed-in token. */
 let user: { id: number; email: string; token: string; key: string };
 let other: { id: number; email: string; token: string };
@@ -53,6 +53,7 @@ beforeAll(async () => {
       )
     ).key;
   }
+  for (const scope of SCOPES) adminKeys.only[scope] = (await createKey(adminToken, [scope])).key;
   const created = await t.createUser({ password: PASSWORD });
   const token = await signIn(created.email);
   user = { ...created, token, key: (await createKey(token, SCOPES)).key };
@@ -211,6 +212,64 @@ describe("the scope table", () => {
       }
     } finally {
       await app.close();
+    }
+  });
+});
+
+/** The walk's request for `route` with `key`, as the app gets it: `host` as the Host header and, when given, `url` as Bun's request URL. */
+function sampleRequest(route: string, key: string | undefined, { host, url }: { host?: string; url?: string } = {}): Request {
+  const sample = routeWalk.samples[route];
+  const headers: Record<string, string> = {};
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (host) headers.host = host;
+  let body: RequestInit["body"] = sample.raw;
+  if (sample.body !== undefined) {
+    body = JSON.stringify(typeof sample.body === "function" ? sample.body() : sample.body);
+    headers["content-type"] = "application/json";
+  }
+  const request = new Request(`http://localhost${sample.path}`, { method: route.slice(0, route.indexOf(" ")), headers, body });
+  if (url !== undefined) Object.defineProperty(request, "url", { value: url });
+  return request;
+}
+
+/** An answer's status and errorCode, read whole. */
+async function verdictOf(response: Response) {
+  const text = await response.text();
+  return { status: response.status, code: (text.startsWith("{") ? JSON.parse(text).errorCode : undefined) as string | undefined };
+}
+
+// Issue 40 item 1: with `Host: a/b` Bun's request URL is a bare path, and the boundary read "/auth/refresh" for
+// "/api/auth/refresh": a products:read key of an ADMIN refreshed into an unrestricted token.
+describe("a key reaches its own scopes and nothing else, whatever the Host header", () => {
+  test("with `Host: a/b` (Bun's URL then a bare path) every route answers 400 INVALID_HOST to a key of every scope", async () => {
+    for (const scope of SCOPES) {
+      for (const route of t.app.routes.map((r) => `${r.method} ${r.path}`)) {
+        const answer = await verdictOf(await t.app.handle(sampleRequest(route, adminKeys.only[scope], { host: "a/b", url: routeWalk.samples[route].path })));
+        expect({ route, scope, ...answer }).toEqual({ route, scope, status: 400, code: "INVALID_HOST" });
+      }
+    }
+  });
+
+  test("with a good Host a key of one scope gets a refusal on every route outside its scope, or an anonymous caller's answer", async () => {
+    for (const scope of SCOPES) {
+      const own = new Set(SCOPE_TABLE.filter(([, needs]) => needs === scope).map(([route]) => route));
+      for (const route of t.app.routes.map((r) => `${r.method} ${r.path}`)) {
+        if (own.has(route)) continue; // answered (the scope table above)
+        const answer = await verdictOf(await t.app.handle(sampleRequest(route, adminKeys.only[scope])));
+        if (answer.status === 403 && (answer.code === "API_KEY_NOT_ALLOWED" || answer.code === "INSUFFICIENT_SCOPE")) continue;
+        // Anything else only where no caller is needed: a page, a document, health (GETs: sending one changes nothing).
+        expect({ route, scope, method: route.split(" ")[0] }).toEqual({ route, scope, method: "GET" });
+        const anonymous = await verdictOf(await t.app.handle(sampleRequest(route, undefined)));
+        expect({ route, scope, ...answer }).toEqual({ route, scope, ...anonymous });
+      }
+    }
+  });
+
+  test("a short Host (`Host: a`) routes no key past the boundary: /xx/api/auth/refresh and /xx/actuator/prometheus are no routes", async () => {
+    for (const path of ["/xx/api/auth/refresh", "/xx/actuator/prometheus"]) {
+      const method = path.endsWith("refresh") ? "POST" : "GET";
+      const answer = await verdictOf(await t.app.handle(new Request(`http://a${path}`, { method, headers: { authorization: `Bearer ${adminKeys.only["products:read"]}` } })));
+      expect({ path, ...answer }).toEqual({ path, status: 404, code: "NOT_FOUND" });
     }
   });
 });

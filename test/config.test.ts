@@ -128,16 +128,23 @@ describe("loadConfig", () => {
       sessionIdleTimeoutMs: 7 * 86_400_000,
       sessionMaxPerUser: 50,
       refreshReuseGraceS: 10,
+      legacyBearerRefresh: true,
       tokenSigning: "HS512",
       tokenKeyRotationDays: 30,
       tokenAudience: undefined,
     });
-    expect(loadConfig({ ACCESS_TOKEN_TTL: "900", SESSION_MAX_AGE: "2d", SESSION_IDLE_TIMEOUT: "12h", SESSION_MAX_PER_USER: "3", REFRESH_REUSE_GRACE_S: "0" }, 4)).toMatchObject({
+    expect(
+      loadConfig(
+        { ACCESS_TOKEN_TTL: "900", SESSION_MAX_AGE: "2d", SESSION_IDLE_TIMEOUT: "12h", SESSION_MAX_PER_USER: "3", REFRESH_REUSE_GRACE_S: "0", LEGACY_BEARER_REFRESH: "OFF" },
+        4,
+      ),
+    ).toMatchObject({
       accessTokenTtlS: 900,
       sessionMaxAgeMs: 2 * 86_400_000,
       sessionIdleTimeoutMs: 12 * 3_600_000,
       sessionMaxPerUser: 3,
       refreshReuseGraceS: 0,
+      legacyBearerRefresh: false,
     });
     expect(loadConfig({ TOKEN_SIGNING: "EdDSA", TOKEN_KEY_ROTATION_DAYS: "7", TOKEN_AUDIENCE: "api.example.com" }, 4)).toMatchObject({
       tokenSigning: "EdDSA",
@@ -235,6 +242,7 @@ describe("loadConfig", () => {
     ["API_KEY_MAX_PER_USER", "0"],
     ["API_KEY_RATE_LIMIT", "many"],
     ["REFRESH_REUSE_GRACE_S", "-1"],
+    ["LEGACY_BEARER_REFRESH", "maybe"],
     ["TOKEN_SIGNING", "RS256"],
     ["TOKEN_KEY_ROTATION_DAYS", "0"],
     ["RP_ID", "https://id.example.com"],

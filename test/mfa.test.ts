@@ -620,6 +620,33 @@ describe("policy and ADMIN", () => {
     }
   });
 
+  // Issue 40 item 5: /actuator/prometheus and the detailed health read their bearer themselves and answered 200.
+  test("MFA_REQUIRED_ROLES=ADMIN: a password-only ADMIN gets 403 MFA_ENROLMENT_REQUIRED on every route that needs a caller, metrics and detailed health included", async () => {
+    const app = await makeTestApp({ PUBLIC_URL: ORIGIN, MFA_REQUIRED_ROLES: "ADMIN" }, { now: () => clock });
+    try {
+      const admin = await signedIn(app, ["USER", "ADMIN"]);
+      const send = async (method: string, path: string, token?: string) => {
+        const response = await app.app.handle(new Request(`http://localhost${path}`, { method, headers: token ? { authorization: `Bearer ${token}` } : {} }));
+        const text = await response.text();
+        return { status: response.status, code: text.startsWith("{") ? (JSON.parse(text).errorCode as string | undefined) : undefined };
+      };
+      const enrolment = ["/api/auth/", "/api/account/mfa", "/api/account/passkeys", "/api/account/sessions"];
+      const checked: string[] = [];
+      for (const { method, path: template } of app.app.routes) {
+        const path = template.replace(/:[^/]+/g, "1");
+        if (enrolment.some((allowed) => path.startsWith(allowed))) continue;
+        const anonymous = await send(method, path);
+        // An open route (a page, a document, a probe) answers as it would anonymously, but for health's details.
+        const expected = anonymous.status === 401 || template === "/actuator/health" ? { status: 403, code: "MFA_ENROLMENT_REQUIRED" } : anonymous;
+        expect({ route: `${method} ${template}`, ...(await send(method, path, admin.token)) }).toEqual({ route: `${method} ${template}`, ...expected });
+        checked.push(`${method} ${template}`);
+      }
+      expect(checked).toEqual(expect.arrayContaining(["GET /actuator/prometheus", "GET /actuator/health", "GET /api/users", "GET /api/audit"]));
+    } finally {
+      await app.close();
+    }
+  });
+
   test("MFA_REQUIRED_ROLES holds sign-ins, not an operator's sid-less token (as `usersvc token` issues it): that reaches every route", async () => {
     const app = await makeTestApp({ PUBLIC_URL: ORIGIN, MFA_REQUIRED_ROLES: "ADMIN" }, { now: () => clock });
     try {

@@ -221,21 +221,25 @@ describe("refresh rotation", () => {
     expect((await refreshWith(next.refreshToken)).status).toBe(200);
   });
 
-  test("auth_time is the sign-in's instant and stays it through both refreshes and a password change, while iat moves on", async () => {
+  test("auth_time and amr are the sign-in's and stay so through both refreshes and a password change, while iat moves on", async () => {
     const { laptop } = await twoDevices();
     const signedIn = decodeJwt(laptop.token);
     expect(signedIn.auth_time).toBe(signedIn.iat);
     clock += 120_000;
-    const rotated = (await refreshWith(laptop.refreshToken)).body.data;
+    // The bearer-only refresh first: once the session has rotated its refresh token, it refuses the bearer.
+    const bearer = (await t.request("POST", "/api/auth/refresh", { token: laptop.token })).body.data;
     clock += 60_000;
-    const bearer = (await t.request("POST", "/api/auth/refresh", { token: rotated.token })).body.data;
+    const rotated = (await refreshWith(laptop.refreshToken)).body.data;
     const changed = await t.request("POST", "/api/auth/change-password", {
-      token: bearer.token,
+      token: rotated.token,
       body: { currentPassword: PASSWORD, newPassword: "Passw0rd!9", confirmNewPassword: "Passw0rd!9" },
     });
     expect(changed.status).toBe(200);
-    for (const token of [rotated.token, bearer.token, changed.body.data.token]) expect(decodeJwt(token).auth_time).toBe(signedIn.auth_time);
-    expect(decodeJwt(bearer.token).iat).toBe((signedIn.iat as number) + 180);
+    for (const token of [bearer.token, rotated.token, changed.body.data.token]) {
+      expect(decodeJwt(token)).toMatchObject({ auth_time: signedIn.auth_time, amr: ["pwd"] });
+    }
+    expect(decodeJwt(bearer.token).iat).toBe((signedIn.iat as number) + 120);
+    expect(decodeJwt(rotated.token).iat).toBe((signedIn.iat as number) + 180);
   });
 
   test("the old refresh token replayed after the grace ends the session: the access token and the new refresh token are refused (audited)", async () => {
@@ -273,14 +277,22 @@ describe("refresh rotation", () => {
   });
 
   test("a bearer-only refresh stays in its session and never outlives it", async () => {
-    const { laptop } = await twoDevices();
+    const { user, laptop } = await twoDevices();
+    const signedIn = decodeJwt(laptop.token);
     clock += 30 * DAY - 3600_000;
     // Seen meanwhile, so not idle: only the absolute end is near.
     await t.db
       .update(sessions)
       .set({ lastSeenAt: new Date(clock) })
       .where(eq(sessions.id, laptop.sid));
-    const renewed = await t.request("POST", "/api/auth/refresh", { token: (await refreshWith(laptop.refreshToken)).body.data.token });
+    // An access token of the session issued now, as the bearer-only refreshes along the way would have left it.
+    const current = await t.tokens.issue(user.email, 0, user.id, {
+      sid: laptop.sid,
+      notAfter: (signedIn.auth_time as number) + 30 * 86_400,
+      authTime: signedIn.auth_time as number,
+      amr: ["pwd"],
+    });
+    const renewed = await t.request("POST", "/api/auth/refresh", { token: current });
     expect(renewed.status).toBe(200);
     expect(decodeJwt(renewed.body.data.token).sid).toBe(laptop.sid);
     expect(renewed.body.data.expiresIn).toBeLessThanOrEqual(3600);
@@ -293,6 +305,43 @@ describe("refresh rotation", () => {
     expect((await t.request("POST", "/api/auth/refresh")).status).toBe(401);
     expect((await refreshWith("not-a-refresh-token")).status).toBe(401);
     expect((await t.request("POST", "/api/auth/refresh", { body: { refreshToken: "" } })).status).toBe(400);
+  });
+});
+
+// Issue 40 item 8: a stolen access token must not be stretched over the session's life by the bearer-only refresh.
+describe("the bearer-only refresh (LEGACY_BEARER_REFRESH)", () => {
+  const bearerRefresh = (token: string, app: TestApp = t) => app.request("POST", "/api/auth/refresh", { token });
+
+  test("a session that has once used its refresh token refuses the bearer-only refresh (its tokens old and new); another session still has it", async () => {
+    const { laptop, phone } = await twoDevices();
+    const rotated = (await refreshWith(laptop.refreshToken)).body.data;
+    expect([(await bearerRefresh(laptop.token)).status, (await bearerRefresh(rotated.token)).status]).toEqual([401, 401]);
+    expect(await statusOf(rotated.token)).toBe(200);
+    expect((await refreshWith(rotated.refreshToken)).status).toBe(200);
+    expect((await bearerRefresh(phone.token)).status).toBe(200);
+  });
+
+  test("a rotated session still refuses it after its own password change hands it a new pair", async () => {
+    const { laptop } = await twoDevices();
+    const rotated = (await refreshWith(laptop.refreshToken)).body.data;
+    const body = { currentPassword: PASSWORD, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" };
+    const changed = (await t.request("POST", "/api/auth/change-password", { token: rotated.token, body })).body.data;
+    expect((await bearerRefresh(changed.token)).status).toBe(401);
+    expect((await refreshWith(changed.refreshToken)).status).toBe(200);
+  });
+
+  test("off: a session token's bearer-only refresh is refused; a sid-less token's and the rotating refresh answer as before", async () => {
+    const app = await makeTestApp({ LEGACY_BEARER_REFRESH: "off" });
+    try {
+      const user = await app.createUser({ password: PASSWORD });
+      const pair = await login(user.email, CHROME_LINUX, app);
+      const refused = await bearerRefresh(pair.token, app);
+      expect({ status: refused.status, code: refused.body.errorCode }).toEqual({ status: 401, code: "UNAUTHORIZED" });
+      expect((await bearerRefresh(user.token, app)).status).toBe(200);
+      expect((await refreshWith(pair.refreshToken, app)).status).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 });
 
@@ -428,5 +477,24 @@ describe("old clients", () => {
     expect(refreshed.body.data.expiresIn).toBe(18000);
     expect(await statusOf(refreshed.body.data.token)).toBe(200);
     expect(await statusOf(laptop.token)).toBe(200);
+  });
+
+  // Issue 40 item 0: the sessions work answered 400 "refreshToken: must not be blank" to these.
+  test("a bearer with a body that names no refreshToken (none, {}, {token}, an empty JSON body) is the bearer-only refresh; a bad bearer is 401", async () => {
+    const { laptop } = await twoDevices();
+    const json = { "content-type": "application/json" };
+    const shapes: [string, RequestInit["body"] | undefined, Record<string, string>][] = [
+      ["no body", undefined, {}],
+      ["{}", "{}", json],
+      ['{"token": …}', JSON.stringify({ token: laptop.token }), json],
+      ["an empty JSON body", "", json],
+    ];
+    for (const [shape, raw, headers] of shapes) {
+      const good = await t.request("POST", "/api/auth/refresh", { token: laptop.token, raw, headers });
+      expect({ shape, status: good.status, sid: good.status === 200 && decodeJwt(good.body.data.token).sid }).toEqual({ shape, status: 200, sid: laptop.sid });
+      expect(good.body.data.refreshToken).toBeUndefined();
+      const bad = await t.request("POST", "/api/auth/refresh", { token: `${laptop.token.slice(0, -2)}xx`, raw, headers });
+      expect({ shape, status: bad.status, code: bad.body.errorCode }).toEqual({ shape, status: 401, code: "UNAUTHORIZED" });
+    }
   });
 });

@@ -12,21 +12,14 @@
  */
 import { Elysia } from "elysia";
 import { authorizationOf } from "./authorization";
+import { requestPath } from "./request-url";
 
 /** The routes whose answer is a bearer token, asked for without one (login) or with one. */
 const TOKEN_ROUTES = ["/api/auth/login", "/api/auth/refresh"];
 
-/** The path of an absolute request URL, without its query, with no URL object built. */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start === -1) return "/";
-  const query = url.indexOf("?", start);
-  return query === -1 ? url.slice(start) : url.slice(start, query);
-}
-
 export const noStore = (basePath: string) => {
   const tokenRoutes = new Set(TOKEN_ROUTES.map((route) => basePath + route));
   return new Elysia({ name: "no-store" }).onRequest(({ request, set }) => {
-    if (authorizationOf(request) !== null || (request.method === "POST" && tokenRoutes.has(pathOf(request.url)))) set.headers["cache-control"] = "no-store";
+    if (authorizationOf(request) !== null || (request.method === "POST" && tokenRoutes.has(requestPath(request.url)))) set.headers["cache-control"] = "no-store";
   });
 };

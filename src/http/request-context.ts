@@ -1,6 +1,7 @@
 /**
  * Per-request plumbing for every route: X-Request-Id (the client's, or a new one) on every
- * answer, one structured log line per request, and the http_server_requests histogram
+ * answer, 400 INVALID_HOST for a Host header that is not a host (http/request-url.ts), before any
+ * route, one structured log line per request, and the http_server_requests histogram
  * labelled by route template (never the raw path, so cardinality stays bounded).
  *
  * Every request pays these two hooks, so they do the least they can (CPU profile of
@@ -14,6 +15,8 @@ import type { Logger } from "pino";
 import type { Lifecycle } from "../context";
 import type { Metrics } from "../metrics";
 import type { Tracing } from "../tracing";
+import { AppError } from "../errors";
+import { hasServableHost, requestPath } from "./request-url";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Where onRequest leaves its reading on the context: a symbol, so no route or plugin can clash with it. */
@@ -63,14 +66,17 @@ export const requestContext = (logger: Logger, metrics: Metrics, basePath: strin
   // at all. Health probes make no trace: an orchestrator's every few seconds would drown the rest.
   const probes = `${basePath}/actuator/health`;
   if (tracing) {
-    plugin.wrap((handle) => (request: Request) => (new URL(request.url).pathname.startsWith(probes) ? handle(request) : tracing.request(request, () => handle(request))));
+    plugin.wrap((handle) => (request: Request) => (requestPath(request.url).startsWith(probes) ? handle(request) : tracing.request(request, () => handle(request))));
   }
   return plugin
     .onRequest((context) => {
-      const given = context.request.headers.get("x-request-id");
+      const { request } = context;
+      const given = request.headers.get("x-request-id");
       const id = given && REQUEST_ID.test(given) ? given : crypto.randomUUID();
       (context as { [STARTED]?: Started })[STARTED] = { at: performance.now(), id };
       context.set.headers["x-request-id"] = id;
+      // Before any route (and the plugins after this one), once the answer has its id: past this every URL is absolute.
+      if (!hasServableHost(request)) throw new AppError("INVALID_HOST");
     })
     .onAfterResponse({ as: "global" }, (context) => {
       const { request, route, set } = context;

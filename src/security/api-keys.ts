@@ -12,6 +12,7 @@ import { sha256Base64url } from "../digest";
 import { AppError } from "../errors";
 import { touchKeysStatement } from "../store/api-keys";
 import { authorizationOf } from "../http/authorization";
+import { requestPath } from "../http/request-url";
 
 /** What a secret scanner looks for (docs/security.md, "API keys"). */
 export const KEY_PATTERN = /usk_[0-9A-Za-z]{8}_[0-9A-Za-z]{43}/;
@@ -81,11 +82,7 @@ export const apiKeyBoundary = (basePath: string) =>
     const header = authorizationOf(request);
     // "Bearer " as clients send it, before folding any case: every key's request passes here.
     if (!header?.startsWith("usk_", 7) || !(header.startsWith("Bearer ") || header.slice(0, 7).toLowerCase() === "bearer ")) return;
-    const url = request.url;
-    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
-    const queryStart = url.indexOf("?", pathStart);
-    const path = url.slice(pathStart + basePath.length, queryStart < 0 ? undefined : queryStart);
-    if (refusesKeys(path)) throw new AppError("API_KEY_NOT_ALLOWED");
+    if (refusesKeys(requestPath(request.url, basePath))) throw new AppError("API_KEY_NOT_ALLOWED");
   });
 
 export interface RateLimitState {

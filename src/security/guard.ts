@@ -19,6 +19,7 @@ import { isOpen, type SessionHolder, sessionHolder } from "../store/sessions";
 import { keyHolder } from "../store/api-keys";
 import { clientAddress } from "../http/client-address";
 import { authorizationOf } from "../http/authorization";
+import { requestPath } from "../http/request-url";
 import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
@@ -71,6 +72,13 @@ const SECOND_FACTORS = ["otp", "hwk", "rec"];
 
 /** Where an enrol-only session may go: setting up a factor, its own sessions, and signing out or refreshing. */
 const ENROLMENT_PATHS = ["/api/account/mfa", "/api/account/passkeys", "/api/account/sessions", "/api/auth/"];
+
+/** MFA_REQUIRED_ROLES: a caller who must still enrol a second factor gets 403 MFA_ENROLMENT_REQUIRED anywhere but ENROLMENT_PATHS. */
+function holdToEnrolment(caller: Caller, request: Request, basePath: string) {
+  if (!caller.enrolOnly) return;
+  const path = requestPath(request.url, basePath);
+  if (!ENROLMENT_PATHS.some((allowed) => path.startsWith(allowed))) throw new AppError("MFA_ENROLMENT_REQUIRED");
+}
 
 /** A hash to compare an unknown prefix's secret with, so that an unknown key costs what a wrong secret does. */
 const NO_KEY = "A".repeat(43);
@@ -150,6 +158,20 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       return token && !isKeyBearer(token) ? sessions.clientCaller?.(token) : undefined;
     },
   };
+}
+
+/**
+ * The caller of a route that reads its bearer itself (the bearer-only refresh, metrics with its
+ * METRICS_TOKEN, health's details), held to what the guard holds every caller to on a route that
+ * declares no scope: an API key is refused (403 API_KEY_NOT_ALLOWED), and a session that must
+ * still enrol a second factor may only enrol (403 MFA_ENROLMENT_REQUIRED). Undefined: no valid bearer.
+ */
+export async function callerOutsideGuard(authenticator: Authenticator, request: Request, basePath: string): Promise<Caller | undefined> {
+  const caller = await authenticator.callerOf(request);
+  if (!caller) return undefined;
+  if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
+  holdToEnrolment(caller, request, basePath);
+  return caller;
 }
 
 /** What the guard does with an API key's caller: its rate limit, and noting its use. */
@@ -241,7 +263,7 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, body: context.body }, keys, options);
           else if (caller.client) admitScopes(caller.client.scopes, area, request.method, context.body, options);
           if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
-          if (caller.enrolOnly && !ENROLMENT_PATHS.some((path) => new URL(request.url).pathname.startsWith(basePath + path))) throw new AppError("MFA_ENROLMENT_REQUIRED");
+          holdToEnrolment(caller, request, basePath);
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the
           // served GET /api/users/{id} ~1.5 µs of its ~50 (wrk, server CPU per request).
           const guarded = context as unknown as Guarded;

@@ -192,6 +192,27 @@ export async function refreshStateOf(db: Reader, token: string) {
   );
 }
 
+/**
+ * What a bearer-only refresh reads of the caller's session: when it signed in, and whether it has
+ * ever used its refresh token. A rotated token's row stays until the session is pruned (a password
+ * change keeps it too, renamed: keptSessionRows), so its existence is the session's memory of it.
+ */
+const bearerRefreshState = prepared((db: Reader) =>
+  db
+    .select({
+      signedInAt: sessions.createdAt,
+      rotated: sql<number>`exists (select 1 from ${refreshTokens} where ${refreshTokens.sessionId} = ${sessions.id} and ${refreshTokens.rotatedAt} is not null)`,
+    })
+    .from(sessions)
+    .where(eq(sessions.id, sql.placeholder("sessionId")))
+    .prepare(),
+);
+/** The session's sign-in instant (ms) and whether it has used its refresh token, or undefined for an unknown session. */
+export async function bearerRefreshStateOf(db: Reader, sessionId: string) {
+  const [row] = await bearerRefreshState(db).all({ sessionId });
+  return row && { signedInAt: row.signedInAt.getTime(), rotated: Boolean(row.rotated) };
+}
+
 /** The current token rotated: it names its successor, once (two rotations racing: one wins). */
 const rotateCurrent = prepared((tx: Db) =>
   tx
@@ -290,15 +311,28 @@ const carryOver = prepared((tx: Db) =>
     .where(and(eq(sessions.id, sql.placeholder("sessionId")), isNull(sessions.endedAt)))
     .prepare(),
 );
-const dropRefreshOf = prepared((tx: Db) =>
+const dropCurrentRefreshOf = prepared((tx: Db) =>
   tx
     .delete(refreshTokens)
-    .where(eq(refreshTokens.sessionId, sql.placeholder("sessionId")))
+    .where(and(eq(refreshTokens.sessionId, sql.placeholder("sessionId")), isNull(refreshTokens.rotatedAt)))
     .prepare(),
 );
-/** The statements that keep a session through its user's token-version bump (run after it), with a new refresh token. */
+/** Rotated tokens renamed out of reach (no raw token hashes to "spent:…"), so the session still remembers it rotated (bearerRefreshState). */
+const retireRotatedOf = prepared((tx: Db) =>
+  tx
+    .update(refreshTokens)
+    .set({ tokenHash: sql`'spent:' || ${refreshTokens.tokenHash}` })
+    .where(and(eq(refreshTokens.sessionId, sql.placeholder("sessionId")), sql`${refreshTokens.rotatedAt} is not null and ${refreshTokens.tokenHash} not like 'spent:%'`))
+    .prepare(),
+);
+/** The statements that keep a session through its user's token-version bump (run after it), with a new refresh token as its only usable one. */
 export function keptSessionRows(tx: Db, sessionId: string, refreshToken: string, now: Date) {
-  return [bound(carryOver(tx), { sessionId, now }), bound(dropRefreshOf(tx), { sessionId }), bound(insertRefresh(tx), { tokenHash: refreshHash(refreshToken), sessionId, now })];
+  return [
+    bound(carryOver(tx), { sessionId, now }),
+    bound(dropCurrentRefreshOf(tx), { sessionId }),
+    bound(retireRotatedOf(tx), { sessionId }),
+    bound(insertRefresh(tx), { tokenHash: refreshHash(refreshToken), sessionId, now }),
+  ];
 }
 
 /** What a session list shows; never a refresh token or its hash. */

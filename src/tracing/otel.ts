@@ -12,6 +12,7 @@ import { AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampl
 import type { TracingConfig } from "../config";
 import type { Database } from "../db/database";
 import type { Tracing } from "./tracing";
+import { requestPath } from "../http/request-url";
 
 function samplerOf({ sampler, samplerRatio }: TracingConfig): Sampler {
   const root = sampler.endsWith("always_off") ? new AlwaysOffSampler() : sampler.endsWith("traceidratio") ? new TraceIdRatioBasedSampler(samplerRatio) : new AlwaysOnSampler();
@@ -81,11 +82,7 @@ export function openTelemetry(config: TracingConfig, version: string): Tracing {
   return {
     request(request, handle) {
       const parent = propagator.extract(ROOT_CONTEXT, request.headers, fromHeaders);
-      const span = tracer.startSpan(
-        request.method,
-        { kind: SpanKind.SERVER, attributes: { "http.request.method": request.method, "url.path": new URL(request.url).pathname } },
-        parent,
-      );
+      const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, attributes: { "http.request.method": request.method, "url.path": requestPath(request.url) } }, parent);
       const trips: RoundTrips = { count: 0 };
       requests.set(request, { span, trips });
       return contexts.with(trace.setSpan(parent, span).setValue(ROUND_TRIPS, trips), handle);

@@ -9,6 +9,7 @@ import type { AppContext } from "../../context";
 import { EnvelopeOf } from "../../envelope";
 import { errorResponses } from "../../http/route-docs";
 import { clientAddress } from "../../http/client-address";
+import { requestQuery } from "../../http/request-url";
 import { pageHeaders } from "../../http/security-headers";
 import { translate } from "../../catalogue";
 import { languageOf } from "../../i18n";
@@ -99,7 +100,7 @@ const pageRoutes = (ctx: AppContext) => {
   const shown = (summary: string) => ({ response: { 200: html }, detail: { summary } });
   // The setup link's page only while its token can make the first ADMIN; else a page saying why and what to do instead.
   const setupPage = async (request: Request) => {
-    const state = await setupLinkState(ctx, new URL(request.url).searchParams.get("token"));
+    const state = await setupLinkState(ctx, new URLSearchParams(requestQuery(request.url)).get("token"));
     if (state === "live") return appPage("setup", request);
     return new Response(renderSetupUnavailable(state, langOf(request), basePath), { status: state === "none" ? 404 : 410, headers: PAGE_HEADERS });
   };

@@ -14,7 +14,8 @@ import { AppError } from "../../errors";
 import type { LogLevel } from "../../config";
 import { VERSION } from "../../version";
 import { isAdmin, satisfies } from "../../security/caller";
-import { bearerToken, unauthorized } from "../../security/guard";
+import { bearerToken, callerOutsideGuard, unauthorized } from "../../security/guard";
+import { isKeyBearer } from "../../security/api-keys";
 import { type AuditRecord, writeAudit } from "../../store/audit";
 import {
   Health,
@@ -45,22 +46,28 @@ export const actuatorRoutes = (ctx: AppContext) => {
   ctx.metrics.countActiveUsersWith(() => countActiveUsers(ctx.db));
   const metricsToken = ctx.config.metricsToken ? digest(ctx.config.metricsToken) : undefined;
 
-  /** The ADMIN rule, or the METRICS_TOKEN bearer (compared in constant time over digests). */
+  /** The ADMIN rule (no API key, no session that must still enrol), or the METRICS_TOKEN bearer (compared in constant time over digests). */
   const adminOrMetricsToken = async ({ request }: { request: Request }) => {
     const token = bearerToken(request);
     if (metricsToken && token && timingSafeEqual(digest(token), metricsToken)) return;
-    const caller = await ctx.authenticator.callerOf(request);
+    const caller = await callerOutsideGuard(ctx.authenticator, request, ctx.config.basePath);
     if (!caller) throw unauthorized();
     if (!satisfies(caller, "ADMIN")) throw new AppError("ACCESS_DENIED");
   };
 
-  /** Whether the caller may see health details; an unreachable database means "no". */
+  /**
+   * Whether the caller may see health details: an ADMIN's bearer (a session that must still enrol:
+   * 403 MFA_ENROLMENT_REQUIRED). An API key has no scope over operations: it sees what an anonymous
+   * caller sees; so does anyone while the database is unreachable.
+   */
   const seesDetails = async (request: Request) => {
+    const token = bearerToken(request);
+    if (!token || isKeyBearer(token)) return false;
     try {
-      const caller = await ctx.authenticator.callerOf(request);
-      // An API key has no scope over operations: it sees what an anonymous caller sees.
-      return caller !== undefined && !caller.apiKey && isAdmin(caller);
-    } catch {
+      const caller = await callerOutsideGuard(ctx.authenticator, request, ctx.config.basePath);
+      return caller !== undefined && isAdmin(caller);
+    } catch (error) {
+      if (error instanceof AppError) throw error;
       return false;
     }
   };

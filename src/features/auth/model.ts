@@ -131,8 +131,12 @@ export const TokenResponse = t.Object(
 );
 export type TokenResponse = Static<typeof TokenResponse>;
 
+/**
+ * A body naming refreshToken takes the rotating refresh; one without it (none, `{}`, or the old
+ * clients' `{"token": …}`) means the bearer-only refresh, so every field is optional here.
+ */
 export const RefreshBody = t.Object({
-  refreshToken: t.String({ minLength: 1, maxLength: 200, messages: { required: "field.refreshToken.blank", minLength: "field.refreshToken.blank" } }),
+  refreshToken: t.Optional(t.String({ minLength: 1, maxLength: 200, messages: { minLength: "field.refreshToken.blank" } })),
 });
 export type RefreshBody = Static<typeof RefreshBody>;
 

@@ -27,7 +27,7 @@ import {
 } from "./model";
 import { clientAddress } from "../../http/client-address";
 import { deviceOf } from "../../security/device-label";
-import { unauthorized } from "../../security/guard";
+import { callerOutsideGuard, unauthorized } from "../../security/guard";
 import { withPasswordPolicy } from "../../security/password-policy";
 import { emailAvailable, register } from "./register";
 import { changePassword, login, logout, refresh, refreshWithToken } from "./service";
@@ -151,8 +151,8 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
       "/refresh",
       async ({ body, request }) => {
         if (body?.refreshToken !== undefined) return ctx.ok(await refreshWithToken(ctx, body.refreshToken), translate("auth.refreshed", langOf(request)));
-        // Old clients: the bearer alone, checked by the guard as any route's.
-        const caller = await ctx.authenticator.callerOf(request);
+        // Old clients: the bearer alone, checked as the guard checks any route's (never an API key's).
+        const caller = await callerOutsideGuard(ctx.authenticator, request, ctx.config.basePath);
         if (!caller) throw unauthorized();
         return ctx.ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request)));
       },
@@ -161,7 +161,8 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
           summary: "A new pair for {refreshToken}, or a fresh token for the bearer",
-          description: "A spent refresh token answers once more within REFRESH_REUSE_GRACE_S; later it ends its session.",
+          description:
+            "A body naming refreshToken rotates it: a spent one answers once more within REFRESH_REUSE_GRACE_S; later it ends its session. Any other body (none, {}, the old clients' {token}) refreshes the bearer instead.",
           security: [{ bearerAuth: [] }, {}],
         },
       },

@@ -16,7 +16,7 @@ import { assertPasswordAllowed } from "../../security/password-policy";
 import { hashPassword, needsRehash } from "../../security/passwords";
 import { completeSignIn } from "../../security/sign-in-completion";
 import { auditStatement, type AuditRecord } from "../../store/audit";
-import { endSessionStatement, isOpen, keptSessionRows, randomToken, refreshStateOf, rotationRows } from "../../store/sessions";
+import { bearerRefreshStateOf, endSessionStatement, isOpen, keptSessionRows, randomToken, refreshStateOf, rotationRows } from "../../store/sessions";
 import { findUser, newPasswordStatement, normalizeEmail, rehashStatement, tokenVersionBump, userById, userOf } from "../../store/users";
 import type { ChangePasswordBody, LoginBody, MfaRequired, TokenResponse } from "./model";
 import { type ChallengeDeps, secondStepChallenge } from "./second-step";
@@ -83,10 +83,20 @@ export async function login(deps: SessionDeps & ChallengeDeps, input: LoginBody,
 /**
  * Today's refresh, by the bearer alone: a fresh token for the version the caller's token carries
  * (so a refresh racing a logout cannot outlive it), in the caller's session and never beyond its
- * end; a sid-less token refreshes to a sid-less token.
+ * end, with the session's sign-in time and amr; a sid-less token refreshes to a sid-less token.
+ * A session token is refused (401) with LEGACY_BEARER_REFRESH=off, and once its session has used
+ * its refresh token: a client that rotates never needs it, so a stolen access token cannot be
+ * stretched over the session's life by it.
  */
-export function refresh(deps: SessionDeps, caller: Caller): Promise<TokenResponse> {
-  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), callerSession(caller));
+export async function refresh(deps: SessionDeps, caller: Caller): Promise<TokenResponse> {
+  // A key's caller has no sign-in to renew: signing a token for it would lift the key's scopes.
+  if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
+  const { session } = caller;
+  if (!session) return tokenAnswer(deps, caller, findUser(deps.db, caller.id));
+  if (!deps.config.legacyBearerRefresh) throw unauthorized();
+  const state = await bearerRefreshStateOf(deps.db, session.id);
+  if (!state || state.rotated) throw unauthorized();
+  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), { ...session, authTime: Math.floor(state.signedInAt / 1000) });
 }
 
 /** The caller's session as an answer's tokens carry it on: its sign-in time stays the caller's. */

@@ -23,6 +23,7 @@ export interface SessionDeps extends PasswordCheckDeps, PasswordPolicyDeps {
       sessionIdleTimeoutMs: number;
       sessionMaxPerUser: number;
       refreshReuseGraceS: number;
+      legacyBearerRefresh: boolean;
     };
 }
 

@@ -9,6 +9,7 @@
  * 10 minutes, the code 60 seconds, each single use. A link from the security page takes the same
  * way with the signed-in caller's account; its code completes the link instead of a sign-in.
  */
+import { requestQuery } from "../../http/request-url";
 import type { ProviderConfig } from "../../config";
 import { AppError } from "../../errors";
 import { refuseUntil } from "../../security/password-check";
@@ -109,7 +110,7 @@ const withFragment = (returnTo: string, values: Record<string, string>) => `${re
  * `#error=CODE`. An unknown, used or expired state goes back to the sign-in page with its error.
  */
 export async function completeCallback(deps: FederationDeps, name: string, request: Request, address: string): Promise<string> {
-  const query = new URL(request.url).searchParams;
+  const query = new URLSearchParams(requestQuery(request.url));
   const state = query.get("state") ?? "";
   const now = new Date(deps.now());
   const taken = state ? await deps.db.write((tx) => takeFlow(tx, "state", state, now)) : undefined;

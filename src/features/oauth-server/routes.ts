@@ -4,6 +4,7 @@
  * envelope), the provider's browser session (a cookie only these routes set), the interaction the
  * account pages drive (sign-in, consent), "Apps with access", and /api/oauth/clients (ADMIN).
  */
+import { requestQuery } from "../../http/request-url";
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { AppError } from "../../errors";
@@ -55,7 +56,7 @@ const errorPage = (error: OAuthError) =>
   );
 
 const formOf = async (request: Request) => new URLSearchParams(await request.text());
-const queryOf = (request: Request) => Object.fromEntries(new URL(request.url).searchParams) as Record<string, string | undefined>;
+const queryOf = (request: Request) => Object.fromEntries(new URLSearchParams(requestQuery(request.url))) as Record<string, string | undefined>;
 
 export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
   const deps: ProviderDeps = { ctx, tokens };
@@ -146,7 +147,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
         const answer = await authorize(query, request);
         if ("page" in answer) return errorPage(answer.page!);
         if (answer.redirect) return redirect(answer.redirect);
-        return redirect(`${accountPage}?${new URL(request.url).searchParams}`);
+        return redirect(`${accountPage}?${requestQuery(request.url)}`);
       },
       { detail: { summary: "Authorization endpoint (code + PKCE S256)", hide: true } },
     )
