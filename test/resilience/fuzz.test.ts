@@ -169,6 +169,25 @@ const TARGETS: Record<string, Target> = {
     token: async () => admin.token,
     valid: (n) => ({ name: `Fuzz Dept ${n}`, description: "fuzzed" }),
   },
+  // No provider is configured here: the bodies pass validation, then meet an unknown provider or code.
+  "POST /api/account/identities/:provider/start": {
+    url: () => "/api/account/identities/corp/start",
+    token: keyOwnerToken,
+    valid: () => ({ returnTo: "/account/security", codeChallenge: "c".repeat(43) }),
+    validStatus: 404,
+  },
+  "POST /api/account/identities/link": {
+    url: () => "/api/account/identities/link",
+    token: keyOwnerToken,
+    valid: () => ({ code: "c".repeat(43), codeVerifier: "v".repeat(43) }),
+    validStatus: 401,
+  },
+  "POST /api/auth/oidc/exchange": {
+    url: () => "/api/auth/oidc/exchange",
+    token: async () => undefined,
+    valid: () => ({ code: "c".repeat(43), codeVerifier: "v".repeat(43) }),
+    validStatus: 401,
+  },
   "POST /api/account/api-keys": {
     url: () => "/api/account/api-keys",
     token: keyOwnerToken,
