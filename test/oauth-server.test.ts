@@ -160,6 +160,36 @@ describe("openid-client drives the provider", () => {
   });
 });
 
+describe("the account pages' sign-in and consent", () => {
+  test("/account/authorize: the bundled page (data-page authorize) in the browser's language, framing refused", async () => {
+    const res = await t.request("GET", "/account/authorize?client_id=x", { headers: { "accept-language": "zh-TW" } });
+    expect(res.status).toBe(200);
+    expect(res.text).toContain('data-page="authorize"');
+    expect(/<title>([^<]+)<\/title>/.exec(res.text)![1]).toBe("登入");
+    expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+    expect(res.headers.get("x-frame-options")).toBe("DENY");
+    const bundle = await (await t.app.handle(new Request(`${ISSUER}${/src="([^"]+app\.js[^"]*)"/.exec(res.text)![1]}`))).text();
+    for (const text of ["Allow {client} to use your account?", "允許 {client} 使用您的帳號？", "Apps with access", "可存取的應用程式"]) expect(bundle).toContain(text);
+  });
+
+  test("Deny on the consent screen: back to the app with access_denied (and its state, and iss)", async () => {
+    const client = await newClient({ public: true, scopes: [] });
+    const config = await configFor(client);
+    const cookie = await browserCookie(user.email);
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid email", code_challenge: "d".repeat(43), code_challenge_method: "S256", state: "den" });
+    const res = await t.app.handle(
+      new Request(`${ISSUER}/oauth2/interaction`, {
+        method: "POST",
+        headers: { cookie, "content-type": "application/json" },
+        body: JSON.stringify({ query: url.search.slice(1), deny: true }),
+      }),
+    );
+    const back = new URL(((await res.json()) as { redirectTo: string }).redirectTo);
+    expect(Object.fromEntries(back.searchParams)).toEqual({ error: "access_denied", error_description: "the user did not allow this app", state: "den", iss: ISSUER });
+    expect((await t.request("GET", "/api/account/apps", { token: await signIn(user.email) })).body.map((a: { clientId: string }) => a.clientId)).not.toContain(client.clientId);
+  });
+});
+
 describe("refusals, each with its RFC error", () => {
   let config: oidc.Configuration;
   let client: { clientId: string; clientSecret?: string };
@@ -334,6 +364,7 @@ test("off unless OAUTH_SERVER=on: no discovery, and OAUTH_SERVER=on needs PUBLIC
   const off = await makeTestApp();
   try {
     expect((await off.app.handle(new Request("http://localhost/.well-known/openid-configuration"))).status).toBe(401);
+    expect((await off.app.handle(new Request("http://localhost/account/authorize"))).status).toBe(401);
   } finally {
     await off.close();
   }

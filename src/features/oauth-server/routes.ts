@@ -84,7 +84,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     `${cookieName}=${encodeURIComponent(value)}; Path=/; HttpOnly; SameSite=Lax${secure ? "; Secure" : ""}${maxAge === undefined ? "" : `; Max-Age=${maxAge}`}`;
 
   /** Authorize's answer for the query: on to the client with a code or an error, or to the account page. */
-  async function authorize(query: Record<string, string | undefined>, request: Request, options: { fresh?: boolean; consent?: boolean } = {}) {
+  async function authorize(query: Record<string, string | undefined>, request: Request, options: { fresh?: boolean; consent?: boolean; deny?: boolean } = {}) {
     let client: Awaited<ReturnType<typeof checkedClient>>;
     try {
       client = await checkedClient(deps, query);
@@ -94,6 +94,8 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     }
     try {
       const checked = checkedRequest(client.client, client.redirectUri, query);
+      // The consent screen's "Deny": the client hears it as RFC 6749's access_denied.
+      if (options.deny) throw new OAuthError("access_denied", "the user did not allow this app");
       const session = await signedInSession(deps, sessionOf(request));
       const step = await nextStep(deps, checked, session, options.fresh === true);
       if (step === "issue" || (step === "consent" && options.consent && session)) return { redirect: await issueCode(deps, checked, session!, step === "consent") };
@@ -156,13 +158,18 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       async ({ request, body }) => {
         // The account page's step: JSON only (a cross-site form cannot send it), with the cookie.
         const query = Object.fromEntries(new URLSearchParams(body.query)) as Record<string, string | undefined>;
-        const answer = await authorize(query, request, { fresh: body.fresh, consent: body.consent });
+        const answer = await authorize(query, request, { fresh: body.fresh, consent: body.consent, deny: body.deny });
         if ("page" in answer) throw new AppError("OAUTH_REQUEST_INVALID", { reason: answer.page!.description });
         if (answer.redirect) return { redirectTo: answer.redirect };
         return { step: answer.step, client: { name: answer.client!.name }, scopes: answer.scopes! };
       },
       {
-        body: t.Object({ query: t.String({ maxLength: 8192 }), fresh: t.Optional(t.Boolean()), consent: t.Optional(t.Boolean()) }),
+        body: t.Object({
+          query: t.String({ maxLength: 8192 }),
+          fresh: t.Optional(t.Boolean()),
+          consent: t.Optional(t.Boolean()),
+          deny: t.Optional(t.Boolean()),
+        }),
         response: {
           200: t.Object({
             redirectTo: t.Optional(t.String()),
