@@ -334,6 +334,28 @@ describe("refusals, each with its RFC error", () => {
     expect((await t.request("GET", "/api/oauth/clients", { token: answer.access_token })).status).toBe(403);
   });
 
+  test("a client acting as itself (client_credentials) reaches no route that acts for a user: 403 CLIENT_WITHOUT_USER, never a 500", async () => {
+    const machine = await newClient({
+      grantTypes: ["client_credentials"],
+      scopes: ["users:read", "orders:read", "orders:write", "files:write", "products:read"],
+      redirectUris: [],
+    });
+    const res = await tokenForm({ grant_type: "client_credentials" }, machine);
+    const token = ((await res.json()) as { access_token: string }).access_token;
+    const product = await t.request("POST", "/api/products", { token: adminToken, body: { name: "Widget", code: `W-${crypto.randomUUID().slice(0, 8)}`, price: 5, stock: 10 } });
+    expect(product.status).toBe(201);
+    const refused = [
+      await t.request("POST", "/api/orders", { token, body: { items: [{ productId: product.body.id, quantity: 1 }] } }),
+      await t.request("GET", "/api/orders", { token }),
+      await t.request("GET", "/api/search/profile", { token }),
+      await t.request("POST", `/api/orders/1/pay`, { token, body: { method: "CARD", cardNumber: "4242424242424242" } }),
+    ];
+    expect(refused.map((r) => [r.status, r.body.errorCode])).toEqual(Array(refused.length).fill([403, "CLIENT_WITHOUT_USER"]));
+    // Reads of what is nobody's own still answer.
+    expect((await t.request("GET", `/api/users/${user.id}`, { token })).status).toBe(200);
+    expect((await t.request("GET", "/api/products", { token })).status).toBe(200);
+  });
+
   test("an ID token presented as a bearer: 401, here and at userinfo", async () => {
     const { tokens } = await codeFlow(config, cookie);
     expect((await t.request("GET", `/api/users/${user.id}`, { token: tokens.id_token! })).status).toBe(401);

@@ -261,7 +261,10 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           const caller = (found instanceof Promise ? await found : found) ?? (await authenticator.clientCallerOf(request));
           if (!caller) throw unauthorized();
           if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, body: context.body }, keys, options);
-          else if (caller.client) admitScopes(caller.client.scopes, area, request.method, context.body, options);
+          else if (caller.client) {
+            admitScopes(caller.client.scopes, area, request.method, context.body, options);
+            if (caller.client.withoutUser && !options?.withoutUser) throw new AppError("CLIENT_WITHOUT_USER");
+          }
           if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
           holdToEnrolment(caller, request, basePath);
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the

@@ -142,7 +142,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       if (!grant || grant.clientId !== claims.client_id || !grantLive(grant)) return undefined;
       const scopes = claims.scope.split(" ").filter((scope) => (SCOPES as string[]).includes(scope));
       // client_credentials: the client itself, acting as USER at most (never ADMIN).
-      if (grant.userId === null) return { id: 0, email: grant.clientId, roles: ["USER"], tokenVersion: 0, client: { clientId: grant.clientId, scopes } };
+      if (grant.userId === null) return { id: 0, email: grant.clientId, roles: ["USER"], tokenVersion: 0, client: { clientId: grant.clientId, scopes, withoutUser: true } };
       return {
         id: grant.userId,
         email: grant.email!,
