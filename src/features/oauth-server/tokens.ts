@@ -65,6 +65,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
     const { SignJWT } = await loadJose();
     const iat = seconds(now());
     return new SignJWT(payload)
+      // In this order: an access token's header then begins as security/api-keys.ts CLIENT_TOKEN_START says.
       .setProtectedHeader({ alg: "RS256", typ, kid: signer.kid })
       .setIssuer(issuer)
       .setIssuedAt(iat)
