@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { issueToken } from "../src/store/account-tokens";
 import { makeTestApp, type TestApp } from "./helpers";
 
 const ISSUER = "http://localhost";
@@ -90,9 +91,12 @@ async function codeFlow(config: oidc.Configuration, cookie: string, scope = "ope
 }
 
 let user: { id: number; email: string };
+/** How far the app's clock runs ahead of the real one: the tests about time move it. */
+let skew = 0;
+const GRACE_S = 10;
 
 beforeAll(async () => {
-  t = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, TOKEN_SIGNING: "EdDSA" });
+  t = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, TOKEN_SIGNING: "EdDSA", REFRESH_REUSE_GRACE_S: String(GRACE_S) }, { now: () => Date.now() + skew });
   const admin = await t.createUser({ password: PASSWORD, roles: ["USER", "ADMIN"] });
   adminToken = await signIn(admin.email);
   user = await t.createUser({ password: PASSWORD, name: "Ada Lovelace" });
@@ -379,6 +383,89 @@ describe("refusals, each with its RFC error", () => {
     expect((await t.request("GET", `/api/users/${changer.id}`, { token: tokens.access_token })).status).toBe(200);
     expect((await t.request("POST", `/api/users/${changer.id}/revoke-tokens`, { token: adminToken })).status).toBeLessThan(300);
     expect((await t.request("GET", `/api/users/${changer.id}`, { token: tokens.access_token })).status).toBe(401);
+  });
+});
+
+describe("what ends a client's tokens", () => {
+  let config: oidc.Configuration;
+  beforeAll(async () => {
+    config = await configFor(await newClient({ firstParty: true }));
+  });
+
+  /** A fresh user signed in to the provider, and the tokens the client got for them (with offline_access or not). */
+  async function signedInClient(offline: boolean) {
+    const someone = await t.createUser({ password: PASSWORD });
+    const sessionToken = await signIn(someone.email);
+    const session = await t.app.handle(new Request(`${ISSUER}/oauth2/session`, { method: "POST", headers: { authorization: `Bearer ${sessionToken}` } }));
+    const cookie = session.headers.get("set-cookie")!.split(";")[0];
+    const { tokens } = await codeFlow(config, cookie, `openid users:read${offline ? " offline_access" : ""}`);
+    expect((await t.request("GET", `/api/users/${someone.id}`, { token: tokens.access_token })).status).toBe(200);
+    return { someone, sessionToken, cookie, tokens };
+  }
+  /** Whether the access token still reads and (when there is one) the refresh token still refreshes. */
+  async function stillWorks({ someone, tokens }: Awaited<ReturnType<typeof signedInClient>>) {
+    const read = (await t.request("GET", `/api/users/${someone.id}`, { token: tokens.access_token })).status === 200;
+    if (!tokens.refresh_token) return { read };
+    const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token).then(
+      () => true,
+      () => false,
+    );
+    return { read, refreshed };
+  }
+
+  test("a refresh token replayed after the grace, by time: invalid_grant, and the chain ends", async () => {
+    const { tokens } = await signedInClient(true);
+    const next = await oidc.refreshTokenGrant(config, tokens.refresh_token!);
+    skew += (GRACE_S + 1) * 1000;
+    await expect(oidc.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    await expect(oidc.refreshTokenGrant(config, next.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: next.access_token })).status).toBe(401);
+  });
+
+  test("deactivating the user ends them", async () => {
+    const held = await signedInClient(true);
+    expect((await t.request("POST", `/api/users/${held.someone.id}/deactivate`, { token: adminToken })).status).toBe(200);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("deleting the user ends them", async () => {
+    const held = await signedInClient(true);
+    expect((await t.request("DELETE", `/api/users/${held.someone.id}`, { token: adminToken })).status).toBe(204);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("a password change ends them", async () => {
+    const held = await signedInClient(true);
+    const changed = await t.request("POST", "/api/auth/change-password", {
+      token: held.sessionToken,
+      body: { currentPassword: PASSWORD, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" },
+    });
+    expect(changed.status).toBe(200);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("a password reset ends them", async () => {
+    const held = await signedInClient(true);
+    // The link's token, as the reset mail carries it.
+    const token = await t.database.write((tx) => issueToken(tx, held.someone.id, "PASSWORD_RESET", Date.now() + skew));
+    const reset = await t.request("POST", "/api/auth/password-reset/confirm", { body: { token, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" } });
+    expect(reset.status).toBe(200);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("without offline_access they end with the provider session (logout); with it they outlive it", async () => {
+    const bound = await signedInClient(false);
+    const offline = await signedInClient(true);
+    for (const held of [bound, offline]) expect((await t.request("POST", "/api/auth/logout", { token: held.sessionToken })).status).toBe(200);
+    expect(await stillWorks(bound)).toEqual({ read: false });
+    expect(await stillWorks(offline)).toEqual({ read: true, refreshed: true });
+  });
+
+  test("without offline_access they end with end-session too", async () => {
+    const bound = await signedInClient(false);
+    const out = await follow(oidc.buildEndSessionUrl(config, { id_token_hint: bound.tokens.id_token! }), bound.cookie);
+    expect(out.status).toBe(200);
+    expect(await stillWorks(bound)).toEqual({ read: false });
   });
 });
 
