@@ -469,11 +469,92 @@ describe("what ends a client's tokens", () => {
   });
 });
 
+describe("dynamic registration (OAUTH_DYNAMIC_REGISTRATION=on)", () => {
+  let d: TestApp;
+  const viaDynamic = ((url: string, options: RequestInit) => d.app.handle(new Request(url, options))) as unknown as typeof fetch;
+  const register = (metadata: Record<string, unknown>) =>
+    d.app.handle(new Request(`${ISSUER}/oauth2/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(metadata) }));
+  beforeAll(async () => {
+    d = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, OAUTH_DYNAMIC_REGISTRATION: "on", OAUTH_REGISTER_MAX_PER_IP: "5" });
+  });
+  afterAll(() => d.close());
+
+  test("openid-client registers a public client and signs in with PKCE; the consent screen shows every time", async () => {
+    const config = await oidc.dynamicClientRegistration(
+      new URL(ISSUER),
+      { redirect_uris: [REDIRECT], client_name: "Self-registered", token_endpoint_auth_method: "none" },
+      oidc.None(),
+      { [oidc.customFetch]: viaDynamic, execute: [oidc.allowInsecureRequests] },
+    );
+    expect(config.serverMetadata().registration_endpoint).toBe(`${ISSUER}/oauth2/register`);
+    expect(config.clientMetadata()).toMatchObject({
+      client_name: "Self-registered",
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code"],
+      scope: "openid profile email",
+    });
+    const someone = await d.createUser({ password: PASSWORD });
+    const token = (await d.request("POST", "/api/auth/login", { body: { email: someone.email, password: PASSWORD } })).body.data.token as string;
+    const cookie = (await d.app.handle(new Request(`${ISSUER}/oauth2/session`, { method: "POST", headers: { authorization: `Bearer ${token}` } }))).headers
+      .get("set-cookie")!
+      .split(";")[0];
+    for (let round = 0; round < 2; round++) {
+      const verifier = oidc.randomPKCECodeVerifier();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: REDIRECT,
+        scope: "openid email",
+        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+        code_challenge_method: "S256",
+      });
+      // Consent always: the first time and after it was given.
+      expect((await d.app.handle(new Request(url, { headers: { cookie } }))).headers.get("location")).toStartWith("/account/authorize?");
+      const consented = await d.app.handle(
+        new Request(`${ISSUER}/oauth2/interaction`, {
+          method: "POST",
+          headers: { cookie, "content-type": "application/json" },
+          body: JSON.stringify({ query: url.search.slice(1), consent: true }),
+        }),
+      );
+      const back = ((await consented.json()) as { redirectTo: string }).redirectTo;
+      const tokens = await oidc.authorizationCodeGrant(config, new URL(back), { pkceCodeVerifier: verifier, idTokenExpected: true });
+      expect(tokens.claims()!.sub).toBe(String(someone.id));
+    }
+  });
+
+  test("refusals: a confidential client, a scope beyond openid profile email, a redirect that is not https or loopback; an authorization error is a page", async () => {
+    const refusals = [
+      [{ redirect_uris: [REDIRECT], token_endpoint_auth_method: "client_secret_basic" }, "invalid_client_metadata"],
+      [{ redirect_uris: [REDIRECT], scope: "openid users:read" }, "invalid_client_metadata"],
+      [{ redirect_uris: ["http://app.example.test/cb"] }, "invalid_redirect_uri"],
+    ] as const;
+    for (const [metadata, error] of refusals) {
+      const res = await register(metadata);
+      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([400, error]);
+    }
+    const res = await register({ redirect_uris: [REDIRECT] });
+    const clientId = ((await res.json()) as { client_id: string }).client_id;
+    // No PKCE (a public client must): shown as a page, never sent to the redirect of an app nobody vetted.
+    const page = await d.app.handle(new Request(`${ISSUER}/oauth2/authorize?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}&response_type=code&scope=openid`));
+    expect([page.status, page.headers.get("location")]).toEqual([400, null]);
+  });
+
+  test("limited per client address: past OAUTH_REGISTER_MAX_PER_IP an hour, 429 with Retry-After", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await register({ redirect_uris: [REDIRECT] })).status);
+    expect(statuses.at(-1)).toBe(429);
+    const last = await register({ redirect_uris: [REDIRECT] });
+    expect(Number(last.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+});
+
 test("off unless OAUTH_SERVER=on: no discovery, and OAUTH_SERVER=on needs PUBLIC_URL", async () => {
   const off = await makeTestApp();
   try {
     expect((await off.app.handle(new Request("http://localhost/.well-known/openid-configuration"))).status).toBe(401);
     expect((await off.app.handle(new Request("http://localhost/account/authorize"))).status).toBe(401);
+    // Registration is off unless OAUTH_DYNAMIC_REGISTRATION=on: the provider has no such route, nor discovery a registration_endpoint.
+    expect((await t.app.handle(new Request(`${ISSUER}/oauth2/register`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }))).status).toBe(401);
+    expect(await (await t.app.handle(new Request(`${ISSUER}/.well-known/openid-configuration`))).json()).not.toHaveProperty("registration_endpoint");
   } finally {
     await off.close();
   }

@@ -12,7 +12,10 @@ import { errorResponses } from "../../http/route-docs";
 import { escapeHtml } from "../../http/html";
 import { bearerToken } from "../../security/guard";
 import { consentsOfUser, withdrawConsent } from "../../store/oauth";
-import { createClient, deleteClientById, listClients } from "./clients";
+import { clientAddress } from "../../http/client-address";
+import { addressCounter } from "../../store/throttle";
+import { refuseUntil } from "../../security/password-check";
+import { type ClientMetadata, createClient, deleteClientById, listClients, registerClient } from "./clients";
 import { ClientBody, ClientIdParams, CreatedClient, OAuthClient } from "./model";
 import {
   checkedClient,
@@ -103,6 +106,8 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       return { step, client: checked.client, scopes: checked.scopes };
     } catch (error) {
       if (!(error instanceof OAuthError)) throw error;
+      // An app that registered itself is nobody's to trust with an error on its redirect: a page instead.
+      if (client.client.dynamic) return { page: error };
       return { redirect: redirectBack(tokens.issuer, client.redirectUri, { error: error.error, error_description: error.description, state: query.state }) };
     }
   }
@@ -138,7 +143,9 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     claims_supported: ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "amr", "azp", "at_hash", "sid", "name", "email", "email_verified"],
     prompt_values_supported: ["none", "login", "consent"],
     authorization_response_iss_parameter_supported: true,
+    ...(config.oauthDynamicRegistration && { registration_endpoint: `${tokens.issuer}/oauth2/register` }),
   };
+  const countRegistration = addressCounter("oauth-register", 60 * 60 * 1000);
 
   const protocol = new Elysia({ tags: ["OpenID Provider"] })
     .get("/.well-known/openid-configuration", () => json(discovery), { detail: { summary: "OpenID Provider discovery", hide: true } })
@@ -256,6 +263,22 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       { detail: { summary: "RP-initiated logout", hide: true } },
     );
 
+  // OAUTH_DYNAMIC_REGISTRATION=on: RFC 7591, open, limited per client address.
+  const registration = new Elysia({ tags: ["OpenID Provider"] }).post(
+    "/oauth2/register",
+    async ({ request, server, body }) => {
+      const now = ctx.now();
+      const { requests, endsAt } = await countRegistration(ctx.db, clientAddress(server, request, config.trustProxy), now);
+      if (requests > config.oauthRegisterMaxPerIp) refuseUntil(endsAt, now);
+      try {
+        return json(await registerClient(ctx, (body ?? {}) as ClientMetadata), 201);
+      } catch (error) {
+        return oauthAnswer(error);
+      }
+    },
+    { detail: { summary: "Dynamic client registration (RFC 7591)", hide: true } },
+  );
+
   const apps = new Elysia({ tags: ["OpenID Provider"] })
     .use(ctx.auth)
     .get(
@@ -313,5 +336,8 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       },
     );
 
-  return new Elysia({ name: "oauth-server" }).use(protocol).use(apps);
+  return new Elysia({ name: "oauth-server" })
+    .use(protocol)
+    .use(config.oauthDynamicRegistration ? registration : new Elysia())
+    .use(apps);
 }

@@ -64,13 +64,15 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
     if (!signer) throw new Error("the provider has no signing key");
     const { SignJWT } = await loadJose();
     const iat = seconds(now());
-    return new SignJWT(payload)
-      // In this order: an access token's header then begins as security/api-keys.ts CLIENT_TOKEN_START says.
-      .setProtectedHeader({ alg: "RS256", typ, kid: signer.kid })
-      .setIssuer(issuer)
-      .setIssuedAt(iat)
-      .setExpirationTime(iat + ttlS)
-      .sign(signer.key);
+    return (
+      new SignJWT(payload)
+        // In this order: an access token's header then begins as security/api-keys.ts CLIENT_TOKEN_START says.
+        .setProtectedHeader({ alg: "RS256", typ, kid: signer.kid })
+        .setIssuer(issuer)
+        .setIssuedAt(iat)
+        .setExpirationTime(iat + ttlS)
+        .sign(signer.key)
+    );
   }
 
   async function verify(token: string, typ: string, audience: string | undefined, expired: boolean) {
