@@ -461,6 +461,22 @@ describe("what ends a client's tokens", () => {
     expect(await stillWorks(offline)).toEqual({ read: true, refreshed: true });
   });
 
+  test("end-session as a form POST without the cookie (a cross-site form): the hint's session ends, back to the registered address", async () => {
+    const bound = await signedInClient(false);
+    const res = await t.app.handle(
+      new Request(`${ISSUER}/oauth2/end-session`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ id_token_hint: bound.tokens.id_token!, post_logout_redirect_uri: LOGGED_OUT, state: "p1" }),
+      }),
+    );
+    expect([res.status, res.headers.get("location")]).toEqual([303, `${LOGGED_OUT}?state=p1`]);
+    expect(await stillWorks(bound)).toEqual({ read: false });
+    // Its browser session ended with it: prompt=none now answers login_required.
+    const silent = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid", prompt: "none", code_challenge: "s".repeat(43), code_challenge_method: "S256" });
+    expect(new URL((await follow(silent, bound.cookie)).headers.get("location")!).searchParams.get("error")).toBe("login_required");
+  });
+
   test("without offline_access they end with end-session too", async () => {
     const bound = await signedInClient(false);
     const out = await follow(oidc.buildEndSessionUrl(config, { id_token_hint: bound.tokens.id_token! }), bound.cookie);
@@ -507,7 +523,7 @@ describe("dynamic registration (OAUTH_DYNAMIC_REGISTRATION=on)", () => {
         code_challenge_method: "S256",
       });
       // Consent always: the first time and after it was given.
-      expect((await d.app.handle(new Request(url, { headers: { cookie } }))).headers.get("location")).toStartWith("/account/authorize?");
+      expect((await d.app.handle(new Request(String(url), { headers: { cookie } }))).headers.get("location")).toStartWith("/account/authorize?");
       const consented = await d.app.handle(
         new Request(`${ISSUER}/oauth2/interaction`, {
           method: "POST",

@@ -147,6 +147,21 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
   };
   const countRegistration = addressCounter("oauth-register", 60 * 60 * 1000);
 
+  /** End-session's answer: the cookie cleared, then back to the app's registered address, or a page. */
+  async function signOut(request: Request, params: Record<string, string | undefined>) {
+    try {
+      const back = await endSession(deps, params, sessionOf(request));
+      const headers = { ...NO_STORE, "set-cookie": cookie("", 0) };
+      if (back) return new Response(null, { status: 303, headers: { ...headers, location: back } });
+      return new Response("<!doctype html><meta charset=utf-8><title>Signed out</title><p>You are signed out.</p>", {
+        headers: { ...headers, "content-type": "text/html; charset=utf-8" },
+      });
+    } catch (error) {
+      if (error instanceof OAuthError) return errorPage(error);
+      throw error;
+    }
+  }
+
   const protocol = new Elysia({ tags: ["OpenID Provider"] })
     .get("/.well-known/openid-configuration", () => json(discovery), { detail: { summary: "OpenID Provider discovery", hide: true } })
     .get(
@@ -245,23 +260,11 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       },
       { detail: { summary: "Token introspection (RFC 7662)", hide: true } },
     )
-    .get(
-      "/oauth2/end-session",
-      async ({ request }) => {
-        try {
-          const back = await endSession(deps, queryOf(request), sessionOf(request));
-          const headers = { ...NO_STORE, "set-cookie": cookie("", 0) };
-          if (back) return new Response(null, { status: 303, headers: { ...headers, location: back } });
-          return new Response("<!doctype html><meta charset=utf-8><title>Signed out</title><p>You are signed out.</p>", {
-            headers: { ...headers, "content-type": "text/html; charset=utf-8" },
-          });
-        } catch (error) {
-          if (error instanceof OAuthError) return errorPage(error);
-          throw error;
-        }
-      },
-      { detail: { summary: "RP-initiated logout", hide: true } },
-    );
+    // RP-initiated logout, GET or a form POST (OpenID Connect RP-Initiated Logout 1.0 §2 asks for both).
+    .get("/oauth2/end-session", ({ request }) => signOut(request, queryOf(request)), { detail: { summary: "RP-initiated logout", hide: true } })
+    .post("/oauth2/end-session", async ({ request }) => signOut(request, Object.fromEntries(await formOf(request))), {
+      detail: { summary: "RP-initiated logout (form POST)", hide: true },
+    });
 
   // OAUTH_DYNAMIC_REGISTRATION=on: RFC 7591, open, limited per client address.
   const registration = new Elysia({ tags: ["OpenID Provider"] }).post(
