@@ -95,7 +95,7 @@ export function Clients() {
         {(data) => (
           <Table
             caption={t("clients.title")}
-            columns={[t("common.name"), t("clients.clientId"), t("clients.kind"), t("clients.scopes"), t("clients.redirectUris"), t("common.createdAt"), t("common.actions")]}
+            columns={[t("common.name"), t("clients.clientId"), t("clients.kind"), t("clients.extraScopes"), t("clients.redirectUris"), t("common.createdAt"), t("common.actions")]}
           >
             {data.map((c) => (
               <tr key={c.clientId}>
