@@ -174,6 +174,8 @@ describe("the account pages' sign-in and consent", () => {
     expect(res.headers.get("x-frame-options")).toBe("DENY");
     const bundle = await (await t.app.handle(new Request(`${ISSUER}${/src="([^"]+app\.js[^"]*)"/.exec(res.text)![1]}`))).text();
     for (const text of ["Allow {client} to use your account?", "允許 {client} 使用您的帳號？", "Apps with access", "可存取的應用程式"]) expect(bundle).toContain(text);
+    // The security page lists the apps with access only where the server is a provider.
+    expect((await t.request("GET", "/account/security")).text).toContain('data-provider="on"');
   });
 
   test("Deny on the consent screen: back to the app with access_denied (and its state, and iss)", async () => {
@@ -568,6 +570,7 @@ test("off unless OAUTH_SERVER=on: no discovery, and OAUTH_SERVER=on needs PUBLIC
   try {
     expect((await off.app.handle(new Request("http://localhost/.well-known/openid-configuration"))).status).toBe(401);
     expect((await off.app.handle(new Request("http://localhost/account/authorize"))).status).toBe(401);
+    expect(await (await off.app.handle(new Request("http://localhost/account/security"))).text()).not.toContain("data-provider");
     // Registration is off unless OAUTH_DYNAMIC_REGISTRATION=on: the provider has no such route, nor discovery a registration_endpoint.
     expect((await t.app.handle(new Request(`${ISSUER}/oauth2/register`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }))).status).toBe(401);
     expect(await (await t.app.handle(new Request(`${ISSUER}/.well-known/openid-configuration`))).json()).not.toHaveProperty("registration_endpoint");

@@ -95,7 +95,7 @@ const pageRoutes = (ctx: AppContext) => {
     ({ request }: { request: Request }) =>
       new Response(renderAccountPage(name, langOf(request), basePath, policy), { headers: PAGE_HEADERS });
   const appPage = async (name: AppPage, request: Request) =>
-    new Response(renderAppShell(name, langOf(request), basePath, await accountAssets(), policy), { headers: PAGE_HEADERS });
+    new Response(renderAppShell(name, langOf(request), basePath, await accountAssets(), policy, ctx.config.oauthServer), { headers: PAGE_HEADERS });
   const html = t.String({ description: "An HTML page", contentMediaType: "text/html" });
   const shown = (summary: string) => ({ response: { 200: html }, detail: { summary } });
   // The setup link's page only while its token can make the first ADMIN; else a page saying why and what to do instead.

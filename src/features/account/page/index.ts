@@ -188,14 +188,17 @@ const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string 
   },
 };
 
-/** The shell of a bundled page: its assets (linked by hash), the base path, page and policy in data attributes; no inline script. */
-export function renderAppShell(page: AppPage, lang: Lang, basePath: string, assets: PageAssets, policy: PasswordPolicy = "seed"): string {
+/**
+ * The shell of a bundled page: its assets (linked by hash), the base path, page and policy in data
+ * attributes (and `data-provider` where the server is an OpenID Provider: Apps with access); no inline script.
+ */
+export function renderAppShell(page: AppPage, lang: Lang, basePath: string, assets: PageAssets, policy: PasswordPolicy = "seed", provider = false): string {
   const e = escapeHtml;
   const texts = APP_TEXTS[page][lang];
   const href = (name: keyof PageAssets) => e(`${basePath}/account/assets/${name}?v=${assets[name].hash}`);
   return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${href("app.css")}" />\n  <script type="module" src="${href("app.js")}"></script>`)}
 <body>
-  <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"></div>
+  <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"${provider ? ' data-provider="on"' : ""}></div>
   <noscript>${e(texts.noScript)}</noscript>
 </body>
 </html>`;

@@ -70,7 +70,7 @@ const basePath = root.dataset.basePath ?? "";
 const lang: Lang = document.documentElement.lang === "zh-TW" ? "zh-TW" : "en";
 
 function usePageValue(onUnauthorized: () => void): Page {
-  return useMemo(() => ({ api: createApi(basePath, lang, onUnauthorized), t: translator(lang), lang, basePath }), []);
+  return useMemo(() => ({ api: createApi(basePath, lang, onUnauthorized), t: translator(lang), lang, basePath, provider: root.dataset.provider === "on" }), []);
 }
 
 const which = root.dataset.page;

@@ -535,7 +535,7 @@ interface AppRow {
   createdAt: string;
 }
 
-/** The apps the user consented to: only where the server is an OpenID Provider (OAUTH_SERVER=on), else no section at all. */
+/** The apps the user consented to (shown only where the server is an OpenID Provider). */
 function AppsWithAccess() {
   const { api, t, lang } = usePage();
   const load = useLoad<AppRow[]>("/api/account/apps");
@@ -544,7 +544,6 @@ function AppsWithAccess() {
     await action.run(() => api.delete(`/api/account/apps/${encodeURIComponent(clientId)}`), "apps.withdrawn");
     load.reload();
   };
-  if (load.state === "error" && load.error.code === "NOT_FOUND") return null;
   return (
     <Section id="apps" title="apps.title">
       <Loaded load={load}>
@@ -591,7 +590,7 @@ function AppsWithAccess() {
 }
 
 export function Security({ email, onSignOut, onEnded }: { email: string; onSignOut(): void; onEnded: OnEnded }) {
-  const { t } = usePage();
+  const { t, provider } = usePage();
   // A passkey added may bring the first recovery codes: the recovery section reads its summary again.
   const [factorsChanged, setFactorsChanged] = useState(0);
   // A link to a section (the setup page's #passkeys, #totp) moves the focus to its heading.
@@ -612,7 +611,7 @@ export function Security({ email, onSignOut, onEnded }: { email: string; onSignO
       </header>
       <nav aria-label={t("security.nav")}>
         <ul>
-          {(["sessions", "totp", "recovery", "passkeys", "api-keys", "apps"] as const).map((id) => (
+          {(["sessions", "totp", "recovery", "passkeys", "api-keys", ...(provider ? (["apps"] as const) : [])] as const).map((id) => (
             <li key={id}>
               <a href={`#${id}`}>{t(`${id === "api-keys" ? "apiKeys" : id}.title` as MessageKey)}</a>
             </li>
@@ -623,7 +622,7 @@ export function Security({ email, onSignOut, onEnded }: { email: string; onSignO
       <SecondFactors email={email} onEnded={onEnded} changed={factorsChanged} />
       <Passkeys email={email} onEnded={onEnded} onAdded={() => setFactorsChanged((n) => n + 1)} />
       <ApiKeys />
-      <AppsWithAccess />
+      {provider && <AppsWithAccess />}
     </main>
   );
 }
