@@ -99,6 +99,7 @@ export interface Config {
   readonly oauthServer: boolean;
   readonly oauthAccessTokenTtlS: number;
   readonly oauthDynamicRegistration: boolean;
+  readonly oauthRegisterMaxPerIp: number;
   /** Whether a session token refreshes by the bearer alone (the old clients' refresh); never once its session has used its refresh token. */
   readonly legacyBearerRefresh: boolean;
   /** API keys one user may hold. */
@@ -454,6 +455,7 @@ function oauthSettings(r: SettingsReader) {
     oauthServer,
     oauthAccessTokenTtlS: Math.floor((r.duration("OAUTH_ACCESS_TOKEN_TTL", 60_000, 86_400_000) ?? 600_000) / 1000),
     oauthDynamicRegistration: r.oneOf("OAUTH_DYNAMIC_REGISTRATION", ["on", "off"] as const, "off") === "on",
+    oauthRegisterMaxPerIp: r.integer("OAUTH_REGISTER_MAX_PER_IP", 10, 1, 1_000_000),
   } satisfies Partial<Config>;
 }
 

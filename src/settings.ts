@@ -128,6 +128,7 @@ export const SETTINGS = {
   OAUTH_SERVER: setting("off", "`on`: usersvc is an OpenID Provider for your other apps (needs PUBLIC_URL, the issuer; docs/openid-provider.md)"),
   OAUTH_ACCESS_TOKEN_TTL: setting("10m", "how long a client's access token lives (seconds, or with s/m/h/d)"),
   OAUTH_DYNAMIC_REGISTRATION: setting("off", "`on`: apps may register themselves (RFC 7591) as public clients asking `openid profile email` only"),
+  OAUTH_REGISTER_MAX_PER_IP: setting("10", "with OAUTH_DYNAMIC_REGISTRATION=on: registrations an hour per client address (then 429)"),
 
   ORDER_PAYMENT_TIMEOUT: setting(
     "(off)",
