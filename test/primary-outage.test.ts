@@ -1,41 +1,32 @@
 /**
  * A remote primary that goes away and comes back (decisions.md, "Many instances"): while it is
  * gone, requests that need it answer 503 SERVICE_UNAVAILABLE with Retry-After (never a 500),
- * readiness is DOWN and liveness UP; once it is back on the same file, both recover by themselves.
- * The app talks to the test kit's Hrana server over HTTP whatever the leg (the multi-instance
- * suite, npm run test:multi, does the same to three binaries behind nginx, mid-burst).
+ * readiness is DOWN and liveness UP; once it is back, both recover by themselves. The app talks
+ * to sqld over HTTP whatever the leg, through the test kit's proxy, which plays the faults (the
+ * multi-instance suite, npm run test:multi, kills sqld itself under three binaries behind nginx).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { classifyDatabaseError } from "../src/db/errors";
 import { makeTestApp, type TestApp } from "./helpers";
-import { freePort } from "./server-process";
-import { startHranaServer, type HranaServer } from "./support/hrana";
+import { startSqld, type Sqld } from "./support/sqld";
 
-const dir = mkdtempSync(join(tmpdir(), "usersvc-outage-"));
-const port = freePort();
-const file = join(dir, "primary.db");
-let primary: HranaServer;
+let primary: Sqld;
 let t: TestApp;
 let token: string;
 
 beforeAll(async () => {
-  primary = await startHranaServer({ port, file });
-  t = await makeTestApp({ DATABASE_URL: primary.url, DATABASE_BUSY_TIMEOUT_MS: "1000" });
+  primary = await startSqld();
+  t = await makeTestApp({ DATABASE_URL: primary.url, DATABASE_AUTH_TOKEN: primary.authToken, DATABASE_BUSY_TIMEOUT_MS: "1000" });
   token = (await t.admin()).token;
 });
 afterAll(async () => {
-  primary.resume();
   t.close();
   await primary.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
-test("primary killed: 503 SERVICE_UNAVAILABLE with Retry-After, readiness DOWN, liveness UP; back on its file: all recover", async () => {
+test("primary vanished (connections refused, open ones dropped): 503 SERVICE_UNAVAILABLE with Retry-After, readiness DOWN, liveness UP; back: all recover", async () => {
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
-  await primary.kill();
+  await primary.vanish();
 
   const read = await t.request("GET", "/api/users/1", { token });
   expect(read.status).toBe(503);
@@ -49,16 +40,16 @@ test("primary killed: 503 SERVICE_UNAVAILABLE with Retry-After, readiness DOWN, 
   expect(await t.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
   expect((await t.request("GET", "/actuator/health")).status).toBe(503);
 
-  primary = await startHranaServer({ port, file });
+  await primary.restore();
   expect(await t.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 200, body: { status: "UP" } });
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
   const again = await t.request("POST", "/api/users", { token, body: { name: "Now Then", email: "not-now@example.com" } });
   expect(again.status).toBe(201);
 }, 30_000);
 
-test("primary hung (SIGSTOP: it takes the connection, never answers): 503 with Retry-After within DATABASE_BUSY_TIMEOUT_MS, never a hang; resumed: all recover", async () => {
+test("primary hung (it takes the connection, never answers): 503 with Retry-After within DATABASE_BUSY_TIMEOUT_MS, never a hang; resumed: all recover", async () => {
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
-  primary.pause();
+  await primary.hang();
   try {
     // Without a deadline of its own, @libsql/client's fetch waits for the answer forever: the
     // race's 15 s (fifteen busy timeouts) names that hang instead of the test's timeout.
@@ -82,7 +73,7 @@ test("primary hung (SIGSTOP: it takes the connection, never answers): 503 with R
     expect(await t.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 503, body: { status: "DOWN" } });
     expect(await t.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
   } finally {
-    primary.resume();
+    await primary.restore();
   }
   expect(await t.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 200, body: { status: "UP" } });
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
