@@ -117,6 +117,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     url: config.databaseUrl,
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
+    syncIntervalMs: config.databaseSyncIntervalMs,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
     onRoundTrip: tracing?.roundTrip,
