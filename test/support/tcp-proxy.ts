@@ -111,7 +111,15 @@ const control = Bun.serve({
   async fetch(request) {
     const url = new URL(request.url);
     if (request.method === "POST" && url.pathname === "/proxies") {
-      const proxy: Proxy = { target: Number(url.searchParams.get("target")), server: undefined as never, state: "up", delayMs: 0, roundTrips: 0, sockets: new Set(), held: new Set() };
+      const proxy: Proxy = {
+        target: Number(url.searchParams.get("target")),
+        server: undefined as never,
+        state: "up",
+        delayMs: 0,
+        roundTrips: 0,
+        sockets: new Set(),
+        held: new Set(),
+      };
       const port = await listen(proxy);
       proxies.set(port, proxy);
       return json({ port });
