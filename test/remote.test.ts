@@ -1,7 +1,7 @@
 /**
  * A remote primary (sqld over Hrana): round trips per request, counted by the test kit's proxy in
  * front of it (over HTTP); the concurrency cases with really contending streams; the busy retry
- * with the lock held by another stream. These run on the remote legs (test/legs.ts). The error
+ * with the lock held by another stream. These run on the sqld legs (test/legs.ts; a replica's units run at its primary). The error
  * table runs on every leg.
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
@@ -10,7 +10,7 @@ import type { Database } from "../src/db/database";
 import { classifyDatabaseError, DatabaseBusyError, isUnavailable } from "../src/db/errors";
 import { orders, products, roles, users } from "../src/db/schema";
 import { countingGateway, holdDatabaseLock, makeTestApp, validRegistration, type TestApp } from "./helpers";
-import { leg, onSqld, remote } from "./legs";
+import { leg, onSqld } from "./legs";
 
 const GOOD_CARD = "4242424242424242";
 /** The proxy counts Hrana requests over HTTP (a WebSocket's are frames of one connection). */
@@ -71,8 +71,8 @@ describe("the error table, on this leg's driver", () => {
   }, 20_000);
 });
 
-// On the file legs these report skipped: they run on the remote legs.
-describe.skipIf(!remote)("a remote primary", () => {
+// On the file legs these report skipped: they run on the sqld legs (a replica's units run at its primary).
+describe.skipIf(!onSqld)("a remote primary", () => {
   let admin: Awaited<ReturnType<TestApp["admin"]>>;
   beforeAll(async () => {
     admin = await t.admin();
