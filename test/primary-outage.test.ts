@@ -4,8 +4,13 @@
  * readiness is DOWN and liveness UP; once it is back, both recover by themselves. The app talks
  * to sqld over HTTP whatever the leg, through the test kit's proxy, which plays the faults (the
  * multi-instance suite, npm run test:multi, kills sqld itself under three binaries behind nginx).
+ * An embedded replica without its primary keeps reading from its copy, and refuses writes alike.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createClient } from "@libsql/client";
 import { classifyDatabaseError } from "../src/db/errors";
 import { makeTestApp, type TestApp } from "./helpers";
 import { startSqld, type Sqld } from "./support/sqld";
@@ -80,6 +85,65 @@ test("primary hung (it takes the connection, never answers): 503 with Retry-Afte
   // The write that timed out may have committed once the primary woke (an unknown outcome, never retried): a new e-mail.
   expect((await t.request("POST", "/api/users", { token, body: { name: "Awake Now", email: "awake-now@example.com" } })).status).toBe(201);
 }, 60_000);
+
+describe("an embedded replica without its primary (vanished, then hung)", () => {
+  let edgePrimary: Sqld;
+  let edge: TestApp;
+  let edgeToken: string;
+  let edgeUser: number;
+  beforeAll(async () => {
+    edgePrimary = await startSqld();
+    const dir = mkdtempSync(join(tmpdir(), "usersvc-outage-replica-"));
+    edge = await makeTestApp({
+      DATABASE_URL: `file:${dir}/usersvc.db`,
+      DATABASE_SYNC_URL: edgePrimary.url,
+      DATABASE_AUTH_TOKEN: edgePrimary.authToken,
+      DATABASE_BUSY_TIMEOUT_MS: "1000",
+    });
+    ({ id: edgeUser, token: edgeToken } = await edge.admin());
+  });
+  afterAll(async () => {
+    edge.close();
+    await edgePrimary.stop();
+  });
+
+  test.each(["vanish", "hang"] as const)(
+    "%s: reads answer from the copy, a write 503 with Retry-After within DATABASE_BUSY_TIMEOUT_MS; back: writes resume, nothing acknowledged lost",
+    async (fault) => {
+      const kept = await edge.request("POST", "/api/users", { token: edgeToken, body: { name: "Before The Fault", email: `before-${fault}@example.com` } });
+      expect(kept.status).toBe(201);
+      await edgePrimary[fault]();
+      try {
+        for (const path of [`/api/users/${edgeUser}`, `/api/users/${kept.body.id}`, "/api/users?page=0&size=5"]) {
+          expect({ path, status: (await edge.request("GET", path, { token: edgeToken })).status }).toEqual({ path, status: 200 });
+        }
+        const started = performance.now();
+        const write = await edge.request("POST", "/api/users", { token: edgeToken, body: { name: "During The Fault", email: `during-${fault}@example.com` } });
+        expect({ status: write.status, body: write.body }).toMatchObject({ status: 503, body: { success: false, errorCode: "SERVICE_UNAVAILABLE" } });
+        expect(write.headers.get("retry-after")).toMatch(/^\d+$/);
+        // The busy timeout (1000 ms) bounds the wait for the primary; the rest is a loaded machine's slack.
+        expect(performance.now() - started).toBeLessThan(1000 + 4000);
+        expect(await edge.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
+      } finally {
+        await edgePrimary.restore();
+      }
+      const after = await edge.request("POST", "/api/users", { token: edgeToken, body: { name: "After The Fault", email: `after-${fault}@example.com` } });
+      expect(after.status).toBe(201);
+      expect((await edge.request("GET", `/api/users/${after.body.id}`, { token: edgeToken })).status).toBe(200);
+      const primaryClient = createClient({ url: edgePrimary.url, authToken: edgePrimary.authToken });
+      try {
+        const { rows } = await primaryClient.execute({
+          sql: "SELECT count(*) AS n FROM users WHERE email IN (?, ?)",
+          args: [`before-${fault}@example.com`, `after-${fault}@example.com`],
+        });
+        expect(Number(rows[0].n)).toBe(2);
+      } finally {
+        primaryClient.close();
+      }
+    },
+    60_000,
+  );
+});
 
 test.each([
   ["a refused connection", Object.assign(new TypeError("Unable to connect"), { code: "ECONNREFUSED" })],

@@ -2,7 +2,7 @@
  * An embedded replica (DATABASE_SYNC_URL with a file: DATABASE_URL): a local copy of the primary,
  * pulled every DATABASE_SYNC_INTERVAL by the client in the background, and after each write.
  *
- * - Reads (the Database itself, readAll) run on the local copy: no round trip.
+ * - Reads (the Database itself, readAll) run on the local copy, outside any transaction: no round trip.
  * - Units of work and migrations run at the primary over a Hrana connection of their own (the
  *   remote Database of libsql.ts: one batch per list unit, retried on contention, a deadline per
  *   round trip), then one sync pulls them into the copy before the unit answers, so the edge that
@@ -14,10 +14,10 @@
 import { createClient, type Client } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import type { Database, DatabaseOptions, Db } from "./database";
-import { batch, openLibsql } from "./libsql";
+import { openLibsql } from "./libsql";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
-import { runUnit } from "./units";
+import { eachInOrder, runUnit } from "./units";
 
 export async function openReplica(options: DatabaseOptions & { syncUrl: string }, busyTimeoutMs: number): Promise<Database> {
   const { url, syncUrl, authToken, syncIntervalMs } = options;
@@ -46,7 +46,9 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
     unguarded: db,
     write: (work) => pulled(primary.write(work)),
     writeAll: (build, writeOptions) => pulled(primary.writeAll(build, writeOptions)),
-    readAll: (build) => runUnit(db, build, (statements) => batch(local, statements(), "read")),
+    // One by one, as on the native driver: a replica hands any transaction, BEGIN READONLY too, to
+    // its primary (a round trip, and a failure while the primary is away).
+    readAll: (build) => runUnit(db, build, eachInOrder),
     migrate: (statements) => pulled(primary.migrate(statements)),
     close() {
       local.close();

@@ -9,7 +9,7 @@
  *                                      primary); hung (takes connections, passes nothing on: a
  *                                      stopped primary); back up, the hung connections are dropped
  *   POST   /proxies/PORT/delay?ms=N    every chunk waits N ms, each direction (a primary far away)
- *   GET    /proxies/PORT/stats         {"roundTrips": HTTP requests (Hrana pipelines and cursors) since the last reset}
+ *   GET    /proxies/PORT/stats         {"roundTrips": Hrana requests and replica write delegations since the last reset}
  *   POST   /proxies/PORT/reset
  *   DELETE /proxies/PORT
  */
@@ -29,8 +29,12 @@ interface Proxy {
 }
 
 const proxies = new Map<number, Proxy>();
-/** A Hrana request over HTTP: its request line (a body is JSON, which never holds a raw CR LF). */
-const REQUEST = /POST \/v\d+\/(?:pipeline|cursor) HTTP\/1\.1\r\n/g;
+/**
+ * A round trip: a Hrana request over HTTP, or a statement an embedded replica hands to its
+ * primary (gRPC-web write delegation); not the replica's pulls. Its request line, which a body
+ * never holds (JSON has no raw CR LF, and a protobuf body is length-prefixed, never parsed here).
+ */
+const REQUEST = /POST \/(?:v\d+\/(?:pipeline|cursor)|proxy\.Proxy\/\w+) HTTP\/1\.1\r\n/g;
 
 function listen(proxy: Proxy, port = 0): Promise<number> {
   proxy.server = createServer((client) => accept(proxy, client));
