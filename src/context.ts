@@ -58,6 +58,6 @@ export interface AppContext extends AppDeps {
   sessionActivity: SessionActivity;
   /** Notes when API keys were used; written in batches (security/api-keys.ts). */
   keyActivity: KeyActivity;
-  /** The access guard plugin: `.use(ctx.auth)` then `{ auth: "USER" }` on a route or group. */
+  /** The access guard plugin: `.use(ctx.auth)`, then `access: { allow: "USER" }` on a route or group (security/caller.ts `Access`). */
   auth: ReturnType<typeof authPlugin>;
 }

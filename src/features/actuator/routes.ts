@@ -128,7 +128,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         detail: { summary: "Metrics in Prometheus text format", description: "ADMIN, or the METRICS_TOKEN bearer when one is configured.", security: [{ bearerAuth: [] }] },
       },
     )
-    .guard({ auth: "ADMIN" }, (admin) =>
+    .guard({ access: { allow: "ADMIN" } }, (admin) =>
       admin
         .get("/metrics", () => ({ names: metricNames() }), {
           response: { 200: MetricNames, ...adminErrors },

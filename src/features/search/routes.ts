@@ -51,7 +51,7 @@ export const searchRoutes = (ctx: AppContext) =>
         );
       },
       {
-        auth: ["authenticated", "users"],
+        access: { allow: "authenticated", scope: "users:read" },
         query: UserSearchQuery,
         transform: dropEmptyQuery,
         response: { 200: t.Array(User), ...errors },
@@ -65,7 +65,7 @@ export const searchRoutes = (ctx: AppContext) =>
       },
     )
     .get("/users/department/:dept/role/:role", ({ params, query }) => matches(ctx.db, { department: params.dept, role: params.role }, pageIfAsked(query)), {
-      auth: ["authenticated", "users"],
+      access: { allow: "authenticated", scope: "users:read" },
       params: DepartmentRoleParams,
       query: OptionalPage,
       response: { 200: t.Array(User), ...errors },
@@ -75,7 +75,7 @@ export const searchRoutes = (ctx: AppContext) =>
       },
     })
     .get("/by-skills", ({ query }) => matches(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
-      auth: ["authenticated", "users"],
+      access: { allow: "authenticated", scope: "users:read" },
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },
       detail: {
@@ -93,7 +93,7 @@ export const profileRoutes = (ctx: AppContext) =>
       return findUser(ctx.db, caller.id);
     },
     {
-      auth: ["authenticated", "users"],
+      access: { allow: "authenticated", scope: "users:read" },
       headers: ProfileHeaders,
       response: { 200: User, ...errorResponses(400, 401, 404) },
       detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back.", ...documentedHeaders({ 200: ["X-Client-Version"] }) },

@@ -113,7 +113,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return users;
       },
       {
-        auth: ["USER", "users"],
+        access: { allow: "USER", scope: "users:read" },
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
         detail: {
@@ -139,7 +139,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return findUser(ctx.db, id).then((user) => tagged(set, user));
       },
       {
-        auth: ["authenticated", "users", { readsUser: true }],
+        access: { allow: "authenticated", scope: "users:read", readsUser: true },
         params: UserIdParams,
         response: { 200: User, ...errors },
         detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
@@ -152,7 +152,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return tagged(set, await createUser(ctx, body, caller.email));
       },
       {
-        auth: ["ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
+        access: { allow: "ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
         body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
@@ -160,13 +160,13 @@ export const usersRoutes = (ctx: AppContext) =>
       },
     )
     .put("/:id", changeUser(ctx, replaceUser), {
-      auth: ["ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
+      access: { allow: "ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
       body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN + BY_KEY, ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch("/:id", changeUser(ctx, patchUser), {
-      auth: ["SELF_OR_ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
+      access: { allow: "SELF_OR_ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
       body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: {
@@ -182,16 +182,16 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       // No API key deletes, activates or deactivates an account (no area: 403 API_KEY_NOT_ALLOWED).
-      { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+      { access: { allow: "ADMIN" }, params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
     )
     .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: {
@@ -209,7 +209,7 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: ["ADMIN", "users"],
+        access: { allow: "ADMIN", scope: "users:write" },
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },
@@ -222,7 +222,7 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: {
