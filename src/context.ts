@@ -12,7 +12,7 @@ import type { Tokens } from "./security/bearer-tokens";
 import type { DataCipher } from "./security/data-encryption";
 import type { SessionActivity } from "./security/session-activity";
 import type { KeyActivity } from "./security/api-keys";
-import type { PaymentGateway } from "./features/orders/payment-gateway";
+import type { PaymentGateway } from "./payment-gateway";
 import type { FileStore } from "./storage/files";
 import type { Tracing } from "./tracing";
 

@@ -11,11 +11,12 @@ import { AppError } from "../../errors";
 import { errorResponses } from "../../http/route-docs";
 import { escapeHtml } from "../../http/html";
 import { bearerToken } from "../../security/guard";
-import { consentsOfUser, withdrawConsent } from "../../store/oauth";
+import { consentsOfUser } from "../../store/oauth";
 import { createClient, deleteClientById, listClients } from "./clients";
 import { ClientBody, ClientIdParams, CreatedClient, OAuthClient } from "./model";
 import {
   checkedClient,
+  withdrawAppConsent,
   checkedRequest,
   endSession,
   introspect,
@@ -264,7 +265,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     .delete(
       "/api/account/apps/:clientId",
       async ({ caller, params, set }) => {
-        if (!(await withdrawConsent(ctx.db, caller.id, params.clientId, new Date(ctx.now())))) throw new AppError("OAUTH_CLIENT_NOT_FOUND");
+        await withdrawAppConsent(ctx, caller.id, params.clientId);
         set.status = 204;
       },
       {
