@@ -230,6 +230,8 @@ const securityOf = ({ scope }: Access): Record<string, string[]>[] => (scope ===
 
 /** What the guard leaves on the request's context (the same object from transform to handler). */
 type Guarded = { caller: Caller; userReadAlong?: AlsoUser };
+/** What the guard's transform reads of the context, and writes onto it. */
+type GuardContext = KeyContext & { params?: Record<string, string | undefined> } & Partial<Guarded>;
 
 /** The `:id` segment as a user id, when it is one; the route's own params check still decides. */
 const idOf = (segment: string | undefined) => {
@@ -255,9 +257,9 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
         detail: { security: securityOf(access) },
         // An arrow function, not a method: Elysia reads a hook's source to see what it uses, and could
         // not read the minified method (the binary printed a "[Sucrose] warning" with its code to stdout).
-        transform: async (context) => {
+        transform: async (context: GuardContext) => {
           const { request, set } = context;
-          const pathId = (context.params as Record<string, string> | undefined)?.id;
+          const pathId = context.params?.id;
           const id = readsUser ? idOf(pathId) : undefined;
           const userReadAlong = id === undefined ? undefined : { id };
           const found = authenticator.callerOf(request, userReadAlong);
@@ -269,9 +271,8 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           holdToEnrolment(caller, request, basePath);
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the
           // served GET /api/users/{id} ~1.5 µs of its ~50 (wrk, server CPU per request).
-          const guarded = context as unknown as Guarded;
-          guarded.caller = caller;
-          guarded.userReadAlong = userReadAlong;
+          context.caller = caller;
+          context.userReadAlong = userReadAlong;
         },
         // For the handler's types only (Elysia types a macro's additions by what resolve returns): the
         // transform above ran first, put them there, and threw unless it found a caller.
