@@ -92,10 +92,7 @@ export async function* packArchive(folder: string, members: string[]): AsyncIter
   const onWriteEntry = (entry: { stat?: { mode: number } }) => {
     if (entry.stat) entry.stat.mode = (entry.stat.mode & ~0o7777) | 0o600;
   };
-  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true, onWriteEntry }, [
-    MANIFEST,
-    ...members,
-  ]) as AsyncIterable<Uint8Array>;
+  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true, onWriteEntry }, [MANIFEST, ...members]) as AsyncIterable<Uint8Array>;
 }
 
 /** The archive cannot be used: corrupted, altered, or not ours. Nothing was changed. */
