@@ -1,25 +1,47 @@
 /**
  * Every errorCode and text a client can read: the service-wide ones here, each feature's from
- * its own errors.ts. A feature adds its file to the two lists below (better-auth's model:
+ * its own errors.ts. A feature adds its one export to FEATURES below (better-auth's model:
  * `keyof typeof` a const catalogue), so `new AppError("MISSPELT")` or a field message key that
  * does not exist fails tsc instead of becoming a 500 at run time.
  */
 import { defineErrors, defineTexts, render, type Lang, type TextParams } from "./i18n";
-import { accountErrors, accountTexts } from "./features/account/errors";
-import { actuatorErrors } from "./features/actuator/errors";
-import { authErrors, authTexts } from "./features/auth/errors";
-import { backupsErrors } from "./features/backups/errors";
-import { filesErrors, filesTexts } from "./features/files/errors";
-import { ordersErrors, ordersTexts } from "./features/orders/errors";
-import { peopleErrors } from "./features/people/errors";
-import { productsErrors, productsTexts } from "./features/products/errors";
-import { searchTexts } from "./features/search/errors";
-import { sessionsErrors } from "./features/sessions/errors";
-import { apiKeysErrors, apiKeysTexts } from "./features/api-keys/errors";
-import { mfaErrors, mfaTexts } from "./features/mfa/errors";
-import { federationErrors, federationTexts } from "./features/federation/errors";
-import { oauthServerErrors } from "./features/oauth-server/errors";
-import { usersErrors, usersTexts } from "./features/users/errors";
+import { accountCatalogue } from "./features/account/errors";
+import { actuatorCatalogue } from "./features/actuator/errors";
+import { apiKeysCatalogue } from "./features/api-keys/errors";
+import { authCatalogue } from "./features/auth/errors";
+import { backupsCatalogue } from "./features/backups/errors";
+import { federationCatalogue } from "./features/federation/errors";
+import { filesCatalogue } from "./features/files/errors";
+import { mfaCatalogue } from "./features/mfa/errors";
+import { oauthServerCatalogue } from "./features/oauth-server/errors";
+import { ordersCatalogue } from "./features/orders/errors";
+import { peopleCatalogue } from "./features/people/errors";
+import { productsCatalogue } from "./features/products/errors";
+import { searchCatalogue } from "./features/search/errors";
+import { sessionsCatalogue } from "./features/sessions/errors";
+import { usersCatalogue } from "./features/users/errors";
+
+/**
+ * Each feature's part: `{ errors?, texts? }`, one export of its errors.ts. A new feature adds its
+ * import above and its entry here, nothing else.
+ */
+const FEATURES = [
+  usersCatalogue,
+  authCatalogue,
+  productsCatalogue,
+  ordersCatalogue,
+  filesCatalogue,
+  peopleCatalogue,
+  searchCatalogue,
+  actuatorCatalogue,
+  accountCatalogue,
+  backupsCatalogue,
+  sessionsCatalogue,
+  apiKeysCatalogue,
+  mfaCatalogue,
+  federationCatalogue,
+  oauthServerCatalogue,
+] as const;
 
 /** Codes any feature (or the HTTP plumbing) answers. */
 const serviceErrors = defineErrors({
@@ -58,38 +80,26 @@ const serviceTexts = defineTexts({
   "field.enum": { en: (p) => `must be one of ${p.allowed}`, "zh-TW": (p) => `必須是 ${p.allowed} 之一` },
 });
 
-type Merged<T extends readonly object[]> = (T[number] extends infer U ? (U extends object ? (k: U) => void : never) : never) extends (k: infer I) => void ? I : never;
+/** The intersection of a union's members: every feature's keys in one type. */
+type Merged<U> = (U extends object ? (k: U) => void : never) extends (k: infer I) => void ? I : never;
+type Feature = (typeof FEATURES)[number];
+type ErrorsOf<F> = F extends { errors: infer E } ? E : never;
+type TextsOf<F> = F extends { texts: infer T } ? T : never;
 
-/** One catalogue out of many; a key two features both define is a start-up failure, never a silent override. */
-function merge<const T extends readonly object[]>(...parts: T): Merged<T> {
+/** One catalogue out of many; a key two parts both define is a start-up failure, never a silent override. */
+function merge(parts: readonly (object | undefined)[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const part of parts) {
-    for (const [key, value] of Object.entries(part)) {
+    for (const [key, value] of Object.entries(part ?? {})) {
       if (key in out) throw new Error(`catalogue: ${key} is defined twice`);
       out[key] = value;
     }
   }
-  return out as Merged<T>;
+  return out;
 }
 
-export const ERRORS = merge(
-  serviceErrors,
-  usersErrors,
-  authErrors,
-  productsErrors,
-  ordersErrors,
-  filesErrors,
-  peopleErrors,
-  actuatorErrors,
-  accountErrors,
-  backupsErrors,
-  sessionsErrors,
-  apiKeysErrors,
-  mfaErrors,
-  federationErrors,
-  oauthServerErrors,
-);
-const TEXTS = merge(serviceTexts, usersTexts, authTexts, productsTexts, ordersTexts, filesTexts, searchTexts, accountTexts, apiKeysTexts, mfaTexts, federationTexts);
+export const ERRORS = merge([serviceErrors, ...FEATURES.map((part) => ("errors" in part ? part.errors : undefined))]) as typeof serviceErrors & Merged<ErrorsOf<Feature>>;
+const TEXTS = merge([serviceTexts, ...FEATURES.map((part) => ("texts" in part ? part.texts : undefined))]) as typeof serviceTexts & Merged<TextsOf<Feature>>;
 
 export type ErrorCode = keyof typeof ERRORS;
 export type MessageKey = keyof typeof TEXTS;

@@ -12,7 +12,7 @@ import type { Tokens } from "./security/bearer-tokens";
 import type { DataCipher } from "./security/data-encryption";
 import type { SessionActivity } from "./security/session-activity";
 import type { KeyActivity } from "./security/api-keys";
-import type { PaymentGateway } from "./features/orders/payment-gateway";
+import type { PaymentGateway } from "./payment-gateway";
 import type { FileStore } from "./storage/files";
 import type { Tracing } from "./tracing";
 
@@ -58,6 +58,6 @@ export interface AppContext extends AppDeps {
   sessionActivity: SessionActivity;
   /** Notes when API keys were used; written in batches (security/api-keys.ts). */
   keyActivity: KeyActivity;
-  /** The access guard plugin: `.use(ctx.auth)` then `{ auth: "USER" }` on a route or group. */
+  /** The access guard plugin: `.use(ctx.auth)`, then `access: { allow: "USER" }` on a route or group (security/caller.ts `Access`). */
   auth: ReturnType<typeof authPlugin>;
 }

@@ -1,11 +1,15 @@
 /**
- * The access table, the contract of who may call each route, row by row, for an anonymous
- * caller, an authenticated caller without roles, a USER and an ADMIN. Each cell is
- * the status the row allows: the route's own answer when access passes, 401 UNAUTHORIZED
- * (with WWW-Authenticate: Bearer) without a valid token, 403 ACCESS_DENIED without the role.
+ * The access table, the contract of who may call each route. First every route the app registers
+ * against the rules by path (test/support/access-rules.ts): its declaration says what its rule says,
+ * and the guard refuses whom the rule refuses (401 UNAUTHORIZED with WWW-Authenticate: Bearer
+ * without a valid token, 403 ACCESS_DENIED without the role). Then particular rows, for an
+ * anonymous caller, an authenticated caller without roles, a USER and an ADMIN: the route's own
+ * answer when access passes, the routes that read their bearer themselves, unknown paths.
  */
-import { afterAll, beforeAll, describe, expect } from "./legs";
+import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { EMPTY_REGISTRATION_ERRORS, makeTestApp, uniqueEmail, type TestApp, type TestResponse } from "./helpers";
+import { refusesKeys } from "../src/security/api-keys";
+import { type Allow, ruleFor, routesOf } from "./support/access-rules";
 import { DENIED, type Failure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
 
 type Who = "anonymous" | "noRole" | "user" | "admin";
@@ -201,3 +205,61 @@ function cell(row: Row, caller: Who): Scenario {
 for (const caller of ["anonymous", "noRole", "user", "admin"] as Who[]) {
   describe(caller, () => scenarios(rows.map((row) => cell(row, caller))));
 }
+
+/** Who each rule refuses, among the callers without ADMIN (an ADMIN passes every rule). */
+const REFUSES: Record<Allow, Who[]> = {
+  open: [],
+  authenticated: ["anonymous"],
+  USER: ["anonymous", "noRole"],
+  SELF_OR_ADMIN: ["anonymous", "noRole", "user"],
+  ADMIN: ["anonymous", "noRole", "user"],
+};
+
+describe("every route against the rules by path", () => {
+  /** Every route there is: the OpenID Provider's too. */
+  let whole: TestApp;
+  beforeAll(async () => {
+    whole = await makeTestApp({ PUBLIC_URL: "https://id.example.test", OAUTH_SERVER: "on" });
+  });
+  afterAll(() => whole?.close());
+
+  test("each route matches a rule (a new route with none needs one in test/support/access-rules.ts) and declares what it says", () => {
+    const routes = routesOf(whole);
+    expect(routes.filter(({ route }) => !ruleFor(route)).map(({ route }) => route)).toEqual([]);
+    const declared = routes.map(({ route, path, access }) => ({
+      route,
+      allow: access?.allow ?? "open",
+      keys: refusesKeys(path) ? "refused" : access ? (access.scope ?? "refused") : "answered",
+    }));
+    const ruled = routes.map(({ route }) => {
+      const [, allow, keys] = ruleFor(route)!;
+      return { route, allow, keys };
+    });
+    expect(declared).toEqual(ruled);
+  });
+
+  test("the guard refuses whom each route's rule refuses, whatever the route's body", async () => {
+    const callers: [Who, string | undefined][] = [
+      ["anonymous", undefined],
+      ["noRole", who.noRole!.token],
+      ["user", who.user!.token],
+    ];
+    const expected: unknown[] = [];
+    const answered: unknown[] = [];
+    for (const { route, method, path } of routesOf(t)) {
+      const refused = REFUSES[ruleFor(route)?.[1] ?? "open"];
+      // Any value for a parameter: the guard answers before the route reads it (and SELF_OR_ADMIN's :id names nobody here).
+      const url = path.replace(/:[^/]+/g, "999999");
+      for (const [caller, token] of callers) {
+        if (!refused.includes(caller)) continue;
+        const res = await t.request(method, url, { token });
+        const failure = caller === "anonymous" ? UNAUTHORIZED : DENIED;
+        expected.push({ route, caller, status: caller === "anonymous" ? 401 : 403, errorCode: failure.errorCode });
+        answered.push({ route, caller, status: res.status, errorCode: res.body?.errorCode });
+        if (caller === "anonymous") expect(res.headers.get("www-authenticate")).toBe("Bearer");
+      }
+    }
+    expect(answered).toEqual(expected);
+    expect(expected.length).toBeGreaterThan(100);
+  });
+});

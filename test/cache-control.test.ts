@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { makeTestApp, type TestApp } from "./helpers";
 import { prepareRouteWalk } from "./support/route-walk";
+import { routesOf } from "./support/access-rules";
 
 let t: TestApp;
 let routeWalk: Awaited<ReturnType<typeof prepareRouteWalk>>;
@@ -24,7 +25,11 @@ const FILE_INFO = "GET /api/files/info/:id";
 
 describe("Cache-Control on authenticated and token answers", () => {
   test("every route the app registers, asked with a token: no-store (file info: private, one hour); login's token too", async () => {
-    const guarded = new Set(t.app.routes.filter((r) => (r.hooks as { detail?: { security?: unknown } }).detail?.security).map((r) => `${r.method} ${r.path}`));
+    const guarded = new Set(
+      routesOf(t)
+        .filter(({ access }) => access)
+        .map(({ route }) => route),
+    );
     const seen: Record<string, string | null> = {};
     const kept: string[] = [];
     const expected: Record<string, string | null> = {};

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { and, eq } from "drizzle-orm";
 import { orders, outbox, products } from "../src/db/schema";
-import { createSimulatedGateway, type PaymentGateway } from "../src/features/orders/payment-gateway";
+import { createSimulatedGateway } from "../src/features/orders/payment-gateway";
+import type { PaymentGateway } from "../src/payment-gateway";
 import type { Order } from "../src/features/orders/model";
 import { STALE_CLAIM_MS } from "../src/features/orders/service";
 import { countingGateway, ISO_Z, makeTestApp, type TestApp } from "./helpers";

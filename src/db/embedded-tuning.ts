@@ -20,7 +20,7 @@ const INSTALLED = Symbol.for("usersvc.embeddedTuning");
 type Connection = { prepare(sql: string): unknown; exec(sql: string): void };
 
 export function tuneEmbeddedConnections() {
-  const proto = Database.prototype as unknown as Connection & { [INSTALLED]?: true };
+  const proto = Database.prototype as Connection & { [INSTALLED]?: true };
   if (proto[INSTALLED]) return;
   proto[INSTALLED] = true;
   const { prepare, exec } = proto;

@@ -55,7 +55,7 @@ function connect(path: string, pragmas: string[]) {
  */
 function handleOf(connection: Connection): Db {
   const client = { prepare: (text: string) => connection.query(text), exec: (text: string) => connection.run(text) };
-  return drizzle({ client: client as unknown as Connection, schema }) as unknown as Db;
+  return drizzle({ client: client as Connection, schema }) as Db;
 }
 
 /** The writer's transaction control, prepared once; total_changes() tells whether a failed unit wrote anything. */

@@ -28,7 +28,7 @@ export function prepared<H extends object, P>(build: (db: H, shape: string) => P
  * A placeholder where drizzle's types want a column's value (a `set` or `values` of a prepared
  * statement): drizzle fills the value in, through the column's encoder, when the statement runs.
  */
-export const placeholder = <T>(name: string) => sql.placeholder(name) as unknown as T;
+export const placeholder = <T>(name: string) => sql.placeholder(name) as T;
 
 /** What `bound` needs of a drizzle prepared query (either driver's). */
 interface PreparedQuery {

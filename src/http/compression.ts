@@ -96,7 +96,7 @@ export function streamedJson(stream: ReadableStream<Uint8Array>): Response {
 async function compressorStream(encoding: Encoding) {
   const [{ Duplex }, zlib] = await Promise.all([import("node:stream"), import("node:zlib")]);
   const compressor = encoding === "br" ? zlib.createBrotliCompress({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } }) : zlib.createGzip({ level: 6 });
-  return Duplex.toWeb(compressor) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
+  return Duplex.toWeb(compressor) as ReadableWritablePair<Uint8Array, Uint8Array>;
 }
 
 /** A streamed answer with the handler's headers, and compressed chunk by chunk when the client accepts it. */

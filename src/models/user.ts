@@ -5,6 +5,7 @@
  */
 import { Type } from "@sinclair/typebox";
 import { t, type Static } from "elysia";
+import { AppError } from "../errors";
 import { NullableString, QueryInteger, queryInteger, type Violation } from "../validation";
 
 export const PHONE_PATTERN = "^[0-9-+()\\s]*$";
@@ -72,3 +73,11 @@ export const matchingNewPassword = (v: Record<string, unknown>): Violation[] =>
  */
 export const UserIdParams = t.Object({ id: QueryInteger({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) });
 export const userId = (params: { id: number | string }) => queryInteger(params.id) as number;
+
+/** The user a service must answer, or 404 USER_NOT_FOUND: `findUser(db, id).then(existing(id))`. */
+export const existing =
+  (id: number) =>
+  (user: User | undefined): User => {
+    if (!user) throw new AppError("USER_NOT_FOUND", { id });
+    return user;
+  };

@@ -11,17 +11,22 @@ export type Scope = `${Area}:${"read" | "write"}`;
 export const SCOPES = AREAS.flatMap((area) => [`${area}:read`, `${area}:write`] as const) as Scope[];
 
 /**
- * What a route declares with the `auth` macro: its access rule alone (API keys refused:
- * 403 API_KEY_NOT_ALLOWED), or the rule and the area an API key needs a scope of
- * (`auth: ["authenticated", "orders"]`). `grep -rn "auth:" src/features` is the table.
- * A route that answers the user of its `:id` adds `{ readsUser: true }`: the guard reads that user
- * in the caller's statement (store/users.ts withUserById) and hands it over as `userReadAlong`.
- * A route a key may call, but whose body can also change who holds power, names those body fields
- * in `keysMayNotSend`: a key's request that sends any of them (not null) is refused whole.
+ * What a route declares about who may call it, once, on its options or on a group's
+ * (`access: { allow: "ADMIN", scope: "users:write" }`); the guard (guard.ts) reads it when the
+ * route is registered, never per request. A route without `access` is open. The whole-surface
+ * tests check every declaration against the rules by path in test/support/access-rules.ts
+ * (docs/contributing.md, "Who may call a route").
  */
-export type AccessDeclaration = AccessRule | readonly [AccessRule, Area] | readonly [AccessRule, Area, RouteOptions];
-export interface RouteOptions {
-  readsUser?: true;
+export interface Access {
+  /** Who: any valid bearer ("authenticated"), a role (ADMIN includes USER), or the user the route's `:id` names or an ADMIN ("SELF_OR_ADMIN"). */
+  allow: AccessRule;
+  /**
+   * The scope an API key (or a client's access token) must hold to call the route: `<area>:read`
+   * for GET, `<area>:write` otherwise. Without one, keys and client tokens are refused (403
+   * API_KEY_NOT_ALLOWED); a key still acts as its owner, who must pass `allow` too.
+   */
+  scope?: Scope;
+  /** Body fields that change who holds power: a key's request that gives any of them a value (not null) is refused whole (403 API_KEY_NOT_ALLOWED). */
   keysMayNotSend?: readonly string[];
   /**
    * A client acting as itself (client_credentials) has no user row. It is refused (403
@@ -29,10 +34,9 @@ export interface RouteOptions {
    * caller's own and write nothing in the caller's name (no order, upload or profile of user 0).
    */
   withoutUser?: true;
+  /** The route answers the user its `:id` names: the guard reads that user in the caller's own statement (store/users.ts withUserById) and hands it over as `userReadAlong`. */
+  readsUser?: true;
 }
-
-/** The scope a request of `method` on an area needs. */
-export const scopeFor = (area: Area, method: string): Scope => `${area}:${method === "GET" || method === "HEAD" ? "read" : "write"}`;
 
 export interface Caller {
   id: number;

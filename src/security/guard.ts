@@ -1,6 +1,6 @@
 /**
- * The one access guard. Routes declare who may call them with the `auth` macro
- * (`{ auth: "authenticated" | "USER" | "ADMIN" }`, usually on a group); the guard turns the
+ * The one access guard. Routes declare who may call them with the `access` macro
+ * (`{ access: { allow: "ADMIN", scope: "users:write" } }`, caller.ts `Access`); the guard turns the
  * bearer token into a `caller` or answers 401 / 403 through the errors plugin.
  * A token counts only if it verifies, its subject exists and is active, it carries the
  * user's current token version, and it was issued to that account. A session token (`sid`)
@@ -24,7 +24,7 @@ import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
 import { CLIENT_TOKEN_START, isKeyBearer, parseKey, secretMatches, setRateLimitHeaders, type KeyActivity, type KeyRateLimit } from "./api-keys";
-import { satisfies, scopeFor, type AccessDeclaration, type Area, type Caller, type RoleName, type RouteOptions } from "./caller";
+import { satisfies, type Access, type Caller, type RoleName } from "./caller";
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
 
@@ -193,11 +193,11 @@ export interface KeyRules {
 /**
  * An API key's request, once its secret verified: counted in its rate limit (429 past it, with
  * Retry-After and RateLimit-*; those headers come from half the budget on), then
- * refused where the route declares no area (403 API_KEY_NOT_ALLOWED), where the key lacks the area's
- * scope for the method (403 INSUFFICIENT_SCOPE), and where its body sends a field the route keeps
+ * refused where the route declares no scope (403 API_KEY_NOT_ALLOWED), where the key lacks the
+ * route's scope (403 INSUFFICIENT_SCOPE), and where its body sends a field the route keeps
  * from keys (403 API_KEY_NOT_ALLOWED). The owner's roles still apply after this.
  */
-function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, context: KeyContext, keys: KeyRules, options: RouteOptions | undefined) {
+function admitKey(key: NonNullable<Caller["apiKey"]>, access: Access, context: KeyContext, keys: KeyRules) {
   const { request, set } = context;
   // One clock reading for both (Date.now costs ~0.1 µs here, a read of the system clock).
   const at = keys.now();
@@ -208,18 +208,18 @@ function admitKey(key: NonNullable<Caller["apiKey"]>, area: Area | undefined, co
   if (limit?.allowed === false)
     throw new AppError("TOO_MANY_REQUESTS", {}, { headers: setRateLimitHeaders({ "retry-after": String(limit.resetS) }, limit) as Record<string, string> });
   keys.activity.used(key.id, key.lastUsedAt, at, () => clientAddress(keys.server(), request, keys.trustProxy));
-  admitScopes(key.scopes, area, request.method, context.body, options);
+  admitScopes(key.scopes, access, context.body);
 }
 
 /**
- * A key's or a client token's scopes: the route must declare an area (else 403 API_KEY_NOT_ALLOWED)
- * they name for the method (else 403 INSUFFICIENT_SCOPE), and the body may send no field the route
- * keeps from keys and clients (else 403 API_KEY_NOT_ALLOWED).
+ * A key's or a client token's scopes: the route must declare a scope (else 403 API_KEY_NOT_ALLOWED)
+ * they hold (else 403 INSUFFICIENT_SCOPE), and the body may send no field the route keeps from
+ * keys and clients (else 403 API_KEY_NOT_ALLOWED).
  */
-function admitScopes(scopes: readonly string[], area: Area | undefined, method: string, body: unknown, options: RouteOptions | undefined) {
-  if (area === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
-  if (!scopes.includes(scopeFor(area, method))) throw new AppError("INSUFFICIENT_SCOPE");
-  if (options?.keysMayNotSend && sendsAny(body, options.keysMayNotSend)) throw new AppError("API_KEY_NOT_ALLOWED");
+function admitScopes(scopes: readonly string[], { scope, keysMayNotSend }: Access, body: unknown) {
+  if (scope === undefined) throw new AppError("API_KEY_NOT_ALLOWED");
+  if (!scopes.includes(scope)) throw new AppError("INSUFFICIENT_SCOPE");
+  if (keysMayNotSend && sendsAny(body, keysMayNotSend)) throw new AppError("API_KEY_NOT_ALLOWED");
 }
 type KeyContext = { request: Request; set: { headers: Record<string, unknown> }; body: unknown };
 
@@ -227,11 +227,13 @@ type KeyContext = { request: Request; set: { headers: Record<string, unknown> };
 const sendsAny = (body: unknown, fields: readonly string[]) =>
   typeof body === "object" && body !== null && fields.some((field) => (body as Record<string, unknown>)[field] != null);
 
-/** The security requirements the OpenAPI document shows: the bearer, and an API key's area where the route declares one. */
-const securityOf = (area: Area | undefined): Record<string, string[]>[] => (area === undefined ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [area] }]);
+/** The security requirements the OpenAPI document shows: the bearer, and an API key's scope where the route declares one. */
+const securityOf = ({ scope }: Access): Record<string, string[]>[] => (scope === undefined ? [{ bearerAuth: [] }] : [{ bearerAuth: [] }, { apiKey: [scope] }]);
 
 /** What the guard leaves on the request's context (the same object from transform to handler). */
 type Guarded = { caller: Caller; userReadAlong?: AlsoUser };
+/** What the guard's transform reads of the context, and writes onto it. */
+type GuardContext = KeyContext & { params?: Record<string, string | undefined> } & Partial<Guarded>;
 
 /** The `:id` segment as a user id, when it is one; the route's own params check still decides. */
 const idOf = (segment: string | undefined) => {
@@ -246,34 +248,36 @@ const idOf = (segment: string | undefined) => {
  */
 export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePath = "") =>
   new Elysia({ name: "auth" }).macro({
-    auth: (declared: AccessDeclaration) => {
-      const [rule, area, options] = typeof declared === "string" ? [declared] : declared;
+    // Called once per route, when it is registered: the request below reads only what this closes over.
+    access: (access: Access) => {
+      const { allow, readsUser } = access;
       return {
+        // Left on the route's hooks as declared: the whole-surface tests read every route's declaration there.
+        declaredAccess: access,
         // The OpenAPI document (features/docs/spec.ts) shows the bearer requirement exactly where the guard applies,
-        // and the API-key scope a route's area asks for (the method picks read or write).
-        detail: { security: securityOf(area) },
+        // and the API-key scope the route asks for.
+        detail: { security: securityOf(access) },
         // An arrow function, not a method: Elysia reads a hook's source to see what it uses, and could
         // not read the minified method (the binary printed a "[Sucrose] warning" with its code to stdout).
-        transform: async (context) => {
+        transform: async (context: GuardContext) => {
           const { request, set } = context;
-          const pathId = (context.params as Record<string, string> | undefined)?.id;
-          const id = options?.readsUser ? idOf(pathId) : undefined;
+          const pathId = context.params?.id;
+          const id = readsUser ? idOf(pathId) : undefined;
           const userReadAlong = id === undefined ? undefined : { id };
           const found = authenticator.callerOf(request, userReadAlong);
           const caller = (found instanceof Promise ? await found : found) ?? (await authenticator.clientCallerOf(request));
           if (!caller) throw unauthorized();
-          if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, body: context.body }, keys, options);
+          if (caller.apiKey) admitKey(caller.apiKey, access, { request, set, body: context.body }, keys);
           else if (caller.client) {
-            admitScopes(caller.client.scopes, area, request.method, context.body, options);
-            if (caller.client.withoutUser && !options?.withoutUser) throw new AppError("CLIENT_WITHOUT_USER");
+            admitScopes(caller.client.scopes, access, context.body);
+            if (caller.client.withoutUser && !access.withoutUser) throw new AppError("CLIENT_WITHOUT_USER");
           }
-          if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
+          if (!satisfies(caller, allow, pathId)) throw new AppError("ACCESS_DENIED");
           holdToEnrolment(caller, request, basePath);
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the
           // served GET /api/users/{id} ~1.5 µs of its ~50 (wrk, server CPU per request).
-          const guarded = context as unknown as Guarded;
-          guarded.caller = caller;
-          guarded.userReadAlong = userReadAlong;
+          context.caller = caller;
+          context.userReadAlong = userReadAlong;
         },
         // For the handler's types only (Elysia types a macro's additions by what resolve returns): the
         // transform above ran first, put them there, and threw unless it found a caller.

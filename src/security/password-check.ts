@@ -119,7 +119,7 @@ export async function assertLoginAllowed<const A extends Record<string, Statemen
   const device = trustedDevice(client.deviceToken, rows?.[0], account, now);
   if (!device) assertNotThrottled(deps, origin, throttle, lockout[0]?.lockedUntil.getTime() ?? 0);
   const pairHasFailures = throttle.some((row) => row.key === pairKey(email, origin.network));
-  return { origin, pairHasFailures, device, alongside: read as unknown as UnitAnswers<A> };
+  return { origin, pairHasFailures, device, alongside: read as UnitAnswers<A> };
 }
 
 /**

@@ -11,7 +11,6 @@ import { secondFactorsOf } from "./mfa";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { positionsOf } from "../db/reads";
 import { auditLog, departments, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
-import { AppError } from "../errors";
 import type { SORTABLE_FIELDS, User } from "../models/user";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
 import { notificationStatement, traced } from "./outbox";
@@ -109,11 +108,11 @@ const findById = prepared((db: Reader) => selectUsers(db, eq(users.id, sql.place
 /** A row of userColumns as drizzle reads it. */
 type UserRow = Awaited<ReturnType<ReturnType<typeof findById>["all"]>>[number];
 
-export async function findUser(db: Reader, id: number): Promise<User> {
+/** The User with the id, or undefined: the service decides what a missing one means (usually `existing`, models/user.ts). */
+export async function findUser(db: Reader, id: number): Promise<User | undefined> {
   // Raw values, mapped by position: drizzle's per-field row mapping was a tenth of GET /api/users/{id}.
   const [row] = (await findById(db).values({ id })) as ArrayLike<unknown>[];
-  if (!row) throw new AppError("USER_NOT_FOUND", { id });
-  return toUserFromValues(row);
+  return row ? toUserFromValues(row) : undefined;
 }
 
 /** The User with the id as a statement of a unit: read back after the unit's writes. */
@@ -446,10 +445,10 @@ export async function updateAtVersion(tx: Db, id: number, version: number, chang
 }
 
 /**
- * Refuses a change that would leave no active ADMIN (nobody could manage users any more).
- * Call it inside the change's transaction when `userId` is about to stop being an ADMIN.
+ * Whether `userId` is the last active ADMIN: a change that ends that would leave nobody to manage
+ * users. Asked inside the change's transaction when `userId` is about to stop being an ADMIN.
  */
-export async function keepAnAdmin(tx: Reader, userId: number) {
+export async function isLastAdmin(tx: Reader, userId: number): Promise<boolean> {
   const adminsOf = (userFilter: SQL) =>
     tx
       .select({ n: count() })
@@ -458,9 +457,9 @@ export async function keepAnAdmin(tx: Reader, userId: number) {
       .innerJoin(users, eq(users.id, userRoles.userId))
       .where(and(eq(roles.name, "ADMIN"), eq(users.active, true), userFilter));
   const [target] = await adminsOf(eq(users.id, userId));
-  if (target.n === 0) return;
+  if (target.n === 0) return false;
   const [others] = await adminsOf(ne(users.id, userId));
-  if (others.n === 0) throw new AppError("LAST_ADMIN");
+  return others.n === 0;
 }
 
 /** Deletes the user (their roles, profile, skills and tokens go with them): the e-mail it had, or undefined when there was none. */

@@ -13,6 +13,7 @@ import type { TracingConfig } from "../config";
 import type { Database } from "../db/database";
 import type { Tracing } from "./tracing";
 import { requestPath } from "../http/request-url";
+import { peekRequestState, requestState } from "../http/request-state";
 
 function samplerOf({ sampler, samplerRatio }: TracingConfig): Sampler {
   const root = sampler.endsWith("always_off") ? new AlwaysOffSampler() : sampler.endsWith("traceidratio") ? new TraceIdRatioBasedSampler(samplerRatio) : new AlwaysOnSampler();
@@ -38,7 +39,6 @@ export function openTelemetry(config: TracingConfig, version: string): Tracing {
     spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: config.tracesUrl, headers: { ...config.headers } }) })],
   });
   const tracer = provider.getTracer("usersvc", version);
-  const requests = new WeakMap<Request, { span: Span; trips: RoundTrips }>();
 
   const traceparentOf = (context: Context) => {
     const carrier: Record<string, string> = {};
@@ -84,18 +84,20 @@ export function openTelemetry(config: TracingConfig, version: string): Tracing {
       const parent = propagator.extract(ROOT_CONTEXT, request.headers, fromHeaders);
       const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, attributes: { "http.request.method": request.method, "url.path": requestPath(request.url) } }, parent);
       const trips: RoundTrips = { count: 0 };
-      requests.set(request, { span, trips });
+      requestState(request).endSpan = (route, status) => {
+        span.updateName(`${request.method} ${route}`);
+        span.setAttributes({ "http.route": route, "http.response.status_code": status, "db.round_trips": trips.count });
+        if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+      };
       return contexts.with(trace.setSpan(parent, span).setValue(ROUND_TRIPS, trips), handle);
     },
     answered(request, route, status) {
-      const entry = requests.get(request);
-      if (!entry) return;
-      requests.delete(request);
-      const { span, trips } = entry;
-      span.updateName(`${request.method} ${route}`);
-      span.setAttributes({ "http.route": route, "http.response.status_code": status, "db.round_trips": trips.count });
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
+      const state = peekRequestState(request);
+      const end = state?.endSpan;
+      if (!end) return;
+      state.endSpan = undefined;
+      end(route, status);
     },
     database(db: Database): Database {
       return {

@@ -4,7 +4,8 @@
  * deep nesting, long strings, invalid UTF-8, NUL, duplicate and prototype keys, truncation,
  * other content types). Every answer must be a 2xx or a 4xx envelope within the timeout, a 4xx
  * must leave every domain row as it was, and Object.prototype must stay clean.
- * FUZZ_SEED and FUZZ_RUNS (cases per route) reproduce or widen a run.
+ * FUZZ_SEED and FUZZ_RUNS (cases per route) reproduce or widen a run. A route with no target of
+ * its own below is fuzzed from its route-walk sample (test/support/route-walk.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { spawnSync } from "node:child_process";
@@ -19,6 +20,7 @@ import { problemWith, prototypeIsClean, snapshot, within } from "./support";
 import { issueToken } from "../../src/store/account-tokens";
 import { SoftwareAuthenticator } from "../support/software-authenticator";
 import { totpAt } from "../support/totp";
+import { prepareRouteWalk } from "../support/route-walk";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const RUNS_PER_ROUTE = Number(process.env.FUZZ_RUNS ?? 250);
@@ -46,6 +48,7 @@ interface Target {
 }
 
 let t: TestApp;
+let routeWalk: Awaited<ReturnType<typeof prepareRouteWalk>>;
 /** The app's routes with what fuzzing reads of their hooks (the body and query schemas). */
 const routes = () =>
   t.app.routes as { method: string; path: string; hooks?: { body?: unknown; query?: { properties?: Record<string, unknown> }; response?: Record<number, unknown> } }[];
@@ -759,6 +762,17 @@ async function send(key: string, target: Target, payload: string | Uint8Array, c
   return res;
 }
 
+/** RUNS_PER_ROUTE seeded cases of `target`, each a valid body broken. */
+async function mutations(key: string, target: Target, seed: number) {
+  for (const c of fc.sample(caseArbitrary, { seed, numRuns: RUNS_PER_ROUTE })) {
+    let body: Json = structuredClone(target.valid(++counter));
+    for (const mutation of c.structural) body = applyStructural(body, mutation);
+    const payload = c.raw ? applyRaw(body, c.raw) : (JSON.stringify(body) ?? "");
+    const sent = body !== null && typeof body === "object" && !Array.isArray(body) ? (body as Record<string, Json>) : undefined;
+    await send(key, target, payload, c.contentType ?? "application/json", sent, describeCase(c));
+  }
+}
+
 beforeAll(async () => {
   t = await makeTestApp(
     { MAX_BODY_BYTES: String(MAX_BODY_BYTES), RESET_MAX_REQUESTS_PER_IP: "1000000", PASSKEY_OPTIONS_MAX_PER_IP: "1000000", PUBLIC_URL: RP.origin },
@@ -785,19 +799,41 @@ beforeAll(async () => {
   orderProductId = orderable.body.id;
   await newPendingOrder();
   await prepareSecondFactors();
-}, 60_000); // a remote leg's server does the fixtures' writes over HTTP
+  routeWalk = await prepareRouteWalk(t);
+}, 90_000); // a remote leg's server does the fixtures' writes over HTTP
+
+/** Routes with a body and no target above: each fuzzed from its walk sample, sent as the walk sends it. */
+function sampledTargets(): [string, Target][] {
+  return routes()
+    .filter((r) => r.hooks?.body && !(`${r.method} ${r.path}` in TARGETS))
+    .map((r) => {
+      const key = `${r.method} ${r.path}`;
+      const sample = routeWalk.samples[key];
+      if (!sample) throw new Error(`${key} has a body but neither a fuzz target nor a route-walk sample`);
+      const target: Target = {
+        url: () => sample.path,
+        token: async () => ("token" in sample ? sample.token : routeWalk.admin.token),
+        valid: () => (typeof sample.body === "function" ? sample.body() : sample.body) as Record<string, Json>,
+      };
+      if (sample.status >= 300) target.validStatus = sample.status;
+      return [key, target];
+    });
+}
 afterAll(() => t.close());
 
 describe("fuzzing every JSON endpoint", () => {
-  test("every route with a body has a fuzz target (a new route must be added here)", () => {
-    const withBody = routes()
-      .filter((r) => r.hooks?.body)
-      .map((r) => `${r.method} ${r.path}`);
-    expect(withBody.sort()).toEqual(Object.keys(TARGETS).sort());
+  test("every target is a route with a body; the routes without one have a walk sample to start from", () => {
+    const withBody = new Set(
+      routes()
+        .filter((r) => r.hooks?.body)
+        .map((r) => `${r.method} ${r.path}`),
+    );
+    expect(Object.keys(TARGETS).filter((key) => !withBody.has(key))).toEqual([]);
+    expect(sampledTargets().every(([, target]) => target.valid(0) !== undefined)).toBe(true);
   });
 
   test("the valid bodies are accepted (the fuzzer starts from the right place)", async () => {
-    for (const [key, target] of Object.entries(TARGETS)) {
+    for (const [key, target] of [...Object.entries(TARGETS), ...sampledTargets()]) {
       const body = target.valid(++counter);
       const res = await send(key, target, JSON.stringify(body), "application/json", body, "valid");
       expect({ key, status: res.status < 300 || res.status === target.validStatus ? "2xx" : res.text }).toEqual({ key, status: "2xx" });
@@ -810,17 +846,16 @@ describe("fuzzing every JSON endpoint", () => {
   for (const [i, [key, target]] of Object.entries(TARGETS).entries()) {
     test(`${RUNS_PER_ROUTE} seeded mutations (seed ${SEED + i}): ${key}: 2xx or 4xx envelope, nothing changed on a 4xx`, async () => {
       const before = failures.length;
-      for (const c of fc.sample(caseArbitrary, { seed: SEED + i, numRuns: RUNS_PER_ROUTE })) {
-        const valid = target.valid(++counter);
-        let body: Json = structuredClone(valid);
-        for (const mutation of c.structural) body = applyStructural(body, mutation);
-        const payload = c.raw ? applyRaw(body, c.raw) : (JSON.stringify(body) ?? "");
-        const sent = body !== null && typeof body === "object" && !Array.isArray(body) ? (body as Record<string, Json>) : undefined;
-        await send(key, target, payload, c.contentType ?? "application/json", sent, describeCase(c));
-      }
+      await mutations(key, target, SEED + i);
       expect(failures.slice(before, before + 15)).toEqual([]);
     }, 120_000);
   }
+
+  test(`${RUNS_PER_ROUTE} seeded mutations of each route fuzzed from its walk sample: 2xx or 4xx envelope, nothing changed on a 4xx`, async () => {
+    const before = failures.length;
+    for (const [i, [key, target]] of sampledTargets().entries()) await mutations(key, target, SEED + Object.keys(TARGETS).length + i);
+    expect(failures.slice(before, before + 15)).toEqual([]);
+  }, 300_000);
 
   test("the seeded mutations ran at least 2,000 cases", () => {
     console.log(`fuzz: ${casesRun} cases over ${Object.keys(TARGETS).length} routes, seed ${SEED}`);

@@ -35,7 +35,7 @@ const apiRoutes = (ctx: AppContext) =>
         return ctx.ok(null, translate(sent ? "account.verificationSent" : "account.alreadyVerified", langOf(request)));
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(401, 503) },
         detail: {
           summary: "Send the caller a verification e-mail",

@@ -10,7 +10,7 @@
 import type { Config } from "../../config";
 import type { Database } from "../../db/database";
 import { AppError } from "../../errors";
-import type { User } from "../../models/user";
+import { existing, type User } from "../../models/user";
 import type { Caller } from "../../security/caller";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
@@ -50,7 +50,7 @@ export async function confirmVerification(deps: AccountDeps, token: string): Pro
     await markEmailVerified(tx, id);
     return id;
   });
-  return findUser(deps.db, userId);
+  return findUser(deps.db, userId).then(existing(userId));
 }
 
 export async function requestPasswordReset(deps: AccountDeps, rawEmail: string, address: string) {

@@ -16,7 +16,6 @@ import { VERSION } from "../../version";
 import { isAdmin, satisfies } from "../../security/caller";
 import { bearerToken, callerOutsideGuard, unauthorized } from "../../security/guard";
 import { isKeyBearer } from "../../security/api-keys";
-import { type AuditRecord, writeAudit } from "../../store/audit";
 import {
   Health,
   Info,
@@ -33,7 +32,7 @@ import {
   Version,
 } from "./model";
 import { countActiveUsers } from "../../store/users";
-import { health, metricNames, metricView, primaryReachable, threadDump } from "./service";
+import { audit, health, metricNames, metricView, primaryReachable, threadDump } from "./service";
 
 const adminErrors = errorResponses(401, 403);
 
@@ -71,8 +70,6 @@ export const actuatorRoutes = (ctx: AppContext) => {
       return false;
     }
   };
-
-  const audit = (entry: AuditRecord) => ctx.db.write((tx) => writeAudit(tx, entry, new Date(ctx.now())));
 
   const actuator = new Elysia({ prefix: "/actuator", tags: ["Operations"] })
     .use(ctx.auth)
@@ -128,7 +125,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         detail: { summary: "Metrics in Prometheus text format", description: "ADMIN, or the METRICS_TOKEN bearer when one is configured.", security: [{ bearerAuth: [] }] },
       },
     )
-    .guard({ auth: "ADMIN" }, (admin) =>
+    .guard({ access: { allow: "ADMIN" } }, (admin) =>
       admin
         .get("/metrics", () => ({ names: metricNames() }), {
           response: { 200: MetricNames, ...adminErrors },
@@ -163,7 +160,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
           async ({ params, body, caller, set }) => {
             const level = body.configuredLevel ? toPino(body.configuredLevel) : null;
             if (!ctx.logging.setLevel(params.name, level)) throw new AppError("LOGGER_NOT_FOUND", { name: params.name });
-            await audit({
+            await audit(ctx, {
               action: "LOG_LEVEL_CHANGED",
               actor: caller.email,
               subjectType: "logger",
@@ -189,7 +186,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
             // The machine's clock: a file name the operator sorts among their own dumps, not a stored timestamp.
             const name = `usersvc-${process.pid}-${Date.now()}.heapsnapshot`;
             // Audited before it is taken: a snapshot holds whatever the process holds (tokens, keys).
-            await audit({ action: "HEAP_DUMP_DOWNLOADED", actor: caller.email, subjectType: "heapdump", subjectId: name });
+            await audit(ctx, { action: "HEAP_DUMP_DOWNLOADED", actor: caller.email, subjectType: "heapdump", subjectId: name });
             return new Response(generateHeapSnapshot("v8", "arraybuffer"), {
               headers: {
                 "content-type": "application/octet-stream",

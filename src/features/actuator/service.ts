@@ -12,11 +12,15 @@ import type { MetricObjectWithValues, MetricValue } from "prom-client";
 import type { AppContext } from "../../context";
 import { AppError } from "../../errors";
 import type { Metrics } from "../../metrics";
+import { type AuditRecord, writeAudit } from "../../store/audit";
 import { backupHealth } from "../../store/backups";
 import { countUsers } from "../../store/users";
 import type { ComponentHealth, Health, MetricView } from "./model";
 
 type Deps = Pick<AppContext, "db" | "config" | "lifecycle" | "logger" | "now">;
+
+/** An ADMIN's operation on the process (a logger's level, a heap dump), in the audit log. */
+export const audit = ({ db, now }: Pick<Deps, "db" | "now">, entry: AuditRecord) => db.write((tx) => writeAudit(tx, entry, new Date(now())));
 
 /** Free space below this marks diskSpace DOWN (Spring Boot's default threshold). */
 const DISK_THRESHOLD_BYTES = 10 * 1024 * 1024;

@@ -21,7 +21,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
         return createKey(ctx, caller, body);
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         body: CreateApiKeyBody,
         response: { 201: CreatedApiKey, ...errorResponses(400, 401, 403, 409, 503) },
         detail: {
@@ -32,7 +32,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
       },
     )
     .get("/api/account/api-keys", ({ caller }) => listKeys(ctx, caller.id), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: t.Array(ApiKey), ...errorResponses(401, 403, 503) },
       detail: { summary: "The caller's API keys", description: "Oldest first; never a key or its hash." },
     })
@@ -43,14 +43,14 @@ export const apiKeysRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         params: ApiKeyIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "Revoke one of the caller's API keys", description: "Refused at once. 404 API_KEY_NOT_FOUND for another user's or an unknown key." },
       },
     )
     .get("/api/users/:id/api-keys", ({ params }) => listUserKeys(ctx, userId(params)), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: t.Array(ApiKey), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's API keys" },
@@ -62,7 +62,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         params: UserApiKeyParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "Revoke one of a user's API keys" },

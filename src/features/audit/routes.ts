@@ -15,7 +15,7 @@ export const auditRoutes = (ctx: AppContext) =>
       return entries;
     },
     {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       query: AuditQuery,
       response: { 200: t.Array(AuditEntry), ...errorResponses(400, 401, 403) },
       detail: {

@@ -1,7 +1,7 @@
 /** The accounts feature's error codes and texts (English, and zh-TW as the original service wrote them). */
 import { defineErrors, defineTexts } from "../../i18n";
 
-export const authErrors = defineErrors({
+const authErrors = defineErrors({
   INVALID_CREDENTIALS: { status: 401, en: "Invalid e-mail or password", "zh-TW": "帳號或密碼錯誤" },
   ACCOUNT_DISABLED: { status: 403, en: "This account is disabled", "zh-TW": "帳號已停用" },
   INVALID_MFA_CODE: { status: 401, en: "The code is wrong, or the sign-in has expired: sign in again", "zh-TW": "驗證碼錯誤，或登入已逾時，請重新登入" },
@@ -10,7 +10,7 @@ export const authErrors = defineErrors({
   MFA_ENROLMENT_REQUIRED: { status: 403, en: "Set up a second factor first", "zh-TW": "請先設定第二步驟驗證" },
 });
 
-export const authTexts = defineTexts({
+const authTexts = defineTexts({
   "auth.registered": { en: "Registration successful", "zh-TW": "註冊成功" },
   "auth.emailAvailable": { en: "Email is available", "zh-TW": "Email 可用" },
   "auth.emailTaken": { en: "Email already exists", "zh-TW": "Email 已存在" },
@@ -45,3 +45,6 @@ export const authTexts = defineTexts({
   "field.mfaToken.blank": { en: "must not be blank", "zh-TW": "mfaToken 不能為空" },
   "field.currentPassword.wrong": { en: "is not the current password", "zh-TW": "目前密碼不正確" },
 });
+
+/** This feature's part of the catalogue (src/catalogue.ts lists it once). */
+export const authCatalogue = { errors: authErrors, texts: authTexts };

@@ -175,7 +175,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         return ctx.ok(null, translate(all ? "auth.loggedOut" : "auth.loggedOutSession", langOf(request)));
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         query: LogoutQuery,
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errors },
         detail: {
@@ -189,7 +189,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
       async ({ caller, body, request, server }) =>
         ctx.ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         body: withPasswordPolicy(ChangePasswordBody, ctx.config.passwordPolicy),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {

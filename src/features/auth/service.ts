@@ -9,6 +9,7 @@
  * and both answer 401 INVALID_CREDENTIALS.
  */
 import { AppError } from "../../errors";
+import { existing } from "../../models/user";
 import type { Caller } from "../../security/caller";
 import { unauthorized } from "../../security/guard";
 import { attemptTurn, checkPassword, failuresCleared, wrongCurrentPassword } from "../../security/password-check";
@@ -92,14 +93,17 @@ export async function refresh(deps: SessionDeps, caller: Caller): Promise<TokenR
   // A key's caller has no sign-in to renew: signing a token for it would lift the key's scopes.
   if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
   const { session } = caller;
-  if (!session) return tokenAnswer(deps, caller, findUser(deps.db, caller.id));
+  if (!session) return tokenAnswer(deps, caller, ownUser(deps, caller));
   if (!deps.config.legacyBearerRefresh) throw unauthorized();
   const state = await bearerRefreshStateOf(deps.db, session.id);
   if (!state || state.rotated) throw unauthorized();
-  return tokenAnswer(deps, caller, findUser(deps.db, caller.id), { ...session, authTime: Math.floor(state.signedInAt / 1000) });
+  return tokenAnswer(deps, caller, ownUser(deps, caller), { ...session, authTime: Math.floor(state.signedInAt / 1000) });
 }
 
 /** The caller's session as an answer's tokens carry it on: its sign-in time stays the caller's. */
+/** The caller's own User, for an answer's tokens (404 USER_NOT_FOUND were it deleted meanwhile). */
+const ownUser = (deps: SessionDeps, caller: Caller) => findUser(deps.db, caller.id).then(existing(caller.id));
+
 const callerSession = (caller: Caller, refreshToken?: string): AnswerSession | undefined =>
   caller.session && { ...caller.session, authTime: caller.authTime ?? 0, ...(refreshToken && { refreshToken }) };
 
@@ -177,5 +181,5 @@ export async function changePassword(deps: SessionDeps, caller: Caller, input: C
   await assertPasswordAllowed(deps, input.newPassword, caller.email, "newPassword");
   const refreshToken = randomToken(32);
   const tokenVersion = await storeNewPassword(deps, caller, input, address, refreshToken);
-  return tokenAnswer(deps, { ...caller, tokenVersion }, findUser(deps.db, caller.id), callerSession(caller, refreshToken));
+  return tokenAnswer(deps, { ...caller, tokenVersion }, ownUser(deps, caller), callerSession(caller, refreshToken));
 }

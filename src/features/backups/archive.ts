@@ -92,10 +92,7 @@ export async function* packArchive(folder: string, members: string[]): AsyncIter
   const onWriteEntry = (entry: { stat?: { mode: number } }) => {
     if (entry.stat) entry.stat.mode = (entry.stat.mode & ~0o7777) | 0o600;
   };
-  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true, onWriteEntry }, [
-    MANIFEST,
-    ...members,
-  ]) as unknown as AsyncIterable<Uint8Array>;
+  yield* create({ gzip: { level: GZIP_LEVEL }, portable: true, follow: true, cwd: folder, noDirRecurse: true, onWriteEntry }, [MANIFEST, ...members]) as AsyncIterable<Uint8Array>;
 }
 
 /** The archive cannot be used: corrupted, altered, or not ours. Nothing was changed. */
@@ -129,7 +126,7 @@ async function parseArchive(source: AsyncIterable<Uint8Array>, onEntry: (entry: 
   const closed = new Promise<void>((resolve) => parser.on("close", () => resolve()));
   // Casts: ReadableStream.from (Bun's, and the web's) is missing from @types/bun 1.4, whose
   // DecompressionStream takes any BufferSource where our chunks are bytes.
-  const gunzip = new DecompressionStream("gzip") as unknown as TransformStream<Uint8Array, Uint8Array>;
+  const gunzip = new DecompressionStream("gzip") as TransformStream<Uint8Array, Uint8Array>;
   const tar = (ReadableStream as unknown as { from(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> }).from(source).pipeThrough(gunzip);
   try {
     for await (const chunk of tar) {

@@ -13,7 +13,7 @@ const errors = errorResponses(401, 403, 404);
 export const backupsRoutes = (ctx: AppContext) => {
   registerBackupMetrics(ctx.metrics.registry, ctx.db);
   const deps = { config: ctx.config, db: ctx.db, logger: ctx.logging.get("backup"), now: ctx.now };
-  return new Elysia({ prefix: "/api/admin/backups", tags: ["Backups"] }).use(ctx.auth).guard({ auth: "ADMIN" }, (admin) =>
+  return new Elysia({ prefix: "/api/admin/backups", tags: ["Backups"] }).use(ctx.auth).guard({ access: { allow: "ADMIN" } }, (admin) =>
     admin
       .get("", () => listBackups(ctx.config), {
         response: { 200: t.Array(Backup), ...errorResponses(401, 403) },

@@ -184,16 +184,15 @@ function headersOf(status: string, own: ResponseHeader[], usedHeaders: Set<Respo
 }
 
 /**
- * A route that declares an area (guard.ts) also takes an API key with that area's scope: read for
- * GET, write otherwise. It can answer 403 (the scope, or the owner's role) and 429 (the key's rate
- * limit). A route on a path that refuses keys (security/api-keys.ts) answers a key 403, open or not.
+ * A route that declares a scope (guard.ts) also takes an API key holding it. It can answer 403
+ * (the scope, or the owner's role) and 429 (the key's rate limit). A route on a path that refuses
+ * keys (security/api-keys.ts) answers a key 403, open or not.
  */
-function declareKeyScope(operation: Json, method: string, path: string) {
+function declareKeyScope(operation: Json, path: string) {
   const key = operation.security.find((requirement: Json) => requirement.apiKey);
   operation.responses ??= {};
   if (refusesKeys(path)) operation.responses["403"] ??= errorAnswer("403");
   if (!key) return;
-  key.apiKey = key.apiKey.map((area: string) => `${area}:${method === "get" || method === "head" ? "read" : "write"}`);
   for (const status of ["403", "429"]) operation.responses[status] ??= errorAnswer(status);
 }
 
@@ -213,7 +212,7 @@ export function buildSpec(app: AnyElysia): Json {
       if (!operation) continue;
       // Routes behind the auth guard carry the bearer requirement (guard.ts); the rest are open.
       operation.security ??= [];
-      declareKeyScope(operation, method, path.slice(basePath.length));
+      declareKeyScope(operation, path.slice(basePath.length));
       completeResponses(operation, usedHeaders, errorStatuses);
     }
   }

@@ -1,7 +1,7 @@
 /** Sign-in with other providers: its error codes and texts (English, zh-TW). */
 import { defineErrors, defineTexts } from "../../i18n";
 
-export const federationErrors = defineErrors({
+const federationErrors = defineErrors({
   PROVIDER_NOT_FOUND: { status: 404, en: "No sign-in provider of that name is configured", "zh-TW": "未設定此名稱的登入服務" },
   INVALID_RETURN_URL: {
     status: 400,
@@ -33,9 +33,12 @@ export const federationErrors = defineErrors({
   },
 });
 
-export const federationTexts = defineTexts({
+const federationTexts = defineTexts({
   "federation.signedIn": { en: "Signed in", "zh-TW": "登入成功" },
   "federation.identities": { en: "Linked sign-ins", "zh-TW": "已連結的登入方式" },
   "federation.linkStarted": { en: "Continue at the provider", "zh-TW": "請在登入服務繼續" },
   "federation.unlinked": { en: "Unlinked", "zh-TW": "已取消連結" },
 });
+
+/** This feature's part of the catalogue (src/catalogue.ts lists it once). */
+export const federationCatalogue = { errors: federationErrors, texts: federationTexts };

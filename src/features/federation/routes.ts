@@ -96,7 +96,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
   const account = new Elysia({ tags: ["Sign-in with other providers"] })
     .use(ctx.auth)
     .get("/api/account/identities", ({ caller }) => listIdentities(ctx.db, caller.id, labels), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: t.Array(Identity), ...errorResponses(401, 503) },
       detail: { summary: "The caller's linked sign-ins", description: "Oldest first: provider, the e-mail it gave, linked at, last used." },
     })
@@ -107,7 +107,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         return { url: await startFlow(deps, params.provider, body, request, addressOf(request, server), caller.id) };
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         params: ProviderParams,
         body: LinkStartBody,
         response: { 200: Redirect, ...errorResponses(400, 401, 403, 404, 429, 503) },
@@ -127,7 +127,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         return identityOf(row!, labels);
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         body: CodeExchangeBody,
         response: { 201: Identity, ...errorResponses(400, 401, 409, 503) },
         detail: { summary: "Complete a link with the fragment's code and the page's verifier", description: "Mails IDENTITY_LINKED. 401 INVALID_OIDC_CODE; 409 IDENTITY_IN_USE." },
@@ -140,7 +140,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         params: UserIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 404, 409, 503) },
         detail: {
@@ -150,7 +150,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
       },
     )
     .get("/api/users/:id/identities", ({ params }) => identitiesOfUser(ctx.db, userId(params), labels), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: t.Array(Identity), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's linked sign-ins" },

@@ -35,7 +35,7 @@ export function withFilePart<T>(request: Request, field: string, handle: (part: 
   } catch {
     return Promise.reject(invalid("field.file.multipart")); // no boundary
   }
-  const body = Readable.fromWeb(request.body as unknown as NodeWebStream<Uint8Array>);
+  const body = Readable.fromWeb(request.body as NodeWebStream<Uint8Array>);
 
   return new Promise<T>((resolve, reject) => {
     let handled: Promise<T> | undefined;

@@ -24,7 +24,7 @@ export const filesRoutes = (ctx: AppContext) =>
         return files;
       },
       {
-        auth: ["ADMIN", "files"],
+        access: { allow: "ADMIN", scope: "files:read" },
         query: FileListQuery,
         response: { 200: t.Array(FileInfo), ...errorResponses(400, 401, 403, 503) },
         detail: {
@@ -42,7 +42,7 @@ export const filesRoutes = (ctx: AppContext) =>
         return uploaded;
       },
       {
-        auth: ["authenticated", "files"],
+        access: { allow: "authenticated", scope: "files:write" },
         response: { 201: FileUploadResponse, ...errorResponses(400, 401, 413, 503) },
         detail: {
           summary: "Upload a file",
@@ -52,7 +52,7 @@ export const filesRoutes = (ctx: AppContext) =>
       },
     )
     .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {
-      auth: ["authenticated", "files", { withoutUser: true }],
+      access: { allow: "authenticated", scope: "files:read", withoutUser: true },
       params: FileNameParams,
       response: { 200: t.File({ description: "The bytes" }), 206: t.File({ description: "One byte range (Content-Range)" }), 416: ErrorEnvelope, ...errors },
       detail: {
@@ -72,7 +72,7 @@ export const filesRoutes = (ctx: AppContext) =>
         return info;
       },
       {
-        auth: ["authenticated", "files", { withoutUser: true }],
+        access: { allow: "authenticated", scope: "files:read", withoutUser: true },
         params: FileIdParams,
         response: { 200: FileInfo, ...errors },
         detail: {

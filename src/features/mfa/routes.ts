@@ -40,12 +40,12 @@ export const mfaRoutes = (ctx: AppContext) =>
   new Elysia({ tags: ["Second factors"] })
     .use(ctx.auth)
     .get("/api/account/mfa", ({ caller }) => mfaStatus(ctx, caller), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: MfaStatus, ...errorResponses(401, 503) },
       detail: { summary: "The caller's second factors", description: "Whether TOTP is on, how many passkeys, how many unused recovery codes." },
     })
     .post("/api/account/mfa/totp", ({ caller }) => startTotp(ctx, caller), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: TotpEnrolment, ...errorResponses(401, 403, 409, 503) },
       detail: {
         summary: "Start setting up an authenticator app",
@@ -53,7 +53,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
     })
     .post("/api/account/mfa/totp/confirm", ({ caller, body, request, server }) => confirmTotp(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       body: TotpConfirmBody,
       response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
       detail: {
@@ -68,7 +68,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         response: { 204: t.Void(), ...errorResponses(401, 403, 409, 429, 503) },
         detail: {
           summary: "Mail the code that confirms a first second factor",
@@ -83,7 +83,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         body: FactorRemoveBody,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
@@ -96,7 +96,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       "/api/account/mfa/recovery-codes",
       ({ caller, body, request, server }) => regenerateRecoveryCodes(ctx, caller, body.password, clientAddress(server, request, ctx.config.trustProxy)),
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         body: PasswordBody,
         response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
         detail: {
@@ -106,7 +106,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
     )
     .post("/api/account/passkeys/options", ({ caller }) => registrationOptions(ctx, caller), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: PasskeyCreationOptions, ...errorResponses(400, 401, 403, 503) },
       detail: {
         summary: "Start registering a passkey",
@@ -121,7 +121,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         return passkey;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         body: NewPasskeyBody,
         response: { 201: NewPasskey, ...errorResponses(400, 401, 403, 409, 429, 503) },
         detail: {
@@ -131,12 +131,12 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
     )
     .get("/api/account/passkeys", ({ caller }) => listPasskeys(ctx, caller), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: t.Array(Passkey), ...errorResponses(401, 503) },
       detail: { summary: "The caller's passkeys", description: "Oldest first." },
     })
     .patch("/api/account/passkeys/:id", ({ caller, params, body }) => renamePasskey(ctx, caller, params.id, body.name), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       params: PasskeyIdParams,
       body: RenamePasskeyBody,
       response: { 200: Passkey, ...errorResponses(400, 401, 404, 503) },
@@ -149,7 +149,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         params: PasskeyIdParams,
         body: FactorRemoveBody,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
@@ -160,7 +160,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
     )
     .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: t.Array(Factor), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's second factors", description: "Kind, name, when added and last used; never a secret or a key." },
@@ -172,7 +172,7 @@ export const mfaRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         params: UserIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: {

@@ -78,7 +78,7 @@ export const outboxRoutes = (ctx: AppContext) =>
       return entries;
     },
     {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       query: OutboxQuery,
       response: { 200: t.Array(OutboxEntry), ...errorResponses(400, 401, 403) },
       detail: {

@@ -11,7 +11,7 @@ import { AppError } from "../../errors";
 import { errorResponses } from "../../http/route-docs";
 import { escapeHtml } from "../../http/html";
 import { bearerToken } from "../../security/guard";
-import { consentsOfUser, withdrawConsent } from "../../store/oauth";
+import { consentsOfUser } from "../../store/oauth";
 import { clientAddress } from "../../http/client-address";
 import { addressCounter } from "../../store/throttle";
 import { refuseUntil } from "../../security/password-check";
@@ -19,6 +19,7 @@ import { type ClientMetadata, createClient, deleteClientById, listClients, regis
 import { ClientBody, ClientIdParams, CreatedClient, OAuthClient } from "./model";
 import {
   checkedClient,
+  withdrawAppConsent,
   checkedRequest,
   endSession,
   introspect,
@@ -289,7 +290,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       async ({ caller }) =>
         (await consentsOfUser(ctx.db, caller.id)).map((row) => ({ clientId: row.clientId, name: row.name, scopes: row.scopes.split(","), createdAt: row.createdAt.toISOString() })),
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         response: { 200: t.Array(t.Object({ clientId: t.String(), name: t.String(), scopes: t.Array(t.String()), createdAt: t.String() })), ...errorResponses(401, 403) },
         detail: { summary: "Apps with access: the clients the caller consented to" },
       },
@@ -297,11 +298,11 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     .delete(
       "/api/account/apps/:clientId",
       async ({ caller, params, set }) => {
-        if (!(await withdrawConsent(ctx.db, caller.id, params.clientId, new Date(ctx.now())))) throw new AppError("OAUTH_CLIENT_NOT_FOUND");
+        await withdrawAppConsent(ctx, caller.id, params.clientId);
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         params: ClientIdParams,
         response: { 204: t.Void(), ...errorResponses(401, 403, 404) },
         detail: { summary: "Withdraw consent from an app", description: "Ends every token the app holds for the caller; its next sign-in asks again." },
@@ -314,14 +315,14 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
         return createClient(ctx, body);
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         body: ClientBody,
         response: { 201: CreatedClient, ...errorResponses(400, 401, 403) },
         detail: { summary: "Register a client (an app that signs its users in through usersvc)", description: "clientSecret is in this answer only (confidential clients)." },
       },
     )
     .get("/api/oauth/clients", () => listClients(ctx), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       response: { 200: t.Array(OAuthClient), ...errorResponses(401, 403) },
       detail: { summary: "The registered clients" },
     })
@@ -332,7 +333,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         params: ClientIdParams,
         response: { 204: t.Void(), ...errorResponses(401, 403, 404) },
         detail: { summary: "Delete a client", description: "Its consents, grants and every token it holds end with it." },

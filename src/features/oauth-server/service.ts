@@ -6,6 +6,7 @@
  */
 import { sha256Base64url } from "../../digest";
 import type { AppContext } from "../../context";
+import { AppError } from "../../errors";
 import {
   browserSession,
   type ClientRow,
@@ -22,6 +23,7 @@ import {
   saveConsentStatement,
   takeCode,
   userClaims,
+  withdrawConsent,
 } from "../../store/oauth";
 import { isOpen } from "../../store/sessions";
 import { SCOPES } from "../../security/caller";
@@ -46,6 +48,11 @@ const CODE_TTL_MS = 60_000;
 export interface ProviderDeps {
   ctx: AppContext;
   tokens: ProviderTokens;
+}
+
+/** DELETE /api/account/apps/{clientId}: the caller withdraws their consent to a client (404 OAUTH_CLIENT_NOT_FOUND when they gave none). */
+export async function withdrawAppConsent(ctx: Pick<AppContext, "db" | "now">, userId: number, clientId: string) {
+  if (!(await withdrawConsent(ctx.db, userId, clientId, new Date(ctx.now())))) throw new AppError("OAUTH_CLIENT_NOT_FOUND");
 }
 
 const random = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");

@@ -1,7 +1,7 @@
 /** The orders feature's error codes and texts (English, and zh-TW). */
 import { defineErrors, defineTexts } from "../../i18n";
 
-export const ordersErrors = defineErrors({
+const ordersErrors = defineErrors({
   ORDER_NOT_FOUND: { status: 404, en: (p) => `Order not found, ID: ${p.id}`, "zh-TW": (p) => `找不到訂單，ID: ${p.id}` },
   PRODUCT_NOT_AVAILABLE: {
     status: 400,
@@ -31,7 +31,10 @@ export const ordersErrors = defineErrors({
   },
 });
 
-export const ordersTexts = defineTexts({
+const ordersTexts = defineTexts({
   "field.order.total": { en: "make an order total too large to compute exactly", "zh-TW": "訂單總額過大" },
   "field.cardNumber.luhn": { en: "is not a valid card number", "zh-TW": "信用卡號碼不正確" },
 });
+
+/** This feature's part of the catalogue (src/catalogue.ts lists it once). */
+export const ordersCatalogue = { errors: ordersErrors, texts: ordersTexts };

@@ -1,22 +1,5 @@
-/**
- * Where card payments go. The built-in implementation is the simulator docs/api.md describes ("Products, orders and notifications");
- * a real gateway (or a test's counting one) is passed as AppDeps.paymentGateway.
- */
-
-export interface ChargeRequest {
-  orderId: number;
-  amountCents: number;
-  cardNumber: string;
-  /** The same key twice gets the first charge's result, never a second charge (what real gateways offer). */
-  idempotencyKey: string;
-}
-
-export type ChargeResult = { approved: true; paymentId: string } | { approved: false; reason: string };
-
-export interface PaymentGateway {
-  /** Declines are results; a thrown error means the gateway could not be asked (nothing charged). */
-  charge(request: ChargeRequest): Promise<ChargeResult>;
-}
+/** The built-in card payment simulator docs/api.md describes ("Products, orders and notifications"), behind the PaymentGateway port (src/payment-gateway.ts). */
+import type { ChargeResult, PaymentGateway } from "../../payment-gateway";
 
 /** The simulator's card that is always declined. */
 export const DECLINED_TEST_CARD = "4000000000000002";

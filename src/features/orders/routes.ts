@@ -10,56 +10,59 @@ const errors = errorResponses(400, 401, 403, 404, 409, 503);
 
 export const ordersRoutes = (ctx: AppContext) => {
   const deps = ordersDeps(ctx);
-  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] }).use(ctx.auth).guard({ auth: ["authenticated", "orders"] }, (app) =>
-    app
-      .post(
-        "",
-        async ({ body, caller, set }) => {
-          const order = await createOrder(deps, caller, body);
-          set.status = 201;
-          return order;
-        },
-        {
-          body: CreateOrderRequest,
-          response: { 201: Order, ...errors },
-          detail: {
-            summary: "Place an order",
-            description:
-              "Reserves stock for every line in one transaction (400 INSUFFICIENT_INVENTORY reserves nothing). userId defaults to the caller; only an ADMIN may order for someone else.",
-          },
-        },
-      )
-      .get(
-        "",
-        async ({ query, caller, set }) => {
-          const { orders, total } = await listOrders(ctx.db, caller, query);
-          set.headers["x-total-count"] = String(total);
-          return orders;
-        },
-        {
-          query: OrderListQuery,
-          response: { 200: t.Array(Order), ...errors },
-          detail: {
-            summary: "List orders",
-            description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. status narrows to one status. Total in X-Total-Count.",
-            ...documentedHeaders({ 200: ["X-Total-Count"] }),
-          },
-        },
-      )
-      .get("/:id", ({ params, caller }) => findOrder(ctx.db, caller, params.id), {
-        params: OrderIdParams,
-        response: { 200: Order, ...errors },
-        detail: { summary: "Get an order", description: "Another user's order is 404 ORDER_NOT_FOUND to a USER." },
-      })
-      .post("/:id/pay", ({ params, body, caller }) => payOrder(deps, caller, params.id, body), {
-        params: OrderIdParams,
-        body: PaymentRequest,
-        response: { 200: Order, ...errors },
+  return new Elysia({ prefix: "/api/orders", tags: ["Orders"] })
+    .use(ctx.auth)
+    .post(
+      "",
+      async ({ body, caller, set }) => {
+        const order = await createOrder(deps, caller, body);
+        set.status = 201;
+        return order;
+      },
+      {
+        access: { allow: "authenticated", scope: "orders:write" },
+        body: CreateOrderRequest,
+        response: { 201: Order, ...errors },
         detail: {
-          summary: "Pay a PENDING order by card",
+          summary: "Place an order",
           description:
-            "Success: PAID with paymentId and paidAt. Decline (test card 4000000000000002): PAYMENT_FAILED, stock released, 400 ORDER_PAYMENT_FAILED. Not PENDING: 400 INVALID_ORDER_STATUS, unchanged.",
+            "Reserves stock for every line in one transaction (400 INSUFFICIENT_INVENTORY reserves nothing). userId defaults to the caller; only an ADMIN may order for someone else.",
         },
-      }),
-  );
+      },
+    )
+    .get(
+      "",
+      async ({ query, caller, set }) => {
+        const { orders, total } = await listOrders(ctx.db, caller, query);
+        set.headers["x-total-count"] = String(total);
+        return orders;
+      },
+      {
+        access: { allow: "authenticated", scope: "orders:read" },
+        query: OrderListQuery,
+        response: { 200: t.Array(Order), ...errors },
+        detail: {
+          summary: "List orders",
+          description: "A USER sees only their own orders; an ADMIN sees all, optionally of one userId. status narrows to one status. Total in X-Total-Count.",
+          ...documentedHeaders({ 200: ["X-Total-Count"] }),
+        },
+      },
+    )
+    .get("/:id", ({ params, caller }) => findOrder(ctx.db, caller, params.id), {
+      access: { allow: "authenticated", scope: "orders:read" },
+      params: OrderIdParams,
+      response: { 200: Order, ...errors },
+      detail: { summary: "Get an order", description: "Another user's order is 404 ORDER_NOT_FOUND to a USER." },
+    })
+    .post("/:id/pay", ({ params, body, caller }) => payOrder(deps, caller, params.id, body), {
+      access: { allow: "authenticated", scope: "orders:write" },
+      params: OrderIdParams,
+      body: PaymentRequest,
+      response: { 200: Order, ...errors },
+      detail: {
+        summary: "Pay a PENDING order by card",
+        description:
+          "Success: PAID with paymentId and paidAt. Decline (test card 4000000000000002): PAYMENT_FAILED, stock released, 400 ORDER_PAYMENT_FAILED. Not PENDING: 400 INVALID_ORDER_STATUS, unchanged.",
+      },
+    });
 };

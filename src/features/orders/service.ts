@@ -51,7 +51,8 @@ import {
 import { enqueueNotification } from "../../store/outbox";
 import { emailOfUser } from "../../store/users";
 import type { CreateOrderRequest, Order, OrderListQuery, OrderStatus, PaymentRequest } from "./model";
-import { createSimulatedGateway, luhnValid, type PaymentGateway } from "./payment-gateway";
+import type { PaymentGateway } from "../../payment-gateway";
+import { createSimulatedGateway, luhnValid } from "./payment-gateway";
 
 export interface OrdersDeps {
   db: Database;

@@ -18,7 +18,7 @@ export const peopleRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api" })
     .use(ctx.auth)
     .get("/departments", () => listDepartments(ctx.db), {
-      auth: ["authenticated", "users", { withoutUser: true }],
+      access: { allow: "authenticated", scope: "users:read", withoutUser: true },
       response: { 200: t.Array(Department), ...errors },
       detail: { summary: "List departments", tags: ["Departments"], description: "By name, each with its number of users." },
     })
@@ -29,7 +29,7 @@ export const peopleRoutes = (ctx: AppContext) =>
         return createDepartment(ctx.db, body, new Date(ctx.now()));
       },
       {
-        auth: ["ADMIN", "users"],
+        access: { allow: "ADMIN", scope: "users:write" },
         body: DepartmentBody,
         response: { 201: Department, ...errors },
         detail: {
@@ -42,13 +42,13 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     )
     .get("/roles", () => listRoles(ctx.db), {
-      auth: ["authenticated", "users", { withoutUser: true }],
+      access: { allow: "authenticated", scope: "users:read", withoutUser: true },
       response: { 200: t.Array(Role), ...errors },
       detail: { summary: "List roles", tags: ["Roles"] },
     })
     // No API key sets roles or deactivates (no area: 403 API_KEY_NOT_ALLOWED), whatever its scopes.
     .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, userId(params), body, caller.email, new Date(ctx.now())), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       body: RolesBody,
       response: { 200: User, ...errors },
@@ -59,13 +59,13 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     })
     .get("/users/:id/profile", ({ params }) => getProfile(ctx.db, userId(params)), {
-      auth: ["SELF_OR_ADMIN", "users"],
+      access: { allow: "SELF_OR_ADMIN", scope: "users:read" },
       params: UserIdParams,
       response: { 200: UserProfile, ...errors },
       detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
     })
     .put("/users/:id/profile", ({ params, body }) => putProfile(ctx.db, userId(params), body, new Date(ctx.now()).toISOString().slice(0, 10)), {
-      auth: ["SELF_OR_ADMIN", "users"],
+      access: { allow: "SELF_OR_ADMIN", scope: "users:write" },
       params: UserIdParams,
       body: ProfileBody,
       response: { 200: UserProfile, ...errors },
@@ -76,7 +76,7 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     })
     .post("/users/deactivate-inactive", ({ query, caller }) => deactivateInactive(ctx.db, parseInstant(query.before, "before"), caller.email, new Date(ctx.now())), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       query: DeactivateQuery,
       response: { 200: DeactivateResult, ...errors },
       detail: {

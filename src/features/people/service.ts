@@ -5,7 +5,7 @@
  */
 import type { Database, Reader } from "../../db/database";
 import { AppError, integrityKind, Violations } from "../../errors";
-import type { User } from "../../models/user";
+import { existing, type User } from "../../models/user";
 import { writeAudit } from "../../store/audit";
 import {
   activeAdmins,
@@ -14,7 +14,7 @@ import {
   findUser,
   grantRoles,
   insertDepartment,
-  keepAnAdmin,
+  isLastAdmin,
   listDepartments as readDepartments,
   markChanged,
   profileOf,
@@ -46,12 +46,12 @@ export async function setRoles(db: Database, id: number, input: RolesBody, actor
   await db.write(async (tx) => {
     if (!(await markChanged(tx, id, now))) throw new AppError("USER_NOT_FOUND", { id });
     const names = [...new Set(input.roles)];
-    if (!names.includes("ADMIN")) await keepAnAdmin(tx, id);
+    if (!names.includes("ADMIN") && (await isLastAdmin(tx, id))) throw new AppError("LAST_ADMIN");
     await dropRoles(tx, id);
     await grantRoles(tx, id, names);
     await writeAudit(tx, { action: "USER_ROLES_SET", actor, subjectType: "User", subjectId: id, details: { roles: names } }, now);
   });
-  return findUser(db, id);
+  return findUser(db, id).then(existing(id));
 }
 
 async function assertUserExists(db: Reader, id: number) {

@@ -19,7 +19,7 @@ export const productsRoutes = (ctx: AppContext) =>
         return products;
       },
       {
-        auth: ["authenticated", "products", { withoutUser: true }],
+        access: { allow: "authenticated", scope: "products:read", withoutUser: true },
         query: ProductListQuery,
         response: { 200: t.Array(Product), ...errors },
         detail: {
@@ -30,7 +30,7 @@ export const productsRoutes = (ctx: AppContext) =>
       },
     )
     .get("/:id", ({ params }) => findProduct(ctx.db, params.id), {
-      auth: ["authenticated", "products", { withoutUser: true }],
+      access: { allow: "authenticated", scope: "products:read", withoutUser: true },
       params: ProductIdParams,
       response: { 200: Product, ...errors },
       detail: { summary: "Get a product" },
@@ -43,14 +43,14 @@ export const productsRoutes = (ctx: AppContext) =>
         return product;
       },
       {
-        auth: ["ADMIN", "products"],
+        access: { allow: "ADMIN", scope: "products:write" },
         body: ProductBody,
         response: { 201: Product, ...errors },
         detail: { summary: "Create a product", description: "A taken code gives 409 DUPLICATE_PRODUCT_CODE; a price with more than 2 fraction digits is refused, never rounded." },
       },
     )
     .put("/:id", ({ params, body, caller }) => replaceProduct(ctx.db, params.id, body, caller.email, new Date(ctx.now())), {
-      auth: ["ADMIN", "products"],
+      access: { allow: "ADMIN", scope: "products:write" },
       params: ProductIdParams,
       body: ProductBody,
       response: { 200: Product, ...errors },

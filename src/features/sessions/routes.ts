@@ -14,7 +14,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
   new Elysia({ tags: ["Sessions"] })
     .use(ctx.auth)
     .get("/api/account/sessions", ({ caller }) => listSessions(ctx, caller.id, caller), {
-      auth: "authenticated",
+      access: { allow: "authenticated" },
       response: { 200: t.Array(Session), ...errorResponses(401, 503) },
       detail: { summary: "The caller's open sessions", description: "Most recent activity first." },
     })
@@ -25,7 +25,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         response: { 204: t.Void(), ...errorResponses(401, 503) },
         detail: { summary: "End the caller's other sessions" },
       },
@@ -37,14 +37,14 @@ export const sessionsRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "authenticated",
+        access: { allow: "authenticated" },
         params: SessionIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
         detail: { summary: "End one of the caller's sessions", description: "Its tokens are refused at once." },
       },
     )
     .get("/api/users/:id/sessions", ({ caller, params }) => listUserSessions(ctx, userId(params), caller), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: t.Array(Session), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's open sessions" },
@@ -56,7 +56,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         params: UserSessionParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "End one of a user's sessions" },

@@ -1,14 +1,14 @@
 /** The users feature's error codes and field texts (English, and zh-TW as the original service wrote them); registration reuses the field texts. */
 import { defineErrors, defineTexts } from "../../i18n";
 
-export const usersErrors = defineErrors({
+const usersErrors = defineErrors({
   USER_NOT_FOUND: { status: 404, en: (p) => `User not found, ID: ${p.id}`, "zh-TW": (p) => `找不到使用者，ID: ${p.id}` },
   DUPLICATE_EMAIL: { status: 409, en: (p) => `Email already exists: ${p.email}`, "zh-TW": (p) => `Email 已存在: ${p.email}` },
   OPTIMISTIC_LOCK_CONFLICT: { status: 409, en: "The record was changed by someone else; reload it and try again", "zh-TW": "資料已被他人修改，請重新載入後再試" },
   LAST_ADMIN: { status: 409, en: "At least one active ADMIN must remain", "zh-TW": "至少需保留一位啟用中的管理員" },
 });
 
-export const usersTexts = defineTexts({
+const usersTexts = defineTexts({
   "field.name.blank": { en: "must not be blank", "zh-TW": "姓名不能為空" },
   "field.name.length.user": { en: "must be between 2 and 100 characters", "zh-TW": "姓名長度必須在 2-100 字元之間" },
   "field.name.length.registration": { en: "must be between 2 and 50 characters", "zh-TW": "姓名長度必須在 2-50 字元之間" },
@@ -34,3 +34,6 @@ export const usersTexts = defineTexts({
     "zh-TW": "排序格式應為 欄位,asc|desc，欄位為 id, name, email, createdAt, updatedAt, lastLogin, active 之一",
   },
 });
+
+/** This feature's part of the catalogue (src/catalogue.ts lists it once). */
+export const usersCatalogue = { errors: usersErrors, texts: usersTexts };

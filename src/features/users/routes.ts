@@ -2,20 +2,14 @@
 /** /api/users: thin HTTP over the users service, with the interface's access rules. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
-import { AppError, Violations } from "../../errors";
 import { clientAddress } from "../../http/client-address";
-import { listAnswer } from "../../http/list-answer";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { User, UserIdParams, userId } from "../../models/user";
 import type { MaybePromise } from "../../maybe-promise";
-import { pageIfAsked } from "../../paging";
-import { type Caller, isAdmin } from "../../security/caller";
-import { confirmPassword } from "../../security/password-check";
+import type { Caller } from "../../security/caller";
 import { withPasswordPolicy } from "../../security/password-policy";
-import { countMatches, userChunks } from "../../store/user-search";
-import { findUser, normalizeEmail } from "../../store/users";
 import { UserBody, UserListQuery, UserPatch } from "./model";
-import { type Actor, createUser, deleteUser, filterUsers, listCriteria, listUsers, patchUser, replaceUser, revokeBearerTokens, setActive, unlockSignIn } from "./service";
+import { type Actor, createUser, deleteUser, getUser, mayChange, patchUser, replaceUser, revokeBearerTokens, setActive, unlockSignIn, usersFor } from "./service";
 
 const TRIMMED = new Set(["name", "email", "department"]);
 
@@ -50,21 +44,6 @@ const errors = errorResponses(400, 401, 403, 404, 409);
 const KEYS_MAY_NOT_SEND = ["password", "active", "roles"];
 const BY_KEY = "An API key may not send password, active or roles, nor change the e-mail: 403 API_KEY_NOT_ALLOWED, nothing changed. ";
 
-/**
- * What PUT and PATCH need beyond the body's rules: a password is set only by an ADMIN (a user
- * changes theirs with the current one, at /api/auth/change-password), and a caller's own address
- * changes only with their current password (throttled like a login): a stolen token alone must
- * not move the account to the thief's mailbox. Their address again, in any case, needs nothing.
- */
-async function mayChange(ctx: AppContext, caller: Caller, id: number, body: { email?: string; password?: string; currentPassword?: string }, address: () => string) {
-  if (body.password !== undefined && !isAdmin(caller)) throw new Violations("body", [{ path: "password", key: "field.password.adminOnly" }]);
-  if (id !== caller.id || body.email === undefined || normalizeEmail(body.email) === caller.email) return;
-  // The unit refuses a key's move anyway: this keeps the key from trying the owner's password on the way.
-  if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
-  if (body.currentPassword === undefined) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.required" }]);
-  await confirmPassword(ctx, caller, body.currentPassword, address());
-}
-
 type ChangeBody = Parameters<typeof mayChange>[3];
 interface ChangeContext<B> {
   params: { id: number | string };
@@ -98,22 +77,12 @@ export const usersRoutes = (ctx: AppContext) =>
     .get(
       "",
       async ({ query, set }) => {
-        const page = pageIfAsked(query);
-        if (!page) {
-          // Every user: read and sent in chunks, so memory stays flat however many there are.
-          const criteria = listCriteria(query);
-          const [total, answer] = await Promise.all([countMatches(ctx.db, criteria), listAnswer(userChunks(ctx.db, criteria))]);
-          set.headers["x-total-count"] = String(total);
-          return answer as User[];
-        }
-        // The seed's list is a prepared hot path; the console's filters go through the search.
-        const filtered = [query.name, query.email, query.department].some((v) => v?.trim()) || (query.active ?? "any") !== "any";
-        const { users, total } = filtered ? await filterUsers(ctx.db, query, page) : await listUsers(ctx.db, page, query.sort);
+        const { users, total } = await usersFor(ctx.db, query);
         set.headers["x-total-count"] = String(total);
         return users;
       },
       {
-        auth: ["USER", "users", { withoutUser: true }],
+        access: { allow: "USER", scope: "users:read", withoutUser: true },
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
         detail: {
@@ -130,16 +99,16 @@ export const usersRoutes = (ctx: AppContext) =>
       // Not an async function: its promise and the await of it cost ~1 µs of the ~46 a served read
       // takes (wrk, server CPU per request), and the user is usually here already. Elysia awaits
       // what a handler returns whenever its source calls something in a return, as this one does,
-      // so findUser's promise is awaited (the 404 tests go through it).
+      // so getUser's promise is awaited (the 404 tests go through it).
       ({ params, set, userReadAlong }): MaybePromise<User> => {
         const id = userId(params);
-        // Read by the guard in its own statement (readsUser); when the guard found none, findUser answers 404.
+        // Read by the guard in its own statement (readsUser); when the guard found none, getUser answers 404.
         const read = userReadAlong?.id === id ? userReadAlong.user : undefined;
         if (read) return tagged(set, read);
-        return findUser(ctx.db, id).then((user) => tagged(set, user));
+        return getUser(ctx.db, id).then((user) => tagged(set, user));
       },
       {
-        auth: ["authenticated", "users", { readsUser: true, withoutUser: true }],
+        access: { allow: "authenticated", scope: "users:read", readsUser: true, withoutUser: true },
         params: UserIdParams,
         response: { 200: User, ...errors },
         detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
@@ -152,7 +121,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return tagged(set, await createUser(ctx, body, caller.email));
       },
       {
-        auth: ["ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
+        access: { allow: "ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
         body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
@@ -160,13 +129,13 @@ export const usersRoutes = (ctx: AppContext) =>
       },
     )
     .put("/:id", changeUser(ctx, replaceUser), {
-      auth: ["ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
+      access: { allow: "ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
       body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN + BY_KEY, ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch("/:id", changeUser(ctx, patchUser), {
-      auth: ["SELF_OR_ADMIN", "users", { keysMayNotSend: KEYS_MAY_NOT_SEND }],
+      access: { allow: "SELF_OR_ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
       body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: {
@@ -182,16 +151,16 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       // No API key deletes, activates or deactivates an account (no area: 403 API_KEY_NOT_ALLOWED).
-      { auth: "ADMIN", params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+      { access: { allow: "ADMIN" }, params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
     )
     .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
-      auth: "ADMIN",
+      access: { allow: "ADMIN" },
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: {
@@ -209,7 +178,7 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: ["ADMIN", "users"],
+        access: { allow: "ADMIN", scope: "users:write" },
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },
@@ -222,7 +191,7 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       {
-        auth: "ADMIN",
+        access: { allow: "ADMIN" },
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: {

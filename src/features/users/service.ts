@@ -3,20 +3,22 @@
  * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
-import type { Database } from "../../db/database";
-import { AppError, integrityKind } from "../../errors";
+import type { Database, Reader } from "../../db/database";
+import { AppError, integrityKind, Violations } from "../../errors";
+import { listAnswer } from "../../http/list-answer";
 import type { Metrics } from "../../metrics";
 import { timed } from "../../metrics";
-import type { User } from "../../models/user";
-import type { Page } from "../../paging";
-import type { Caller } from "../../security/caller";
+import { existing, type User } from "../../models/user";
+import { type Page, pageIfAsked } from "../../paging";
+import { type Caller, isAdmin } from "../../security/caller";
+import { confirmPassword, type PasswordCheckDeps } from "../../security/password-check";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
 import { revokeAccountTokens } from "../../store/account-tokens";
 import { auditStatement, writeAudit } from "../../store/audit";
 import { enqueueNotification } from "../../store/outbox";
 import { unlockStatements } from "../../store/throttle";
-import { countMatches, searchUsers, type UserSearchCriteria } from "../../store/user-search";
+import { countMatches, searchUsers, userChunks, type UserSearchCriteria } from "../../store/user-search";
 import {
   createdUserRows,
   deleteUserRow,
@@ -24,7 +26,7 @@ import {
   emailOfUser,
   emailTaken,
   findUser,
-  keepAnAdmin,
+  isLastAdmin,
   listUsers as readUsers,
   normalizeEmail,
   setActiveFlag,
@@ -45,8 +47,39 @@ export interface UsersDeps {
   now: () => number;
 }
 
+/**
+ * GET /api/users: every user, read and sent in chunks so memory stays flat however many there are,
+ * or one page when page or size is asked; with the total of the matches either way.
+ */
+export async function usersFor(db: Database, query: UserListQuery): Promise<{ users: User[]; total: number }> {
+  const page = pageIfAsked(query);
+  if (!page) {
+    const criteria = listCriteria(query);
+    const [total, answer] = await Promise.all([countMatches(db, criteria), listAnswer(userChunks(db, criteria))]);
+    return { users: answer as User[], total };
+  }
+  // The seed's list is a prepared hot path; the console's filters go through the search.
+  const filtered = [query.name, query.email, query.department].some((v) => v?.trim()) || (query.active ?? "any") !== "any";
+  return filtered ? filterUsers(db, query, page) : listUsers(db, page, query.sort);
+}
+
+/**
+ * What PUT and PATCH need beyond the body's rules: a password is set only by an ADMIN (a user
+ * changes theirs with the current one, at /api/auth/change-password), and a caller's own address
+ * changes only with their current password (throttled like a login): a stolen token alone must
+ * not move the account to the thief's mailbox. Their address again, in any case, needs nothing.
+ */
+export async function mayChange(deps: PasswordCheckDeps, caller: Caller, id: number, body: { email?: string; password?: string; currentPassword?: string }, address: () => string) {
+  if (body.password !== undefined && !isAdmin(caller)) throw new Violations("body", [{ path: "password", key: "field.password.adminOnly" }]);
+  if (id !== caller.id || body.email === undefined || normalizeEmail(body.email) === caller.email) return;
+  // The unit refuses a key's move anyway: this keeps the key from trying the owner's password on the way.
+  if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
+  if (body.currentPassword === undefined) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.required" }]);
+  await confirmPassword(deps, caller, body.currentPassword, address());
+}
+
 /** A page of every user, sorted (`field,direction`), with the total: the seed's prepared hot path. */
-export function listUsers(db: Pick<Database, "readAll">, page: Page, sort: string | undefined) {
+function listUsers(db: Pick<Database, "readAll">, page: Page, sort: string | undefined) {
   return readUsers(db, sort, page);
 }
 
@@ -128,7 +161,7 @@ async function applyUpdate(
   return timed(deps.metrics, operation, async () => {
     const email = changes.email === undefined ? undefined : normalizeEmail(changes.email);
     // Judged against the address the account will have (read only when the policy looks at it).
-    if (changes.password !== undefined) await assertPasswordAllowed(deps, changes.password, async () => email ?? (await findUser(deps.db, id)).email);
+    if (changes.password !== undefined) await assertPasswordAllowed(deps, changes.password, async () => email ?? (await findUser(deps.db, id).then(existing(id))).email);
     // Hashed before the unit, which awaits nothing but the database.
     const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
     try {
@@ -160,7 +193,7 @@ async function applyUpdate(
     } catch (error) {
       throw email ? duplicateEmail(error, email) : error;
     }
-    const user = await findUser(deps.db, id);
+    const user = await findUser(deps.db, id).then(existing(id));
     // The update notification is not part of the update: failing to queue it never undoes it.
     try {
       await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }, new Date(deps.now())));
@@ -187,7 +220,7 @@ export function patchUser(deps: UsersDeps & PasswordPolicyDeps, id: number, inpu
 export async function deleteUser(deps: UsersDeps, id: number, actor: string) {
   await timed(deps.metrics, "delete", () =>
     deps.db.write(async (tx) => {
-      await keepAnAdmin(tx, id);
+      if (await isLastAdmin(tx, id)) throw new AppError("LAST_ADMIN");
       const email = await deleteUserRow(tx, id);
       if (email === undefined) throw new AppError("USER_NOT_FOUND", { id });
       await writeAudit(tx, { action: "USER_DELETED", actor, subjectType: "User", subjectId: id, details: { email } }, new Date(deps.now()));
@@ -204,16 +237,19 @@ export async function setActive(deps: UsersDeps, id: number, active: boolean, ac
   const now = new Date(deps.now());
   await timed(deps.metrics, active ? "activate" : "deactivate", () =>
     deps.db.write(async (tx) => {
-      if (!active) await keepAnAdmin(tx, id);
+      if (!active && (await isLastAdmin(tx, id))) throw new AppError("LAST_ADMIN");
       if (!(await setActiveFlag(tx, id, active, now))) {
-        await findUser(tx, id); // already so: nothing to do; or 404 USER_NOT_FOUND
+        existing(id)(await findUser(tx, id)); // already so: nothing to do; or 404 USER_NOT_FOUND
         return;
       }
       await writeAudit(tx, { action: active ? "USER_ACTIVATED" : "USER_DEACTIVATED", actor, subjectType: "User", subjectId: id }, now);
     }),
   );
-  return findUser(deps.db, id);
+  return findUser(deps.db, id).then(existing(id));
 }
+
+/** The user with the id, or 404 USER_NOT_FOUND. */
+export const getUser = (db: Reader, id: number) => findUser(db, id).then(existing(id));
 
 /** Every bearer token issued to the user so far stops working (the guard checks the token version). */
 export async function revokeBearerTokens(deps: UsersDeps, id: number, actor: string) {
