@@ -6,6 +6,7 @@
  * (revoked, its user, its session) in one read, with the user of GET /api/users/{id} when asked.
  */
 import type { JWTPayload } from "jose";
+import type { Config } from "../../config";
 import type { Database } from "../../db/database";
 import type { DataCipher } from "../../security/data-encryption";
 import { createKeyring, type Keyring, loadJose } from "../../security/signing-keys";
@@ -54,23 +55,20 @@ type AccessClaims = JWTPayload & { client_id: string; scope: string; gid: string
  * grant (revoked, its user, its session) is read on every request, so revocation stays immediate.
  */
 const VERIFIED_CACHE_SIZE = 10_000;
-/** The kid of a token that verified (so its header parses). */
-const decodeProtectedHeaderKid = (token: string) => (JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as { kid: string }).kid;
+/** The kid of a token that verified (so its header parses): what a grant's read checks for withdrawal (store/oauth.ts grantState). */
+export const accessKid = (token: string) => (JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as { kid: string }).kid;
 
 /** OIDC's at_hash: the left half of the access token's SHA-256, base64url. */
 const atHash = (token: string) => Buffer.from(new Bun.CryptoHasher("sha256").update(token).digest().subarray(0, 16)).toString("base64url");
 
+/** The provider's RS256 ring over the signing keys' table: the server's, and `usersvc keys rotate`'s. */
+export const providerKeyring = (config: Pick<Config, "oauthAccessTokenTtlS" | "tokenKeyRotationDays">, db: Database, cipher: DataCipher, now: () => number) =>
+  createKeyring({ db, cipher, alg: "RS256", rotationDays: config.tokenKeyRotationDays, tokenTtlS: Math.max(config.oauthAccessTokenTtlS, ID_TOKEN_TTL_S), now });
+
 export function createProviderTokens(options: ProviderTokenOptions): ProviderTokens {
   const { db, issuer, now } = options;
   const verified = new Map<string, { claims: AccessClaims; exp: number; kid: string }>();
-  const keyring = createKeyring({
-    db,
-    cipher: options.cipher,
-    alg: "RS256",
-    rotationDays: options.rotationDays,
-    tokenTtlS: Math.max(options.accessTokenTtlS, ID_TOKEN_TTL_S),
-    now,
-  });
+  const keyring = providerKeyring({ oauthAccessTokenTtlS: options.accessTokenTtlS, tokenKeyRotationDays: options.rotationDays }, db, options.cipher, now);
 
   async function sign(payload: Record<string, unknown>, typ: string, ttlS: number) {
     const signer = await keyring.signer();
@@ -153,7 +151,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       if (!payload || typeof payload.client_id !== "string" || typeof payload.scope !== "string" || typeof payload.gid !== "string") return undefined;
       const claims = payload as AccessClaims;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
-      verified.set(token, { claims, exp: claims.exp!, kid: decodeProtectedHeaderKid(token) });
+      verified.set(token, { claims, exp: claims.exp!, kid: accessKid(token) });
       return claims;
     },
     verifyIdHint: (token) => verify(token, "JWT", undefined, true),
@@ -161,7 +159,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       // A token seen before costs no promise on the embedded driver: its key's withdrawal is read in the grant's statement.
       const known = rememberedAccess(token);
       if (known) return callerOfGrant(known.claims, known.kid, also);
-      return tokens.verifyAccess(token).then((claims) => claims && callerOfGrant(claims, decodeProtectedHeaderKid(token), also));
+      return tokens.verifyAccess(token).then((claims) => claims && callerOfGrant(claims, accessKid(token), also));
     },
   };
 
