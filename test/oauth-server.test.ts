@@ -25,8 +25,8 @@ const LOGGED_OUT = "https://app.example.test/bye";
 let t: TestApp;
 let adminToken: string;
 
-/** Every request of the library goes to the app itself, as it would over loopback. */
-const viaApp = ((url: string, options: RequestInit) => t.app.handle(new Request(url, options))) as unknown as typeof fetch;
+/** Every request of the library goes to the app itself, as it would over loopback; each answer is checked against the OpenAPI document (t.handle). */
+const viaApp = ((url: string, options: RequestInit) => t.handle(new Request(url, options))) as unknown as typeof fetch;
 
 /** What `usersvc keys rotate [--revoke KID]` does with OAUTH_SERVER=on: both rings, on the app's database. */
 const keysRotate = (revoke?: string) =>
@@ -170,6 +170,41 @@ describe("openid-client drives the provider", () => {
     expect(apps.body.map((a: { clientId: string }) => a.clientId)).toContain(client.clientId);
     expect((await t.request("DELETE", `/api/account/apps/${client.clientId}`, { token })).status).toBe(204);
     expect((await follow(url, cookie)).headers.get("location")).toStartWith("/account/authorize?");
+  });
+});
+
+describe("the OpenAPI document (OAUTH_SERVER=on)", () => {
+  test("documents discovery and every /oauth2/* route with the protocol's own answers (not the envelope); real answers conform", async () => {
+    const spec = (await t.request("GET", "/swagger/json")).body;
+    const expected: Record<string, Record<string, string[]>> = {
+      "/.well-known/openid-configuration": { get: ["200"] },
+      "/oauth2/authorize": { get: ["303", "400"] },
+      "/oauth2/interaction": { post: ["200", "400"] },
+      "/oauth2/session": { post: ["204", "401"] },
+      "/oauth2/token": { post: ["200", "400", "401"] },
+      "/oauth2/userinfo": { get: ["200", "401", "403"] },
+      "/oauth2/revoke": { post: ["200", "400", "401"] },
+      "/oauth2/introspect": { post: ["200", "400", "401"] },
+      "/oauth2/end-session": { get: ["200", "303", "400"], post: ["200", "303", "400"] },
+    };
+    for (const [path, methods] of Object.entries(expected))
+      for (const [method, statuses] of Object.entries(methods)) {
+        const operation = spec.paths[path]?.[method];
+        expect(operation?.summary, `${method} ${path}`).toBeString();
+        expect(Object.keys(operation.responses), `${method} ${path}`).toEqual(expect.arrayContaining(statuses));
+      }
+    const token = spec.paths["/oauth2/token"].post;
+    expect(token.responses["200"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/OAuthTokenAnswer" });
+    expect(token.responses["400"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/OAuthError" });
+    expect(Object.keys(token.requestBody.content)).toEqual(["application/x-www-form-urlencoded"]);
+    expect(spec.paths["/oauth2/authorize"].get.responses["303"].headers).toHaveProperty("Location");
+    // Through the conformance check: discovery, a token request without a client, userinfo without a token.
+    expect((await t.handle(new Request(`${ISSUER}/.well-known/openid-configuration`))).status).toBe(200);
+    const noClient = await t.handle(
+      new Request(`${ISSUER}/oauth2/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "grant_type=authorization_code" }),
+    );
+    expect([400, 401]).toContain(noClient.status);
+    expect((await t.handle(new Request(`${ISSUER}/oauth2/userinfo`))).status).toBe(401);
   });
 });
 
