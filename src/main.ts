@@ -19,7 +19,7 @@ import { AppError, Violations } from "./errors";
 import { createDataCipher } from "./security/data-encryption";
 import { resolveDataEncryptionKey, resolveJwtSecret } from "./security/kept-secrets";
 import { configuredTokens } from "./security/bearer-tokens";
-import { UnknownKeyError, type Keyring } from "./security/signing-keys";
+import { rotateRings, UnknownKeyError, type Keyring } from "./security/signing-keys";
 import { createLogging, logStream } from "./logging/logger";
 import { redactUrl } from "./logging/redact-url";
 import { normalizeEmail, tokenHolder } from "./store/users";
@@ -37,6 +37,7 @@ import { VERSION } from "./version";
 import { startTracing, type Tracing } from "./tracing";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { clientsCommand } from "./features/oauth-server/commands";
+import { providerKeyring } from "./features/oauth-server/tokens";
 import { startBackupDuties } from "./features/backups/schedule";
 import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
@@ -48,7 +49,7 @@ Usage:
   usersvc migrate                                           apply database migrations and exit
   usersvc admin create --email E --password P [--name N]    create or promote an ADMIN
   usersvc token --email E                                   print a bearer token (local development)
-  usersvc keys rotate [--revoke KID]                        publish the next signing key (signs in 10 minutes); --revoke withdraws KID at once
+  usersvc keys rotate [--revoke KID]                        publish the next signing keys, the provider's RS256 too (sign in 10 minutes); --revoke withdraws KID at once
   usersvc keys rewrap                                       seal the private signing keys under the current DATA_ENCRYPTION_KEY
   usersvc clients create --name N --redirect-uri URI… [--public] [--scopes S,…]   register an OpenID Provider client; prints its id and, once, its secret
   usersvc clients list | clients delete CLIENT_ID           the registered clients
@@ -365,12 +366,12 @@ async function serve(config: Config) {
   if (child) stopWhenOrphaned(() => void shutdown("primary gone"));
 }
 
-/** `keys rotate`'s line: which key signs from when (and which was withdrawn). */
-async function rotateCommand(keyring: Keyring, revoke: string | undefined) {
-  const rotated = await keyring.rotate(revoke).catch((error) => {
+/** `keys rotate`'s lines, one a ring: which key signs from when (and which was withdrawn). */
+async function rotateCommand(rings: Keyring[], revoke: string | undefined) {
+  const rotated = await rotateRings(rings, revoke).catch((error) => {
     throw error instanceof UnknownKeyError ? new UsageError(error.message) : error;
   });
-  return `${rotated.revoked ? `revoked ${rotated.revoked}; ` : ""}key ${rotated.kid} signs from ${new Date(rotated.signsFrom).toISOString()}`;
+  return rotated.map((r) => `${r.revoked ? `revoked ${r.revoked}; ` : ""}key ${r.kid} signs from ${new Date(r.signsFrom).toISOString()}`).join("\n");
 }
 
 /** The commands other than serve have no app, so their clock is the system's: each passes `Date.now` explicitly. */
@@ -469,8 +470,13 @@ async function main(argv: string[]): Promise<number> {
       const { database, secret, cipher } = await prepareDataFolder(config, commandLogger(config));
       try {
         const { keyring } = configuredTokens(config, secret, database, cipher, Date.now);
+        const revoke = values.revoke as string | undefined;
+        // The OpenID Provider's RS256 ring too: when it serves, or a kid to withdraw may be one of its.
+        const provider = config.oauthServer || revoke !== undefined ? [providerKeyring(config, database, cipher, Date.now)] : [];
+        const rings = [...(config.tokenSigning === "HS512" ? [] : [keyring]), ...provider];
         process.stdout.write(
-          `${rest[0] === "rotate" ? await rotateCommand(keyring, values.revoke as string | undefined) : `resealed ${await keyring.rewrap()} private signing keys`}\n`,
+          // Under HS512 with no provider, the user ring's rotate says why there is nothing to rotate.
+          `${rest[0] === "rotate" ? await rotateCommand(rings.length > 0 ? rings : [keyring], revoke) : `resealed ${await keyring.rewrap()} private signing keys`}\n`,
         );
       } finally {
         database.close();

@@ -10,7 +10,12 @@ import { join } from "node:path";
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { issueToken } from "../src/store/account-tokens";
-import { makeTestApp, type TestApp } from "./helpers";
+import { decodeProtectedHeader } from "jose";
+import { providerKeyring } from "../src/features/oauth-server/tokens";
+import { signingKeys } from "../src/db/schema";
+import { configuredTokens } from "../src/security/bearer-tokens";
+import { rotateRings } from "../src/security/signing-keys";
+import { makeTestApp, TEST_SECRET, type TestApp } from "./helpers";
 
 const ISSUER = "http://localhost";
 const PASSWORD = "Passw0rd!";
@@ -20,8 +25,12 @@ const LOGGED_OUT = "https://app.example.test/bye";
 let t: TestApp;
 let adminToken: string;
 
-/** Every request of the library goes to the app itself, as it would over loopback. */
-const viaApp = ((url: string, options: RequestInit) => t.app.handle(new Request(url, options))) as unknown as typeof fetch;
+/** Every request of the library goes to the app itself, as it would over loopback; each answer is checked against the OpenAPI document (t.handle). */
+const viaApp = ((url: string, options: RequestInit) => t.handle(new Request(url, options))) as unknown as typeof fetch;
+
+/** What `usersvc keys rotate [--revoke KID]` does with OAUTH_SERVER=on: both rings, on the app's database. */
+const keysRotate = (revoke?: string) =>
+  rotateRings([configuredTokens(t.config, TEST_SECRET, t.database, t.cipher, Date.now).keyring, providerKeyring(t.config, t.database, t.cipher, Date.now)], revoke);
 
 async function signIn(email: string) {
   const res = await t.request("POST", "/api/auth/login", { body: { email, password: PASSWORD } });
@@ -161,6 +170,41 @@ describe("openid-client drives the provider", () => {
     expect(apps.body.map((a: { clientId: string }) => a.clientId)).toContain(client.clientId);
     expect((await t.request("DELETE", `/api/account/apps/${client.clientId}`, { token })).status).toBe(204);
     expect((await follow(url, cookie)).headers.get("location")).toStartWith("/account/authorize?");
+  });
+});
+
+describe("the OpenAPI document (OAUTH_SERVER=on)", () => {
+  test("documents discovery and every /oauth2/* route with the protocol's own answers (not the envelope); real answers conform", async () => {
+    const spec = (await t.request("GET", "/swagger/json")).body;
+    const expected: Record<string, Record<string, string[]>> = {
+      "/.well-known/openid-configuration": { get: ["200"] },
+      "/oauth2/authorize": { get: ["303", "400"] },
+      "/oauth2/interaction": { post: ["200", "400"] },
+      "/oauth2/session": { post: ["204", "401"] },
+      "/oauth2/token": { post: ["200", "400", "401"] },
+      "/oauth2/userinfo": { get: ["200", "401", "403"] },
+      "/oauth2/revoke": { post: ["200", "400", "401"] },
+      "/oauth2/introspect": { post: ["200", "400", "401"] },
+      "/oauth2/end-session": { get: ["200", "303", "400"], post: ["200", "303", "400"] },
+    };
+    for (const [path, methods] of Object.entries(expected))
+      for (const [method, statuses] of Object.entries(methods)) {
+        const operation = spec.paths[path]?.[method];
+        expect(operation?.summary, `${method} ${path}`).toBeString();
+        expect(Object.keys(operation.responses), `${method} ${path}`).toEqual(expect.arrayContaining(statuses));
+      }
+    const token = spec.paths["/oauth2/token"].post;
+    expect(token.responses["200"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/OAuthTokenAnswer" });
+    expect(token.responses["400"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/OAuthError" });
+    expect(Object.keys(token.requestBody.content)).toEqual(["application/x-www-form-urlencoded"]);
+    expect(spec.paths["/oauth2/authorize"].get.responses["303"].headers).toHaveProperty("Location");
+    // Through the conformance check: discovery, a token request without a client, userinfo without a token.
+    expect((await t.handle(new Request(`${ISSUER}/.well-known/openid-configuration`))).status).toBe(200);
+    const noClient = await t.handle(
+      new Request(`${ISSUER}/oauth2/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "grant_type=authorization_code" }),
+    );
+    expect([400, 401]).toContain(noClient.status);
+    expect((await t.handle(new Request(`${ISSUER}/oauth2/userinfo`))).status).toBe(401);
   });
 });
 
@@ -484,6 +528,28 @@ describe("what ends a client's tokens", () => {
     const out = await follow(oidc.buildEndSessionUrl(config, { id_token_hint: bound.tokens.id_token! }), bound.cookie);
     expect(out.status).toBe(200);
     expect(await stillWorks(bound)).toEqual({ read: false });
+  });
+
+  test("`usersvc keys rotate --revoke KID` of the provider's RS256 key refuses its client tokens at once (the API and userinfo); a sign-in after gets the new key; the user tokens' ring is untouched", async () => {
+    const held = await signedInClient(true);
+    const kid = decodeProtectedHeader(held.tokens.access_token).kid as string;
+    const sessionKid = decodeProtectedHeader(held.sessionToken).kid as string;
+    expect((await oidc.fetchUserInfo(config, held.tokens.access_token, String(held.someone.id))).sub).toBe(String(held.someone.id));
+    const [rotated] = await keysRotate(kid);
+    expect(rotated).toMatchObject({ revoked: kid });
+    expect((await t.request("GET", `/api/users/${held.someone.id}`, { token: held.tokens.access_token })).status).toBe(401);
+    await expect(oidc.fetchUserInfo(config, held.tokens.access_token, String(held.someone.id))).rejects.toThrow();
+    // The session token's EdDSA key still signs and verifies.
+    expect((await t.request("GET", `/api/users/${held.someone.id}`, { token: held.sessionToken })).status).toBe(200);
+    const again = await codeFlow(config, held.cookie, "openid users:read");
+    expect(decodeProtectedHeader(again.tokens.access_token)).toMatchObject({ alg: "RS256", kid: rotated.kid });
+    expect(decodeProtectedHeader(again.tokens.id_token!).kid).toBe(rotated.kid);
+    expect((await t.request("GET", `/api/users/${held.someone.id}`, { token: again.tokens.access_token })).status).toBe(200);
+    // Without --revoke, both rings publish their next key.
+    const both = await keysRotate();
+    expect(both.map((r) => r.kid)).not.toContain(sessionKid);
+    const stored = await t.db.select().from(signingKeys);
+    expect(both.map((r) => stored.find((k) => k.kid === r.kid)?.alg).sort()).toEqual(["EdDSA", "RS256"]);
   });
 });
 

@@ -48,8 +48,9 @@ export interface Authenticator {
   /**
    * The caller of a client's access token (OpenID Provider), asked by the guard only when callerOf
    * found none: the routes that read callerOf themselves (bearer refresh, metrics) never take one.
+   * With `also`, that user read in the grant's statement, as callerOf reads it.
    */
-  clientCallerOf(request: Request): Promise<Caller | undefined>;
+  clientCallerOf(request: Request, also?: AlsoUser): MaybePromise<Caller | undefined>;
 }
 
 const seconds = (instant: Date) => Math.floor(instant.getTime() / 1000);
@@ -64,7 +65,7 @@ export interface SessionRules {
   metrics?: Pick<Metrics, "authenticated">;
   mfaRequiredRoles?: readonly string[];
   /** With OAUTH_SERVER=on: the caller of a client's access token (features/oauth-server), asked only of a bearer that is no token of ours. */
-  clientCaller?: (token: string) => Promise<Caller | undefined>;
+  clientCaller?: (token: string, also?: AlsoUser) => MaybePromise<Caller | undefined>;
 }
 
 /** The amr values of a second factor (a passkey alone counts: it is one). */
@@ -155,9 +156,9 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       if (known) return tokenCaller(known, also);
       return tokens.verify(token).then((claims) => claims && tokenCaller(claims, also));
     },
-    async clientCallerOf(request) {
+    clientCallerOf(request, also) {
       const token = bearerToken(request);
-      return token && !isKeyBearer(token) ? sessions.clientCaller?.(token) : undefined;
+      return token && !isKeyBearer(token) ? sessions.clientCaller?.(token, also) : undefined;
     },
   };
 }
@@ -265,7 +266,12 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           const id = readsUser ? idOf(pathId) : undefined;
           const userReadAlong = id === undefined ? undefined : { id };
           const found = authenticator.callerOf(request, userReadAlong);
-          const caller = (found instanceof Promise ? await found : found) ?? (await authenticator.clientCallerOf(request));
+          let caller = found instanceof Promise ? await found : found;
+          if (!caller) {
+            // As callerOf: a client token seen before is answered without a promise on the embedded driver.
+            const client = authenticator.clientCallerOf(request, userReadAlong);
+            caller = client instanceof Promise ? await client : client;
+          }
           if (!caller) throw unauthorized();
           if (caller.apiKey) admitKey(caller.apiKey, access, { request, set, body: context.body }, keys);
           else if (caller.client) {

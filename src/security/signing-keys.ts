@@ -77,6 +77,27 @@ export interface KeyringOptions {
 
 export class UnknownKeyError extends Error {}
 
+/**
+ * `usersvc keys rotate [--revoke KID]` over every ring in use (the user tokens' and the OpenID
+ * Provider's RS256): without `revoke`, each publishes its next key; with it, the ring that holds
+ * KID withdraws it (its tokens refused at once) and publishes a key of its own algorithm.
+ */
+export async function rotateRings(rings: Keyring[], revoke?: string) {
+  if (revoke === undefined) {
+    const rotated = [];
+    for (const ring of rings) rotated.push(await ring.rotate());
+    return rotated;
+  }
+  for (const ring of rings) {
+    const rotated = await ring.rotate(revoke).catch((error) => {
+      if (error instanceof UnknownKeyError) return undefined;
+      throw error;
+    });
+    if (rotated) return [rotated];
+  }
+  throw new UnknownKeyError(`no signing key ${revoke}`);
+}
+
 let jose: Promise<typeof import("jose")> | undefined;
 /** jose is loaded by the first token signed or checked (or key made), not at start: an idle process never holds it. */
 export const loadJose = () => (jose ??= import("jose"));
@@ -246,7 +267,8 @@ export function createKeyring(options: KeyringOptions): Keyring {
       if (alg === "HS512") throw new Error("TOKEN_SIGNING is HS512: there are no keys to rotate (set TOKEN_SIGNING=EdDSA or ES256)");
       return underLease(async (list, at) => {
         if (revoke !== undefined) {
-          if (!list.some((k) => k.kid === revoke && asymmetric(k))) throw new UnknownKeyError(`no signing key ${revoke}`);
+          // Only a key of this ring: the other ring's withdrawal must publish a key of its own algorithm (rotateRings).
+          if (!list.some((k) => k.kid === revoke && asymmetric(k) && mine(k))) throw new UnknownKeyError(`no signing key ${revoke}`);
           await revokeSigningKey(db, revoke, at);
         }
         const remaining = list.map((k) => (k.kid === revoke ? { ...k, revokedAt: new Date(at) } : k));

@@ -6,7 +6,11 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
+import { positionsOf } from "../db/reads";
 import { oauthClients, oauthCodes, oauthConsents, oauthGrants, oauthRefreshTokens, sessions, users } from "../db/schema";
+import type { MaybePromise } from "../maybe-promise";
+import { keyRevoked } from "./signing-keys";
+import { type AlsoUser, readCaller, withUserById } from "./users";
 
 export interface ClientRow {
   id: number;
@@ -142,48 +146,87 @@ export interface GrantState {
   sessionExpiresAt: Date | null;
   sessionLastSeenAt: Date | null;
   sessionVersion: number | null;
+  keyRevoked: boolean;
 }
 
 const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
+
+const grantColumns = {
+  id: oauthGrants.id,
+  clientPk: oauthGrants.clientId,
+  clientId: oauthClients.clientId,
+  userId: oauthGrants.userId,
+  scopes: oauthGrants.scopes,
+  grantVersion: oauthGrants.tokenVersion,
+  authTime: oauthGrants.authTime,
+  amr: oauthGrants.amr,
+  revokedAt: oauthGrants.revokedAt,
+  sessionId: oauthGrants.sessionId,
+  email: users.email,
+  active: users.active,
+  userVersion: users.tokenVersion,
+  roles: roleNames,
+  sessionEndedAt: sessions.endedAt,
+  sessionExpiresAt: sessions.expiresAt,
+  sessionLastSeenAt: sessions.lastSeenAt,
+  sessionVersion: sessions.tokenVersion,
+  /** Whether the access token's signing key (a placeholder, "" for none) was withdrawn (`usersvc keys rotate --revoke`). */
+  keyRevoked: keyRevoked(sql.placeholder("kid")),
+};
 
 /**
  * The grant and its user and session, one prepared statement (the guard reads it on every request
  * of a client's token; building the SQL each time cost more than running it). The id is bound as
  * `+?`, as sessions.ts binds a sid: Bun 1.4.5 prepares a bound join again on every run.
  */
-const grantWithHolders = prepared((db: Reader) =>
+const grantRead = (db: Reader, columns: Record<string, unknown>) =>
   db
-    .select({
-      id: oauthGrants.id,
-      clientPk: oauthGrants.clientId,
-      clientId: oauthClients.clientId,
-      userId: oauthGrants.userId,
-      scopes: oauthGrants.scopes,
-      grantVersion: oauthGrants.tokenVersion,
-      authTime: oauthGrants.authTime,
-      amr: oauthGrants.amr,
-      revokedAt: oauthGrants.revokedAt,
-      sessionId: oauthGrants.sessionId,
-      email: users.email,
-      active: users.active,
-      userVersion: users.tokenVersion,
-      roles: roleNames,
-      sessionEndedAt: sessions.endedAt,
-      sessionExpiresAt: sessions.expiresAt,
-      sessionLastSeenAt: sessions.lastSeenAt,
-      sessionVersion: sessions.tokenVersion,
-    })
+    .select(columns as typeof grantColumns)
     .from(oauthGrants)
     .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
     .leftJoin(users, eq(users.id, oauthGrants.userId))
     .leftJoin(sessions, eq(sessions.id, oauthGrants.sessionId))
-    .where(eq(oauthGrants.id, sql`+${sql.placeholder("id")}`))
-    .prepare(),
-);
+    .where(eq(oauthGrants.id, sql`+${sql.placeholder("id")}`));
+const grantWithHolders = prepared((db: Reader) => grantRead(db, grantColumns).prepare());
+/** The same, and the user of GET /api/users/{id} in the same statement, as a session's read carries it (users.ts withUserById). */
+const grantWithHoldersWithUser = prepared((db: Reader) => withUserById(db, (columns) => grantRead(db, columns), Object.values(grantColumns)).prepare());
 
-export async function grantState(db: Reader, grantId: string): Promise<GrantState | undefined> {
-  const [row] = await grantWithHolders(db).execute({ id: grantId });
-  return row && { ...row, scopes: list(row.scopes) };
+const grantAt = positionsOf(grantColumns);
+const instant = (value: unknown) => (value === null ? null : new Date(value as number));
+/** A row of grantColumns as raw values (instants as epoch milliseconds, flags as 0/1). */
+const grantOf = (v: ArrayLike<unknown>): GrantState => ({
+  id: v[grantAt.id] as string,
+  clientPk: v[grantAt.clientPk] as number,
+  clientId: v[grantAt.clientId] as string,
+  userId: v[grantAt.userId] as number | null,
+  scopes: list(v[grantAt.scopes] as string),
+  grantVersion: v[grantAt.grantVersion] as number | null,
+  authTime: instant(v[grantAt.authTime]),
+  amr: v[grantAt.amr] as string | null,
+  revokedAt: instant(v[grantAt.revokedAt]),
+  sessionId: v[grantAt.sessionId] as string | null,
+  email: v[grantAt.email] as string | null,
+  active: v[grantAt.active] === null ? null : Boolean(v[grantAt.active]),
+  userVersion: v[grantAt.userVersion] as number | null,
+  roles: v[grantAt.roles] as string | null,
+  sessionEndedAt: instant(v[grantAt.sessionEndedAt]),
+  sessionExpiresAt: instant(v[grantAt.sessionExpiresAt]),
+  sessionLastSeenAt: instant(v[grantAt.sessionLastSeenAt]),
+  sessionVersion: v[grantAt.sessionVersion] as number | null,
+  keyRevoked: Boolean(v[grantAt.keyRevoked]),
+});
+
+/**
+ * The grant with its user and session, read as raw values (as the guard's other reads are), and
+ * whether the key `kid` of the token that names it was withdrawn; with `also`, that user in the same statement.
+ */
+export function grantState(db: Reader, grantId: string, kid = "", also?: AlsoUser): MaybePromise<GrantState | undefined> {
+  return readCaller(
+    () => grantWithHolders(db).values({ id: grantId, kid }),
+    () => grantWithHoldersWithUser(db).values({ id: grantId, kid, userId: also?.id }),
+    also,
+    grantOf,
+  );
 }
 
 /** Takes the code (once): its row, and whether it had been taken before (a replay). */

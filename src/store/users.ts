@@ -534,12 +534,14 @@ export interface AlsoUser {
  * (userColumns) after a 1, absent when there is none. Served, a bun:sqlite statement costs ~10 µs
  * between network events whatever it reads, the user's row ~5 µs more in the caller's statement
  * (a bare Bun.serve on the bench's database, server CPU per request): GET /api/users/{id} runs one
- * statement instead of two. `read` selects the caller's columns, given positionally, padded with nulls.
+ * statement instead of two. `read` selects the caller's columns, given positionally; the shorter side is padded with nulls.
  */
 export function withUserById(db: Reader, read: (columns: Record<string, Selected>) => { unionAll: (other: never) => unknown }, callerColumns: Selected[]) {
   const userValues: Selected[] = Object.values(userColumns);
+  // Both sides as wide as the wider: a grant's read (store/oauth.ts) has more columns than a user.
+  const width = Math.max(userValues.length, callerColumns.length);
   const positional = (kind: number, columns: Selected[]) =>
-    Object.fromEntries([sql.raw(String(kind)), ...columns, ...Array.from({ length: userValues.length - columns.length }, () => sql`null`)].map((column, i) => [`c${i}`, column]));
+    Object.fromEntries([sql.raw(String(kind)), ...columns, ...Array.from({ length: width - columns.length }, () => sql`null`)].map((column, i) => [`c${i}`, column]));
   const user = db
     .select(positional(1, userValues))
     .from(users)

@@ -8,7 +8,7 @@ import { requestQuery } from "../../http/request-url";
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { AppError } from "../../errors";
-import { errorResponses } from "../../http/route-docs";
+import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { escapeHtml } from "../../http/html";
 import { bearerToken } from "../../security/guard";
 import { consentsOfUser } from "../../store/oauth";
@@ -16,7 +16,21 @@ import { clientAddress } from "../../http/client-address";
 import { addressCounter } from "../../store/throttle";
 import { refuseUntil } from "../../security/password-check";
 import { type ClientMetadata, createClient, deleteClientById, listClients, registerClient } from "./clients";
-import { ClientBody, ClientIdParams, CreatedClient, OAuthClient } from "./model";
+import {
+  ClientBody,
+  ClientIdParams,
+  CreatedClient,
+  DiscoveryDocument,
+  formBody,
+  IntrospectionAnswer,
+  OAuthClient,
+  OAuthErrorAnswer,
+  Onward,
+  Page,
+  RegisteredClient,
+  TokenAnswer,
+  UserInfoAnswer,
+} from "./model";
 import {
   checkedClient,
   withdrawAppConsent,
@@ -58,6 +72,14 @@ const errorPage = (error: OAuthError) =>
     `<!doctype html><meta charset="utf-8"><title>Sign-in error</title><h1>This sign-in cannot go on</h1><p>${escapeHtml(error.error)}: ${escapeHtml(error.description)}</p>`,
     { status: 400, headers: { "content-type": "text/html; charset=utf-8", ...NO_STORE, "x-frame-options": "DENY", "content-security-policy": "frame-ancestors 'none'" } },
   );
+
+/** End-session's answers: back to the app's registered address, or a page (signed out, or an error). */
+const signedOut = { 200: Page, 303: Onward, 400: Page };
+const endSessionDocs = {
+  description:
+    "OpenID Connect RP-Initiated Logout 1.0 (id_token_hint, post_logout_redirect_uri registered exactly, state, client_id): ends the provider's browser session (or the one the hint names), then 303 back, or a page.",
+  ...documentedHeaders({ 303: ["Location"] }),
+};
 
 const formOf = async (request: Request) => new URLSearchParams(await request.text());
 const queryOf = (request: Request) => Object.fromEntries(new URLSearchParams(requestQuery(request.url))) as Record<string, string | undefined>;
@@ -164,7 +186,10 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
   }
 
   const protocol = new Elysia({ tags: ["OpenID Provider"] })
-    .get("/.well-known/openid-configuration", () => json(discovery), { detail: { summary: "OpenID Provider discovery", hide: true } })
+    .get("/.well-known/openid-configuration", () => json(discovery), {
+      response: { 200: DiscoveryDocument },
+      detail: { summary: "OpenID Provider discovery", description: "OpenID Connect Discovery 1.0: the endpoints below, the scopes, RS256 ID tokens, PKCE S256." },
+    })
     .get(
       "/oauth2/authorize",
       async ({ request }) => {
@@ -174,7 +199,15 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
         if (answer.redirect) return redirect(answer.redirect);
         return redirect(`${accountPage}?${requestQuery(request.url)}`);
       },
-      { detail: { summary: "Authorization endpoint (code + PKCE S256)", hide: true } },
+      {
+        response: { 303: Onward, 400: Page },
+        detail: {
+          summary: "Authorization endpoint (code + PKCE S256)",
+          description:
+            "A browser navigation (response_type=code, client_id, redirect_uri, scope, state, nonce, code_challenge with S256; prompt none|login|consent, max_age, login_hint): 303 to the account pages to sign in and consent, or back to the registered redirect_uri with code or error, and iss (RFC 9207). An unknown client or redirect URI: a 400 page.",
+          ...documentedHeaders({ 303: ["Location"] }),
+        },
+      },
     )
     .post(
       "/oauth2/interaction",
@@ -202,7 +235,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
           }),
           ...errorResponses(400),
         },
-        detail: { summary: "The sign-in and consent pages' step of an authorization", hide: true },
+        detail: { summary: "The sign-in and consent pages' step of an authorization", description: "For the account pages: JSON only, with the provider's cookie." },
       },
     )
     .post(
@@ -214,7 +247,10 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
         set.headers["set-cookie"] = cookie(ctx.cipher.seal(caller.session.id));
         set.status = 204;
       },
-      { response: { 204: t.Void(), ...errorResponses(401) }, detail: { summary: "Open the provider's browser session from a sign-in", hide: true } },
+      {
+        response: { 204: t.Void(), ...errorResponses(401) },
+        detail: { summary: "Open the provider's browser session from a sign-in", description: "For the account pages: the bearer's session becomes the provider's cookie." },
+      },
     )
     .post(
       "/oauth2/token",
@@ -225,7 +261,24 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
           return oauthAnswer(error);
         }
       },
-      { detail: { summary: "Token endpoint", hide: true } },
+      {
+        response: { 200: TokenAnswer, 400: OAuthErrorAnswer, 401: OAuthErrorAnswer },
+        detail: {
+          summary: "Token endpoint",
+          description:
+            "RFC 6749: grant_type authorization_code (with code_verifier), refresh_token (rotated) or client_credentials (clients created with it). The client authenticates with HTTP Basic (client_secret_basic) or client_id and client_secret in the form; a public client sends client_id alone.",
+          ...formBody({
+            grant_type: { description: "authorization_code, refresh_token or client_credentials", required: true },
+            code: { description: "authorization_code: the code" },
+            redirect_uri: { description: "authorization_code: the redirect URI of the authorization" },
+            code_verifier: { description: "authorization_code: the PKCE verifier" },
+            refresh_token: { description: "refresh_token: the refresh token" },
+            scope: { description: "client_credentials: the scopes asked for" },
+            client_id: { description: "client_secret_post, or a public client" },
+            client_secret: { description: "client_secret_post" },
+          }),
+        },
+      },
     )
     .get(
       "/oauth2/userinfo",
@@ -236,7 +289,10 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
           return oauthAnswer(error);
         }
       },
-      { detail: { summary: "UserInfo endpoint", hide: true } },
+      {
+        response: { 200: UserInfoAnswer, 401: OAuthErrorAnswer, 403: OAuthErrorAnswer },
+        detail: { summary: "UserInfo endpoint", description: "With a client's access token holding openid: sub, and name (profile), email and email_verified (email)." },
+      },
     )
     .post(
       "/oauth2/revoke",
@@ -248,7 +304,19 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
           return oauthAnswer(error);
         }
       },
-      { detail: { summary: "Token revocation (RFC 7009)", hide: true } },
+      {
+        response: { 200: t.Void({ description: "Revoked, or not a token of this client's (the same answer)" }), 400: OAuthErrorAnswer, 401: OAuthErrorAnswer },
+        detail: {
+          summary: "Token revocation (RFC 7009)",
+          description: "An access or refresh token of the authenticated client ends its grant: every token it issued.",
+          ...formBody({
+            token: { description: "The token", required: true },
+            token_type_hint: { description: "Ignored" },
+            client_id: { description: "As at the token endpoint" },
+            client_secret: { description: "As at the token endpoint" },
+          }),
+        },
+      },
     )
     .post(
       "/oauth2/introspect",
@@ -259,12 +327,34 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
           return oauthAnswer(error);
         }
       },
-      { detail: { summary: "Token introspection (RFC 7662)", hide: true } },
+      {
+        response: { 200: IntrospectionAnswer, 400: OAuthErrorAnswer, 401: OAuthErrorAnswer },
+        detail: {
+          summary: "Token introspection (RFC 7662)",
+          description: "For confidential clients: whether a token of theirs is active, and what it is.",
+          ...formBody({
+            token: { description: "The token", required: true },
+            token_type_hint: { description: "Ignored" },
+            client_id: { description: "As at the token endpoint" },
+            client_secret: { description: "As at the token endpoint" },
+          }),
+        },
+      },
     )
     // RP-initiated logout, GET or a form POST (OpenID Connect RP-Initiated Logout 1.0 §2 asks for both).
-    .get("/oauth2/end-session", ({ request }) => signOut(request, queryOf(request)), { detail: { summary: "RP-initiated logout", hide: true } })
+    .get("/oauth2/end-session", ({ request }) => signOut(request, queryOf(request)), { response: signedOut, detail: { summary: "RP-initiated logout", ...endSessionDocs } })
     .post("/oauth2/end-session", async ({ request }) => signOut(request, Object.fromEntries(await formOf(request))), {
-      detail: { summary: "RP-initiated logout (form POST)", hide: true },
+      response: signedOut,
+      detail: {
+        summary: "RP-initiated logout (form POST)",
+        ...endSessionDocs,
+        ...formBody({
+          id_token_hint: { description: "An ID token we issued (expired or not)" },
+          post_logout_redirect_uri: { description: "Registered exactly" },
+          state: { description: "Given back" },
+          client_id: { description: "The client" },
+        }),
+      },
     });
 
   // OAUTH_DYNAMIC_REGISTRATION=on: RFC 7591, open, limited per client address.
@@ -280,7 +370,14 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
         return oauthAnswer(error);
       }
     },
-    { detail: { summary: "Dynamic client registration (RFC 7591)", hide: true } },
+    {
+      response: { 201: RegisteredClient, 400: OAuthErrorAnswer, ...errorResponses(429) },
+      detail: {
+        summary: "Dynamic client registration (RFC 7591)",
+        description:
+          "Only with OAUTH_DYNAMIC_REGISTRATION=on: a public client (PKCE) for openid profile email, consent always shown; OAUTH_REGISTER_MAX_PER_IP an hour per client address.",
+      },
+    },
   );
 
   const apps = new Elysia({ tags: ["OpenID Provider"] })

@@ -27,7 +27,7 @@ import {
 } from "../../store/oauth";
 import { isOpen } from "../../store/sessions";
 import { SCOPES } from "../../security/caller";
-import type { ProviderTokens } from "./tokens";
+import { accessKid, type ProviderTokens } from "./tokens";
 
 export class OAuthError extends Error {
   constructor(
@@ -350,7 +350,7 @@ async function clientCredentialsGrant(deps: ProviderDeps, client: ClientRow, for
 
 export async function userinfo(deps: ProviderDeps, bearer: string | undefined) {
   const claims = bearer ? await deps.tokens.verifyAccess(bearer) : undefined;
-  const grant = claims && (await grantState(deps.ctx.db, claims.gid));
+  const grant = claims && (await grantState(deps.ctx.db, claims.gid, accessKid(bearer!)));
   if (!claims || !grant || grant.userId === null || !deps.tokens.grantLive(grant)) throw new OAuthError("invalid_token", "the access token is not valid", 401);
   if (!grant.scopes.includes("openid")) throw new OAuthError("insufficient_scope", "userinfo needs the openid scope", 403);
   const user = await userClaims(deps.ctx.db, grant.userId);
@@ -365,8 +365,10 @@ export async function userinfo(deps: ProviderDeps, bearer: string | undefined) {
 /** The grant a token (refresh or access) of this client names, if any. */
 async function grantOfToken(deps: ProviderDeps, client: ClientRow, token: string) {
   const row = await refreshTokenRow(deps.ctx.db, sha256Base64url(token));
-  const grantId = row?.grantId ?? (await deps.tokens.verifyAccess(token))?.gid;
-  const grant = grantId === undefined ? undefined : await grantState(deps.ctx.db, grantId);
+  // An access token's grant is read with whether its key was withdrawn; a refresh token has no key.
+  const access = row ? undefined : await deps.tokens.verifyAccess(token);
+  const grantId = row?.grantId ?? access?.gid;
+  const grant = grantId === undefined ? undefined : await grantState(deps.ctx.db, grantId, access && accessKid(token));
   return grant && grant.clientPk === client.id ? grant : undefined;
 }
 

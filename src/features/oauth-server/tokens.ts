@@ -3,14 +3,17 @@
  * table and the same JWKS as the user tokens' keys): ID tokens (`typ: JWT`, `aud` the client) and
  * access tokens in the RFC 9068 profile (`typ: at+jwt`, `aud` the issuer). Only the latter is a
  * bearer: the guard asks `clientCaller`, which checks the type and audience, then the token's grant
- * (revoked, its user, its session) in one read.
+ * (revoked, its user, its session) in one read, with the user of GET /api/users/{id} when asked.
  */
 import type { JWTPayload } from "jose";
+import type { Config } from "../../config";
 import type { Database } from "../../db/database";
 import type { DataCipher } from "../../security/data-encryption";
 import { createKeyring, type Keyring, loadJose } from "../../security/signing-keys";
 import { isOpen } from "../../store/sessions";
 import { type GrantState, grantState } from "../../store/oauth";
+import type { AlsoUser } from "../../store/users";
+import { andThen, type MaybePromise } from "../../maybe-promise";
 import type { Caller, RoleName } from "../../security/caller";
 import { SCOPES } from "../../security/caller";
 
@@ -28,7 +31,7 @@ export interface ProviderTokens {
   /** An ID token of ours, expired or not (end-session's id_token_hint). */
   verifyIdHint(token: string): Promise<JWTPayload | undefined>;
   /** The caller a client's access token stands for, with its grant still good. */
-  clientCaller(token: string): Promise<Caller | undefined>;
+  clientCaller(token: string, also?: AlsoUser): MaybePromise<Caller | undefined>;
   /** Whether the grant's tokens still count: not revoked, its user active on the same token version, its sign-in session open. */
   grantLive(grant: GrantState): boolean;
 }
@@ -52,23 +55,20 @@ type AccessClaims = JWTPayload & { client_id: string; scope: string; gid: string
  * grant (revoked, its user, its session) is read on every request, so revocation stays immediate.
  */
 const VERIFIED_CACHE_SIZE = 10_000;
-/** The kid of a token that verified (so its header parses). */
-const decodeProtectedHeaderKid = (token: string) => (JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as { kid: string }).kid;
+/** The kid of a token that verified (so its header parses): what a grant's read checks for withdrawal (store/oauth.ts grantState). */
+export const accessKid = (token: string) => (JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as { kid: string }).kid;
 
 /** OIDC's at_hash: the left half of the access token's SHA-256, base64url. */
 const atHash = (token: string) => Buffer.from(new Bun.CryptoHasher("sha256").update(token).digest().subarray(0, 16)).toString("base64url");
 
+/** The provider's RS256 ring over the signing keys' table: the server's, and `usersvc keys rotate`'s. */
+export const providerKeyring = (config: Pick<Config, "oauthAccessTokenTtlS" | "tokenKeyRotationDays">, db: Database, cipher: DataCipher, now: () => number) =>
+  createKeyring({ db, cipher, alg: "RS256", rotationDays: config.tokenKeyRotationDays, tokenTtlS: Math.max(config.oauthAccessTokenTtlS, ID_TOKEN_TTL_S), now });
+
 export function createProviderTokens(options: ProviderTokenOptions): ProviderTokens {
   const { db, issuer, now } = options;
   const verified = new Map<string, { claims: AccessClaims; exp: number; kid: string }>();
-  const keyring = createKeyring({
-    db,
-    cipher: options.cipher,
-    alg: "RS256",
-    rotationDays: options.rotationDays,
-    tokenTtlS: Math.max(options.accessTokenTtlS, ID_TOKEN_TTL_S),
-    now,
-  });
+  const keyring = providerKeyring({ oauthAccessTokenTtlS: options.accessTokenTtlS, tokenKeyRotationDays: options.rotationDays }, db, options.cipher, now);
 
   async function sign(payload: Record<string, unknown>, typ: string, ttlS: number) {
     const signer = await keyring.signer();
@@ -109,7 +109,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
   }
 
   const grantLive = (grant: GrantState) => {
-    if (grant.revokedAt !== null) return false;
+    if (grant.revokedAt !== null || grant.keyRevoked) return false;
     if (grant.userId === null) return true;
     if (!grant.active || grant.userVersion !== grant.grantVersion) return false;
     if (grant.sessionId === null) return true;
@@ -144,25 +144,29 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       return sign({ ...claims, azp: claims.aud, ...(accessToken && { at_hash: atHash(accessToken) }) }, "JWT", ID_TOKEN_TTL_S);
     },
     async verifyAccess(token) {
-      const known = verified.get(token);
-      if (known) {
-        // Remembered: still unexpired, and its key still one the ring verifies with (not withdrawn).
-        if (known.exp > seconds(now()) && (await keyring.verifier(known.kid, "RS256"))) return known.claims;
-        verified.delete(token);
-        return undefined;
-      }
+      const known = rememberedAccess(token);
+      // Remembered: still unexpired, and its key still one the ring verifies with (not withdrawn).
+      if (known) return (await keyring.verifier(known.kid, "RS256")) ? known.claims : undefined;
       const payload = await verify(token, ACCESS_TOKEN_TYPE, issuer, false);
       if (!payload || typeof payload.client_id !== "string" || typeof payload.scope !== "string" || typeof payload.gid !== "string") return undefined;
       const claims = payload as AccessClaims;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
-      verified.set(token, { claims, exp: claims.exp!, kid: decodeProtectedHeaderKid(token) });
+      verified.set(token, { claims, exp: claims.exp!, kid: accessKid(token) });
       return claims;
     },
     verifyIdHint: (token) => verify(token, "JWT", undefined, true),
-    async clientCaller(token) {
-      const claims = await tokens.verifyAccess(token);
-      if (!claims) return undefined;
-      const grant = await grantState(db, claims.gid);
+    clientCaller(token, also) {
+      // A token seen before costs no promise on the embedded driver: its key's withdrawal is read in the grant's statement.
+      const known = rememberedAccess(token);
+      if (known) return callerOfGrant(known.claims, known.kid, also);
+      return tokens.verifyAccess(token).then((claims) => claims && callerOfGrant(claims, accessKid(token), also));
+    },
+  };
+
+  /** The caller of an access token whose signature checked: its grant still good, read with whether its key was withdrawn. */
+  function callerOfGrant(claims: AccessClaims, kid: string, also: AlsoUser | undefined): MaybePromise<Caller | undefined> {
+    return andThen(grantState(db, claims.gid, kid, also), (grant) => {
+      if (grant?.keyRevoked) keyring.withdrawn(kid);
       if (!grant || grant.clientId !== claims.client_id || !grantLive(grant)) return undefined;
       const scopes = claims.scope.split(" ").filter((scope) => (SCOPES as string[]).includes(scope));
       // client_credentials: the client itself, acting as USER at most (never ADMIN).
@@ -174,7 +178,16 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
         tokenVersion: grant.userVersion!,
         client: { clientId: grant.clientId, scopes },
       };
-    },
-  };
+    });
+  }
+
+  /** A remembered access token while it is unexpired (forgotten once it expires). */
+  function rememberedAccess(token: string) {
+    const known = verified.get(token);
+    if (!known) return undefined;
+    if (known.exp > seconds(now())) return known;
+    verified.delete(token);
+    return undefined;
+  }
   return tokens;
 }
