@@ -87,6 +87,11 @@ export async function startOpenIdProvider(options: { redirectUris: string[]; use
   });
   const callback = provider.callback();
   server.on("request", async (req: IncomingMessage, res: ServerResponse) => {
+    // Mounted under the issuer's path, as express's app.use(path, …) would: the provider routes the rest.
+    if (options.path && req.url?.startsWith(options.path)) {
+      (req as IncomingMessage & { originalUrl?: string }).originalUrl = req.url;
+      req.url = req.url.slice(options.path.length) || "/";
+    }
     if (!req.url?.includes("/interaction/")) return callback(req, res);
     try {
       const details = await provider.interactionDetails(req, res);

@@ -11,6 +11,7 @@ import type { MaybePromise } from "../../maybe-promise";
 import { pageIfAsked } from "../../paging";
 import { type Caller, isAdmin } from "../../security/caller";
 import { confirmPassword } from "../../security/password-check";
+import { checkedStepUp } from "../../security/step-up";
 import { withPasswordPolicy } from "../../security/password-policy";
 import { countMatches, userChunks } from "../../store/user-search";
 import { findUser, normalizeEmail } from "../../store/users";
@@ -53,14 +54,22 @@ const BY_KEY = "An API key may not send password, active or roles, nor change th
 /**
  * What PUT and PATCH need beyond the body's rules: a password is set only by an ADMIN (a user
  * changes theirs with the current one, at /api/auth/change-password), and a caller's own address
- * changes only with their current password (throttled like a login): a stolen token alone must
+ * changes only with their current password (throttled like a login) or a step-up: a stolen token alone must
  * not move the account to the thief's mailbox. Their address again, in any case, needs nothing.
  */
-async function mayChange(ctx: AppContext, caller: Caller, id: number, body: { email?: string; password?: string; currentPassword?: string }, address: () => string) {
+async function mayChange(
+  ctx: AppContext,
+  caller: Caller,
+  id: number,
+  body: { email?: string; password?: string; currentPassword?: string; stepUpToken?: string },
+  address: () => string,
+) {
   if (body.password !== undefined && !isAdmin(caller)) throw new Violations("body", [{ path: "password", key: "field.password.adminOnly" }]);
   if (id !== caller.id || body.email === undefined || normalizeEmail(body.email) === caller.email) return;
   // The unit refuses a key's move anyway: this keeps the key from trying the owner's password on the way.
   if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
+  // An account without a password proves it is its owner by a step-up instead (security/step-up.ts).
+  if (body.currentPassword === undefined && body.stepUpToken !== undefined) return void (await ctx.db.write(checkedStepUp(ctx, caller, body.stepUpToken)));
   if (body.currentPassword === undefined) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.required" }]);
   await confirmPassword(ctx, caller, body.currentPassword, address());
 }
@@ -87,7 +96,8 @@ const changeUser =
 const changeRoute = { params: UserIdParams, transform: normalizeBody, response: { 200: User, ...errors, ...errorResponses(429) } };
 
 const OWN_EMAIL =
-  "Changing one's own e-mail address needs currentPassword (400 on that field when absent or wrong; wrong ones count as failed logins, 429 after too many). " +
+  "Changing one's own e-mail address needs currentPassword (400 on that field when absent or wrong; wrong ones count as failed logins, 429 after too many), " +
+  "or, for an account without a password, a stepUpToken (403 INVALID_STEP_UP when wrong, used or expired). " +
   "An e-mail change ends every token issued to the user so far, the caller's own included (they sign in again with the new address), " +
   "and mails EMAIL_CHANGED to the old address. ";
 const PASSWORD_BY_ADMIN = "An ADMIN's password sets it and ends every token issued to the user so far; from anyone else it is a 400.";
