@@ -192,6 +192,7 @@ export async function prepareRouteWalk(t: TestApp) {
     },
     // Here too: the page says setup is complete (410).
     "GET /account/setup": { path: "/account/setup", token: undefined, status: 410 },
+    "GET /account": { path: "/account", token: undefined, status: 200 },
     "GET /account/security": { path: "/account/security", token: undefined, status: 200 },
     // No provider is configured here: the flow's routes refuse or send the browser back (test/federation.test.ts walks them).
     "GET /api/auth/oidc/providers": { path: "/api/auth/oidc/providers", token: undefined, status: 200 },

@@ -105,6 +105,7 @@ const pageRoutes = (ctx: AppContext) => {
     return new Response(renderSetupUnavailable(state, langOf(request), basePath), { status: state === "none" ? 404 : 410, headers: PAGE_HEADERS });
   };
   return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
+    .get("", ({ request }) => appPage("sign-in", request), shown("Sign in (password, passkey or another provider), then on to /account/security"))
     .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
     .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
     .get("/security", ({ request }) => appPage("security", request), shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys and API keys"))

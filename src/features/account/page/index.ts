@@ -171,7 +171,7 @@ ${lines.join("\n")}
 }
 
 /** The pages the bundled script draws (ui/main.tsx): first-run setup and the security page. */
-export type AppPage = "setup" | "security";
+export type AppPage = "setup" | "security" | "sign-in";
 
 const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string }>> = {
   setup: {
@@ -181,6 +181,10 @@ const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string 
   security: {
     en: { title: "Account security", noScript: "This page needs JavaScript." },
     "zh-TW": { title: "帳號安全", noScript: "此頁面需要啟用 JavaScript。" },
+  },
+  "sign-in": {
+    en: { title: "Sign in", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "登入", noScript: "此頁面需要啟用 JavaScript。" },
   },
 };
 

@@ -1,6 +1,6 @@
 /**
  * The account pages that need more than a form (account/page/index.ts renders their shell): the
- * first-run setup and the security page, picked by the shell's data-page. The language is the
+ * first-run setup, the sign-in (/account) and the security page, picked by the shell's data-page. The language is the
  * shell's `<html lang>`, which the server chose from Accept-Language.
  */
 import "./styles.css";
@@ -12,9 +12,14 @@ import { type Outcome, PageContext, type Page } from "./parts";
 import { Security } from "./security";
 import { Setup } from "./setup";
 import { SignIn } from "./sign-in";
+import { takeFlowReturn } from "../../../http/browser/provider-flow";
+import { FLOW_KEY, type FlowKind } from "./providers";
 
-function SecurityPage() {
+/** `landing`: /account, the sign-in page, which hands a signed-in user on to /account/security. */
+function SecurityPage({ landing }: { landing: boolean }) {
   const [signedIn, setSignedIn] = useState(session.get());
+  // A provider's answer in the fragment: taken off the address before anything else reads it.
+  const back = useMemo(() => takeFlowReturn<FlowKind>(FLOW_KEY), []);
   // What the sign-in screen says about how the last session ended, if the server ended it.
   const [notice, setNotice] = useState<Outcome | undefined>();
   const page = usePageValue(() => {
@@ -39,9 +44,15 @@ function SecurityPage() {
     setNotice(undefined);
     setSignedIn(value);
   };
+  if (signedIn && landing) {
+    location.replace(`${basePath}/account/security`);
+    return null;
+  }
+  // A link's or a step-up's answer is the signed-in page's; any other, the sign-in's.
+  const forSecurity = signedIn && back && back.kind !== "sign-in" ? back : undefined;
   return (
     <PageContext.Provider value={page}>
-      {signedIn ? <Security email={signedIn.email} onSignOut={signOut} onEnded={onEnded} /> : <SignIn notice={notice} onSignedIn={onSignedIn} />}
+      {signedIn ? <Security email={signedIn.email} back={forSecurity} onSignOut={signOut} onEnded={onEnded} /> : <SignIn notice={notice} back={back} onSignedIn={onSignedIn} />}
     </PageContext.Provider>
   );
 }
@@ -63,4 +74,4 @@ function usePageValue(onUnauthorized: () => void): Page {
   return useMemo(() => ({ api: createApi(basePath, lang, onUnauthorized), t: translator(lang), lang, basePath }), []);
 }
 
-render(root.dataset.page === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : <SecurityPage />, root);
+render(root.dataset.page === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : <SecurityPage landing={root.dataset.page === "sign-in"} />, root);

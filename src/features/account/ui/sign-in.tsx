@@ -1,15 +1,18 @@
 /**
- * Signing in on /account/security: e-mail and password, then the second step when the answer says
- * mfaRequired (a code from the app, a recovery code, or the account's passkey); or a passkey alone.
+ * Signing in on /account and /account/security: e-mail and password, then the second step when
+ * the answer says mfaRequired (a code from the app, a recovery code, or the account's passkey); a
+ * passkey alone; or another provider (providers.tsx), whose answer (`back`) is exchanged here with
+ * the verifier the page kept, or said as a sentence when it is an error.
  */
 import { startAuthentication } from "@simplewebauthn/browser";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { splitOptions, type MfaChallenge, type TokenAnswer } from "./api";
 import { Field, inputValue, type Outcome, OutcomeText, useAction, usePage } from "./parts";
+import { type AccountFlowReturn, flowErrorText, ProviderButtons } from "./providers";
 
 type Answer = TokenAnswer | MfaChallenge;
 
-export function SignIn({ notice, onSignedIn }: { notice?: Outcome; onSignedIn(answer: TokenAnswer): void }) {
+export function SignIn({ notice, back, onSignedIn }: { notice?: Outcome; back?: AccountFlowReturn; onSignedIn(answer: TokenAnswer): void }) {
   const { api, t } = usePage();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
@@ -25,6 +28,14 @@ export function SignIn({ notice, onSignedIn }: { notice?: Outcome; onSignedIn(an
     }
     onSignedIn(answer);
   };
+
+  // Back from a provider: its code with the verifier this tab kept, or its error as a sentence.
+  useEffect(() => {
+    if (!back) return;
+    if (back.error !== undefined) return action.fail(flowErrorText(t, back.error));
+    if (back.kind !== "sign-in") return action.fail(flowErrorText(t, "INVALID_OIDC_CODE"));
+    void action.run(() => api.post<{ data: Answer }>("/api/auth/oidc/exchange", { code: back.code, codeVerifier: back.verifier })).then((answer) => finish(answer?.data));
+  }, []);
 
   const signIn = async (event: Event) => {
     event.preventDefault();
@@ -122,6 +133,7 @@ export function SignIn({ notice, onSignedIn }: { notice?: Outcome; onSignedIn(an
       <button type="button" onClick={passkeyAlone} disabled={action.busy}>
         {t("signIn.passkey")}
       </button>
+      <ProviderButtons busy={action.busy} />
       <OutcomeText outcome={action.outcome} />
     </main>
   );
