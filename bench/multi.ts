@@ -1,7 +1,7 @@
 /**
  * usersvc behind nginx on one remote primary, with one instance and then three (issue 30's
- * figures): the test kit's Hrana server (test/support/hrana-server.ts) over http:// waits
- * BENCH_RTT_MS per round trip, like a primary that far away; nginx is the multi-instance suite's
+ * figures): sqld (test/support/sqld.ts) over http://, behind the test kit's proxy holding each
+ * direction half of BENCH_RTT_MS, like a primary that far away; nginx is the multi-instance suite's
  * round-robin balancer (test/multi/cluster.ts). For each size it prints the round trips one
  * request costs, counted at that server through nginx (the guard alone: a USER refused an ADMIN
  * route; GET /api/users/{id}; login), and p50/p99 of GET /api/users/{id} and of login under load.
@@ -19,7 +19,7 @@ import { join, resolve } from "node:path";
 import { CONNECTIONS, DURATION_S, type Figure, load, RTT_MS } from "./autocannon-load";
 import { clusterUnavailable, startNginx } from "../test/multi/cluster";
 import { startServer, type ServerProcess } from "../test/server-process";
-import { startHranaServer } from "../test/support/hrana";
+import { startSqld } from "../test/support/sqld";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BINARY = resolve(process.env.USERSVC_BINARY ?? join(ROOT, "dist/usersvc"));
@@ -32,14 +32,14 @@ if (missing) {
   process.exit(0);
 }
 
-const hrana = await startHranaServer();
+const sqld = await startSqld();
 const instances: ServerProcess[] = [];
 const dir = mkdtempSync(join(tmpdir(), "usersvc-bench-multi-"));
 type Size = { instances: number; roundTrips: Record<string, { trips: number; status: number }>; getUser: Figure; login: Figure };
 const sizes: Size[] = [];
 try {
   // One after another: the first migrates the primary and creates the ADMIN, the others find both.
-  for (let n = 0; n < 3; n++) instances.push(await startServer({ LOG_LEVEL: "warn", DATABASE_URL: hrana.url }, BINARY));
+  for (let n = 0; n < 3; n++) instances.push(await startServer({ LOG_LEVEL: "warn", DATABASE_URL: sqld.url, DATABASE_AUTH_TOKEN: sqld.authToken }, BINARY));
   const admin = { authorization: `Bearer ${instances[0].token}`, "content-type": "application/json" };
   const newUser = async (email: string) => {
     const created = await fetch(`${instances[0].url}/api/users`, { method: "POST", headers: admin, body: JSON.stringify({ name: "Bench User", email, password: PASSWORD }) });
@@ -64,16 +64,16 @@ try {
     );
     try {
       log(`${size} instance(s) behind nginx`);
-      await hrana.setDelay(0);
+      await sqld.setDelay(0);
       // The least of a few tries is the request's own count: the instances' outbox senders and
       // index upkeep poll the primary now and then.
       const tripsOf = async (request: () => Promise<Response>) => {
         let least = { trips: Infinity, status: 0 };
         for (let i = 0; i < 3 * size + 3; i++) {
-          await hrana.reset();
+          await sqld.reset();
           const res = await request();
           await res.arrayBuffer();
-          const trips = await hrana.roundTrips();
+          const trips = await sqld.roundTrips();
           if (trips < least.trips) least = { trips, status: res.status };
         }
         return least;
@@ -84,7 +84,7 @@ try {
         getUser: await tripsOf(() => fetch(`${nginx.url}/api/users/${id}`, { headers: admin })),
         login: await tripsOf(() => fetch(`${nginx.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: login })),
       };
-      await hrana.setDelay(RTT_MS);
+      await sqld.setDelay(RTT_MS / 2);
       const getUser = await load({ url: `${nginx.url}/api/users/${id}`, headers: admin });
       const loginFigure = await load({ url: `${nginx.url}/api/auth/login`, method: "POST", headers: { "content-type": "application/json" }, body: login });
       sizes.push({ instances: size, roundTrips, getUser, login: loginFigure });
@@ -94,13 +94,13 @@ try {
   }
 } finally {
   await Promise.all(instances.map((i) => i.stop()));
-  await hrana.stop();
+  await sqld.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 
 const lines = [
   "",
-  `behind nginx on a remote primary (Hrana test server, ${RTT_MS} ms per round trip); autocannon, ${CONNECTIONS} connections, ${DURATION_S} s; latencies reported, not judged`,
+  `behind nginx on a remote primary (sqld, ${RTT_MS} ms per round trip); autocannon, ${CONNECTIONS} connections, ${DURATION_S} s; latencies reported, not judged`,
   `${"instances".padEnd(10)} ${"request".padEnd(26)} ${"trips".padStart(6)} ${"req/s".padStart(7)} ${"p50 ms".padStart(7)} ${"p99 ms".padStart(7)}`,
 ];
 for (const s of sizes) {

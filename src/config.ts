@@ -21,6 +21,8 @@ export interface Config {
   readonly databaseUrl: string;
   readonly databaseAuthToken?: string;
   readonly databaseSyncUrl?: string;
+  /** An embedded replica pulls from its primary this often (and after each write of its own). */
+  readonly databaseSyncIntervalMs: number;
   /** How a file: database is opened: bun:sqlite (native, the default) or @libsql/client. */
   readonly databaseDriver: "native" | "libsql";
   /** How long a unit of work retries while another process holds the write lock, then 503. */
@@ -99,6 +101,7 @@ export interface Config {
   readonly oauthServer: boolean;
   readonly oauthAccessTokenTtlS: number;
   readonly oauthDynamicRegistration: boolean;
+  readonly oauthRegisterMaxPerIp: number;
   /** Whether a session token refreshes by the bearer alone (the old clients' refresh); never once its session has used its refresh token. */
   readonly legacyBearerRefresh: boolean;
   /** API keys one user may hold. */
@@ -208,14 +211,14 @@ function settingsReader(env: Env) {
     }
     return raw as T;
   };
-  /** Seconds, or a number with s, m, h or d ("900", "30m"), as milliseconds; unset: undefined. */
+  /** Seconds, or a number with ms, s, m, h or d ("900", "500ms", "30m"), as milliseconds; unset: undefined. */
   const duration = (key: SettingName, minMs: number, maxMs: number) => {
     const raw = read(key);
     if (raw === undefined) return undefined;
-    const match = /^(\d+)\s*([smhd]?)$/i.exec(raw);
-    const ms = match ? Number(match[1]) * { "": 1000, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2].toLowerCase() as "" | "s"] : Number.NaN;
+    const match = /^(\d+)\s*(ms|[smhd]?)$/i.exec(raw);
+    const ms = match ? Number(match[1]) * { "": 1000, ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2].toLowerCase() as "" | "s"] : Number.NaN;
     if (!(ms >= minMs && ms <= maxMs)) {
-      problems.push(`${key} must be a duration from ${minMs / 1000} s to ${maxMs / 86_400_000} days: seconds, or a number with s, m, h or d such as 30m (got "${raw}")`);
+      problems.push(`${key} must be a duration from ${minMs / 1000} s to ${maxMs / 86_400_000} days: seconds, or a number with ms, s, m, h or d such as 30m (got "${raw}")`);
       return undefined;
     }
     return ms;
@@ -299,6 +302,7 @@ function databaseSettings(r: SettingsReader, dataDir: string) {
     databaseUrl,
     databaseAuthToken: r.read("DATABASE_AUTH_TOKEN"),
     databaseSyncUrl,
+    databaseSyncIntervalMs: r.duration("DATABASE_SYNC_INTERVAL", 100, 86_400_000) ?? 1000,
     databaseDriver: r.oneOf("DATABASE_DRIVER", ["native", "libsql"] as const, "native"),
     databaseBusyTimeoutMs: r.integer("DATABASE_BUSY_TIMEOUT_MS", 5000, 0, 600_000),
   } satisfies Partial<Config>;
@@ -456,6 +460,7 @@ function oauthSettings(r: SettingsReader) {
     oauthServer,
     oauthAccessTokenTtlS: Math.floor((r.duration("OAUTH_ACCESS_TOKEN_TTL", 60_000, 86_400_000) ?? 600_000) / 1000),
     oauthDynamicRegistration: r.oneOf("OAUTH_DYNAMIC_REGISTRATION", ["on", "off"] as const, "off") === "on",
+    oauthRegisterMaxPerIp: r.integer("OAUTH_REGISTER_MAX_PER_IP", 10, 1, 1_000_000),
   } satisfies Partial<Config>;
 }
 

@@ -115,6 +115,7 @@ async function openConfigured(config: Config, tracing?: Tracing) {
     url: config.databaseUrl,
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
+    syncIntervalMs: config.databaseSyncIntervalMs,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
     onRoundTrip: tracing?.roundTrip,

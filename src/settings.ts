@@ -34,6 +34,7 @@ export const SETTINGS = {
   DATABASE_URL: setting("file:./data/usersvc.db", "libSQL URL: `file:` (embedded), `libsql://`, `http(s)://`, `ws(s)://` (a libSQL server / Turso)"),
   DATABASE_AUTH_TOKEN: setting("", "token for a remote libSQL server / Turso"),
   DATABASE_SYNC_URL: setting("", "with a `file:` URL: an embedded replica of this primary"),
+  DATABASE_SYNC_INTERVAL: setting("1s", "an embedded replica pulls from its primary this often (and after each write of its own): `500ms`, `1s`, `2m`"),
   DATABASE_DRIVER: setting("native", "for a `file:` URL: `native` (Bun's own SQLite) or `libsql` (@libsql/client); remote URLs and replicas always use @libsql/client"),
   DATABASE_BUSY_TIMEOUT_MS: setting("5000", "how long a write retries while another process holds the lock, then 503 with Retry-After"),
 
@@ -128,6 +129,7 @@ export const SETTINGS = {
   OAUTH_SERVER: setting("off", "`on`: usersvc is an OpenID Provider for your other apps (needs PUBLIC_URL, the issuer; docs/openid-provider.md)"),
   OAUTH_ACCESS_TOKEN_TTL: setting("10m", "how long a client's access token lives (seconds, or with s/m/h/d)"),
   OAUTH_DYNAMIC_REGISTRATION: setting("off", "`on`: apps may register themselves (RFC 7591) as public clients asking `openid profile email` only"),
+  OAUTH_REGISTER_MAX_PER_IP: setting("10", "with OAUTH_DYNAMIC_REGISTRATION=on: registrations an hour per client address (then 429)"),
 
   ORDER_PAYMENT_TIMEOUT: setting(
     "(off)",

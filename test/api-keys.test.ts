@@ -1,6 +1,7 @@
 /**
  * API keys (issue 28): creating, listing and revoking one's own keys and, as ADMIN, anyone's; the
- * scope table (every route a key may call: refused without its scope, answered with it); the routes
+ * scope table (test/support/scope-table.ts: every route a key may call, refused without its scope,
+ * answered with it; a client's token runs the same table in test/oauth-scopes.test.ts); the routes
  * that refuse keys; a key never exceeds its owner; what stops a key (deactivation, revocation,
  * expiry, a wrong secret); the rate limit per key; lastUsedAt; and that the key itself appears
  * nowhere but in the creation's answer.
@@ -14,16 +15,15 @@ import { KEY_PATTERN } from "../src/security/api-keys";
 import { SCOPES } from "../src/security/caller";
 import { makeTestApp, type TestApp, type TestResponse } from "./helpers";
 import { prepareRouteWalk } from "./support/route-walk";
-import { DENIED, expectFailure, type Failure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
+import { type NarrowedBearers, NOT_ALLOWED, SCOPE_TABLE, scopeTable, NO_SCOPE, sendSample } from "./support/scope-table";
+import { DENIED, expectFailure, invalidBody, type Scenario, scenarios, UNAUTHORIZED } from "./scenario";
 
 const PASSWORD = "Passw0rd!";
-const NOT_ALLOWED: Failure = { message: "API keys are not accepted on this route", errorCode: "API_KEY_NOT_ALLOWED" };
-const NO_SCOPE: Failure = { message: "The API key lacks the scope this route needs", errorCode: "INSUFFICIENT_SCOPE" };
 
 let t: TestApp;
 let routeWalk: Awaited<ReturnType<typeof prepareRouteWalk>>;
 /** Keys of the walk's ADMIN: `all` holds every scope, `allBut[scope]` every scope but that one, `only[scope]` that one alone. */
-const adminKeys: { all: string; allBut: Record<string, string>; only: Record<string, string> } = { all: "", allBut: {}, only: {} };
+const adminKeys: NarrowedBearers = { all: "", allBut: {}, only: {} };
 /** A USER with every scope, and their signed-in token. */
 let user: { id: number; email: string; token: string; key: string };
 let other: { id: number; email: string; token: string };
@@ -61,97 +61,6 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => t.close());
 
-/** What a key sends instead of the walk's body: the walk's new user has a password, which no key may set. */
-const KEY_BODIES: Record<string, unknown> = { "POST /api/users": { name: "Walk User", email: "walk@example.com" } };
-
-/** The walk's request for `route` ("METHOD /template"), sent with `key`. */
-function sendSample(route: string, key: string): Promise<TestResponse> {
-  const sample = routeWalk.samples[route];
-  const body = route in KEY_BODIES ? KEY_BODIES[route] : sample.body;
-  return t.request(route.slice(0, route.indexOf(" ")), sample.path, { token: key, body, raw: sample.raw });
-}
-
-/**
- * The scope table: every route an API key may call, with the scope it needs (a GET `:read`,
- * anything else `:write`), in the order the app registers them (the walk's samples change state
- * in that order). Every other route refuses keys (REFUSED below) or is open.
- */
-const SCOPE_TABLE: [route: string, scope: string][] = [
-  ["GET /api/search/profile", "users:read"],
-  ["GET /api/users", "users:read"],
-  ["GET /api/users/:id", "users:read"],
-  ["POST /api/users", "users:write"],
-  ["PUT /api/users/:id", "users:write"],
-  ["PATCH /api/users/:id", "users:write"],
-  ["POST /api/users/:id/revoke-tokens", "users:write"],
-  ["GET /api/products", "products:read"],
-  ["GET /api/products/:id", "products:read"],
-  ["POST /api/products", "products:write"],
-  ["PUT /api/products/:id", "products:write"],
-  ["POST /api/orders", "orders:write"],
-  ["GET /api/orders", "orders:read"],
-  ["GET /api/orders/:id", "orders:read"],
-  ["POST /api/orders/:id/pay", "orders:write"],
-  ["GET /api/files", "files:read"],
-  ["POST /api/files/upload", "files:write"],
-  ["GET /api/files/download/:fileName", "files:read"],
-  ["GET /api/files/info/:id", "files:read"],
-  ["GET /api/search/users", "users:read"],
-  ["GET /api/search/users/department/:dept/role/:role", "users:read"],
-  ["GET /api/search/by-skills", "users:read"],
-  ["GET /api/departments", "users:read"],
-  ["POST /api/departments", "users:write"],
-  ["GET /api/roles", "users:read"],
-  ["GET /api/users/:id/profile", "users:read"],
-  ["PUT /api/users/:id/profile", "users:write"],
-];
-
-/**
- * Routes that refuse a key whoever owns it: credentials, administration, operations (and /api/auth's
- * open ones), and the changes of who holds power (deleting, activating, deactivating, roles).
- */
-const REFUSED = [
-  "DELETE /api/users/:id",
-  "POST /api/users/:id/activate",
-  "POST /api/users/:id/deactivate",
-  "PUT /api/users/:id/roles",
-  "POST /api/users/deactivate-inactive",
-  "GET /actuator/prometheus",
-  "GET /actuator/metrics",
-  "GET /actuator/metrics/:name",
-  "GET /actuator/loggers",
-  "GET /actuator/loggers/:name",
-  "POST /actuator/loggers/:name",
-  "GET /actuator/threaddump",
-  "GET /actuator/heapdump",
-  "POST /api/auth/register",
-  "GET /api/auth/validate-email",
-  "POST /api/auth/login",
-  "POST /api/auth/refresh",
-  "POST /api/auth/logout",
-  "POST /api/auth/change-password",
-  "POST /api/auth/verify-email/request",
-  "POST /api/auth/verify-email/confirm",
-  "POST /api/auth/password-reset/request",
-  "POST /api/auth/password-reset/confirm",
-  "GET /api/account/sessions",
-  "POST /api/account/sessions/revoke-others",
-  "DELETE /api/account/sessions/:id",
-  "GET /api/users/:id/sessions",
-  "DELETE /api/users/:id/sessions/:sid",
-  "GET /api/audit",
-  "GET /api/admin/outbox",
-  "GET /api/admin/backups",
-  "POST /api/admin/backups",
-  "GET /api/admin/backups/:name",
-  "DELETE /api/admin/backups/:name",
-  "POST /api/account/api-keys",
-  "GET /api/account/api-keys",
-  "DELETE /api/account/api-keys/:id",
-  "GET /api/users/:id/api-keys",
-  "DELETE /api/users/:id/api-keys/:keyId",
-];
-
 describe("the scope table", () => {
   test("covers every route that declares an area, and the OpenAPI document shows each scope", async () => {
     const declared = t.app.routes
@@ -168,27 +77,11 @@ describe("the scope table", () => {
     expect(spec.components.securitySchemes.apiKey).toMatchObject({ type: "http", scheme: "bearer" });
   });
 
-  // Without its scope first: a refusal changes nothing, so the answers below are the walk's.
-  scenarios(
-    SCOPE_TABLE.map(
-      ([route, scope]): Scenario => ({ name: `${route} with a key lacking ${scope}`, send: () => sendSample(route, adminKeys.allBut[scope]), status: 403, failure: NO_SCOPE }),
-    ),
-  );
-
-  for (const [route, scope] of SCOPE_TABLE) {
-    test(`${route} with ${scope} → the route's answer`, async () => {
-      const res = await sendSample(route, adminKeys.all);
-      expect({ route, status: res.status }).toEqual({ route, status: routeWalk.samples[route].status });
-    });
-  }
-
-  scenarios(
-    REFUSED.map((route): Scenario => ({ name: `${route} with a key holding every scope`, send: () => sendSample(route, adminKeys.all), status: 403, failure: NOT_ALLOWED })),
-  );
+  scopeTable("a key", () => ({ t, routeWalk, bearers: adminKeys }));
 
   test("open routes answer as without a key (health without its ADMIN details)", async () => {
     for (const route of ["GET /actuator/health", "GET /actuator/health/liveness", "GET /actuator/info", "GET /api/version", "GET /", "GET /swagger/json"]) {
-      const res = await sendSample(route, adminKeys.all);
+      const res = await sendSample({ t, routeWalk, bearers: adminKeys }, route, adminKeys.all);
       expect({ route, status: res.status }).toEqual({ route, status: 200 });
     }
     const health = await t.request("GET", "/actuator/health", { token: adminKeys.all });
@@ -325,11 +218,11 @@ describe("a key never exceeds its owner", () => {
     expectFailure(await t.request("GET", `/api/users/${other.id}`, { token: adminKeys.allBut["users:read"] }), 403, NO_SCOPE);
     const tampered = user.key.slice(0, -1) + (user.key.endsWith("A") ? "B" : "A");
     expectUnauthorized(await t.request("GET", `/api/users/${other.id}`, { token: tampered }));
-    // Our own Hrana server counts round trips over HTTP (remote.test.ts).
-    if (leg !== "remote-http" || !t.hrana) return;
-    await t.hrana.reset();
+    // The test kit's proxy counts round trips to sqld over HTTP (remote.test.ts).
+    if (leg !== "remote-http" || !t.primary) return;
+    await t.primary.reset();
     expect((await t.request("GET", `/api/users/${other.id}`, { token: user.key })).status).toBe(200);
-    expect(await t.hrana.roundTrips()).toBe(1);
+    expect(await t.primary.roundTrips()).toBe(1);
   });
 });
 

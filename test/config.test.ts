@@ -391,6 +391,13 @@ describe("loadConfig", () => {
     expect(problemsOf({ DATABASE_URL: "https://db.example.com", DATABASE_SYNC_URL: "libsql://primary.example.com" })[0]).toStartWith("DATABASE_SYNC_URL");
   });
 
+  test("DATABASE_SYNC_INTERVAL: a duration, milliseconds too; 1 s by default", () => {
+    expect(loadConfig({}, 4).databaseSyncIntervalMs).toBe(1000);
+    expect(loadConfig({ DATABASE_SYNC_INTERVAL: "500ms" }, 4).databaseSyncIntervalMs).toBe(500);
+    expect(loadConfig({ DATABASE_SYNC_INTERVAL: "2m" }, 4).databaseSyncIntervalMs).toBe(120_000);
+    expect(problemsOf({ DATABASE_SYNC_INTERVAL: "10ms" })[0]).toStartWith("DATABASE_SYNC_INTERVAL must be a duration");
+  });
+
   test("WORKERS: a number, or auto for one per core", () => {
     expect(loadConfig({ WORKERS: "3" }, 8).workers).toBe(3);
     expect(loadConfig({ WORKERS: "auto" }, 8).workers).toBe(8);

@@ -3,7 +3,7 @@
  * ({success:false, message, errorCode?, errors?, timestamp}) with the interface's status,
  * the original service's zh-TW texts on request, and X-Request-Id on every answer.
  */
-import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { afterAll, beforeAll, describe, expect, onSqld, test } from "./legs";
 import { Elysia, type AnyElysia } from "elysia";
 import { eq } from "drizzle-orm";
 import { orders, products, roles, users } from "../src/db/schema";
@@ -363,18 +363,24 @@ describe("X-Request-Id", () => {
 });
 
 describe("unexpected failures", () => {
-  test("SQLITE_BUSY (another process holds the write lock): 503, not 500", async () => {
-    const other = await holdDatabaseLock(t.config);
-    try {
-      const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Blocked", email: "blocked@x.io" } });
-      expect(res.status).toBe(503);
-      expect(res.headers.get("retry-after")).toBe("1");
-      expectFailure(res, 503, { message: "The service is busy, please try again shortly", errorCode: "SERVICE_UNAVAILABLE" });
-    } finally {
-      await other.release();
-    }
-    expect((await t.request("POST", "/api/users", { token: admin.token, body: { name: "Unblocked", email: "blocked@x.io" } })).status).toBe(201);
-  }, 20_000);
+  // sqld never answers SQLITE_BUSY: it waits for the lock itself and ends an idle holder after
+  // 5 s. remote.test.ts asserts the same 503 there, with a busy timeout shorter than that wait.
+  test.skipIf(onSqld)(
+    "SQLITE_BUSY (another process holds the write lock): 503, not 500",
+    async () => {
+      const other = await holdDatabaseLock(t.config);
+      try {
+        const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Blocked", email: "blocked@x.io" } });
+        expect(res.status).toBe(503);
+        expect(res.headers.get("retry-after")).toBe("1");
+        expectFailure(res, 503, { message: "The service is busy, please try again shortly", errorCode: "SERVICE_UNAVAILABLE" });
+      } finally {
+        await other.release();
+      }
+      expect((await t.request("POST", "/api/users", { token: admin.token, body: { name: "Unblocked", email: "blocked@x.io" } })).status).toBe(201);
+    },
+    20_000,
+  );
 
   test("a closed database: 500 INTERNAL_ERROR, generic text, no stack, SQL or path", async () => {
     const broken = await makeTestApp();

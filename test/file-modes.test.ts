@@ -31,7 +31,9 @@ const databaseModes = (modes: Record<string, string>) => ({
   ...("usersvc.db-wal" in modes ? { "usersvc.db-wal": "0600" } : {}),
   ...("usersvc.db-shm" in modes ? { "usersvc.db-shm": "0600" } : {}),
 });
-const env = (dataDir: string) => ({ ...process.env, DATA_DIR: dataDir, DATABASE_DRIVER: driver, LOG_LEVEL: "warn" });
+/** Archives carry the kept keys only when encrypted: with this key, the restore brings them back (and their modes are checked). */
+const BACKUP_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString("base64");
+const env = (dataDir: string) => ({ ...process.env, DATA_DIR: dataDir, DATABASE_DRIVER: driver, LOG_LEVEL: "warn", BACKUP_ENCRYPTION_KEY });
 function run(args: string[], dataDir: string) {
   const done = Bun.spawnSync([wrapper, ...args], { cwd: dir, env: env(dataDir) });
   if (done.exitCode !== 0) throw new Error(`usersvc ${args.join(" ")} failed: ${done.stderr}`);
@@ -49,7 +51,7 @@ describe.skipIf(remote)("file modes under umask 022", () => {
   test("serve: data folder 0700; database, -wal, -shm, kept key, upload and backup archive 0600", async () => {
     const dataDir = join(dir, "served");
     // JWT_SECRET unset: the key is generated and kept in the data folder.
-    const server: ServerProcess = await startServer({ DATA_DIR: dataDir, JWT_SECRET: "", DATABASE_DRIVER: driver }, wrapper);
+    const server: ServerProcess = await startServer({ DATA_DIR: dataDir, JWT_SECRET: "", DATABASE_DRIVER: driver, BACKUP_ENCRYPTION_KEY }, wrapper);
     try {
       expect((await streamUpload(server, 1000, "notes.txt")).status).toBe(201);
       const backup = await fetch(`${server.url}/api/admin/backups`, { method: "POST", headers: { authorization: `Bearer ${server.token}` } });

@@ -13,7 +13,7 @@ import { createApp } from "../src/app";
 import { loadConfig, type Env } from "../src/config";
 import type { Lifecycle } from "../src/context";
 import { openDatabase } from "../src/db/open";
-import { driver, remote as onRemoteLeg } from "./legs";
+import { driver, onSqld } from "./legs";
 import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
@@ -111,12 +111,13 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
   const { tracing } = options;
   const dir = mkdtempSync(join(tmpdir(), "usersvc-test-"));
   // On a remote leg the database is a server of the leg's (unless the suite names its own).
-  const remote = onRemoteLeg && env.DATABASE_URL === undefined ? await openRemoteTestDatabase() : undefined;
-  const legEnv: Env = remote ? { DATABASE_URL: remote.url, ...(remote.authToken ? { DATABASE_AUTH_TOKEN: remote.authToken } : {}) } : {};
-  const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", DATABASE_DRIVER: driver, ...legEnv, ...env });
+  const remote = onSqld && env.DATABASE_URL === undefined ? await openRemoteTestDatabase(dir) : undefined;
+  const config = loadConfig({ DATA_DIR: dir, JWT_SECRET: TEST_SECRET, LOG_LEVEL: "silent", DATABASE_DRIVER: driver, ...remote?.env, ...env });
   const opened = await openDatabase({
     url: config.databaseUrl,
     authToken: config.databaseAuthToken,
+    syncUrl: config.databaseSyncUrl,
+    syncIntervalMs: config.databaseSyncIntervalMs,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
     onRoundTrip: tracing?.roundTrip,
@@ -218,8 +219,8 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     handle,
     createUser,
     admin: () => createUser({ roles: ["USER", "ADMIN"] }),
-    /** The leg's Hrana test server (its round-trip counter), on the remote legs. */
-    hrana: remote?.hrana,
+    /** The leg's sqld (its round trips, its faults), on the remote and replica legs. */
+    primary: remote?.sqld,
     async close() {
       database.close();
       await remote?.stop();
@@ -256,8 +257,9 @@ export async function holdWriteLock(path: string) {
   };
 }
 
-/** Another connection's write lock on the app's database: a process on the file, or another stream of a remote server. */
-export function holdDatabaseLock(config: { databaseUrl: string; databaseAuthToken?: string }) {
+/** Another connection's write lock on the app's database: a process on the file, or another stream of a remote server (a replica's primary). */
+export function holdDatabaseLock(config: { databaseUrl: string; databaseSyncUrl?: string; databaseAuthToken?: string }) {
+  if (config.databaseSyncUrl) return holdRemoteWriteLock(config.databaseSyncUrl, config.databaseAuthToken);
   return config.databaseUrl.startsWith("file:") ? holdWriteLock(config.databaseUrl.slice("file:".length)) : holdRemoteWriteLock(config.databaseUrl, config.databaseAuthToken);
 }
 

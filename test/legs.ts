@@ -6,17 +6,20 @@
  */
 import * as bun from "bun:test";
 
-export const LEGS = ["native", "libsql", "remote-http", "remote-ws"] as const;
+export const LEGS = ["native", "libsql", "remote-http", "remote-ws", "replica"] as const;
 export type Leg = (typeof LEGS)[number];
 /**
- * The remote legs (TEST_LEG=remote-http / remote-ws) give every makeTestApp a fresh Hrana test
- * server of its own (test/support/hrana-server.ts), over http:// or ws://. LIBSQL_TEST_URL
- * points them at a real server instead (sqld, Turso, the reference server): see
- * test/support/remote-db.ts.
+ * The sqld legs (TEST_LEG=remote-http / remote-ws / replica) give every makeTestApp a fresh sqld
+ * of its own (test/support/sqld.ts), with JWT auth on: reached over http:// or ws://, or (replica)
+ * through an embedded replica, a file in the app's folder synced from it.
  */
 export const leg: Leg = LEGS.find((l) => l === process.env.TEST_LEG) ?? LEGS.find((l) => l === process.env.DATABASE_DRIVER) ?? "native";
 /** The database is reached over the network: suites about the local file do not apply. */
 export const remote = leg === "remote-http" || leg === "remote-ws";
+/** An embedded replica of sqld: reads from a local copy, writes at the primary. */
+export const replica = leg === "replica";
+/** The app's database lives in a sqld (remote or replica legs). */
+export const onSqld = remote || replica;
 /** The file driver of a file leg; remote URLs always use @libsql/client. */
 export const driver = leg === "native" ? "native" : "libsql";
 

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { issueToken } from "../src/store/account-tokens";
 import { makeTestApp, type TestApp } from "./helpers";
 
 const ISSUER = "http://localhost";
@@ -90,9 +91,12 @@ async function codeFlow(config: oidc.Configuration, cookie: string, scope = "ope
 }
 
 let user: { id: number; email: string };
+/** How far the app's clock runs ahead of the real one: the tests about time move it. */
+let skew = 0;
+const GRACE_S = 10;
 
 beforeAll(async () => {
-  t = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, TOKEN_SIGNING: "EdDSA" });
+  t = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, TOKEN_SIGNING: "EdDSA", REFRESH_REUSE_GRACE_S: String(GRACE_S) }, { now: () => Date.now() + skew });
   const admin = await t.createUser({ password: PASSWORD, roles: ["USER", "ADMIN"] });
   adminToken = await signIn(admin.email);
   user = await t.createUser({ password: PASSWORD, name: "Ada Lovelace" });
@@ -157,6 +161,38 @@ describe("openid-client drives the provider", () => {
     expect(apps.body.map((a: { clientId: string }) => a.clientId)).toContain(client.clientId);
     expect((await t.request("DELETE", `/api/account/apps/${client.clientId}`, { token })).status).toBe(204);
     expect((await follow(url, cookie)).headers.get("location")).toStartWith("/account/authorize?");
+  });
+});
+
+describe("the account pages' sign-in and consent", () => {
+  test("/account/authorize: the bundled page (data-page authorize) in the browser's language, framing refused", async () => {
+    const res = await t.request("GET", "/account/authorize?client_id=x", { headers: { "accept-language": "zh-TW" } });
+    expect(res.status).toBe(200);
+    expect(res.text).toContain('data-page="authorize"');
+    expect(/<title>([^<]+)<\/title>/.exec(res.text)![1]).toBe("登入");
+    expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+    expect(res.headers.get("x-frame-options")).toBe("DENY");
+    const bundle = await (await t.app.handle(new Request(`${ISSUER}${/src="([^"]+app\.js[^"]*)"/.exec(res.text)![1]}`))).text();
+    for (const text of ["Allow {client} to use your account?", "允許 {client} 使用您的帳號？", "Apps with access", "可存取的應用程式"]) expect(bundle).toContain(text);
+    // The security page lists the apps with access only where the server is a provider.
+    expect((await t.request("GET", "/account/security")).text).toContain('data-provider="on"');
+  });
+
+  test("Deny on the consent screen: back to the app with access_denied (and its state, and iss)", async () => {
+    const client = await newClient({ public: true, scopes: [] });
+    const config = await configFor(client);
+    const cookie = await browserCookie(user.email);
+    const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid email", code_challenge: "d".repeat(43), code_challenge_method: "S256", state: "den" });
+    const res = await t.app.handle(
+      new Request(`${ISSUER}/oauth2/interaction`, {
+        method: "POST",
+        headers: { cookie, "content-type": "application/json" },
+        body: JSON.stringify({ query: url.search.slice(1), deny: true }),
+      }),
+    );
+    const back = new URL(((await res.json()) as { redirectTo: string }).redirectTo);
+    expect(Object.fromEntries(back.searchParams)).toEqual({ error: "access_denied", error_description: "the user did not allow this app", state: "den", iss: ISSUER });
+    expect((await t.request("GET", "/api/account/apps", { token: await signIn(user.email) })).body.map((a: { clientId: string }) => a.clientId)).not.toContain(client.clientId);
   });
 });
 
@@ -304,6 +340,28 @@ describe("refusals, each with its RFC error", () => {
     expect((await t.request("GET", "/api/oauth/clients", { token: answer.access_token })).status).toBe(403);
   });
 
+  test("a client acting as itself (client_credentials) reaches no route that acts for a user: 403 CLIENT_WITHOUT_USER, never a 500", async () => {
+    const machine = await newClient({
+      grantTypes: ["client_credentials"],
+      scopes: ["users:read", "orders:read", "orders:write", "files:write", "products:read"],
+      redirectUris: [],
+    });
+    const res = await tokenForm({ grant_type: "client_credentials" }, machine);
+    const token = ((await res.json()) as { access_token: string }).access_token;
+    const product = await t.request("POST", "/api/products", { token: adminToken, body: { name: "Widget", code: `W-${crypto.randomUUID().slice(0, 8)}`, price: 5, stock: 10 } });
+    expect(product.status).toBe(201);
+    const refused = [
+      await t.request("POST", "/api/orders", { token, body: { items: [{ productId: product.body.id, quantity: 1 }] } }),
+      await t.request("GET", "/api/orders", { token }),
+      await t.request("GET", "/api/search/profile", { token }),
+      await t.request("POST", `/api/orders/1/pay`, { token, body: { method: "CARD", cardNumber: "4242424242424242" } }),
+    ];
+    expect(refused.map((r) => [r.status, r.body.errorCode])).toEqual(Array(refused.length).fill([403, "CLIENT_WITHOUT_USER"]));
+    // Reads of what is nobody's own still answer.
+    expect((await t.request("GET", `/api/users/${user.id}`, { token })).status).toBe(200);
+    expect((await t.request("GET", "/api/products", { token })).status).toBe(200);
+  });
+
   test("an ID token presented as a bearer: 401, here and at userinfo", async () => {
     const { tokens } = await codeFlow(config, cookie);
     expect((await t.request("GET", `/api/users/${user.id}`, { token: tokens.id_token! })).status).toBe(401);
@@ -330,10 +388,192 @@ describe("refusals, each with its RFC error", () => {
   });
 });
 
+describe("what ends a client's tokens", () => {
+  let config: oidc.Configuration;
+  beforeAll(async () => {
+    config = await configFor(await newClient({ firstParty: true }));
+  });
+
+  /** A fresh user signed in to the provider, and the tokens the client got for them (with offline_access or not). */
+  async function signedInClient(offline: boolean) {
+    const someone = await t.createUser({ password: PASSWORD });
+    const sessionToken = await signIn(someone.email);
+    const session = await t.app.handle(new Request(`${ISSUER}/oauth2/session`, { method: "POST", headers: { authorization: `Bearer ${sessionToken}` } }));
+    const cookie = session.headers.get("set-cookie")!.split(";")[0];
+    const { tokens } = await codeFlow(config, cookie, `openid users:read${offline ? " offline_access" : ""}`);
+    expect((await t.request("GET", `/api/users/${someone.id}`, { token: tokens.access_token })).status).toBe(200);
+    return { someone, sessionToken, cookie, tokens };
+  }
+  /** Whether the access token still reads and (when there is one) the refresh token still refreshes. */
+  async function stillWorks({ someone, tokens }: Awaited<ReturnType<typeof signedInClient>>) {
+    const read = (await t.request("GET", `/api/users/${someone.id}`, { token: tokens.access_token })).status === 200;
+    if (!tokens.refresh_token) return { read };
+    const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token).then(
+      () => true,
+      () => false,
+    );
+    return { read, refreshed };
+  }
+
+  test("a refresh token replayed after the grace, by time: invalid_grant, and the chain ends", async () => {
+    const { tokens } = await signedInClient(true);
+    const next = await oidc.refreshTokenGrant(config, tokens.refresh_token!);
+    skew += (GRACE_S + 1) * 1000;
+    await expect(oidc.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    await expect(oidc.refreshTokenGrant(config, next.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    expect((await t.request("GET", `/api/users/${user.id}`, { token: next.access_token })).status).toBe(401);
+  });
+
+  test("deactivating the user ends them", async () => {
+    const held = await signedInClient(true);
+    expect((await t.request("POST", `/api/users/${held.someone.id}/deactivate`, { token: adminToken })).status).toBe(200);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("deleting the user ends them", async () => {
+    const held = await signedInClient(true);
+    expect((await t.request("DELETE", `/api/users/${held.someone.id}`, { token: adminToken })).status).toBe(204);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("a password change ends them", async () => {
+    const held = await signedInClient(true);
+    const changed = await t.request("POST", "/api/auth/change-password", {
+      token: held.sessionToken,
+      body: { currentPassword: PASSWORD, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" },
+    });
+    expect(changed.status).toBe(200);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("a password reset ends them", async () => {
+    const held = await signedInClient(true);
+    // The link's token, as the reset mail carries it.
+    const token = await t.database.write((tx) => issueToken(tx, held.someone.id, "PASSWORD_RESET", Date.now() + skew));
+    const reset = await t.request("POST", "/api/auth/password-reset/confirm", { body: { token, newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" } });
+    expect(reset.status).toBe(200);
+    expect(await stillWorks(held)).toEqual({ read: false, refreshed: false });
+  });
+
+  test("without offline_access they end with the provider session (logout); with it they outlive it", async () => {
+    const bound = await signedInClient(false);
+    const offline = await signedInClient(true);
+    for (const held of [bound, offline]) expect((await t.request("POST", "/api/auth/logout", { token: held.sessionToken })).status).toBe(200);
+    expect(await stillWorks(bound)).toEqual({ read: false });
+    expect(await stillWorks(offline)).toEqual({ read: true, refreshed: true });
+  });
+
+  test("end-session as a form POST without the cookie (a cross-site form): the hint's session ends, back to the registered address", async () => {
+    const bound = await signedInClient(false);
+    const res = await t.app.handle(
+      new Request(`${ISSUER}/oauth2/end-session`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ id_token_hint: bound.tokens.id_token!, post_logout_redirect_uri: LOGGED_OUT, state: "p1" }),
+      }),
+    );
+    expect([res.status, res.headers.get("location")]).toEqual([303, `${LOGGED_OUT}?state=p1`]);
+    expect(await stillWorks(bound)).toEqual({ read: false });
+    // Its browser session ended with it: prompt=none now answers login_required.
+    const silent = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT, scope: "openid", prompt: "none", code_challenge: "s".repeat(43), code_challenge_method: "S256" });
+    expect(new URL((await follow(silent, bound.cookie)).headers.get("location")!).searchParams.get("error")).toBe("login_required");
+  });
+
+  test("without offline_access they end with end-session too", async () => {
+    const bound = await signedInClient(false);
+    const out = await follow(oidc.buildEndSessionUrl(config, { id_token_hint: bound.tokens.id_token! }), bound.cookie);
+    expect(out.status).toBe(200);
+    expect(await stillWorks(bound)).toEqual({ read: false });
+  });
+});
+
+describe("dynamic registration (OAUTH_DYNAMIC_REGISTRATION=on)", () => {
+  let d: TestApp;
+  const viaDynamic = ((url: string, options: RequestInit) => d.app.handle(new Request(url, options))) as unknown as typeof fetch;
+  const register = (metadata: Record<string, unknown>) =>
+    d.app.handle(new Request(`${ISSUER}/oauth2/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(metadata) }));
+  beforeAll(async () => {
+    d = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, OAUTH_DYNAMIC_REGISTRATION: "on", OAUTH_REGISTER_MAX_PER_IP: "5" });
+  });
+  afterAll(() => d.close());
+
+  test("openid-client registers a public client and signs in with PKCE; the consent screen shows every time", async () => {
+    const config = await oidc.dynamicClientRegistration(
+      new URL(ISSUER),
+      { redirect_uris: [REDIRECT], client_name: "Self-registered", token_endpoint_auth_method: "none" },
+      oidc.None(),
+      { [oidc.customFetch]: viaDynamic, execute: [oidc.allowInsecureRequests] },
+    );
+    expect(config.serverMetadata().registration_endpoint).toBe(`${ISSUER}/oauth2/register`);
+    expect(config.clientMetadata()).toMatchObject({
+      client_name: "Self-registered",
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code"],
+      scope: "openid profile email",
+    });
+    const someone = await d.createUser({ password: PASSWORD });
+    const token = (await d.request("POST", "/api/auth/login", { body: { email: someone.email, password: PASSWORD } })).body.data.token as string;
+    const cookie = (await d.app.handle(new Request(`${ISSUER}/oauth2/session`, { method: "POST", headers: { authorization: `Bearer ${token}` } }))).headers
+      .get("set-cookie")!
+      .split(";")[0];
+    for (let round = 0; round < 2; round++) {
+      const verifier = oidc.randomPKCECodeVerifier();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: REDIRECT,
+        scope: "openid email",
+        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+        code_challenge_method: "S256",
+      });
+      // Consent always: the first time and after it was given.
+      expect((await d.app.handle(new Request(String(url), { headers: { cookie } }))).headers.get("location")).toStartWith("/account/authorize?");
+      const consented = await d.app.handle(
+        new Request(`${ISSUER}/oauth2/interaction`, {
+          method: "POST",
+          headers: { cookie, "content-type": "application/json" },
+          body: JSON.stringify({ query: url.search.slice(1), consent: true }),
+        }),
+      );
+      const back = ((await consented.json()) as { redirectTo: string }).redirectTo;
+      const tokens = await oidc.authorizationCodeGrant(config, new URL(back), { pkceCodeVerifier: verifier, idTokenExpected: true });
+      expect(tokens.claims()!.sub).toBe(String(someone.id));
+    }
+  });
+
+  test("refusals: a confidential client, a scope beyond openid profile email, a redirect that is not https or loopback; an authorization error is a page", async () => {
+    const refusals = [
+      [{ redirect_uris: [REDIRECT], token_endpoint_auth_method: "client_secret_basic" }, "invalid_client_metadata"],
+      [{ redirect_uris: [REDIRECT], scope: "openid users:read" }, "invalid_client_metadata"],
+      [{ redirect_uris: ["http://app.example.test/cb"] }, "invalid_redirect_uri"],
+    ] as const;
+    for (const [metadata, error] of refusals) {
+      const res = await register(metadata);
+      expect([res.status, ((await res.json()) as { error: string }).error]).toEqual([400, error]);
+    }
+    const res = await register({ redirect_uris: [REDIRECT] });
+    const clientId = ((await res.json()) as { client_id: string }).client_id;
+    // No PKCE (a public client must): shown as a page, never sent to the redirect of an app nobody vetted.
+    const page = await d.app.handle(new Request(`${ISSUER}/oauth2/authorize?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}&response_type=code&scope=openid`));
+    expect([page.status, page.headers.get("location")]).toEqual([400, null]);
+  });
+
+  test("limited per client address: past OAUTH_REGISTER_MAX_PER_IP an hour, 429 with Retry-After", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await register({ redirect_uris: [REDIRECT] })).status);
+    expect(statuses.at(-1)).toBe(429);
+    const last = await register({ redirect_uris: [REDIRECT] });
+    expect(Number(last.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+});
+
 test("off unless OAUTH_SERVER=on: no discovery, and OAUTH_SERVER=on needs PUBLIC_URL", async () => {
   const off = await makeTestApp();
   try {
     expect((await off.app.handle(new Request("http://localhost/.well-known/openid-configuration"))).status).toBe(401);
+    expect((await off.app.handle(new Request("http://localhost/account/authorize"))).status).toBe(401);
+    expect(await (await off.app.handle(new Request("http://localhost/account/security"))).text()).not.toContain("data-provider");
+    // Registration is off unless OAUTH_DYNAMIC_REGISTRATION=on: the provider has no such route, nor discovery a registration_endpoint.
+    expect((await t.app.handle(new Request(`${ISSUER}/oauth2/register`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }))).status).toBe(401);
+    expect(await (await t.app.handle(new Request(`${ISSUER}/.well-known/openid-configuration`))).json()).not.toHaveProperty("registration_endpoint");
   } finally {
     await off.close();
   }

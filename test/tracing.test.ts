@@ -22,8 +22,8 @@ import { startOtlpReceiver, type ReceivedSpan } from "./support/otlp-receiver";
 
 const ROOT = resolve(import.meta.dir, "..");
 const hex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
-/** Only our own Hrana test server over HTTP counts round trips (as in remote.test.ts). */
-const countsRoundTrips = leg === "remote-http" && !process.env.LIBSQL_TEST_URL;
+/** The test kit's proxy counts round trips to sqld over HTTP (as in remote.test.ts). */
+const countsRoundTrips = leg === "remote-http";
 
 let receiver: ReturnType<typeof startOtlpReceiver>;
 let tracing: Tracing;
@@ -53,7 +53,7 @@ describe("a request with a traceparent", () => {
 
   beforeAll(async () => {
     email = uniqueEmail("trace");
-    await t.hrana?.reset();
+    await t.primary?.reset();
     const res = await t.request("POST", "/api/auth/register", { body: validRegistration(email), headers: { traceparent: `00-${traceId}-${callerSpanId}-01` } });
     expect(res.status).toBe(201);
     requestId = res.headers.get("x-request-id") ?? "";
@@ -86,9 +86,9 @@ describe("a request with a traceparent", () => {
     const unitTrips = units.reduce((sum, s) => sum + (s.attributes["db.round_trips"] as number), 0);
     const requestTrips = requestSpan.attributes["db.round_trips"] as number;
     expect(requestTrips).toBeGreaterThanOrEqual(unitTrips);
-    if (t.hrana) {
+    if (t.primary) {
       expect(unitTrips).toBeGreaterThan(0);
-      if (countsRoundTrips) expect(requestTrips).toBe(await t.hrana.roundTrips());
+      if (countsRoundTrips) expect(requestTrips).toBe(await t.primary.roundTrips());
     } else expect(requestTrips).toBe(0); // a file: nothing goes over a network
   });
 

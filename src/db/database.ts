@@ -3,8 +3,8 @@
  *
  * - `native` (the default for `file:` URLs): Bun's own SQLite through drizzle-orm/bun-sqlite,
  *   one writer connection and one reader connection (see native.ts).
- * - `libsql`: @libsql/client, for `libsql:`, `http(s):`, `ws(s):` URLs, embedded replicas
- *   (DATABASE_SYNC_URL), and `file:` with DATABASE_DRIVER=libsql (see libsql.ts).
+ * - `libsql`: @libsql/client, for `libsql:`, `http(s):`, `ws(s):` URLs and `file:` with
+ *   DATABASE_DRIVER=libsql (see libsql.ts), and embedded replicas, DATABASE_SYNC_URL (replica.ts).
  *
  * Reads: the Database itself is the read surface (`db.select(…)`), on the reader connection,
  * outside any unit of work: it sees only committed data, never an open unit's writes.
@@ -94,6 +94,8 @@ export interface DatabaseOptions {
   url: string;
   authToken?: string;
   syncUrl?: string;
+  /** An embedded replica pulls from its primary this often in the background (and after each write). */
+  syncIntervalMs?: number;
   /** `file:` only: native (bun:sqlite, the default) or libsql (@libsql/client). */
   driver?: DatabaseDriver;
   /** How long a unit keeps retrying while another process holds the write lock (ms). */

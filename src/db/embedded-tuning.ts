@@ -29,8 +29,14 @@ export function tuneEmbeddedConnections() {
     if (tuned.has(connection)) return;
     tuned.add(connection);
     // A PRAGMA cannot run inside a transaction, and a connection's first statement never is.
-    exec.call(connection, "PRAGMA synchronous = NORMAL");
-    exec.call(connection, `PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
+    try {
+      exec.call(connection, "PRAGMA synchronous = NORMAL");
+      exec.call(connection, `PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
+    } catch (error) {
+      // An embedded replica's connection (replica.ts) refuses PRAGMAs that set: its client keeps
+      // the file's settings itself. Any other refusal is a real failure.
+      if ((error as Error).message !== "Sqlite3UnsupportedStatement") throw error;
+    }
   };
   proto.exec = function (this: Connection, sql: string) {
     tune(this);

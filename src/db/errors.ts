@@ -7,6 +7,7 @@
  * | bun:sqlite              | SQLiteError code, errno  | code SQLITE_CONSTRAINT_UNIQUE, errno 2067              |
  * | @libsql/client, file:   | LibsqlError extendedCode | code SQLITE_CONSTRAINT, extendedCode …_UNIQUE, rawCode |
  * | @libsql/client, remote  | LibsqlError code, text   | code SQLITE_CONSTRAINT[_UNIQUE], "UNIQUE constraint failed" |
+ * | a replica's forwarding  | text only                | RemoteSqliteFailure(3, 2067, "UNIQUE constraint failed: …") |
  *
  * drizzle wraps each in a DrizzleQueryError (the driver's error is its cause), so the chain is walked.
  * A remote primary that cannot be reached (refused, reset, a proxy's 5xx, a stream it forgot in a
@@ -53,6 +54,9 @@ const BY_TEXT: [RegExp, Failure][] = [
   [/database is locked|SQLITE_BUSY/, "busy"],
 ];
 
+/** A write an embedded replica forwarded to its primary (`unguarded`), refused there: the primary and extended codes are in the text. */
+const FORWARDED = /^RemoteSqliteFailure\(\d+, (\d+),/;
+
 /** What drivers put on their errors, any of it possibly absent. */
 type DriverError = { extendedCode?: unknown; code?: unknown; rawCode?: unknown; errno?: unknown; name?: unknown; message?: unknown; cause?: unknown };
 
@@ -65,13 +69,15 @@ function classifyOne(e: DriverError): Failure | undefined {
   }
   // A round trip past its deadline (AbortSignal.timeout, libsql.ts): the primary did not answer in time.
   if (e.name === "TimeoutError") return "unreachable";
-  const number = typeof e.rawCode === "number" ? e.rawCode : typeof e.errno === "number" && codes.some((c) => c.startsWith("SQLITE_")) ? e.errno : undefined;
+  const message = typeof e.message === "string" ? e.message : "";
+  const forwarded = FORWARDED.exec(message);
+  const number =
+    typeof e.rawCode === "number" ? e.rawCode : typeof e.errno === "number" && codes.some((c) => c.startsWith("SQLITE_")) ? e.errno : forwarded ? Number(forwarded[1]) : undefined;
   if (number !== undefined) {
     if (BY_NUMBER[number]) return BY_NUMBER[number];
     const primary = number & 0xff;
     if (primary === PRIMARY_BUSY || primary === PRIMARY_LOCKED) return "busy";
   }
-  const message = typeof e.message === "string" ? e.message : "";
   for (const [pattern, failure] of BY_TEXT) if (pattern.test(message)) return failure;
   if (codes.some((c) => c.startsWith("SQLITE_CONSTRAINT")) || (number !== undefined && (number & 0xff) === PRIMARY_CONSTRAINT)) return "other";
   return undefined;

@@ -1,7 +1,8 @@
 /**
- * @libsql/client behind the same API: remote URLs (libsql:, http(s):, ws(s):), embedded
- * replicas (DATABASE_SYNC_URL), and file: with DATABASE_DRIVER=libsql. A closure unit is an
- * interactive transaction (BEGIN IMMEDIATE on a file), a list unit one batch in write mode.
+ * @libsql/client behind the same API: remote URLs (libsql:, http(s):, ws(s):) and file: with
+ * DATABASE_DRIVER=libsql (an embedded replica, DATABASE_SYNC_URL, is replica.ts, which writes
+ * through this). A closure unit is an interactive transaction (BEGIN IMMEDIATE on a file), a
+ * list unit one batch in write mode.
  */
 import { createClient, type Client, type InArgs, type ResultSet, type TransactionMode } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
@@ -18,7 +19,7 @@ const SQLITE_BUSY_TIMEOUT_MS = 20;
  * Statements built by drizzle, run as one client.batch in `mode` and answered as drizzle would:
  * what drizzle's own LibSQLSession.batch does, with the mode it does not pass.
  */
-async function batch(client: Client, statements: readonly unknown[], mode: TransactionMode) {
+export async function batch(client: Client, statements: readonly unknown[], mode: TransactionMode) {
   const prepared = statements.map((statement) => (statement as { _prepare(): LibsqlPrepared })._prepare());
   const results = await client.batch(
     prepared.map((p) => {
@@ -65,23 +66,17 @@ const fetchWithin =
   (request: Request): Promise<Response> =>
     fetch(request, { signal: AbortSignal.timeout(ms) });
 
-export async function openLibsql({ url, authToken, syncUrl, onRoundTrip }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
+export async function openLibsql({ url, authToken, onRoundTrip }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
   const local = url.startsWith("file:");
   if (local) tuneEmbeddedConnections();
-  // An embedded replica (syncUrl) reads its local file and sends writes to the primary;
-  // readYourWrites (the client's documented option, stated here so it never silently changes)
-  // makes a write return only once the replica can read it back.
-  const replica = syncUrl ? { syncUrl, readYourWrites: true } : {};
   const created = createClient({
     url,
     authToken,
-    ...replica,
     ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : { fetch: fetchWithin(busyTimeoutMs) }),
   } as Parameters<typeof createClient>[0]);
   const client = onRoundTrip && !local ? counted(created, onRoundTrip) : created;
   // WAL lets readers run beside the writer and several worker processes share the file.
-  if (local && !syncUrl) await client.execute("PRAGMA journal_mode = WAL");
-  if (syncUrl) await client.sync();
+  if (local) await client.execute("PRAGMA journal_mode = WAL");
   const db = drizzle(client, { schema });
   const handle: Db = db;
   // The embedded engine is synchronous: a second writer of this process would wait for the lock

@@ -13,7 +13,7 @@ import type { Database, Db, Statement } from "./database";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
 import { isBusy } from "./errors";
-import { createTurns, retryWhileBusy, runUnit } from "./units";
+import { createTurns, eachInOrder, retryWhileBusy, runUnit } from "./units";
 
 /**
  * SQLite's own wait for a lock, spent blocking the event loop: kept short, since a unit that
@@ -214,12 +214,7 @@ export function openNative(path: string, busyTimeoutMs: number): Database {
     write: (work) => unit(() => work(writer)),
     writeAll: (build, options) => runUnit(writer, build, (statements) => grouped(statements, options?.failsMidway === true)),
     // Reads on the reader connection, one after another: each is a synchronous call anyway.
-    readAll: (build) =>
-      runUnit(reader, build, async (statements) => {
-        const results = [];
-        for (const statement of statements()) results.push(await statement);
-        return results;
-      }),
+    readAll: (build) => runUnit(reader, build, eachInOrder),
     migrate: (statements) =>
       inTurn(async () => {
         // As drizzle-kit's migrators do: a table rebuild must not cascade or fail on references midway.

@@ -46,6 +46,13 @@ export async function runUnit<H, U extends Unit>(
   return answersOf(unit as U, results);
 }
 
+/** A read unit's statements one after another on one connection, outside any transaction: `run` for runUnit. */
+export async function eachInOrder(statements: () => readonly Statement[]): Promise<unknown[]> {
+  const results = [];
+  for (const statement of statements()) results.push(await statement);
+  return results;
+}
+
 /** An async mutex: one unit at a time, in arrival order. */
 export function createTurns() {
   let tail: Promise<unknown> = Promise.resolve();

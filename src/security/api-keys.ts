@@ -74,14 +74,22 @@ const REFUSED = /^\/(?:api\/(?:auth|account|admin|audit)|actuator(?!\/(?:health|
 export const refusesKeys = (path: string) => REFUSED.test(path);
 
 /**
- * 403 API_KEY_NOT_ALLOWED for a key on a refused path, before any route runs: open routes (login,
- * refresh) read no caller, and a key is refused there before it is even looked up.
+ * How a client's access token (OpenID Provider, features/oauth-server/tokens.ts) begins: its JWT
+ * header is always {"alg":"RS256","typ":"at+jwt","kid":…}, whose first 30 characters encode to
+ * these 40. It is narrowed as a key is, so the boundary knows it by them as it knows a key by `usk_`.
+ */
+export const CLIENT_TOKEN_START = Buffer.from('{"alg":"RS256","typ":"at+jwt",').toString("base64url");
+
+/**
+ * 403 API_KEY_NOT_ALLOWED for a key or a client's access token on a refused path, before any route
+ * runs: open routes (login, refresh) read no caller, and either is refused there before it is even looked up.
  */
 export const apiKeyBoundary = (basePath: string) =>
   new Elysia({ name: "api-key-boundary" }).onRequest(({ request }) => {
     const header = authorizationOf(request);
     // "Bearer " as clients send it, before folding any case: every key's request passes here.
-    if (!header?.startsWith("usk_", 7) || !(header.startsWith("Bearer ") || header.slice(0, 7).toLowerCase() === "bearer ")) return;
+    if (!header || !(header.startsWith("usk_", 7) || header.startsWith(CLIENT_TOKEN_START, 7))) return;
+    if (!(header.startsWith("Bearer ") || header.slice(0, 7).toLowerCase() === "bearer ")) return;
     if (refusesKeys(requestPath(request.url, basePath))) throw new AppError("API_KEY_NOT_ALLOWED");
   });
 

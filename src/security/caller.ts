@@ -23,6 +23,12 @@ export type AccessDeclaration = AccessRule | readonly [AccessRule, Area] | reado
 export interface RouteOptions {
   readsUser?: true;
   keysMayNotSend?: readonly string[];
+  /**
+   * A client acting as itself (client_credentials) has no user row. It is refused (403
+   * CLIENT_WITHOUT_USER) on every route but those declaring `withoutUser`: they read nothing of the
+   * caller's own and write nothing in the caller's name (no order, upload or profile of user 0).
+   */
+  withoutUser?: true;
 }
 
 /** The scope a request of `method` on an area needs. */
@@ -38,8 +44,11 @@ export interface Caller {
   session?: { id: string; expiresAt: number; amr?: string[] };
   /** An API key's caller: the owner narrowed to the key's scopes (src/security/api-keys.ts). */
   apiKey?: { id: number; scopes: readonly string[]; lastUsedAt: number | null };
-  /** A client's access token (OpenID Provider): the user, or for client_credentials the client acting as USER at most, narrowed to the token's scopes as an API key is. */
-  client?: { clientId: string; scopes: readonly string[] };
+  /**
+   * A client's access token (OpenID Provider): the user, or for client_credentials the client acting
+   * as USER at most (`withoutUser`, id 0: no user row), narrowed to the token's scopes as an API key is.
+   */
+  client?: { clientId: string; scopes: readonly string[]; withoutUser?: true };
   /** MFA_REQUIRED_ROLES: the session signed in without the second factor its role requires, and may only enrol one. */
   enrolOnly?: boolean;
   /** When the caller's sign-in happened (seconds), from the token; unknown for tokens without a session. */

@@ -23,7 +23,7 @@ import { requestPath } from "../http/request-url";
 import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
-import { isKeyBearer, parseKey, secretMatches, setRateLimitHeaders, type KeyActivity, type KeyRateLimit } from "./api-keys";
+import { CLIENT_TOKEN_START, isKeyBearer, parseKey, secretMatches, setRateLimitHeaders, type KeyActivity, type KeyRateLimit } from "./api-keys";
 import { satisfies, scopeFor, type AccessDeclaration, type Area, type Caller, type RoleName, type RouteOptions } from "./caller";
 
 export const unauthorized = () => new AppError("UNAUTHORIZED", {}, { headers: { "www-authenticate": "Bearer" } });
@@ -148,6 +148,8 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
       const token = bearerToken(request);
       if (!token) return undefined;
       if (isKeyBearer(token)) return andThen(keyCaller(token, also), (caller) => counted("api_key", caller));
+      // A client's access token is no user token: clientCallerOf reads it, with no verify tried here first.
+      if (token.startsWith(CLIENT_TOKEN_START)) return undefined;
       // A token seen before is known without a signature check or a promise; a new one goes through verify.
       const known = tokens.remembered(token);
       if (known) return tokenCaller(known, also);
@@ -261,7 +263,10 @@ export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePat
           const caller = (found instanceof Promise ? await found : found) ?? (await authenticator.clientCallerOf(request));
           if (!caller) throw unauthorized();
           if (caller.apiKey) admitKey(caller.apiKey, area, { request, set, body: context.body }, keys, options);
-          else if (caller.client) admitScopes(caller.client.scopes, area, request.method, context.body, options);
+          else if (caller.client) {
+            admitScopes(caller.client.scopes, area, request.method, context.body, options);
+            if (caller.client.withoutUser && !options?.withoutUser) throw new AppError("CLIENT_WITHOUT_USER");
+          }
           if (!satisfies(caller, rule, pathId)) throw new AppError("ACCESS_DENIED");
           holdToEnrolment(caller, request, basePath);
           // Straight onto the context: an object from resolve, which Elysia copies onto it, cost the

@@ -20,9 +20,11 @@ function tighten(path: string): void {
 /**
  * Before SQLite opens `path`: the database file exists as 0600 (SQLite would create it 0644, less
  * the umask), so the -wal and -shm SQLite creates beside it take the same mode; files of an
- * earlier run that others could read are narrowed.
+ * earlier run that others could read are narrowed. `create: false` (an embedded replica, whose
+ * client creates its files itself, in a 0700 folder): after opening, its files are narrowed,
+ * the replica's own index and metadata among them.
  */
-export function privateDatabaseFiles(path: string): void {
-  if (!existsSync(path)) closeSync(openSync(path, "a", 0o600));
-  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) tighten(file);
+export function privateDatabaseFiles(path: string, { create = true } = {}): void {
+  if (create && !existsSync(path)) closeSync(openSync(path, "a", 0o600));
+  for (const suffix of ["", "-wal", "-shm", "-client_wal_index", "-info"]) if (existsSync(path + suffix)) tighten(path + suffix);
 }

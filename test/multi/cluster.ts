@@ -2,8 +2,8 @@
  * Several instances of the compiled binary on one primary, behind a real load balancer: the kit of
  * the multi-instance suite (npm run test:multi). It starts
  *
- * - the primary: the test kit's Hrana server over HTTP (test/support/hrana-server.ts) on a fixed
- *   port and file, so it can be killed and started again where it was;
+ * - the primary: sqld over HTTP (test/support/sqld.ts) with JWT auth on, on its own folder and
+ *   port, so it can be killed and started again where it was;
  * - three instances of dist/usersvc, each with its own data folder and log file (LOG_LEVEL=info:
  *   one line per request with its X-Request-Id), TRUST_PROXY=1, their webhooks to one receiver at
  *   a path of their own and their mail from a sender name of their own (so a delivery names its
@@ -22,7 +22,7 @@ import { Webhook } from "standardwebhooks";
 import { ensureBinary, freePort, untilAnswering } from "../resilience/support";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "../s3-server";
 import { smtpUnavailable, startMailbox, type Mailbox } from "../smtp-server";
-import { startHranaServer, type HranaServer } from "../support/hrana";
+import { startSqld } from "../support/sqld";
 import { startOtlpReceiver } from "../support/otlp-receiver";
 import { reaper } from "../support/reaper";
 
@@ -266,10 +266,8 @@ export async function startCluster(): Promise<Cluster> {
   const webhooks = startWebhookReceiver();
   const traces = startOtlpReceiver();
 
-  const dbFile = join(root, "primary.db");
-  const hranaPort = freePort();
-  let hrana: HranaServer | undefined = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
-  const hranaUrl = `http://127.0.0.1:${hranaPort}`;
+  const sqld = await startSqld({ dir: join(root, "primary") });
+  let primaryUp = true;
 
   const instances: Instance[] = ["i1", "i2", "i3"].map((name) => {
     const port = freePort();
@@ -280,7 +278,8 @@ export async function startCluster(): Promise<Cluster> {
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       DATA_DIR: dir,
-      DATABASE_URL: hranaUrl,
+      DATABASE_URL: sqld.url,
+      DATABASE_AUTH_TOKEN: sqld.authToken,
       DATABASE_BUSY_TIMEOUT_MS: String(BUSY_TIMEOUT_MS),
       JWT_SECRET,
       DATA_ENCRYPTION_KEY,
@@ -394,13 +393,14 @@ export async function startCluster(): Promise<Cluster> {
 
   let primaryClient: Client | undefined;
   const primary: Cluster["primary"] = {
-    client: () => (primaryClient ??= createClient({ url: hranaUrl })),
+    client: () => (primaryClient ??= createClient({ url: sqld.url, authToken: sqld.authToken })),
     async kill() {
-      await hrana?.kill();
-      hrana = undefined;
+      await sqld.kill();
+      primaryUp = false;
     },
     async restart() {
-      hrana = await startHranaServer({ port: hranaPort, file: dbFile, streamIdleMs: 5000 });
+      await sqld.restart();
+      primaryUp = true;
     },
   };
   return {
@@ -410,7 +410,7 @@ export async function startCluster(): Promise<Cluster> {
     async heal() {
       webhooks.hold(undefined);
       webhooks.release();
-      if (!hrana) await primary.restart();
+      if (!primaryUp) await primary.restart();
       for (const instance of instances) {
         if (!instance.running()) await instance.start();
         else await eventually(30_000, `${instance.name} ready`, async () => ((await fetch(`${instance.url}/actuator/health/readiness`)).ok ? true : undefined));
@@ -428,7 +428,7 @@ export async function startCluster(): Promise<Cluster> {
       primaryClient?.close();
       await nginx.stop();
       await Promise.all(instances.map((i) => i.stop()));
-      await hrana?.stop();
+      await sqld.stop();
       webhooks.stop();
       traces.stop();
       await mailbox?.close();

@@ -583,7 +583,7 @@ describe.skipIf(!RUN)("three instances on one primary, behind nginx", () => {
   }, 240_000);
 
   test("the primary restarts mid-burst: 503 with Retry-After meanwhile, readiness DOWN then UP, liveness 200; acknowledged writes all there", async () => {
-    const J = "primary (Hrana server) killed -9 mid-burst, started again on its file";
+    const J = "primary (sqld) killed -9 mid-burst, started again on its folder";
     const productId = await newProduct("Burst stock", 1, 1_000_000);
     const buyerEmail = unique("burst-buyer");
     expect((await c.call("buyer", "POST", "/api/users", { token: admin, body: { name: "Burst Buyer", email: buyerEmail, password: PASSWORD } })).status).toBe(201);

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
-import type { Reader } from "../../src/db/database";
+import type { Database, Statement } from "../../src/db/database";
 import type { Envelope } from "../../src/envelope";
 import type { TokenResponse } from "../../src/features/auth/model";
 import { jsonOf } from "../answers";
@@ -19,21 +19,23 @@ import { SCHEMA_TABLES } from "../support/tables";
 const CHANGED_BY_DESIGN = new Set(["login_throttle", "reset_throttle", "leases", "mfa_challenges"]);
 const DOMAIN_TABLES = SCHEMA_TABLES.filter((table) => !CHANGED_BY_DESIGN.has(table));
 
-/** One digest per table: the rows in rowid order, so any changed, added or removed row shows. */
-export async function snapshot(db: Reader, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const table of tables) {
-    const rows = await db.all(sql.raw(`SELECT * FROM ${table} ORDER BY rowid`));
-    out[table] = createHash("sha1").update(JSON.stringify(rows)).digest("hex");
-  }
-  return out;
+/**
+ * One digest per table: the rows in rowid order, so any changed, added or removed row shows. Read
+ * as one unit (readAll): one snapshot, and one round trip on a remote primary, not one a table.
+ */
+export async function snapshot(db: Database, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, string>> {
+  const rows = await readEach(db, tables, (table) => `SELECT * FROM ${table} ORDER BY rowid`);
+  return Object.fromEntries(tables.map((table, i) => [table, createHash("sha1").update(JSON.stringify(rows[i])).digest("hex")]));
 }
 
-export async function counts(db: Reader, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  for (const table of tables) out[table] = Number((await db.all<{ n: number }>(sql.raw(`SELECT count(*) AS n FROM ${table}`)))[0].n);
-  return out;
+export async function counts(db: Database, tables: readonly string[] = DOMAIN_TABLES): Promise<Record<string, number>> {
+  const rows = await readEach(db, tables, (table) => `SELECT count(*) AS n FROM ${table}`);
+  return Object.fromEntries(tables.map((table, i) => [table, Number((rows[i][0] as { n: number }).n)]));
 }
+
+/** One raw query a table, as one read unit; drizzle types a raw `all` as either driver's result, a unit's statement it is. */
+const readEach = (db: Database, tables: readonly string[], query: (table: string) => string) =>
+  db.readAll((r) => tables.map((table) => r.all(sql.raw(query(table))) as unknown as Statement<unknown[]>));
 
 /**
  * Text that must never reach a client: a driver's or ORM's error, a stack frame, a source or

@@ -95,7 +95,7 @@ const pageRoutes = (ctx: AppContext) => {
     ({ request }: { request: Request }) =>
       new Response(renderAccountPage(name, langOf(request), basePath, policy), { headers: PAGE_HEADERS });
   const appPage = async (name: AppPage, request: Request) =>
-    new Response(renderAppShell(name, langOf(request), basePath, await accountAssets(), policy), { headers: PAGE_HEADERS });
+    new Response(renderAppShell(name, langOf(request), basePath, await accountAssets(), policy, ctx.config.oauthServer), { headers: PAGE_HEADERS });
   const html = t.String({ description: "An HTML page", contentMediaType: "text/html" });
   const shown = (summary: string) => ({ response: { 200: html }, detail: { summary } });
   // The setup link's page only while its token can make the first ADMIN; else a page saying why and what to do instead.
@@ -104,30 +104,42 @@ const pageRoutes = (ctx: AppContext) => {
     if (state === "live") return appPage("setup", request);
     return new Response(renderSetupUnavailable(state, langOf(request), basePath), { status: state === "none" ? 404 : 410, headers: PAGE_HEADERS });
   };
-  return new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
-    .get("", ({ request }) => appPage("sign-in", request), shown("Sign in (password, passkey or another provider), then on to /account/security"))
-    .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
-    .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
-    .get("/security", ({ request }) => appPage("security", request), shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys and API keys"))
-    .get("/setup", ({ request }) => setupPage(request), {
-      response: { 200: html, 404: html, 410: html, ...errorResponses(503) },
-      detail: {
-        summary: "The first-run page the setup link opens (?token=…): it makes the first ADMIN",
-        description:
-          "200 the setup page while the token is the live one and no ADMIN exists (looking spends nothing); 410 a page saying why not (used, expired or replaced: run `usersvc setup-link`; an ADMIN exists: sign in at /admin); 404 without a token while no ADMIN exists.",
-      },
-    })
-    .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
-    .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden)
-    .get(
-      "/assets/:name",
-      async ({ params, request }) => {
-        const answer = assetAnswer(await accountAssets(), params.name, request);
-        if (!answer) throw new AppError("NOT_FOUND");
-        return answer;
-      },
-      { params: t.Object({ name: t.String({ maxLength: 20 }) }), ...hidden },
-    );
+  return (
+    new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
+      .get("", ({ request }) => appPage("sign-in", request), shown("Sign in (password, passkey or another provider), then on to /account/security"))
+      .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
+      .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
+      .get(
+        "/security",
+        ({ request }) => appPage("security", request),
+        shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys, API keys and apps with access"),
+      )
+      // OAUTH_SERVER=on: where /oauth2/authorize sends the browser to sign in and consent (its query carries the request).
+      .use((app) =>
+        ctx.config.oauthServer
+          ? app.get("/authorize", ({ request }) => appPage("authorize", request), shown("Sign in and consent for an app (the OpenID Provider's authorization request)"))
+          : app,
+      )
+      .get("/setup", ({ request }) => setupPage(request), {
+        response: { 200: html, 404: html, 410: html, ...errorResponses(503) },
+        detail: {
+          summary: "The first-run page the setup link opens (?token=…): it makes the first ADMIN",
+          description:
+            "200 the setup page while the token is the live one and no ADMIN exists (looking spends nothing); 410 a page saying why not (used, expired or replaced: run `usersvc setup-link`; an ADMIN exists: sign in at /admin); 404 without a token while no ADMIN exists.",
+        },
+      })
+      .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
+      .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden)
+      .get(
+        "/assets/:name",
+        async ({ params, request }) => {
+          const answer = assetAnswer(await accountAssets(), params.name, request);
+          if (!answer) throw new AppError("NOT_FOUND");
+          return answer;
+        },
+        { params: t.Object({ name: t.String({ maxLength: 20 }) }), ...hidden },
+      )
+  );
 };
 
 export const accountRoutes = (ctx: AppContext) => new Elysia().use(apiRoutes(ctx)).use(pageRoutes(ctx));

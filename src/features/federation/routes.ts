@@ -75,7 +75,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
       },
       {
         params: ProviderParams,
-        response: { ...redirect, ...errorResponses(503) },
+        response: { ...redirect, ...errorResponses(400, 404, 503) },
         detail: {
           summary: "The provider's answer (the redirect URI to register)",
           description:

@@ -52,7 +52,7 @@ export const filesRoutes = (ctx: AppContext) =>
       },
     )
     .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {
-      auth: ["authenticated", "files"],
+      auth: ["authenticated", "files", { withoutUser: true }],
       params: FileNameParams,
       response: { 200: t.File({ description: "The bytes" }), 206: t.File({ description: "One byte range (Content-Range)" }), 416: ErrorEnvelope, ...errors },
       detail: {
@@ -72,7 +72,7 @@ export const filesRoutes = (ctx: AppContext) =>
         return info;
       },
       {
-        auth: ["authenticated", "files"],
+        auth: ["authenticated", "files", { withoutUser: true }],
         params: FileIdParams,
         response: { 200: FileInfo, ...errors },
         detail: {

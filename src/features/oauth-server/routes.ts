@@ -12,7 +12,10 @@ import { errorResponses } from "../../http/route-docs";
 import { escapeHtml } from "../../http/html";
 import { bearerToken } from "../../security/guard";
 import { consentsOfUser, withdrawConsent } from "../../store/oauth";
-import { createClient, deleteClientById, listClients } from "./clients";
+import { clientAddress } from "../../http/client-address";
+import { addressCounter } from "../../store/throttle";
+import { refuseUntil } from "../../security/password-check";
+import { type ClientMetadata, createClient, deleteClientById, listClients, registerClient } from "./clients";
 import { ClientBody, ClientIdParams, CreatedClient, OAuthClient } from "./model";
 import {
   checkedClient,
@@ -84,7 +87,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     `${cookieName}=${encodeURIComponent(value)}; Path=/; HttpOnly; SameSite=Lax${secure ? "; Secure" : ""}${maxAge === undefined ? "" : `; Max-Age=${maxAge}`}`;
 
   /** Authorize's answer for the query: on to the client with a code or an error, or to the account page. */
-  async function authorize(query: Record<string, string | undefined>, request: Request, options: { fresh?: boolean; consent?: boolean } = {}) {
+  async function authorize(query: Record<string, string | undefined>, request: Request, options: { fresh?: boolean; consent?: boolean; deny?: boolean } = {}) {
     let client: Awaited<ReturnType<typeof checkedClient>>;
     try {
       client = await checkedClient(deps, query);
@@ -94,6 +97,8 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     }
     try {
       const checked = checkedRequest(client.client, client.redirectUri, query);
+      // The consent screen's "Deny": the client hears it as RFC 6749's access_denied.
+      if (options.deny) throw new OAuthError("access_denied", "the user did not allow this app");
       const session = await signedInSession(deps, sessionOf(request));
       const step = await nextStep(deps, checked, session, options.fresh === true);
       if (step === "issue" || (step === "consent" && options.consent && session)) return { redirect: await issueCode(deps, checked, session!, step === "consent") };
@@ -101,6 +106,8 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       return { step, client: checked.client, scopes: checked.scopes };
     } catch (error) {
       if (!(error instanceof OAuthError)) throw error;
+      // An app that registered itself is nobody's to trust with an error on its redirect: a page instead.
+      if (client.client.dynamic) return { page: error };
       return { redirect: redirectBack(tokens.issuer, client.redirectUri, { error: error.error, error_description: error.description, state: query.state }) };
     }
   }
@@ -136,7 +143,24 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     claims_supported: ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "amr", "azp", "at_hash", "sid", "name", "email", "email_verified"],
     prompt_values_supported: ["none", "login", "consent"],
     authorization_response_iss_parameter_supported: true,
+    ...(config.oauthDynamicRegistration && { registration_endpoint: `${tokens.issuer}/oauth2/register` }),
   };
+  const countRegistration = addressCounter("oauth-register", 60 * 60 * 1000);
+
+  /** End-session's answer: the cookie cleared, then back to the app's registered address, or a page. */
+  async function signOut(request: Request, params: Record<string, string | undefined>) {
+    try {
+      const back = await endSession(deps, params, sessionOf(request));
+      const headers = { ...NO_STORE, "set-cookie": cookie("", 0) };
+      if (back) return new Response(null, { status: 303, headers: { ...headers, location: back } });
+      return new Response("<!doctype html><meta charset=utf-8><title>Signed out</title><p>You are signed out.</p>", {
+        headers: { ...headers, "content-type": "text/html; charset=utf-8" },
+      });
+    } catch (error) {
+      if (error instanceof OAuthError) return errorPage(error);
+      throw error;
+    }
+  }
 
   const protocol = new Elysia({ tags: ["OpenID Provider"] })
     .get("/.well-known/openid-configuration", () => json(discovery), { detail: { summary: "OpenID Provider discovery", hide: true } })
@@ -156,13 +180,18 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       async ({ request, body }) => {
         // The account page's step: JSON only (a cross-site form cannot send it), with the cookie.
         const query = Object.fromEntries(new URLSearchParams(body.query)) as Record<string, string | undefined>;
-        const answer = await authorize(query, request, { fresh: body.fresh, consent: body.consent });
+        const answer = await authorize(query, request, { fresh: body.fresh, consent: body.consent, deny: body.deny });
         if ("page" in answer) throw new AppError("OAUTH_REQUEST_INVALID", { reason: answer.page!.description });
         if (answer.redirect) return { redirectTo: answer.redirect };
         return { step: answer.step, client: { name: answer.client!.name }, scopes: answer.scopes! };
       },
       {
-        body: t.Object({ query: t.String({ maxLength: 8192 }), fresh: t.Optional(t.Boolean()), consent: t.Optional(t.Boolean()) }),
+        body: t.Object({
+          query: t.String({ maxLength: 8192 }),
+          fresh: t.Optional(t.Boolean()),
+          consent: t.Optional(t.Boolean()),
+          deny: t.Optional(t.Boolean()),
+        }),
         response: {
           200: t.Object({
             redirectTo: t.Optional(t.String()),
@@ -231,23 +260,27 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       },
       { detail: { summary: "Token introspection (RFC 7662)", hide: true } },
     )
-    .get(
-      "/oauth2/end-session",
-      async ({ request }) => {
-        try {
-          const back = await endSession(deps, queryOf(request), sessionOf(request));
-          const headers = { ...NO_STORE, "set-cookie": cookie("", 0) };
-          if (back) return new Response(null, { status: 303, headers: { ...headers, location: back } });
-          return new Response("<!doctype html><meta charset=utf-8><title>Signed out</title><p>You are signed out.</p>", {
-            headers: { ...headers, "content-type": "text/html; charset=utf-8" },
-          });
-        } catch (error) {
-          if (error instanceof OAuthError) return errorPage(error);
-          throw error;
-        }
-      },
-      { detail: { summary: "RP-initiated logout", hide: true } },
-    );
+    // RP-initiated logout, GET or a form POST (OpenID Connect RP-Initiated Logout 1.0 §2 asks for both).
+    .get("/oauth2/end-session", ({ request }) => signOut(request, queryOf(request)), { detail: { summary: "RP-initiated logout", hide: true } })
+    .post("/oauth2/end-session", async ({ request }) => signOut(request, Object.fromEntries(await formOf(request))), {
+      detail: { summary: "RP-initiated logout (form POST)", hide: true },
+    });
+
+  // OAUTH_DYNAMIC_REGISTRATION=on: RFC 7591, open, limited per client address.
+  const registration = new Elysia({ tags: ["OpenID Provider"] }).post(
+    "/oauth2/register",
+    async ({ request, server, body }) => {
+      const now = ctx.now();
+      const { requests, endsAt } = await countRegistration(ctx.db, clientAddress(server, request, config.trustProxy), now);
+      if (requests > config.oauthRegisterMaxPerIp) refuseUntil(endsAt, now);
+      try {
+        return json(await registerClient(ctx, (body ?? {}) as ClientMetadata), 201);
+      } catch (error) {
+        return oauthAnswer(error);
+      }
+    },
+    { detail: { summary: "Dynamic client registration (RFC 7591)", hide: true } },
+  );
 
   const apps = new Elysia({ tags: ["OpenID Provider"] })
     .use(ctx.auth)
@@ -306,5 +339,8 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
       },
     );
 
-  return new Elysia({ name: "oauth-server" }).use(protocol).use(apps);
+  return new Elysia({ name: "oauth-server" })
+    .use(protocol)
+    .use(config.oauthDynamicRegistration ? registration : new Elysia())
+    .use(apps);
 }

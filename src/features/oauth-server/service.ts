@@ -394,7 +394,11 @@ export async function introspect(deps: ProviderDeps, authorization: string | nul
   };
 }
 
-/** RP-initiated logout: the hint must be an ID token of ours, the redirect registered exactly. Ends the cookie's session. */
+/**
+ * RP-initiated logout: the hint must be an ID token of ours, the redirect registered exactly. Ends
+ * the cookie's session or, without the cookie (a cross-site form POST carries no SameSite=Lax
+ * cookie), the session the hint names (`sid`): the app may end the sign-in its own ID token came from.
+ */
 export async function endSession(deps: ProviderDeps, params: Record<string, string | undefined>, sessionId: string | undefined): Promise<string | undefined> {
   const hint = params.id_token_hint ? await deps.tokens.verifyIdHint(params.id_token_hint) : undefined;
   if (params.id_token_hint && !hint) throw new OAuthError("invalid_request", "id_token_hint is not an ID token of this provider");
@@ -408,6 +412,7 @@ export async function endSession(deps: ProviderDeps, params: Record<string, stri
     if (params.state) url.searchParams.set("state", params.state);
     redirect = url.toString();
   }
-  if (sessionId) await deps.ctx.db.writeAll((tx) => [endSessionById(tx, sessionId, new Date(deps.ctx.now()))]);
+  const ending = sessionId ?? (typeof hint?.sid === "string" ? hint.sid : undefined);
+  if (ending) await deps.ctx.db.writeAll((tx) => [endSessionById(tx, ending, new Date(deps.ctx.now()))]);
   return redirect;
 }

@@ -24,7 +24,7 @@ export interface ProviderTokens {
   accessToken(claims: { sub: string; clientId: string; scopes: string[]; grantId: string; authTime?: number }): Promise<{ token: string; expiresIn: number }>;
   idToken(claims: Record<string, unknown> & { sub: string; aud: string }, accessToken?: string): Promise<string>;
   /** The claims of a valid access token of ours (type, audience, issuer, signature, expiry); undefined for anything else. */
-  verifyAccess(token: string): Promise<(JWTPayload & { client_id: string; scope: string; gid: string; sub: string }) | undefined>;
+  verifyAccess(token: string): Promise<AccessClaims | undefined>;
   /** An ID token of ours, expired or not (end-session's id_token_hint). */
   verifyIdHint(token: string): Promise<JWTPayload | undefined>;
   /** The caller a client's access token stands for, with its grant still good. */
@@ -45,11 +45,22 @@ export interface ProviderTokenOptions {
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
+type AccessClaims = JWTPayload & { client_id: string; scope: string; gid: string; sub: string };
+/**
+ * Access tokens verified, remembered until they expire (as security/bearer-tokens.ts does for user
+ * tokens): RS256's check was most of a client's read. Only the signature and claims are kept; the
+ * grant (revoked, its user, its session) is read on every request, so revocation stays immediate.
+ */
+const VERIFIED_CACHE_SIZE = 10_000;
+/** The kid of a token that verified (so its header parses). */
+const decodeProtectedHeaderKid = (token: string) => (JSON.parse(Buffer.from(token.slice(0, token.indexOf(".")), "base64url").toString("utf8")) as { kid: string }).kid;
+
 /** OIDC's at_hash: the left half of the access token's SHA-256, base64url. */
 const atHash = (token: string) => Buffer.from(new Bun.CryptoHasher("sha256").update(token).digest().subarray(0, 16)).toString("base64url");
 
 export function createProviderTokens(options: ProviderTokenOptions): ProviderTokens {
   const { db, issuer, now } = options;
+  const verified = new Map<string, { claims: AccessClaims; exp: number; kid: string }>();
   const keyring = createKeyring({
     db,
     cipher: options.cipher,
@@ -64,12 +75,15 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
     if (!signer) throw new Error("the provider has no signing key");
     const { SignJWT } = await loadJose();
     const iat = seconds(now());
-    return new SignJWT(payload)
-      .setProtectedHeader({ alg: "RS256", typ, kid: signer.kid })
-      .setIssuer(issuer)
-      .setIssuedAt(iat)
-      .setExpirationTime(iat + ttlS)
-      .sign(signer.key);
+    return (
+      new SignJWT(payload)
+        // In this order: an access token's header then begins as security/api-keys.ts CLIENT_TOKEN_START says.
+        .setProtectedHeader({ alg: "RS256", typ, kid: signer.kid })
+        .setIssuer(issuer)
+        .setIssuedAt(iat)
+        .setExpirationTime(iat + ttlS)
+        .sign(signer.key)
+    );
   }
 
   async function verify(token: string, typ: string, audience: string | undefined, expired: boolean) {
@@ -130,9 +144,19 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       return sign({ ...claims, azp: claims.aud, ...(accessToken && { at_hash: atHash(accessToken) }) }, "JWT", ID_TOKEN_TTL_S);
     },
     async verifyAccess(token) {
+      const known = verified.get(token);
+      if (known) {
+        // Remembered: still unexpired, and its key still one the ring verifies with (not withdrawn).
+        if (known.exp > seconds(now()) && (await keyring.verifier(known.kid, "RS256"))) return known.claims;
+        verified.delete(token);
+        return undefined;
+      }
       const payload = await verify(token, ACCESS_TOKEN_TYPE, issuer, false);
       if (!payload || typeof payload.client_id !== "string" || typeof payload.scope !== "string" || typeof payload.gid !== "string") return undefined;
-      return payload as JWTPayload & { client_id: string; scope: string; gid: string; sub: string };
+      const claims = payload as AccessClaims;
+      if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
+      verified.set(token, { claims, exp: claims.exp!, kid: decodeProtectedHeaderKid(token) });
+      return claims;
     },
     verifyIdHint: (token) => verify(token, "JWT", undefined, true),
     async clientCaller(token) {
@@ -142,7 +166,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       if (!grant || grant.clientId !== claims.client_id || !grantLive(grant)) return undefined;
       const scopes = claims.scope.split(" ").filter((scope) => (SCOPES as string[]).includes(scope));
       // client_credentials: the client itself, acting as USER at most (never ADMIN).
-      if (grant.userId === null) return { id: 0, email: grant.clientId, roles: ["USER"], tokenVersion: 0, client: { clientId: grant.clientId, scopes } };
+      if (grant.userId === null) return { id: 0, email: grant.clientId, roles: ["USER"], tokenVersion: 0, client: { clientId: grant.clientId, scopes, withoutUser: true } };
       return {
         id: grant.userId,
         email: grant.email!,

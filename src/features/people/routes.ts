@@ -18,7 +18,7 @@ export const peopleRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api" })
     .use(ctx.auth)
     .get("/departments", () => listDepartments(ctx.db), {
-      auth: ["authenticated", "users"],
+      auth: ["authenticated", "users", { withoutUser: true }],
       response: { 200: t.Array(Department), ...errors },
       detail: { summary: "List departments", tags: ["Departments"], description: "By name, each with its number of users." },
     })
@@ -42,7 +42,7 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
     )
     .get("/roles", () => listRoles(ctx.db), {
-      auth: ["authenticated", "users"],
+      auth: ["authenticated", "users", { withoutUser: true }],
       response: { 200: t.Array(Role), ...errors },
       detail: { summary: "List roles", tags: ["Roles"] },
     })

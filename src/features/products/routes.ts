@@ -19,7 +19,7 @@ export const productsRoutes = (ctx: AppContext) =>
         return products;
       },
       {
-        auth: ["authenticated", "products"],
+        auth: ["authenticated", "products", { withoutUser: true }],
         query: ProductListQuery,
         response: { 200: t.Array(Product), ...errors },
         detail: {
@@ -30,7 +30,7 @@ export const productsRoutes = (ctx: AppContext) =>
       },
     )
     .get("/:id", ({ params }) => findProduct(ctx.db, params.id), {
-      auth: ["authenticated", "products"],
+      auth: ["authenticated", "products", { withoutUser: true }],
       params: ProductIdParams,
       response: { 200: Product, ...errors },
       detail: { summary: "Get a product" },

@@ -51,7 +51,7 @@ export const searchRoutes = (ctx: AppContext) =>
         );
       },
       {
-        auth: ["authenticated", "users"],
+        auth: ["authenticated", "users", { withoutUser: true }],
         query: UserSearchQuery,
         transform: dropEmptyQuery,
         response: { 200: t.Array(User), ...errors },
@@ -65,7 +65,7 @@ export const searchRoutes = (ctx: AppContext) =>
       },
     )
     .get("/users/department/:dept/role/:role", ({ params, query }) => matches(ctx.db, { department: params.dept, role: params.role }, pageIfAsked(query)), {
-      auth: ["authenticated", "users"],
+      auth: ["authenticated", "users", { withoutUser: true }],
       params: DepartmentRoleParams,
       query: OptionalPage,
       response: { 200: t.Array(User), ...errors },
@@ -75,7 +75,7 @@ export const searchRoutes = (ctx: AppContext) =>
       },
     })
     .get("/by-skills", ({ query }) => matches(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
-      auth: ["authenticated", "users"],
+      auth: ["authenticated", "users", { withoutUser: true }],
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },
       detail: {

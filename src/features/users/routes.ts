@@ -123,7 +123,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return users;
       },
       {
-        auth: ["USER", "users"],
+        auth: ["USER", "users", { withoutUser: true }],
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
         detail: {
@@ -149,7 +149,7 @@ export const usersRoutes = (ctx: AppContext) =>
         return findUser(ctx.db, id).then((user) => tagged(set, user));
       },
       {
-        auth: ["authenticated", "users", { readsUser: true }],
+        auth: ["authenticated", "users", { readsUser: true, withoutUser: true }],
         params: UserIdParams,
         response: { 200: User, ...errors },
         detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },

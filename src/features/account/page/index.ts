@@ -170,8 +170,8 @@ ${lines.join("\n")}
 </html>`;
 }
 
-/** The pages the bundled script draws (ui/main.tsx): first-run setup and the security page. */
-export type AppPage = "setup" | "security" | "sign-in";
+/** The pages the bundled script draws (ui/main.tsx): first-run setup, the sign-in (/account), the security page, and an app's sign-in and consent. */
+export type AppPage = "setup" | "security" | "sign-in" | "authorize";
 
 const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string }>> = {
   setup: {
@@ -186,16 +186,23 @@ const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string 
     en: { title: "Sign in", noScript: "This page needs JavaScript." },
     "zh-TW": { title: "登入", noScript: "此頁面需要啟用 JavaScript。" },
   },
+  authorize: {
+    en: { title: "Sign in", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "登入", noScript: "此頁面需要啟用 JavaScript。" },
+  },
 };
 
-/** The shell of a bundled page: its assets (linked by hash), the base path, page and policy in data attributes; no inline script. */
-export function renderAppShell(page: AppPage, lang: Lang, basePath: string, assets: PageAssets, policy: PasswordPolicy = "seed"): string {
+/**
+ * The shell of a bundled page: its assets (linked by hash), the base path, page and policy in data
+ * attributes (and `data-provider` where the server is an OpenID Provider: Apps with access); no inline script.
+ */
+export function renderAppShell(page: AppPage, lang: Lang, basePath: string, assets: PageAssets, policy: PasswordPolicy = "seed", provider = false): string {
   const e = escapeHtml;
   const texts = APP_TEXTS[page][lang];
   const href = (name: keyof PageAssets) => e(`${basePath}/account/assets/${name}?v=${assets[name].hash}`);
   return `${pageHead(lang, texts.title, `<link rel="stylesheet" href="${href("app.css")}" />\n  <script type="module" src="${href("app.js")}"></script>`)}
 <body>
-  <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"></div>
+  <div id="app" data-page="${page}" data-base-path="${e(basePath)}" data-policy="${policy}"${provider ? ' data-provider="on"' : ""}></div>
   <noscript>${e(texts.noScript)}</noscript>
 </body>
 </html>`;

@@ -172,6 +172,38 @@ const en = {
   "stepUp.provider": "Sign in again with {label}",
   "stepUp.held": "Confirmed: the next change needs no password (for 5 minutes).",
   "stepUp.another": "Confirm another way",
+
+  "authorize.signIn": "Sign in",
+  "authorize.signInIntro": "Sign in with your account to continue to {client}.",
+  "authorize.leaving": "Taking you back to the app…",
+  "authorize.failed": "This sign-in cannot go on",
+  "consent.title": "Allow {client} to use your account?",
+  "consent.intro": "{client} asks to:",
+  "consent.withdraw": "You can withdraw this at any time under Apps with access on your account security page.",
+  "consent.allow": "Allow",
+  "consent.deny": "Deny",
+  "scope.openid": "Know who you are (your account number)",
+  "scope.profile": "See your name",
+  "scope.email": "See your e-mail address and whether it is confirmed",
+  "scope.offline_access": "Keep its access while you are away, until you withdraw it",
+  "scope.users:read": "Read users' details",
+  "scope.users:write": "Change users' details",
+  "scope.files:read": "Read stored files",
+  "scope.files:write": "Upload files",
+  "scope.orders:read": "See orders",
+  "scope.orders:write": "Place and pay orders",
+  "scope.products:read": "See products",
+  "scope.products:write": "Change products",
+
+  "apps.title": "Apps with access",
+  "apps.none": "No app has access to your account.",
+  "apps.name": "App",
+  "apps.scopes": "May",
+  "apps.since": "Since",
+  "apps.actions": "Actions",
+  "apps.withdraw": "Withdraw",
+  "apps.withdrawOf": "Withdraw the access of {name}",
+  "apps.withdrawn": "Access withdrawn: the app's tokens have ended, and its next sign-in asks you again.",
 } as const;
 
 export type MessageKey = keyof typeof en;
@@ -340,6 +372,38 @@ const zhTW: Record<MessageKey, string> = {
   "stepUp.provider": "使用 {label} 重新登入",
   "stepUp.held": "已確認身分：接下來 5 分鐘內的下一項變更不需輸入密碼。",
   "stepUp.another": "改用其他方式確認",
+
+  "authorize.signIn": "登入",
+  "authorize.signInIntro": "請登入您的帳號以繼續前往 {client}。",
+  "authorize.leaving": "正在返回應用程式…",
+  "authorize.failed": "無法繼續此登入",
+  "consent.title": "允許 {client} 使用您的帳號？",
+  "consent.intro": "{client} 要求：",
+  "consent.withdraw": "您可隨時在帳號安全頁面的「可存取的應用程式」中撤回此授權。",
+  "consent.allow": "允許",
+  "consent.deny": "拒絕",
+  "scope.openid": "確認您的身分（您的帳號編號）",
+  "scope.profile": "查看您的姓名",
+  "scope.email": "查看您的 Email 地址及是否已確認",
+  "scope.offline_access": "在您離開時保留存取權，直到您撤回為止",
+  "scope.users:read": "讀取使用者資料",
+  "scope.users:write": "變更使用者資料",
+  "scope.files:read": "讀取已儲存的檔案",
+  "scope.files:write": "上傳檔案",
+  "scope.orders:read": "查看訂單",
+  "scope.orders:write": "建立及支付訂單",
+  "scope.products:read": "查看商品",
+  "scope.products:write": "變更商品",
+
+  "apps.title": "可存取的應用程式",
+  "apps.none": "沒有應用程式可存取您的帳號。",
+  "apps.name": "應用程式",
+  "apps.scopes": "可以",
+  "apps.since": "授權時間",
+  "apps.actions": "操作",
+  "apps.withdraw": "撤回",
+  "apps.withdrawOf": "撤回 {name} 的存取權",
+  "apps.withdrawn": "已撤回存取權：該應用程式的權杖已失效，下次登入時會再次詢問您。",
 };
 
 const catalogues: Record<Lang, Record<MessageKey, string>> = { en, "zh-TW": zhTW };
@@ -347,6 +411,9 @@ const catalogues: Record<Lang, Record<MessageKey, string>> = { en, "zh-TW": zhTW
 export type Translate = (key: MessageKey, params?: Record<string, string | number>) => string;
 
 export const translator: (lang: Lang) => Translate = translatorOf(catalogues);
+
+/** A scope in words (the consent screen, Apps with access); one this page does not know is shown as itself. */
+export const scopeWords = (t: Translate, scope: string) => (`scope.${scope}` in en ? t(`scope.${scope}` as MessageKey) : scope);
 
 export const dateTime = (lang: Lang, iso: string | null | undefined, never: string) =>
   iso ? new Date(iso).toLocaleString(lang, { dateStyle: "medium", timeStyle: "short" }) : never;

@@ -1,6 +1,6 @@
 /**
  * The account pages that need more than a form (account/page/index.ts renders their shell): the
- * first-run setup, the sign-in (/account) and the security page, picked by the shell's data-page. The language is the
+ * first-run setup, the sign-in (/account), the security page and an app's sign-in and consent, picked by the shell's data-page. The language is the
  * shell's `<html lang>`, which the server chose from Accept-Language.
  */
 import "./styles.css";
@@ -9,6 +9,7 @@ import { useMemo, useState } from "preact/hooks";
 import { createApi, session, type TokenAnswer } from "./api";
 import { type MessageKey, translator, type Lang } from "./i18n";
 import { type Outcome, PageContext, type Page } from "./parts";
+import { Authorize } from "./authorize";
 import { Security } from "./security";
 import { Setup } from "./setup";
 import { SignIn } from "./sign-in";
@@ -66,12 +67,27 @@ function SetupPage({ strict }: { strict: boolean }) {
   );
 }
 
+function AuthorizePage() {
+  const page = usePageValue(() => undefined);
+  // A provider's sign-in comes back here (its returnTo is this page, query and all).
+  const back = useMemo(() => takeFlowReturn<FlowKind>(FLOW_KEY), []);
+  return (
+    <PageContext.Provider value={page}>
+      <Authorize query={location.search.slice(1)} back={back} />
+    </PageContext.Provider>
+  );
+}
+
 const root = document.getElementById("app")!;
 const basePath = root.dataset.basePath ?? "";
 const lang: Lang = document.documentElement.lang === "zh-TW" ? "zh-TW" : "en";
 
 function usePageValue(onUnauthorized: () => void): Page {
-  return useMemo(() => ({ api: createApi(basePath, lang, onUnauthorized), t: translator(lang), lang, basePath }), []);
+  return useMemo(() => ({ api: createApi(basePath, lang, onUnauthorized), t: translator(lang), lang, basePath, provider: root.dataset.provider === "on" }), []);
 }
 
-render(root.dataset.page === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : <SecurityPage landing={root.dataset.page === "sign-in"} />, root);
+const which = root.dataset.page;
+render(
+  which === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : which === "authorize" ? <AuthorizePage /> : <SecurityPage landing={which === "sign-in"} />,
+  root,
+);

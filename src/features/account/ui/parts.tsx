@@ -9,6 +9,8 @@ export interface Page {
   t: Translate;
   lang: Lang;
   basePath: string;
+  /** The server is an OpenID Provider (OAUTH_SERVER=on): the security page lists the apps with access. */
+  provider: boolean;
 }
 
 export const PageContext = createContext<Page | undefined>(undefined);

@@ -33,14 +33,17 @@ export function useProviders(): ProviderButton[] {
   return providers;
 }
 
-/** "Sign in with …" for each provider: a browser navigation to the provider, by way of our start. */
+/**
+ * "Sign in with …" for each provider: a browser navigation to the provider, by way of our start,
+ * back to this very page (its query too, so an app's authorization at /account/authorize survives it).
+ */
 export function ProviderButtons({ busy }: { busy: boolean }) {
   const { t, basePath } = usePage();
   const providers = useProviders();
   if (providers.length === 0) return null;
   const go = async (provider: string) => {
     const challenge = await beginFlow<FlowKind>(FLOW_KEY, { kind: "sign-in", provider });
-    location.assign(signInStartUrl(basePath, provider, returnPath(basePath), challenge));
+    location.assign(signInStartUrl(basePath, provider, location.pathname + location.search, challenge));
   };
   return (
     <ul class="providers">

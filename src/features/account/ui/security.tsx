@@ -1,13 +1,14 @@
 /**
  * /account/security once signed in: the caller's sessions, authenticator app (TOTP) with its
- * recovery codes, passkeys, API keys and linked sign-ins (providers.tsx, with the step-up a change takes without a password), each a section with its own heading, live outcome and
+ * recovery codes, passkeys, API keys, the apps with access (OpenID Provider) and linked sign-ins
+ * (providers.tsx, with the step-up a change takes without a password), each a section with its own heading, live outcome and
  * keyboard-reachable controls. A section whose routes this server lacks says so and stays quiet.
  */
 import { startRegistration } from "@simplewebauthn/browser";
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, splitOptions } from "./api";
-import { dateTime, type MessageKey } from "./i18n";
+import { dateTime, type MessageKey, scopeWords } from "./i18n";
 import { failureOf, Field, inputValue, OutcomeText, RecoveryCodes, useAction, usePage } from "./parts";
 import { type AccountFlowReturn, ProviderSections, useStepUp } from "./providers";
 
@@ -550,8 +551,69 @@ function ApiKeys() {
   );
 }
 
+interface AppRow {
+  clientId: string;
+  name: string;
+  scopes: string[];
+  createdAt: string;
+}
+
+/** The apps the user consented to (shown only where the server is an OpenID Provider). */
+function AppsWithAccess() {
+  const { api, t, lang } = usePage();
+  const load = useLoad<AppRow[]>("/api/account/apps");
+  const action = useAction();
+  const withdraw = async (clientId: string) => {
+    await action.run(() => api.delete(`/api/account/apps/${encodeURIComponent(clientId)}`), "apps.withdrawn");
+    load.reload();
+  };
+  return (
+    <Section id="apps" title="apps.title">
+      <Loaded load={load}>
+        {(rows) =>
+          rows.length === 0 ? (
+            <p>{t("apps.none")}</p>
+          ) : (
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">{t("apps.name")}</th>
+                  <th scope="col">{t("apps.scopes")}</th>
+                  <th scope="col">{t("apps.since")}</th>
+                  <th scope="col">{t("apps.actions")}</th>
+                </tr>
+              </thead>
+              <tbody>
+                {rows.map((row) => (
+                  <tr key={row.clientId}>
+                    <td>{row.name}</td>
+                    <td>
+                      <ul class="plain">
+                        {row.scopes.map((scope) => (
+                          <li key={scope}>{scopeWords(t, scope)}</li>
+                        ))}
+                      </ul>
+                    </td>
+                    <td>{dateTime(lang, row.createdAt, t("common.never"))}</td>
+                    <td>
+                      <button type="button" aria-label={t("apps.withdrawOf", { name: row.name })} onClick={() => withdraw(row.clientId)} disabled={action.busy}>
+                        {t("apps.withdraw")}
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )
+        }
+      </Loaded>
+      <OutcomeText outcome={action.outcome} />
+    </Section>
+  );
+}
+
 export function Security({ email, back, onSignOut, onEnded }: { email: string; back?: AccountFlowReturn; onSignOut(): void; onEnded: OnEnded }) {
-  const { t } = usePage();
+  const { t, provider } = usePage();
   // A passkey added may bring the first recovery codes: the recovery section reads its summary again.
   const [factorsChanged, setFactorsChanged] = useState(0);
   // A link to a section (the setup page's #passkeys, #totp) moves the focus to its heading.
@@ -572,7 +634,7 @@ export function Security({ email, back, onSignOut, onEnded }: { email: string; b
       </header>
       <nav aria-label={t("security.nav")}>
         <ul>
-          {(["sessions", "totp", "recovery", "passkeys", "api-keys", "identities"] as const).map((id) => (
+          {(["sessions", "totp", "recovery", "passkeys", "api-keys", ...(provider ? (["apps"] as const) : []), "identities"] as const).map((id) => (
             <li key={id}>
               <a href={`#${id}`}>{t(`${id === "api-keys" ? "apiKeys" : id}.title` as MessageKey)}</a>
             </li>
@@ -584,6 +646,7 @@ export function Security({ email, back, onSignOut, onEnded }: { email: string; b
         <SecondFactors email={email} onEnded={onEnded} changed={factorsChanged} />
         <Passkeys email={email} onEnded={onEnded} onAdded={() => setFactorsChanged((n) => n + 1)} />
         <ApiKeys />
+        {provider && <AppsWithAccess />}
       </ProviderSections>
     </main>
   );

@@ -1,8 +1,9 @@
 /**
- * Signing in on /account and /account/security: e-mail and password, then the second step when
- * the answer says mfaRequired (a code from the app, a recovery code, or the account's passkey); a
- * passkey alone; or another provider (providers.tsx), whose answer (`back`) is exchanged here with
- * the verifier the page kept, or said as a sentence when it is an error.
+ * Signing in on the account pages (/account, /account/security, /account/authorize): e-mail and
+ * password, then the second step when the answer says mfaRequired (a code from the app, a recovery
+ * code, or the account's passkey); a passkey alone; or another provider (providers.tsx), whose
+ * answer (`back`, taken off the address by main.tsx) is exchanged here with the verifier this tab
+ * kept, or said as a sentence when it is an error.
  */
 import { startAuthentication } from "@simplewebauthn/browser";
 import { useEffect, useState } from "preact/hooks";
@@ -12,7 +13,19 @@ import { type AccountFlowReturn, flowErrorText, ProviderButtons } from "./provid
 
 type Answer = TokenAnswer | MfaChallenge;
 
-export function SignIn({ notice, back, onSignedIn }: { notice?: Outcome; back?: AccountFlowReturn; onSignedIn(answer: TokenAnswer): void }) {
+export function SignIn({
+  notice,
+  heading,
+  intro,
+  back,
+  onSignedIn,
+}: {
+  notice?: Outcome;
+  heading?: string;
+  intro?: string;
+  back?: AccountFlowReturn;
+  onSignedIn(answer: TokenAnswer): void;
+}) {
   const { api, t } = usePage();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
@@ -115,9 +128,9 @@ export function SignIn({ notice, back, onSignedIn }: { notice?: Outcome; back?: 
 
   return (
     <main>
-      <h1>{t("signIn.title")}</h1>
+      <h1>{heading ?? t("signIn.title")}</h1>
       <OutcomeText outcome={notice} />
-      <p>{t("signIn.intro")}</p>
+      <p>{intro ?? t("signIn.intro")}</p>
       <form onSubmit={signIn} noValidate>
         <Field label={t("signIn.email")}>
           {(id) => <input id={id} name="email" type="email" autocomplete="username webauthn" required value={email} onInput={(e) => setEmail(inputValue(e))} />}

@@ -145,6 +145,20 @@ export interface Profile {
   birthDate: string | null;
   address: string | null;
 }
+/** An app registered with the OpenID Provider; clientSecret only in the answer that created a confidential one. */
+export interface OAuthClient {
+  clientId: string;
+  name: string;
+  redirectUris: string[];
+  postLogoutRedirectUris: string[];
+  public: boolean;
+  scopes: string[];
+  grantTypes: string[];
+  firstParty: boolean;
+  createdAt: string;
+  clientSecret?: string;
+}
+
 export interface Department {
   id: number;
   name: string;

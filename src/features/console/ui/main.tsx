@@ -20,6 +20,7 @@ import { Files } from "./screens/files";
 import { Audit } from "./screens/audit";
 import { Backups } from "./screens/backups";
 import { Operations } from "./screens/operations";
+import { Clients } from "./screens/clients";
 
 const SCREENS: [path: string, label: MessageKey, screen: ComponentType<{ id?: string }>][] = [
   ["/users", "nav.users", Users],
@@ -29,6 +30,7 @@ const SCREENS: [path: string, label: MessageKey, screen: ComponentType<{ id?: st
   ["/files", "nav.files", Files],
   ["/audit", "nav.audit", Audit],
   ["/backups", "nav.backups", Backups],
+  ["/clients", "nav.clients", Clients],
   ["/operations", "nav.operations", Operations],
 ];
 

@@ -1,0 +1,58 @@
+/**
+ * An embedded replica (DATABASE_SYNC_URL with a file: DATABASE_URL): a local copy of the primary,
+ * pulled every DATABASE_SYNC_INTERVAL by the client in the background, and after each write.
+ *
+ * - Reads (the Database itself, readAll) run on the local copy, outside any transaction: no round trip.
+ * - Units of work and migrations run at the primary over a Hrana connection of their own (the
+ *   remote Database of libsql.ts: one batch per list unit, retried on contention, a deadline per
+ *   round trip), then one sync pulls them into the copy before the unit answers, so the edge that
+ *   wrote reads its write at once. The replica's own write forwarding would cost ~3 round trips
+ *   per statement and block the event loop for each (the embedded engine is synchronous).
+ *
+ * The first sync brings the whole database; a folder left by an earlier run syncs what is new.
+ */
+import { createClient, type Client } from "@libsql/client";
+import { drizzle } from "drizzle-orm/libsql";
+import type { Database, DatabaseOptions, Db } from "./database";
+import { openLibsql } from "./libsql";
+import { readSurface } from "./reads";
+import * as schema from "./schema";
+import { eachInOrder, runUnit } from "./units";
+
+export async function openReplica(options: DatabaseOptions & { syncUrl: string }, busyTimeoutMs: number): Promise<Database> {
+  const { url, syncUrl, authToken, syncIntervalMs } = options;
+  const primary = await openLibsql({ ...options, url: syncUrl, syncUrl: undefined }, busyTimeoutMs);
+  let local: Client;
+  try {
+    // readYourWrites (stated so it never silently changes): a statement the replica forwards
+    // itself (a one-off tool's write on `unguarded`) returns once the copy can read it back.
+    local = createClient({ url, syncUrl, authToken, readYourWrites: true, ...(syncIntervalMs ? { syncInterval: syncIntervalMs / 1000 } : {}) });
+    await local.sync();
+  } catch (error) {
+    primary.close();
+    throw error;
+  }
+  const db: Db = drizzle(local, { schema });
+  /** The unit's answer once the copy holds what it wrote. */
+  const pulled = async <T>(unit: Promise<T>): Promise<T> => {
+    const answer = await unit;
+    await local.sync();
+    return answer;
+  };
+
+  return {
+    ...readSurface(db),
+    driver: "libsql",
+    unguarded: db,
+    write: (work) => pulled(primary.write(work)),
+    writeAll: (build, writeOptions) => pulled(primary.writeAll(build, writeOptions)),
+    // One by one, as on the native driver: a replica hands any transaction, BEGIN READONLY too, to
+    // its primary (a round trip, and a failure while the primary is away).
+    readAll: (build) => runUnit(db, build, eachInOrder),
+    migrate: (statements) => pulled(primary.migrate(statements)),
+    close() {
+      local.close();
+      primary.close();
+    },
+  };
+}
