@@ -113,7 +113,7 @@ if (skippedBecause) {
 
       await page.getByRole("heading", { level: 2, name: say.sessions }).waitFor();
       await page.getByRole("heading", { level: 2, name: say.linked }).waitFor();
-      // The one-time code is gone from the address, and from history.
+      // Signed in on /account, then handed on to /account/security; the one-time code is gone from the address.
       expect(page.url()).toBe(`${base}/account/security`);
       await page.locator("#identities tbody tr").first().waitFor();
       expect(await page.locator("#identities tbody td").first().textContent()).toBe("Corp");
@@ -130,7 +130,8 @@ if (skippedBecause) {
       await page.getByRole("heading", { name: "Corp sign-in" }).waitFor();
       await page.getByRole("button", { name: "Cancel" }).click();
       await page.getByRole("alert").getByText(say.denied).waitFor();
-      expect(page.url()).toBe(`${base}/account/security`);
+      // Back on the page the button was pressed on, the error taken off the address.
+      expect(page.url()).toBe(`${base}/account`);
       expect(await page.evaluate(() => sessionStorage.getItem("usersvc.account.session"))).toBeNull();
       await check(page, `4-cancelled-${lang}`);
       await context.close();
