@@ -21,7 +21,7 @@
  *     --only sessions only issue 26's rows (sessionRows): session vs bearer read, EdDSA vs HS512, refresh/s
  *     --only api-keys only the API-key rows (apiKeyRows: key vs session token with CPU per request, tampered vs right key), about 40 s
  *     --reads       only the user read against the floors (about a minute): for iterating on the read path
- *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, second-factors.ts, oauth-server.ts, backup.ts, remote.ts)
+ *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, second-factors.ts, federation.ts, oauth-server.ts, backup.ts, remote.ts)
  *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
  *     --multi       only bench/multi.ts: 1 and 3 instances behind nginx on a remote primary, 20 ms per round trip (about two minutes; never in a plain run)
  *
@@ -947,7 +947,18 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
 /** Sub-benches other capabilities add; each gets what is left of the five-minute budget. */
 async function runExtras() {
   const ran: { file: string; exitCode: number | null; seconds: number }[] = [];
-  for (const file of ["search-scale.ts", "files.ts", "orders.ts", "password-reset.ts", "password-policy.ts", "second-factors.ts", "oauth-server.ts", "backup.ts", "remote.ts"]) {
+  for (const file of [
+    "search-scale.ts",
+    "files.ts",
+    "orders.ts",
+    "password-reset.ts",
+    "password-policy.ts",
+    "second-factors.ts",
+    "federation.ts",
+    "oauth-server.ts",
+    "backup.ts",
+    "remote.ts",
+  ]) {
     const path = join(import.meta.dir, file);
     if (!existsSync(path)) continue;
     const left = BUDGET_MS - (Date.now() - startedAt) - 20_000;

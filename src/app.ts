@@ -27,7 +27,7 @@ import { profileRoutes, searchRoutes } from "./features/search/routes";
 import { peopleRoutes } from "./features/people/routes";
 import { backupsRoutes } from "./features/backups/routes";
 import { apiKeysRoutes } from "./features/api-keys/routes";
-import { federationRoutes } from "./features/federation/routes";
+import { EXCHANGE_PATH, federationRoutes } from "./features/federation/routes";
 import { federatedSignIn } from "./features/auth/federated-sign-in";
 import { FORM_ROUTES, oauthServerRoutes } from "./features/oauth-server/routes";
 import { createProviderTokens } from "./features/oauth-server/tokens";
@@ -115,7 +115,7 @@ export function createApp(deps: AppDeps) {
     .use(securityHeadersPlugin({ hstsMaxAge: config.hstsMaxAge }))
     .use(noStore(config.basePath))
     .use(requestContext(deps.logging.get("http"), deps.metrics, config.basePath, deps.lifecycle, deps.tracing))
-    .use(cors(config.corsOrigins))
+    .use(cors(config.corsOrigins, { path: `${config.basePath}${EXCHANGE_PATH}`, origins: [...new Set(config.oidcReturnUrls.map((url) => new URL(url).origin))] }))
     .use(apiKeyBoundary(config.basePath))
     .use(compression())
     .use(bodyParser(config.maxBodyBytes, routes, [config.basePath + UPLOAD_PATH, ...(provider ? FORM_ROUTES.map((path) => config.basePath + path) : [])]))

@@ -49,6 +49,11 @@ const serviceErrors = defineErrors({
   INVALID_HOST: { status: 400, en: "The request's Host header is missing or is not a valid host", "zh-TW": "請求的 Host 標頭缺少或不是有效的主機" },
   UNAUTHORIZED: { status: 401, en: "Authentication is required to access this resource", "zh-TW": "需要登入才能存取此資源" },
   REAUTHENTICATION_REQUIRED: { status: 403, en: "Sign in again to do this: it needs a sign-in within the last 10 minutes", "zh-TW": "此操作需要在 10 分鐘內重新登入" },
+  INVALID_STEP_UP: {
+    status: 403,
+    en: "Confirm it is you again: the confirmation is wrong, used, expired or from another session",
+    "zh-TW": "請再次確認您的身分：此確認錯誤、已使用、已過期或來自其他工作階段",
+  },
   NOT_FOUND: { status: 404, en: "No resource at this path", "zh-TW": "找不到此路徑的資源" },
   METHOD_NOT_ALLOWED: { status: 405, en: "Method not allowed on this path", "zh-TW": "此路徑不支援此方法" },
   PAYLOAD_TOO_LARGE: { status: 413, en: "Request body is too large", "zh-TW": "請求內容過大" },

@@ -143,6 +143,8 @@ export interface ProviderConfig {
   readonly clientSecret?: string;
   readonly scopes: string;
   readonly trustEmail: boolean;
+  /** OIDC_<NAME>_KEEP_TOKENS: the provider's tokens are kept, sealed, with the identity. */
+  readonly keepTokens: boolean;
   /** microsoft: the tenant ids whose users may sign in (their ID token's `tid`). */
   readonly tenants?: readonly string[];
   /** github: its API's base URL. */
@@ -551,8 +553,11 @@ function providerSettings(r: SettingsReader, name: string): ProviderConfig {
   const problem = (key: ProviderSettingKey, text: string) => r.problems.push(`${providerSettingName(name, key)} ${text}`);
   const clientId = setting("CLIENT_ID") ?? "";
   if (clientId === "") problem("CLIENT_ID", "is required for the provider in OIDC_PROVIDERS");
-  const trust = setting("TRUST_EMAIL")?.toLowerCase() ?? "off";
-  if (trust !== "on" && trust !== "off") problem("TRUST_EMAIL", `must be on or off (got "${trust}")`);
+  const onOff = (key: "TRUST_EMAIL" | "KEEP_TOKENS") => {
+    const value = setting(key)?.toLowerCase() ?? "off";
+    if (value !== "on" && value !== "off") problem(key, `must be on or off (got "${value}")`);
+    return value === "on";
+  };
   const tenant = setting("TENANT");
   const tenants = (setting("TENANTS") ?? "")
     .split(",")
@@ -579,7 +584,8 @@ function providerSettings(r: SettingsReader, name: string): ProviderConfig {
     clientId,
     clientSecret: setting("CLIENT_SECRET"),
     scopes: setting("SCOPES") ?? preset?.scopes ?? "openid email profile",
-    trustEmail: trust === "on",
+    trustEmail: onOff("TRUST_EMAIL"),
+    keepTokens: onOff("KEEP_TOKENS"),
     ...(name === "microsoft" && { tenants: Object.freeze(tenant === "common" ? tenants : [tenant ?? ""]) }),
     ...(apiUrl && { apiUrl: apiUrl.replace(/\/+$/, "") }),
   };

@@ -165,6 +165,10 @@ export const PROVIDER_SETTINGS = {
     "off",
     "`on`: a sign-in whose verified e-mail is a verified account's links to it (not an ADMIN, nor an account with a second factor), mailed IDENTITY_LINKED; `off`: 409 ACCOUNT_EXISTS",
   ),
+  KEEP_TOKENS: setting(
+    "off",
+    "`on`: the provider's tokens of each sign-in (access, refresh, ID token) are kept with the identity, sealed with DATA_ENCRYPTION_KEY like TOTP secrets; `off`: none is kept",
+  ),
   TENANT: setting("", "microsoft: the tenant id, or `common` with OIDC_<NAME>_TENANTS"),
   TENANTS: setting("", "microsoft with `common`: the tenant ids allowed, comma-separated"),
   API_URL: setting("https://api.github.com", "github: its API (for GitHub Enterprise, and tests)"),

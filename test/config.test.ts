@@ -544,6 +544,17 @@ describe("the command line (bun src/main.ts)", () => {
     [{ JWT_SECRET: "too-short" }, [], "JWT_SECRET"],
     [{ LOG_LEVEL: "chatty" }, ["migrate"], "LOG_LEVEL"],
     [{ ADMIN_EMAIL: "root@example.com" }, [], "ADMIN_EMAIL"],
+    // Sign-in with other providers: each malformed setting named, before anything starts.
+    [{ OIDC_PROVIDERS: "corp,bad name" }, [], "OIDC_PROVIDERS"],
+    [{ OIDC_PROVIDERS: "corp", OIDC_CORP_ISSUER: "https://id.example.com" }, [], "OIDC_CORP_CLIENT_ID"],
+    [{ OIDC_PROVIDERS: "corp", OIDC_CORP_CLIENT_ID: "usersvc" }, [], "OIDC_CORP_ISSUER"],
+    [{ OIDC_PROVIDERS: "corp", OIDC_CORP_CLIENT_ID: "usersvc", OIDC_CORP_ISSUER: "http://id.example.com" }, [], "OIDC_CORP_ISSUER"],
+    [{ OIDC_PROVIDERS: "microsoft", OIDC_MICROSOFT_CLIENT_ID: "usersvc" }, [], "OIDC_MICROSOFT_TENANT"],
+    [{ OIDC_PROVIDERS: "microsoft", OIDC_MICROSOFT_CLIENT_ID: "usersvc", OIDC_MICROSOFT_TENANT: "common" }, [], "OIDC_MICROSOFT_TENANTS"],
+    [{ OIDC_PROVIDERS: "google", OIDC_GOOGLE_CLIENT_ID: "usersvc", OIDC_GOOGLE_TRUST_EMAIL: "yes" }, [], "OIDC_GOOGLE_TRUST_EMAIL"],
+    [{ OIDC_PROVIDERS: "google", OIDC_GOOGLE_CLIENT_ID: "usersvc", OIDC_GOOGLE_KEEP_TOKENS: "always" }, [], "OIDC_GOOGLE_KEEP_TOKENS"],
+    [{ OIDC_PROVIDERS: "github", OIDC_GITHUB_CLIENT_ID: "usersvc", OIDC_GITHUB_API_URL: "ftp://api.example.com" }, [], "OIDC_GITHUB_API_URL"],
+    [{ OIDC_RETURN_URLS: "https://app.example.com/api/back" }, [], "OIDC_RETURN_URLS"],
   ])("bad configuration %j %j: one line naming %s, exit 2, nothing created", async (env, args, variable) => {
     const { code, stderr } = await cli(args as string[], env as Env);
     expect(code).toBe(2);

@@ -76,6 +76,19 @@ describe("the OpenAPI document", () => {
     expect(JSON.stringify(spec)).not.toMatch(/"(messages|refine|nullable)":/);
   });
 
+  test("a browser navigation answers a redirect and no 2xx: its default is the error envelope, and only there", () => {
+    const start = spec.paths["/api/auth/oidc/{provider}/start"].get.responses;
+    expect(start["302"].headers).toHaveProperty("Location");
+    expect(start.default).toEqual({ $ref: "#/components/responses/ErrorDefault" });
+    expect(spec.components.responses.ErrorDefault.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/ErrorEnvelope" });
+    const withDefault = Object.entries<Json>(spec.paths).flatMap(([path, item]) =>
+      Object.entries<Json>(item)
+        .filter(([, operation]) => operation.responses?.default)
+        .map(([method]) => `${method} ${path}`),
+    );
+    expect(withDefault.sort()).toEqual(["get /api/auth/oidc/{provider}/callback", "get /api/auth/oidc/{provider}/start"]);
+  });
+
   const redocly = join(import.meta.dir, "../node_modules/@redocly/cli/bin/cli.js");
   const node = Bun.which("node");
   if (!existsSync(redocly) || !node) console.warn("skipping the redocly lint: @redocly/cli (devDependency) or node is not installed");

@@ -7,6 +7,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { identities, mfaTotp, outbox, passkeys, users } from "../src/db/schema";
+import { STEP_UP_TTL_MS } from "../src/security/step-up";
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { makeTestApp, type TestApp, uniqueEmail } from "./helpers";
 import { startGitHubStandIn } from "./support/github-stand-in";
@@ -43,6 +44,7 @@ beforeAll(async () => {
     OIDC_GOOGLE_CLIENT_ID: google.clientId,
     OIDC_GOOGLE_CLIENT_SECRET: google.clientSecret,
     OIDC_GOOGLE_TRUST_EMAIL: "on",
+    OIDC_GOOGLE_KEEP_TOKENS: "on",
     OIDC_GITHUB_CLIENT_ID: "gh-client",
     OIDC_GITHUB_CLIENT_SECRET: "gh-secret",
     OIDC_GITHUB_WEB_URL: github.url,
@@ -113,9 +115,9 @@ describe("sign-in with a provider", () => {
   test("the providers a sign-in page offers, in order", async () => {
     const res = await t.request("GET", "/api/auth/oidc/providers");
     expect(res.body).toEqual([
-      { name: "corp", label: "Corp" },
-      { name: "google", label: "Google" },
-      { name: "github", label: "GitHub" },
+      { name: "corp", label: "Corp", stepUp: true },
+      { name: "google", label: "Google", stepUp: true },
+      { name: "github", label: "GitHub", stepUp: false },
     ]);
   });
 
@@ -412,5 +414,226 @@ describe("unlinking", () => {
     expect(res.status).toBe(200);
     expect(res.body).toHaveLength(1);
     expect((await t.request("GET", `/api/users/${data.user.id}/identities`, { token: (await t.createUser()).token })).status).toBe(403);
+  });
+});
+
+describe("step-up: a fresh sign-in at a linked provider stands in for the password", () => {
+  /** A step-up at `provider` for the caller: the fragment's values where it came back, the verifier, and the provider's authorization request. */
+  async function stepUpAt(provider: string, idp: { loginAs(id: never): void; lastAuthorization?(): URLSearchParams | undefined }, who: unknown, token: string) {
+    const { verifier, challenge } = verifierPair();
+    const started = await t.request("POST", `/api/account/step-up/${provider}/start`, { token, body: { returnTo: "/account/security", codeChallenge: challenge } });
+    if (started.status !== 200) return { status: started.status, errorCode: started.body.errorCode as string };
+    idp.loginAs(who as never);
+    const back = await throughProvider(started.body.url, CALLBACK);
+    const res = await t.request("GET", back.slice(ORIGIN.length));
+    const fragment = new URLSearchParams((res.headers.get("location") ?? "").split("#")[1] ?? "");
+    return { status: 200, fragment, verifier, authorization: idp.lastAuthorization?.() };
+  }
+  const exchangeStepUp = (token: string, code: string, codeVerifier: string) => t.request("POST", "/api/account/step-up/exchange", { token, body: { code, codeVerifier } });
+
+  /** An account a provider made (no password), signed in. */
+  async function providerAccount() {
+    const email = uniqueEmail("no-password");
+    const who = corpUser({ email, email_verified: true, name: "No Password" });
+    const data = dataOf<{ token: string; user: { id: number; version: number } }>(await signIn("corp", corp, who));
+    return { email, who, token: data.token, id: data.user.id };
+  }
+
+  test("an account without a password changes its e-mail with a step-up at its provider (prompt=login, max_age=0); without one, 400", async () => {
+    const { id, who, token } = await providerAccount();
+    const moved = uniqueEmail("moved");
+    const refused = await t.request("PATCH", `/api/users/${id}`, { token, body: { email: moved } });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors).toEqual(["currentPassword: is required to change your e-mail address"]);
+    const stepped = await stepUpAt("corp", corp, who, token);
+    expect(stepped.authorization?.get("prompt")).toBe("login");
+    expect(stepped.authorization?.get("max_age")).toBe("0");
+    const answer = await exchangeStepUp(token, stepped.fragment?.get("code") ?? "", stepped.verifier ?? "");
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ stepUpToken: expect.any(String), expiresIn: STEP_UP_TTL_MS / 1000, method: "fed" });
+    const changed = await t.request("PATCH", `/api/users/${id}`, { token, body: { email: moved, stepUpToken: answer.body.stepUpToken } });
+    expect(changed.status).toBe(200);
+    expect(changed.body.email).toBe(moved);
+    // The identity still signs in to the account, at its new address.
+    expect(dataOf<{ user: { id: number; email: string } }>(await signIn("corp", corp, who)).user).toMatchObject({ id, email: moved });
+  });
+
+  test("refused: a provider sign-in older than the step-up, another provider account, a provider not linked, GitHub, a code without its verifier or of another caller", async () => {
+    const { who, token } = await providerAccount();
+    corp.tamper({ idToken: (claims) => ({ ...claims, auth_time: Math.floor(Date.now() / 1000) - 3600 }) });
+    expect((await stepUpAt("corp", corp, who, token)).fragment?.get("error")).toBe("PROVIDER_REJECTED");
+    const stranger = corpUser({ email: uniqueEmail("stranger"), email_verified: true });
+    expect((await stepUpAt("corp", corp, stranger, token)).fragment?.get("error")).toBe("IDENTITY_NOT_LINKED");
+    expect(await stepUpAt("google", google, googleUser({ email: uniqueEmail("g") }), token)).toEqual({ status: 404, errorCode: "IDENTITY_NOT_FOUND" });
+    expect(await stepUpAt("github", github, undefined, token)).toEqual({ status: 400, errorCode: "STEP_UP_NOT_SUPPORTED" });
+    const good = await stepUpAt("corp", corp, who, token);
+    const code = good.fragment?.get("code") ?? "";
+    const other = await providerAccount();
+    expect((await exchangeStepUp(other.token, code, good.verifier ?? "")).body.errorCode).toBe("INVALID_OIDC_CODE");
+    // A sign-in's code is no step-up's, and the step-up's code is no sign-in's.
+    const again = await stepUpAt("corp", corp, who, token);
+    expect((await exchange(again.fragment?.get("code") ?? "", again.verifier ?? "")).body.errorCode).toBe("INVALID_OIDC_CODE");
+  });
+
+  test("linking another provider takes a step-up first; the linked identity then signs in to the account", async () => {
+    const { id, who, token } = await providerAccount();
+    const { verifier, challenge } = verifierPair();
+    const link = (body: Record<string, unknown>) =>
+      t.request("POST", "/api/account/identities/google/start", { token, body: { returnTo: "/account/security", codeChallenge: challenge, ...body } });
+    expect((await link({})).status).toBe(400);
+    expect((await link({ stepUpToken: "forged" })).body.errorCode).toBe("INVALID_STEP_UP");
+    const stepped = await stepUpAt("corp", corp, who, token);
+    const { stepUpToken } = (await exchangeStepUp(token, stepped.fragment?.get("code") ?? "", stepped.verifier ?? "")).body;
+    const started = await link({ stepUpToken });
+    expect(started.status).toBe(200);
+    expect((await link({ stepUpToken })).body.errorCode).toBe("INVALID_STEP_UP");
+    const googleAccount = googleUser({ email: uniqueEmail("other-address"), email_verified: true });
+    google.loginAs(googleAccount as never);
+    const back = await throughProvider(started.body.url, CALLBACK);
+    const res = await t.request("GET", back.slice(ORIGIN.length));
+    const code = new URLSearchParams((res.headers.get("location") ?? "").split("#")[1]).get("code") ?? "";
+    const linked = await t.request("POST", "/api/account/identities/link", { token, body: { code, codeVerifier: verifier } });
+    expect(linked.status).toBe(201);
+    expect(linked.body).toMatchObject({ provider: "google", label: "Google" });
+    expect(dataOf<{ user: { id: number } }>(await signIn("google", google, googleAccount)).user.id).toBe(id);
+    expect(await identitiesOf(id)).toHaveLength(2);
+  });
+});
+
+describe("unlinking with a passkey left", () => {
+  test("an account with a passkey and its provider: unlinking the identity is 204, and it no longer signs in", async () => {
+    const email = uniqueEmail("unlink-passkey");
+    const who = corpUser({ email, email_verified: true });
+    const data = dataOf<{ token: string; user: { id: number } }>(await signIn("corp", corp, who));
+    await t.db
+      .insert(passkeys)
+      .values({ id: crypto.randomUUID(), userId: data.user.id, credentialId: crypto.randomUUID(), publicKey: "x", counter: 0, name: "key", createdAt: new Date() });
+    const [identity] = await identitiesOf(data.user.id);
+    expect((await t.request("DELETE", `/api/account/identities/${identity.id}`, { token: data.token })).status).toBe(204);
+    expect(await identitiesOf(data.user.id)).toHaveLength(0);
+    // Its provider account now finds an account with a second factor: no link, nobody signed in.
+    expect((await signIn("corp", corp, who)).error).toBe("ACCOUNT_EXISTS");
+  });
+});
+
+describe("provider tokens", () => {
+  test("OIDC_<NAME>_KEEP_TOKENS=on keeps the provider's tokens sealed like TOTP secrets; off (the default) keeps none", async () => {
+    const kept = dataOf<{ user: { id: number } }>(await signIn("google", google, googleUser({ email: uniqueEmail("kept"), email_verified: true })));
+    const [row] = await identitiesOf(kept.user.id);
+    expect(row.tokensSealed).toStartWith(`v1.${t.cipher.keyId}.`);
+    const tokens = JSON.parse(t.cipher.open(row.tokensSealed ?? "").toString("utf8"));
+    expect(tokens).toEqual({ accessToken: expect.any(String), idToken: expect.any(String), scope: expect.any(String), expiresAt: expect.any(Number) });
+    expect(row.tokensSealed).not.toContain(tokens.accessToken);
+    // Never in an answer.
+    const admin = await t.admin();
+    expect(JSON.stringify((await t.request("GET", `/api/users/${kept.user.id}/identities`, { token: admin.token })).body)).not.toContain("token");
+    const plain = dataOf<{ user: { id: number } }>(await signIn("corp", corp, corpUser({ email: uniqueEmail("not-kept"), email_verified: true })));
+    expect((await identitiesOf(plain.user.id))[0].tokensSealed).toBeNull();
+  });
+});
+
+describe("CORS on the exchange, for the pages of OIDC_RETURN_URLS", () => {
+  const preflight = (path: string, origin: string) =>
+    t.request("OPTIONS", path, { headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "content-type" } });
+  test("the listed page's origin is answered on the exchange route only; any other origin, or route, gets no CORS header", async () => {
+    const listed = "https://app.example.com";
+    const ok = await preflight("/api/auth/oidc/exchange", listed);
+    expect(ok.status).toBe(204);
+    expect(ok.headers.get("access-control-allow-origin")).toBe(listed);
+    expect(ok.headers.get("access-control-allow-methods")).toContain("POST");
+    const answered = await t.request("POST", "/api/auth/oidc/exchange", { headers: { origin: listed }, body: { code: "x".repeat(43), codeVerifier: "y".repeat(43) } });
+    expect(answered.status).toBe(401);
+    expect(answered.headers.get("access-control-allow-origin")).toBe(listed);
+    for (const [path, origin] of [
+      ["/api/auth/oidc/exchange", "https://evil.example.com"],
+      ["/api/users", listed],
+      ["/api/auth/login", listed],
+    ]) {
+      const res = await preflight(path, origin);
+      expect(res.status).toBe(204);
+      expect(res.headers.get("access-control-allow-origin"), `${path} ${origin}`).toBeNull();
+    }
+  });
+});
+
+describe("Microsoft: the tenant of each sign-in", () => {
+  const TENANT_A = "11111111-1111-4111-8111-111111111111";
+  const TENANT_B = "22222222-2222-4222-8222-222222222222";
+  const TENANT_C = "33333333-3333-4333-8333-333333333333";
+  let tenantA: OpenIdProvider;
+  const entra: Record<string, IdpUser> = {};
+  const apps: TestApp[] = [];
+  beforeAll(async () => {
+    // A stand-in for tenant A's issuer, https://login.microsoftonline.com/<tid>/v2.0, on loopback; its ID tokens carry tid.
+    tenantA = await startOpenIdProvider({ redirectUris: callbacks("microsoft"), users: entra, path: `/${TENANT_A}/v2.0`, claims: ["tid"] });
+  });
+  afterAll(async () => {
+    for (const app of apps) await app.close();
+    await tenantA.stop();
+  });
+  async function microsoftApp(env: Record<string, string>) {
+    const app = await makeTestApp({
+      OIDC_PROVIDERS: "microsoft",
+      OIDC_MICROSOFT_ISSUER: tenantA.issuer,
+      OIDC_MICROSOFT_CLIENT_ID: tenantA.clientId,
+      OIDC_MICROSOFT_CLIENT_SECRET: tenantA.clientSecret,
+      OIDC_START_MAX_PER_IP: "1000",
+      ...env,
+    });
+    apps.push(app);
+    return app;
+  }
+  /** A sign-in at the stand-in as a user of tenant `tid`: the fragment's error, or "signed in". */
+  async function signInTo(app: TestApp, tid: string | undefined) {
+    const id = `ms-${crypto.randomUUID()}`;
+    entra[id] = { email: uniqueEmail("ms"), email_verified: true, name: "Tenant User", ...(tid && { tid }) };
+    const { verifier, challenge } = verifierPair();
+    const started = await app.request("GET", `/api/auth/oidc/microsoft/start?returnTo=%2Faccount&codeChallenge=${challenge}`);
+    tenantA.loginAs(id);
+    const back = await throughProvider(started.headers.get("location") ?? "", CALLBACK);
+    const res = await app.request("GET", back.slice(ORIGIN.length));
+    const fragment = new URLSearchParams((res.headers.get("location") ?? "").split("#")[1]);
+    if (fragment.get("error")) return fragment.get("error");
+    const answer = await app.request("POST", "/api/auth/oidc/exchange", { body: { code: fragment.get("code"), codeVerifier: verifier } });
+    return answer.status === 200 ? "signed in" : answer.body.errorCode;
+  }
+
+  test("OIDC_MICROSOFT_TENANT=<id>: that tenant's users only", async () => {
+    const app = await microsoftApp({ OIDC_MICROSOFT_TENANT: TENANT_A });
+    expect(await signInTo(app, TENANT_A)).toBe("signed in");
+    expect(await signInTo(app, TENANT_B)).toBe("PROVIDER_REJECTED");
+    expect(await signInTo(app, undefined)).toBe("PROVIDER_REJECTED");
+  });
+
+  test("common with OIDC_MICROSOFT_TENANTS: an allowed tenant's user, whose iss is that tenant's own; a token whose tid names another tenant than its iss is refused", async () => {
+    const app = await microsoftApp({ OIDC_MICROSOFT_TENANT: "common", OIDC_MICROSOFT_TENANTS: `${TENANT_A},${TENANT_B}` });
+    expect(await signInTo(app, TENANT_A)).toBe("signed in");
+    // Allowed tenant B, but the token comes from tenant A's issuer: the pair does not match.
+    expect(await signInTo(app, TENANT_B)).toBe("PROVIDER_REJECTED");
+    expect(await signInTo(app, TENANT_C)).toBe("PROVIDER_REJECTED");
+  });
+});
+
+describe("OIDC_SIGNUP=off", () => {
+  test("a provider's sign-in makes no account: SIGNUP_DISABLED, nobody signed in", async () => {
+    const app = await makeTestApp({
+      OIDC_PROVIDERS: "corp",
+      OIDC_CORP_ISSUER: corp.issuer,
+      OIDC_CORP_CLIENT_ID: corp.clientId,
+      OIDC_CORP_CLIENT_SECRET: corp.clientSecret,
+      OIDC_SIGNUP: "off",
+    });
+    try {
+      const email = uniqueEmail("no-signup");
+      const { challenge } = verifierPair();
+      const started = await app.request("GET", `/api/auth/oidc/corp/start?returnTo=%2Faccount&codeChallenge=${challenge}`);
+      corp.loginAs(corpUser({ email, email_verified: true }) as never);
+      const back = await throughProvider(started.headers.get("location") ?? "", CALLBACK);
+      const res = await app.request("GET", back.slice(ORIGIN.length));
+      expect(res.headers.get("location")).toBe("/account#error=SIGNUP_DISABLED");
+      expect(await app.db.select().from(users).where(eq(users.email, email))).toHaveLength(0);
+    } finally {
+      await app.close();
+    }
   });
 });

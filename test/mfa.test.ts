@@ -411,8 +411,8 @@ describe("passkeys", () => {
     const remove = (bearer: string, body?: Record<string, unknown>) => t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token: bearer, ...(body && { body }) });
     const kept = async () => expect((await t.request("GET", "/api/account/mfa", { token })).body).toEqual({ totp: false, passkeys: 1, recoveryCodesLeft: 10 });
     // No proof, or both: 400 on the body; a wrong password (counted like a login) or a code without an authenticator app: 400.
-    expectFailure(await remove(token, {}), 400, invalidBody(["code: give either code or password"]));
-    expectFailure(await remove(token, { code: "123456", password: PASSWORD }), 400, invalidBody(["code: give either code or password"]));
+    expectFailure(await remove(token, {}), 400, invalidBody(["code: give exactly one of code, password, stepUpToken"]));
+    expectFailure(await remove(token, { code: "123456", password: PASSWORD }), 400, invalidBody(["code: give exactly one of code, password, stepUpToken"]));
     expectFailure(await remove(token, { password: "wrong-Passw0rd!" }), 400, invalidBody(["currentPassword: is not the current password"]));
     expectFailure(await remove(token, { code: "123456" }), 400, { message: "The code is not right", errorCode: "INVALID_CODE" });
     // Each wrong proof counted as a login's would be, and audited.
@@ -593,6 +593,86 @@ describe("passkeys", () => {
     } finally {
       await app.close();
     }
+  });
+
+  describe("step-up: what stands in for the password", () => {
+    const stepUp = (token: string, body: Record<string, unknown>) => t.request("POST", "/api/account/step-up", { token, body });
+    async function byPasskey(token: string, device: SoftwareAuthenticator, choice: Parameters<SoftwareAuthenticator["assert"]>[1] = {}) {
+      const options = await t.request("POST", "/api/account/step-up/passkey-options", { token });
+      expect(options.status).toBe(200);
+      expect(options.body.userVerification).toBe("required");
+      return stepUp(token, { passkey: device.assert(options.body, choice) });
+    }
+    /** An account without a password (as one a provider made): a passkey and a session of it. */
+    async function passwordOnlyGone() {
+      const { id, token } = await signedIn();
+      const { device, passkey } = await withPasskey(token);
+      await t.db.update(users).set({ passwordHash: null }).where(eq(users.id, id));
+      return { id, token, device, passkey };
+    }
+
+    test("an account without a password removes its passkey with a passkey's step-up; the password, nothing, or a recent sign-in alone does not", async () => {
+      const { token, device, passkey } = await passwordOnlyGone();
+      const remove = (body: Record<string, unknown>) => t.request("DELETE", `/api/account/passkeys/${passkey.id}`, { token, body });
+      expectFailure(await remove({}), 400, invalidBody(["code: give exactly one of code, password, stepUpToken"]));
+      expectFailure(await remove({ password: PASSWORD }), 400, invalidBody(["currentPassword: is not the current password"]));
+      expectFailure(await remove({ stepUpToken: "not-a-token" }), 403, { errorCode: "INVALID_STEP_UP" });
+      const proved = await byPasskey(token, device);
+      expect(proved.status).toBe(200);
+      expect(proved.body).toEqual({ stepUpToken: expect.any(String), expiresIn: 300, method: "hwk" });
+      expect((await remove({ stepUpToken: proved.body.stepUpToken })).status).toBe(204);
+      expect((await t.request("GET", "/api/account/passkeys", { token })).status).toBe(401);
+    });
+
+    test("a passkey's step-up: user verification required, the caller's own passkey only, its challenge answered once", async () => {
+      const { token, device } = await passwordOnlyGone();
+      expectFailure(await byPasskey(token, device, { uv: false }), 401, { errorCode: "INVALID_PASSKEY" });
+      const other = await passwordOnlyGone();
+      expectFailure(await byPasskey(token, other.device), 401, { errorCode: "INVALID_PASSKEY" });
+      const options = await t.request("POST", "/api/account/step-up/passkey-options", { token });
+      const response = device.assert(options.body);
+      expect((await stepUp(token, { passkey: response })).status).toBe(200);
+      expectFailure(await stepUp(token, { passkey: response }), 401, { errorCode: "INVALID_PASSKEY" });
+      // A sign-in's challenge is no step-up's.
+      const signIn = await t.request("POST", "/api/auth/passkey/options");
+      expectFailure(await stepUp(token, { passkey: device.assert(signIn.body.data) }), 401, { errorCode: "INVALID_PASSKEY" });
+    });
+
+    test("a step-up token is single use, this session's only, and lives 5 minutes", async () => {
+      const { token, device } = await passwordOnlyGone();
+      const regenerate = (bearer: string, stepUpToken: string) => t.request("POST", "/api/account/mfa/recovery-codes", { token: bearer, body: { stepUpToken } });
+      const first = (await byPasskey(token, device)).body.stepUpToken as string;
+      expect((await regenerate(token, first)).status).toBe(200);
+      expectFailure(await regenerate(token, first), 403, { errorCode: "INVALID_STEP_UP" });
+      // Another session of the same account (a passwordless sign-in) cannot use this one's.
+      const options = await t.request("POST", "/api/auth/passkey/options");
+      const otherSession = (await t.request("POST", "/api/auth/passkey", { body: { response: device.assert(options.body.data) } })).body.data.token as string;
+      const second = (await byPasskey(token, device)).body.stepUpToken as string;
+      expectFailure(await regenerate(otherSession, second), 403, { errorCode: "INVALID_STEP_UP" });
+      clock += 5 * 60_000 + 1;
+      expectFailure(await regenerate(token, second), 403, { errorCode: "INVALID_STEP_UP" });
+    });
+
+    test("a TOTP code's step-up spends the code; a wrong one is counted and audited MFA_FAILED; the password gives one too", async () => {
+      const { id, token } = await signedIn();
+      const { secret } = await withTotp(token);
+      clock += STEP_MS;
+      const code = totpAt(secret, clock);
+      const proved = await stepUp(token, { code });
+      expect(proved.body).toMatchObject({ method: "otp", expiresIn: 300 });
+      expectFailure(await stepUp(token, { code }), 400, { errorCode: "INVALID_CODE" });
+      const failures = await t.db
+        .select()
+        .from(auditLog)
+        .where(eq(auditLog.subjectId, String(id)));
+      expect(failures.filter((a) => a.action === "MFA_FAILED")).toHaveLength(1);
+      expect((await stepUp(token, { password: PASSWORD })).body).toMatchObject({ method: "pwd" });
+      expectFailure(await stepUp(token, { password: PASSWORD, code }), 400, invalidBody(["password: give exactly one of password, code, passkey"]));
+      // The code's token removes the authenticator app, with no password and whatever the sign-in's age.
+      clock += 11 * 60_000;
+      const fresh = (await stepUp(token, { code: totpAt(secret, clock) })).body.stepUpToken;
+      expect((await t.request("DELETE", "/api/account/mfa/totp", { token, body: { stepUpToken: fresh } })).status).toBe(204);
+    });
   });
 });
 

@@ -552,6 +552,8 @@ export const identities = sqliteTable(
     email: text("email"),
     createdAt: millis("created_at").notNull(),
     lastUsedAt: millis("last_used_at"),
+    /** OIDC_<NAME>_KEEP_TOKENS=on: the provider's tokens of the last sign-in, JSON sealed by the data cipher; else null. */
+    tokensSealed: text("tokens_sealed"),
   },
   (t) => [uniqueIndex("identities_issuer_subject_unique").on(t.issuer, t.subject), index("identities_user_idx").on(t.userId)],
 );

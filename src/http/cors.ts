@@ -9,9 +9,12 @@
  *   onRequest: before routing and authentication. An allowed origin gets the CORS headers; any
  *   other gets a bare 204, so its browser blocks the call.
  * - Any other request from an allowed origin gets Allow-Origin and the exposed headers.
+ * - `route`: one path that also answers origins of its own (the federated sign-in's exchange
+ *   answers the pages listed in OIDC_RETURN_URLS, and nothing else does).
  * The header objects are prepared once per allowed origin; a request only picks one.
  */
 import { Elysia } from "elysia";
+import { requestPath } from "./request-url";
 
 /** The answer headers a browser script may read. */
 export const EXPOSED_HEADERS = ["X-Total-Count", "ETag", "X-Request-Id", "Retry-After"];
@@ -19,7 +22,8 @@ const ALLOWED_METHODS = "GET, HEAD, POST, PUT, PATCH, DELETE";
 /** Seconds a browser may reuse a preflight answer. */
 const PREFLIGHT_MAX_AGE = "600";
 
-export function cors(origins: readonly string[]) {
+/** The answer and preflight headers of each origin, prepared once. */
+function headersOf(origins: readonly string[]) {
   const answer = new Map<string, Readonly<Record<string, string>>>();
   const preflight = new Map<string, Readonly<Record<string, string>>>();
   for (const origin of origins) {
@@ -27,24 +31,34 @@ export function cors(origins: readonly string[]) {
     answer.set(origin, Object.freeze({ ...common, "access-control-expose-headers": EXPOSED_HEADERS.join(", ") }));
     preflight.set(origin, Object.freeze({ ...common, "access-control-allow-methods": ALLOWED_METHODS, "access-control-max-age": PREFLIGHT_MAX_AGE }));
   }
+  return { answer, preflight };
+}
+
+export function cors(origins: readonly string[], route?: { path: string; origins: readonly string[] }) {
+  const all = headersOf(origins);
+  const own = headersOf(route?.origins ?? []);
+  const open = origins.length > 0 || own.answer.size > 0;
+  /** The headers for `origin` on this request: any path's, or the route's own. */
+  const pick = (kind: "answer" | "preflight", origin: string, request: Request) =>
+    all[kind].get(origin) ?? (own[kind].has(origin) && requestPath(request.url) === route?.path ? own[kind].get(origin) : undefined);
   return new Elysia({ name: "cors" }).onRequest(({ request, set }) => {
     if (!isPreflight(request)) {
-      // Without CORS_ORIGINS no other answer depends on the Origin (nothing to allow, no Vary to
-      // send), so it is not read: that read cost the served GET /api/users/{id} ~0.4 µs (wrk,
-      // server CPU per request).
-      if (origins.length === 0) return;
+      // Without CORS_ORIGINS (or OIDC_RETURN_URLS) no other answer depends on the Origin (nothing to
+      // allow, no Vary to send), so it is not read: that read cost the served GET /api/users/{id}
+      // ~0.4 µs (wrk, server CPU per request).
+      if (!open) return;
       const origin = request.headers.get("origin");
-      if (origin !== null) Object.assign(set.headers, answer.get(origin) ?? REFUSED);
+      if (origin !== null) Object.assign(set.headers, pick("answer", origin, request) ?? REFUSED);
       return;
     }
     const origin = request.headers.get("origin");
     if (origin === null) return;
-    const headers = preflight.get(origin);
+    const headers = pick("preflight", origin, request);
     if (headers) {
       Object.assign(set.headers, headers);
       const asked = request.headers.get("access-control-request-headers");
       if (asked) set.headers["access-control-allow-headers"] = asked;
-    } else if (origins.length > 0) {
+    } else if (open) {
       set.headers.vary = "Origin";
     }
     set.status = 204;

@@ -44,3 +44,17 @@ export const PasskeyAttestation = credential(
   "PasskeyAttestation",
 );
 export type PasskeyAttestation = Static<typeof PasskeyAttestation>;
+
+/** WebAuthn request options (PublicKeyCredentialRequestOptionsJSON) for navigator.credentials.get. */
+export const PasskeyRequestOptions = t.Object(
+  {
+    challenge: t.String(),
+    rpId: t.Optional(t.String()),
+    timeout: t.Optional(t.Integer()),
+    userVerification: t.Optional(t.String()),
+    allowCredentials: t.Optional(t.Array(t.Object({ id: t.String(), type: t.String(), transports: t.Optional(t.Array(t.String())) }))),
+    extensions: t.Optional(t.Record(t.String(), t.Unknown())),
+  },
+  { title: "PasskeyRequestOptions" },
+);
+export type PasskeyRequestOptions = Static<typeof PasskeyRequestOptions>;

@@ -61,14 +61,22 @@ export async function accountById(db: Reader, id: number): Promise<FederatedAcco
 }
 
 /** A new link; the unique (issuer, subject) refuses a second owner (the caller maps the conflict). */
-export const linkIdentityStatement = (tx: Db, row: { userId: number; provider: string; issuer: string; subject: string; email: string | null }, now: Date) =>
+export const linkIdentityStatement = (
+  tx: Db,
+  row: { userId: number; provider: string; issuer: string; subject: string; email: string | null; tokensSealed: string | null },
+  now: Date,
+) =>
   tx
     .insert(identities)
     .values({ ...row, createdAt: now, lastUsedAt: now })
     .returning({ id: identities.id });
 
-/** Its last use and the address the provider gave then. */
-export const identityUsedStatement = (tx: Db, id: number, email: string | null, now: Date) => tx.update(identities).set({ lastUsedAt: now, email }).where(eq(identities.id, id));
+/** Its last use, the address the provider gave then, and its tokens then when they are kept (else none: KEEP_TOKENS off drops earlier ones). */
+export const identityUsedStatement = (tx: Db, use: { identityId: number; email: string | null; tokensSealed?: string }, now: Date) =>
+  tx
+    .update(identities)
+    .set({ lastUsedAt: now, email: use.email, tokensSealed: use.tokensSealed ?? null })
+    .where(eq(identities.id, use.identityId));
 
 export const identitiesOf = (db: Reader, userId: number) =>
   db.select().from(identities).where(eq(identities.userId, userId)).orderBy(asc(identities.createdAt), asc(identities.id));

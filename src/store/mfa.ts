@@ -171,11 +171,11 @@ export const secondFactorsOf = () =>
 /**
  * `passkey-used`: a passwordless sign-in's sealed challenge once answered; `mfa-used`: a sealed
  * mfaToken's id once used or burnt (`mfa-failures` counts its wrong codes); `enrol-code`: a first
- * enrolment's code (below). Not `passkey` or `login`, the purposes of the rows of the random
+ * enrolment's code (below); `step-up-used`: a sealed step-up token once spent (security/step-up.ts). Not `passkey` or `login`, the purposes of the rows of the random
  * challenges and mfaTokens earlier releases kept: an instance of one of them beside this one during
  * an upgrade must not take a used one for a live one.
  */
-export type ChallengePurpose = "register" | "passkey-used" | "mfa-used" | "enrol-code";
+export type ChallengePurpose = "register" | "passkey-used" | "mfa-used" | "enrol-code" | "step-up-used";
 export type ChallengeRow = typeof mfaChallenges.$inferSelect;
 
 /**

@@ -193,6 +193,7 @@ export async function prepareRouteWalk(t: TestApp) {
     },
     // Here too: the page says setup is complete (410).
     "GET /account/setup": { path: "/account/setup", token: undefined, status: 410 },
+    "GET /account": { path: "/account", token: undefined, status: 200 },
     "GET /account/security": { path: "/account/security", token: undefined, status: 200 },
     // No provider is configured here: the flow's routes refuse or send the browser back (test/federation.test.ts walks them).
     "GET /api/auth/oidc/providers": { path: "/api/auth/oidc/providers", token: undefined, status: 200 },
@@ -202,9 +203,15 @@ export async function prepareRouteWalk(t: TestApp) {
     "GET /api/account/identities": { path: "/api/account/identities", status: 200 },
     "POST /api/account/identities/:provider/start": {
       path: "/api/account/identities/corp/start",
-      body: { returnTo: "/account/security", codeChallenge: "c".repeat(43) },
-      status: 403,
+      body: { returnTo: "/account/security", codeChallenge: "c".repeat(43), stepUpToken: "not-one" },
+      status: 404,
     },
+    "POST /api/account/step-up/:provider/start": {
+      path: "/api/account/step-up/corp/start",
+      body: { returnTo: "/account/security", codeChallenge: "c".repeat(43) },
+      status: 404,
+    },
+    "POST /api/account/step-up/exchange": { path: "/api/account/step-up/exchange", body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 },
     "POST /api/account/identities/link": { path: "/api/account/identities/link", body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 },
     "DELETE /api/account/identities/:id": { path: "/api/account/identities/999999", status: 404 },
     "GET /api/users/:id/identities": { path: `/api/users/${admin.id}/identities`, status: 200 },
@@ -291,6 +298,8 @@ async function prepareSecondFactors(t: TestApp, signIn: (email: string) => Promi
     "GET /api/account/passkeys": { path: "/api/account/passkeys", token: keyed.token, status: 200 },
     "PATCH /api/account/passkeys/:id": { path: `/api/account/passkeys/${renamed}`, token: keyed.token, body: { name: "Renamed" }, status: 200 },
     "DELETE /api/account/passkeys/:id": { path: `/api/account/passkeys/${removed}`, token: keyed.token, body: { password: "Passw0rd!" }, status: 204 },
+    "POST /api/account/step-up/passkey-options": { path: "/api/account/step-up/passkey-options", token: enrolling.token, status: 200 },
+    "POST /api/account/step-up": { path: "/api/account/step-up", token: enrolling.token, body: { password: "Passw0rd!" }, status: 200 },
     "GET /api/users/:id/mfa": { path: `/api/users/${totp.id}/mfa`, status: 200 },
     "DELETE /api/users/:id/mfa": { path: `/api/users/${removing.id}/mfa`, status: 204 },
     "POST /api/auth/login/mfa": { path: "/api/auth/login/mfa", token: undefined, body: { mfaToken, code: totp.recoveryCodes[0] }, status: 200 },

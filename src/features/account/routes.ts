@@ -106,6 +106,7 @@ const pageRoutes = (ctx: AppContext) => {
   };
   return (
     new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
+      .get("", ({ request }) => appPage("sign-in", request), shown("Sign in (password, passkey or another provider), then on to /account/security"))
       .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
       .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
       .get(

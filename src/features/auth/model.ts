@@ -8,7 +8,7 @@ import { t, type Static } from "elysia";
 import { Type } from "@sinclair/typebox";
 import { NotBlankString, PatternString, type Violation } from "../../validation";
 import { CurrentPassword, Email, matchingNewPassword, Password, Phone, User } from "../../models/user";
-import { PasskeyAssertion } from "../../models/webauthn";
+import { PasskeyAssertion, PasskeyRequestOptions } from "../../models/webauthn";
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
@@ -142,19 +142,8 @@ export type RefreshBody = Static<typeof RefreshBody>;
 
 export const LogoutQuery = t.Object({ scope: t.Optional(t.Literal("all")) });
 
-/** WebAuthn request options (PublicKeyCredentialRequestOptionsJSON) for navigator.credentials.get. */
-export const PasskeyRequestOptions = t.Object(
-  {
-    challenge: t.String(),
-    rpId: t.Optional(t.String()),
-    timeout: t.Optional(t.Integer()),
-    userVerification: t.Optional(t.String()),
-    allowCredentials: t.Optional(t.Array(t.Object({ id: t.String(), type: t.String(), transports: t.Optional(t.Array(t.String())) }))),
-    extensions: t.Optional(t.Record(t.String(), t.Unknown())),
-  },
-  { title: "PasskeyRequestOptions" },
-);
-export type PasskeyRequestOptions = Static<typeof PasskeyRequestOptions>;
+// The request options are shared with the mfa feature's step-up (models/webauthn.ts).
+export { PasskeyRequestOptions };
 
 /** A right password for an account with a second factor: no token yet, the second step's challenge. */
 export const MfaRequired = t.Object(

@@ -1,6 +1,6 @@
 /**
  * Before a restore replaces anything: the archive's sealed values (TOTP secrets, private signing
- * keys: security/data-encryption.ts) each name the data encryption key that sealed them, and the
+ * keys, kept provider tokens: security/data-encryption.ts) each name the data encryption key that sealed them, and the
  * restored service must hold that key. It will take DATA_ENCRYPTION_KEY (and _PREVIOUS) from its
  * environment, else the kept `encryption.key`: the archive's when it carries one, else the data
  * folder's. Values it could not open are found here, and (--discard-secrets) dropped from the staged copy.
@@ -12,10 +12,11 @@ import type { Config } from "../../config";
 import { dataKeyId } from "../../security/data-encryption";
 import { ENCRYPTION_KEY_FILE } from "../../security/kept-secrets";
 
-/** Where sealed values live, and what an operator calls them. */
+/** Where sealed values live, and what an operator calls them; `clear`: discarding one empties the column, the row stays. */
 const SEALED = [
   { table: "mfa_totp", column: "secret_sealed", one: "TOTP secret", many: "TOTP secrets" },
   { table: "signing_keys", column: "private_jwk", one: "private signing key", many: "private signing keys" },
+  { table: "identities", column: "tokens_sealed", one: "kept provider token set", many: "kept provider token sets", clear: true },
 ] as const;
 
 /** A sealed value is `v1.<key id>.<iv>.<body>`: its key id, in SQL. */
@@ -90,9 +91,12 @@ export function discardUnopenable(database: string, ids: readonly string[]) {
   try {
     const tables = tablesOf(db);
     db.transaction(() => {
-      for (const { table, column } of tables) {
+      for (const sealed of tables) {
+        const { table, column } = sealed;
         const sealedElsewhere = ids.length === 0 ? "1" : `${keyIdOf(column)} NOT IN (${ids.map(() => "?").join(", ")})`;
-        db.run(`DELETE FROM ${table} WHERE ${column} IS NOT NULL AND ${sealedElsewhere}`, [...ids]);
+        // A kept provider token set is a copy: its identity still signs in without it.
+        const discard = "clear" in sealed ? `UPDATE ${table} SET ${column} = NULL` : `DELETE FROM ${table}`;
+        db.run(`${discard} WHERE ${column} IS NOT NULL AND ${sealedElsewhere}`, [...ids]);
       }
       // The second factors came in one migration: where TOTP is, so are passkeys and recovery codes.
       if (tables.some((sealed) => sealed.table === "mfa_totp")) {

@@ -44,6 +44,7 @@ const STATUS_TEXT: Record<string, string> = {
   429: "Too many attempts: wait Retry-After seconds",
   431: "Request line or headers too large: answered by the HTTP server itself, without a body",
   500: "Unexpected failure: a generic message, details only in the service's log",
+  default: "Any other status: an error, answered with the error envelope",
   503: "Temporarily unavailable: try again after Retry-After seconds",
 };
 
@@ -139,7 +140,8 @@ function fillRequestBodies(app: AnyElysia, paths: Json) {
 }
 
 /** An error status answered with the plain envelope: one shared response component per status. */
-const errorAnswer = (status: string) => ({ $ref: `#/components/responses/Error${status}` });
+const errorComponent = (status: string) => `Error${status === "default" ? "Default" : status}`;
+const errorAnswer = (status: string) => ({ $ref: `#/components/responses/${errorComponent(status)}` });
 const isErrorEnvelope = (schema: Json | undefined) => schema?.title === "ErrorEnvelope";
 
 /** One operation's responses: statuses the service adds, media types, descriptions, headers. */
@@ -152,6 +154,9 @@ function completeResponses(operation: Json, usedHeaders: Set<ResponseHeader>, er
   // refuses an enrol-only session (MFA_REQUIRED_ROLES) with 403 MFA_ENROLMENT_REQUIRED.
   for (const status of [...(secured ? ["401", "403", "503"] : []), ...(readsJson ? ["400", "413", "415"] : []), "500"]) responses[status] ??= errorAnswer(status);
   responses["431"] = { description: STATUS_TEXT[431] };
+  // A browser navigation (a redirect's only answer is its 3xx) has no 2xx: what OpenAPI calls
+  // `default` (any status not listed) is the errors plugin's envelope, as for every route.
+  if (!Object.keys(responses).some((status) => status.startsWith("2"))) responses.default = errorAnswer("default");
 
   const own: Record<string, ResponseHeader[]> = operation[HEADERS_KEY] ?? {};
   delete operation[HEADERS_KEY];
@@ -225,7 +230,7 @@ export function buildSpec(app: AnyElysia): Json {
   const schemas = Object.fromEntries([...named].sort(([a], [b]) => a.localeCompare(b)));
   const responses = Object.fromEntries(
     [...errorStatuses].sort().map((status) => [
-      `Error${status}`,
+      errorComponent(status),
       {
         description: STATUS_TEXT[status] ?? "Error",
         content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },

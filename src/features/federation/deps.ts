@@ -1,6 +1,7 @@
 /** What the federation feature is built with (routes.ts), and the sign-in's end it is handed by app.ts. */
 import type { Config, FederationConfig, ProviderConfig } from "../../config";
 import type { Database, Db } from "../../db/database";
+import type { DataCipher } from "../../security/data-encryption";
 import type { Connection } from "./providers";
 
 /** Where a sign-in comes from (as the sign-in's end records it). */
@@ -22,6 +23,8 @@ export interface SignInPort {
 export interface FederationDeps {
   db: Database;
   now: () => number;
+  /** Seals step-up tokens (security/step-up.ts) and kept provider tokens. */
+  cipher: DataCipher;
   config: Pick<Config, "basePath" | "publicUrl" | "oidcReturnUrls" | "oidcStartMaxPerIp" | "registerMaxPerIp"> & { federation: FederationConfig };
   connections: Map<string, { provider: ProviderConfig; connection: Connection }>;
   signIn: SignInPort;

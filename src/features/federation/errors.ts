@@ -26,6 +26,16 @@ const federationErrors = defineErrors({
     en: "This is the account's last way to sign in: set a password or add a passkey first",
     "zh-TW": "這是此帳號最後的登入方式，請先設定密碼或新增通行金鑰",
   },
+  STEP_UP_NOT_SUPPORTED: {
+    status: 400,
+    en: "This provider cannot confirm a fresh sign-in: confirm it is you with your password, an authenticator code, a passkey or another provider",
+    "zh-TW": "此登入服務無法確認重新登入，請改用密碼、驗證器代碼、通行金鑰或其他登入服務確認身分",
+  },
+  IDENTITY_NOT_LINKED: {
+    status: 403,
+    en: "You signed in at the provider with an account that is not linked to this one",
+    "zh-TW": "您在登入服務使用的帳號並未連結到此帳號",
+  },
   VERIFICATION_SENT: {
     status: 403,
     en: "Confirm your e-mail address first: we sent you a link",

@@ -7,14 +7,19 @@
  *
  * Between the requests, the flow lives in the database (store/identities.ts): the started flow
  * 10 minutes, the code 60 seconds, each single use. A link from the security page takes the same
- * way with the signed-in caller's account; its code completes the link instead of a sign-in.
+ * way with the signed-in caller's account; its code completes the link instead of a sign-in. So
+ * does a step-up (security/step-up.ts): a fresh sign-in at a provider linked to the caller's
+ * account (prompt=login, max_age=0, its auth_time no older than the flow), whose code turns into a
+ * step-up token.
  */
 import { requestQuery } from "../../http/request-url";
 import type { ProviderConfig } from "../../config";
 import { AppError } from "../../errors";
 import { refuseUntil } from "../../security/password-check";
 import { auditStatement } from "../../store/audit";
-import { accountById, identityUsedStatement, keepFlowRows, takeFlow } from "../../store/identities";
+import type { Caller } from "../../security/caller";
+import { issueStepUp, type StepUp } from "../../security/step-up";
+import { accountById, accountOfIdentity, identitiesOf, identityUsedStatement, keepFlowRows, takeFlow } from "../../store/identities";
 import { randomToken } from "../../store/sessions";
 import { addressCounter } from "../../store/throttle";
 import type { FederationDeps, SignInClient } from "./deps";
@@ -23,8 +28,13 @@ import { type FlowChecks, flowRandoms, type ProviderIdentity, providerFailure } 
 
 const FLOW_TTL_MS = 10 * 60_000;
 const CODE_TTL_MS = 60_000;
+/** How far the provider's clock may be behind ours when it says when the user signed in. */
+const AUTH_TIME_SKEW_MS = 60_000;
 /** Starts a minute per client address (OIDC_START_MAX_PER_IP): each writes a flow and may cost the provider a discovery. */
 const countStart = addressCounter("oidc-start", 60_000);
+
+/** What a flow is for besides a sign-in: a link to the caller's account, or a step-up of the caller's. */
+export type FlowPurpose = { linkTo: number } | { stepUpFor: number };
 
 /** What a started flow keeps. */
 interface StartedFlow {
@@ -33,14 +43,27 @@ interface StartedFlow {
   returnTo: string;
   /** The page's S256 challenge; its verifier redeems the code. */
   codeChallenge: string;
+  /** When it began (ms): a step-up's provider sign-in must be later. */
+  startedAt: number;
   /** A link from the security page: the caller's account. */
   linkTo?: number;
+  /** A step-up: the caller's account, which the identity must already be linked to. */
+  stepUpFor?: number;
 }
 
-/** What a code redeems: a sign-in to an account through an identity, or a link to the caller's account. */
+/** What a code redeems: a sign-in to an account through an identity, a link to the caller's account, or a step-up of the caller's. */
 type CodeFlow =
-  | { codeChallenge: string; signIn: { userId: number; identityId: number; email: string | null } }
-  | { codeChallenge: string; link: { userId: number; identity: ProviderIdentity } };
+  | { codeChallenge: string; signIn: IdentityUse }
+  | { codeChallenge: string; link: { userId: number; identity: ProviderIdentity } }
+  | { codeChallenge: string; stepUp: IdentityUse };
+
+/** An identity's use by a sign-in or a step-up: its account, and what its row notes (the address it gave, the tokens kept). */
+interface IdentityUse {
+  userId: number;
+  identityId: number;
+  email: string | null;
+  tokensSealed?: string;
+}
 
 export function providerOf(deps: FederationDeps, name: string) {
   const found = deps.connections.get(name.toLowerCase());
@@ -73,22 +96,26 @@ export function checkedReturnTo(config: FederationDeps["config"], returnTo: stri
 const redirectUriOf = (deps: FederationDeps, provider: string, request: Request) =>
   `${deps.config.publicUrl ?? new URL(request.url).origin}${deps.config.basePath}/api/auth/oidc/${provider}/callback`;
 
-/** `start`: the provider's authorization URL for a new flow (kept 10 minutes); limited per client address. */
+/**
+ * `start`: the provider's authorization URL for a new flow (kept 10 minutes); limited per client
+ * address. A step-up asks the provider for a fresh sign-in (prompt=login, max_age=0).
+ */
 export async function startFlow(
   deps: FederationDeps,
   name: string,
-  input: { returnTo: string; codeChallenge: string; stepUp?: boolean },
+  input: { returnTo: string; codeChallenge: string },
   request: Request,
   address: string,
-  linkTo?: number,
+  purpose?: FlowPurpose,
 ): Promise<string> {
   const { provider, connection } = providerOf(deps, name);
+  const stepUp = purpose !== undefined && "stepUpFor" in purpose;
   const returnTo = checkedReturnTo(deps.config, input.returnTo);
   const now = deps.now();
   const { requests, endsAt } = await countStart(deps.db, address, now);
   if (requests > deps.config.oidcStartMaxPerIp) refuseUntil(endsAt, now);
   const { state, nonce, verifier } = flowRandoms();
-  const checks: FlowChecks = { state, nonce, verifier, ...(input.stepUp && { maxAge: 0 }) };
+  const checks: FlowChecks = { state, nonce, verifier, ...(stepUp && { maxAge: 0 }) };
   const redirectUri = redirectUriOf(deps, provider.name, request);
   let url: URL;
   try {
@@ -97,9 +124,20 @@ export async function startFlow(
     // The page hears of it as of any provider failure, in its fragment.
     return withFragment(returnTo, { error: providerFailure(error).code });
   }
-  const flow: StartedFlow = { checks, redirectUri, returnTo, codeChallenge: input.codeChallenge, ...(linkTo !== undefined && { linkTo }) };
+  const flow: StartedFlow = { checks, redirectUri, returnTo, codeChallenge: input.codeChallenge, startedAt: now, ...purpose };
   await deps.db.writeAll((tx) => keepFlowRows(tx, "state", state, provider.name, flow, new Date(now + FLOW_TTL_MS), new Date(now)));
   return url.href;
+}
+
+/**
+ * A step-up's start, at a provider where the caller has an identity (404 IDENTITY_NOT_FOUND) and
+ * that can prove a fresh sign-in: only OpenID Connect's auth_time does (400 STEP_UP_NOT_SUPPORTED for GitHub).
+ */
+export async function startStepUp(deps: FederationDeps, caller: Caller, name: string, input: { returnTo: string; codeChallenge: string }, request: Request, address: string) {
+  const { provider } = providerOf(deps, name);
+  if (provider.kind === "github") throw new AppError("STEP_UP_NOT_SUPPORTED");
+  if (!(await identitiesOf(deps.db, caller.id)).some((row) => row.provider === provider.name)) throw new AppError("IDENTITY_NOT_FOUND");
+  return startFlow(deps, name, input, request, address, { stepUpFor: caller.id });
 }
 
 const withFragment = (returnTo: string, values: Record<string, string>) => `${returnTo}#${new URLSearchParams(values)}`;
@@ -121,15 +159,19 @@ export async function completeCallback(deps: FederationDeps, name: string, reque
   try {
     const callbackUrl = new URL(flow.redirectUri);
     for (const [key, value] of query) callbackUrl.searchParams.append(key, value);
-    const identity = await connection.identityOf(callbackUrl, flow.checks).catch((error) => {
+    const proven = await connection.identityOf(callbackUrl, flow.checks).catch((error) => {
       throw providerFailure(error);
     });
-    if (flow.checks.maxAge !== undefined && !(identity.authTime !== undefined && identity.authTime * 1000 >= now.getTime() - FLOW_TTL_MS)) throw new AppError("PROVIDER_REJECTED");
+    // The provider's tokens are kept only when asked for, and then only sealed (even in the code's row).
+    const identity: ProviderIdentity = provider.keepTokens ? { ...proven.identity, tokensSealed: deps.cipher.seal(JSON.stringify(proven.tokens)) } : proven.identity;
     const code = randomToken(32);
+    const { codeChallenge } = flow;
     const redeem: CodeFlow =
-      flow.linkTo !== undefined
-        ? { codeChallenge: flow.codeChallenge, link: { userId: flow.linkTo, identity } }
-        : { codeChallenge: flow.codeChallenge, signIn: await signInTarget(deps, provider, identity, address) };
+      flow.stepUpFor !== undefined
+        ? { codeChallenge, stepUp: await stepUpTarget(deps, flow.stepUpFor, flow.startedAt, identity) }
+        : flow.linkTo !== undefined
+          ? { codeChallenge, link: { userId: flow.linkTo, identity } }
+          : { codeChallenge, signIn: await signInTarget(deps, provider, identity, address) };
     await deps.db.writeAll((tx) => keepFlowRows(tx, "code", code, provider.name, redeem, new Date(now.getTime() + CODE_TTL_MS), now));
     return withFragment(flow.returnTo, { code });
   } catch (error) {
@@ -142,7 +184,19 @@ export async function completeCallback(deps: FederationDeps, name: string, reque
 async function signInTarget(deps: FederationDeps, provider: ProviderConfig, identity: ProviderIdentity, address: string) {
   const { account, identityId }: LinkedAccount = await accountFor(deps, provider, identity, address);
   if (!account.emailVerified && account.emailChangedAt === null && !account.hasPassword) throw new AppError("VERIFICATION_SENT");
-  return { userId: account.id, identityId, email: identity.email };
+  return { userId: account.id, identityId, email: identity.email, tokensSealed: identity.tokensSealed };
+}
+
+/**
+ * A step-up's identity: signed in at the provider after the flow began (its auth_time; the library
+ * has checked it against max_age=0 too), and linked to the account that asked. Another provider
+ * account of the same person is no proof: 403 IDENTITY_NOT_LINKED.
+ */
+async function stepUpTarget(deps: FederationDeps, userId: number, startedAt: number, identity: ProviderIdentity) {
+  if (identity.authTime === undefined || identity.authTime * 1000 < startedAt - AUTH_TIME_SKEW_MS) throw new AppError("PROVIDER_REJECTED");
+  const linked = await accountOfIdentity(deps.db, identity.issuer, identity.subject);
+  if (!linked || linked.id !== userId) throw new AppError("IDENTITY_NOT_LINKED");
+  return { userId: linked.id, identityId: linked.identityId, email: identity.email, tokensSealed: identity.tokensSealed };
 }
 
 /** The page's verifier against the challenge that began the flow (S256). */
@@ -160,7 +214,7 @@ async function redeemed(deps: FederationDeps, code: string, codeVerifier: string
 export async function exchangeCode(deps: FederationDeps, input: { code: string; codeVerifier: string }, client: SignInClient): Promise<unknown> {
   const flow = await redeemed(deps, input.code, input.codeVerifier);
   if (!("signIn" in flow)) throw new AppError("INVALID_OIDC_CODE");
-  const { userId, identityId, email } = flow.signIn;
+  const { userId, identityId } = flow.signIn;
   const account = await accountById(deps.db, userId);
   if (!account) throw new AppError("INVALID_OIDC_CODE");
   const now = new Date(deps.now());
@@ -172,7 +226,7 @@ export async function exchangeCode(deps: FederationDeps, input: { code: string; 
     details: { provider: flow.provider, identityId, address: client.address },
   };
   return deps.signIn.complete(account, client, async (tx) => {
-    await identityUsedStatement(tx, identityId, email, now);
+    await identityUsedStatement(tx, flow.signIn, now);
     await auditStatement(tx, audit, now);
   });
 }
@@ -182,4 +236,12 @@ export async function completeLink(deps: FederationDeps, caller: { id: number; e
   const flow = await redeemed(deps, input.code, input.codeVerifier);
   if (!("link" in flow) || flow.link.userId !== caller.id) throw new AppError("INVALID_OIDC_CODE");
   return linkToCaller(deps, providerOf(deps, flow.provider).provider, caller, flow.link.identity);
+}
+
+/** A step-up's code and verifier, redeemed by the caller it was started for (the same session's token version): a step-up token, method fed. */
+export async function completeStepUp(deps: FederationDeps, caller: Caller, input: { code: string; codeVerifier: string }): Promise<StepUp> {
+  const flow = await redeemed(deps, input.code, input.codeVerifier);
+  if (!("stepUp" in flow) || flow.stepUp.userId !== caller.id) throw new AppError("INVALID_OIDC_CODE");
+  await deps.db.write((tx) => identityUsedStatement(tx, flow.stepUp, new Date(deps.now())));
+  return issueStepUp(deps, caller, "fed");
 }

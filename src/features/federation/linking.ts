@@ -30,7 +30,14 @@ const countRegistration = addressCounter("register", 10 * 60_000);
 
 /** The identity's new link and what tells of it: the audit row and, for an existing account, IDENTITY_LINKED. */
 async function link(tx: Db, provider: ProviderConfig, account: { id: number; email: string }, identity: ProviderIdentity, now: Date, mail: boolean) {
-  const row = { userId: account.id, provider: provider.name, issuer: identity.issuer, subject: identity.subject, email: identity.email };
+  const row = {
+    userId: account.id,
+    provider: provider.name,
+    issuer: identity.issuer,
+    subject: identity.subject,
+    email: identity.email,
+    tokensSealed: identity.tokensSealed ?? null,
+  };
   const [{ id }] = await linkIdentityStatement(tx, row, now);
   await auditStatement(
     tx,

@@ -1,5 +1,6 @@
 /** Sign-in with other providers: the shapes of its routes. */
 import { type Static, t } from "elysia";
+import { StepUpToken } from "../../models/step-up";
 
 const base64url = (description: string, minLength: number, maxLength: number) => t.String({ pattern: "^[A-Za-z0-9_-]+$", minLength, maxLength, description });
 
@@ -14,9 +15,17 @@ export const StartQuery = t.Object({
   codeChallenge: base64url("S256 of the page's verifier (43 characters, base64url): only that verifier redeems the code", 43, 43),
 });
 
+/** A step-up at a provider linked to the caller: where the code comes back, and the page's challenge. */
+export const StepUpStartBody = t.Object({
+  returnTo: StartQuery.properties.returnTo,
+  codeChallenge: StartQuery.properties.codeChallenge,
+});
+
+/** A link needs a step-up first (POST /api/account/step-up, or one at another linked provider). */
 export const LinkStartBody = t.Object({
   returnTo: StartQuery.properties.returnTo,
   codeChallenge: StartQuery.properties.codeChallenge,
+  stepUpToken: StepUpToken,
 });
 
 export const CodeExchangeBody = t.Object({
@@ -42,4 +51,11 @@ export type Identity = Static<typeof Identity>;
 
 export const IdentityIdParams = t.Object({ id: t.Numeric({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) });
 
-export const ProviderButton = t.Object({ name: t.String(), label: t.String() }, { title: "SignInProvider" });
+export const ProviderButton = t.Object(
+  {
+    name: t.String(),
+    label: t.String(),
+    stepUp: t.Boolean({ description: "Whether it can confirm a fresh sign-in for a step-up (OpenID Connect: prompt=login, auth_time); GitHub cannot" }),
+  },
+  { title: "SignInProvider" },
+);

@@ -27,7 +27,28 @@ export interface ProviderIdentity {
   name: string | null;
   /** The provider's sign-in time (an ID token's auth_time), seconds. */
   authTime?: number;
+  /** OIDC_<NAME>_KEEP_TOKENS=on: the provider's tokens, sealed by the data cipher (flow.ts), to keep with the identity. */
+  tokensSealed?: string;
 }
+
+/** The provider's tokens of a sign-in, as OIDC_<NAME>_KEEP_TOKENS keeps them (sealed). */
+export interface ProviderTokens {
+  accessToken: string;
+  refreshToken?: string;
+  idToken?: string;
+  scope?: string;
+  /** When the access token expires (ms), when the provider said. */
+  expiresAt?: number;
+}
+
+/** The token endpoint's answer as kept; `at`: when it was received (ms). */
+const keptTokens = (tokens: { access_token: string; refresh_token?: string; id_token?: string; scope?: string; expires_in?: number }, at: number): ProviderTokens => ({
+  accessToken: tokens.access_token,
+  ...(tokens.refresh_token && { refreshToken: tokens.refresh_token }),
+  ...(tokens.id_token && { idToken: tokens.id_token }),
+  ...(tokens.scope && { scope: tokens.scope }),
+  ...(tokens.expires_in !== undefined && { expiresAt: at + tokens.expires_in * 1000 }),
+});
 
 /** What a flow keeps between start and callback to check the provider's answer. */
 export interface FlowChecks {
@@ -41,8 +62,8 @@ export interface FlowChecks {
 
 export interface Connection {
   authorizationUrl(redirectUri: string, checks: FlowChecks): Promise<URL>;
-  /** The identity from the callback's URL (its query as the provider sent it, on the registered redirect URI). */
-  identityOf(callbackUrl: URL, checks: FlowChecks): Promise<ProviderIdentity>;
+  /** The identity from the callback's URL (its query as the provider sent it, on the registered redirect URI), and the provider's tokens. */
+  identityOf(callbackUrl: URL, checks: FlowChecks): Promise<{ identity: ProviderIdentity; tokens: ProviderTokens }>;
 }
 
 const LOOPBACK_HTTP = (url: string) => url.startsWith("http://");
@@ -106,13 +127,13 @@ function oidcConnection(provider: ProviderConfig): Connection {
       });
       const claims = tokens.claims();
       if (!claims) throw new AppError("PROVIDER_REJECTED");
-      if (provider.tenants) checkTenant(provider, config.serverMetadata().issuer, claims);
+      if (provider.tenants) checkTenant(provider, claims);
       let merged: Record<string, unknown> = claims;
       // Claims the ID token lacks come from userinfo, whose sub must be the ID token's (the library checks).
       if ((claims.email === undefined || claims.email_verified === undefined) && config.serverMetadata().userinfo_endpoint) {
         merged = { ...(await client.fetchUserInfo(config, tokens.access_token, claims.sub)), ...claims };
       }
-      return {
+      const identity = {
         issuer: claims.iss,
         subject: claims.sub,
         email: typeof merged.email === "string" ? merged.email : null,
@@ -120,18 +141,21 @@ function oidcConnection(provider: ProviderConfig): Connection {
         name: typeof merged.name === "string" ? merged.name : null,
         authTime: claims.auth_time,
       };
+      return { identity, tokens: keptTokens(tokens, Date.now()) };
     },
   };
 }
 
 /**
- * Microsoft: a user of an allowed tenant only (the ID token's `tid`), and, on the multi-tenant
- * issuer (a template: …/{tenantid}/v2.0), `iss` must be that tenant's own.
+ * Microsoft: a user of an allowed tenant only (the ID token's `tid`), whose `iss` is that tenant's
+ * own issuer (`<origin>/<tid>/v2.0`): on the multi-tenant endpoint (`common`) the discovered issuer
+ * is a template that any tenant's token fits, so the pair is ours to check, and a token of one
+ * tenant that names another in `tid` is refused.
  */
-function checkTenant(provider: ProviderConfig, issuer: string, claims: { iss: string; tid?: unknown }) {
+function checkTenant(provider: ProviderConfig, claims: { iss: string; tid?: unknown }) {
   const tid = typeof claims.tid === "string" ? claims.tid : undefined;
   if (!tid || !provider.tenants?.includes(tid)) throw new AppError("PROVIDER_REJECTED");
-  if (issuer.includes("{tenantid}") && claims.iss !== issuer.replace("{tenantid}", tid)) throw new AppError("PROVIDER_REJECTED");
+  if (claims.iss !== `${new URL(provider.issuer).origin}/${tid}/v2.0`) throw new AppError("PROVIDER_REJECTED");
 }
 
 /** GitHub's answers the preset reads. */
@@ -189,13 +213,14 @@ function gitHubConnection(provider: ProviderConfig): Connection {
       const [user, emails] = await Promise.all([api<GitHubUser>(tokens.access_token, "/user"), api<GitHubEmail[]>(tokens.access_token, "/user/emails")]);
       if (!Number.isSafeInteger(user.id)) throw new AppError("PROVIDER_REJECTED");
       const primary = Array.isArray(emails) ? emails.find((e) => e.primary) : undefined;
-      return {
+      const identity = {
         issuer: provider.issuer,
         subject: String(user.id),
         email: primary?.email ?? null,
         emailVerified: primary?.verified === true,
         name: user.name ?? user.login,
       };
+      return { identity, tokens: keptTokens(tokens, Date.now()) };
     },
   };
 }

@@ -12,13 +12,17 @@ import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { languageOf } from "../../i18n";
 import { UserIdParams, userId } from "../../models/user";
 import { deviceOf } from "../../security/device-label";
-import { requireRecentAuth } from "../../security/recent-auth";
+import { StepUp } from "../../models/step-up";
+import { checkedStepUp } from "../../security/step-up";
 import type { FederationDeps, SignInPort } from "./deps";
-import { completeCallback, completeLink, exchangeCode, startFlow } from "./flow";
+import { completeCallback, completeLink, completeStepUp, exchangeCode, providerOf, startFlow, startStepUp } from "./flow";
 import { identitiesOfUser, identityOf, listIdentities, unlinkIdentity } from "./identities";
-import { CodeExchangeBody, Identity, LinkStartBody, ProviderButton, ProviderParams, Redirect, StartQuery } from "./model";
+import { CodeExchangeBody, Identity, LinkStartBody, ProviderButton, ProviderParams, Redirect, StartQuery, StepUpStartBody } from "./model";
 import { connectionsOf } from "./providers";
 import { identitiesOf } from "../../store/identities";
+
+/** The page's exchange: CORS answers the origins of OIDC_RETURN_URLS here (app.ts), a page elsewhere redeeming its code. */
+export const EXCHANGE_PATH = "/api/auth/oidc/exchange";
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 const redirect = { 302: t.Void({ description: "A redirect (Location)" }) };
@@ -31,6 +35,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
   const deps: FederationDeps = {
     db: ctx.db,
     now: ctx.now,
+    cipher: ctx.cipher,
     config: { ...ctx.config, federation: federation ?? { providers: [], signup: false } },
     connections: connectionsOf(providers),
     signIn,
@@ -38,9 +43,12 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
   const addressOf = (request: Request, server: Parameters<typeof clientAddress>[0]) => clientAddress(server, request, ctx.config.trustProxy);
 
   const auth = new Elysia({ prefix: "/api/auth/oidc", tags: ["Sign-in with other providers"] })
-    .get("/providers", () => providers.map(({ name, label }) => ({ name, label })), {
+    .get("/providers", () => providers.map(({ name, label, kind }) => ({ name, label, stepUp: kind === "oidc" })), {
       response: { 200: t.Array(ProviderButton) },
-      detail: { summary: "The providers a sign-in page offers", description: "OIDC_PROVIDERS in order: a button per provider (Sign in with label)." },
+      detail: {
+        summary: "The providers a sign-in page offers",
+        description: "OIDC_PROVIDERS in order: a button per provider (Sign in with label); stepUp: whether it can confirm a fresh sign-in for a step-up.",
+      },
     })
     .get(
       "/:provider/start",
@@ -88,7 +96,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         detail: {
           summary: "Turn the fragment's code into the login answer",
           description:
-            "{code, codeVerifier}: only the verifier whose S256 challenge began the flow redeems the code (used up either way). The login answer (amr fed), or MfaRequired for an account with a second factor (then POST /api/auth/login/mfa). 401 INVALID_OIDC_CODE; 403 ACCOUNT_DISABLED; 429 while the e-mail is locked out from this network.",
+            "{code, codeVerifier}: only the verifier whose S256 challenge began the flow redeems the code (used up either way). The login answer (amr fed), or MfaRequired for an account with a second factor (then POST /api/auth/login/mfa). 401 INVALID_OIDC_CODE; 403 ACCOUNT_DISABLED; 429 while the e-mail is locked out from this network. CORS answers the origins of OIDC_RETURN_URLS here (a page elsewhere redeems its code), besides CORS_ORIGINS.",
         },
       },
     );
@@ -103,8 +111,9 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
     .post(
       "/api/account/identities/:provider/start",
       async ({ caller, params, body, request, server }) => {
-        requireRecentAuth(caller, ctx.now());
-        return { url: await startFlow(deps, params.provider, body, request, addressOf(request, server), caller.id) };
+        providerOf(deps, params.provider);
+        await ctx.db.write(checkedStepUp(ctx, caller, body.stepUpToken));
+        return { url: await startFlow(deps, params.provider, body, request, addressOf(request, server), { linkTo: caller.id }) };
       },
       {
         access: { allow: "authenticated" },
@@ -114,7 +123,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         detail: {
           summary: "Begin linking a provider to the caller's account",
           description:
-            "Needs a sign-in within the last 10 minutes (403 REAUTHENTICATION_REQUIRED). The browser goes to url; the provider's answer comes back to returnTo with #code=…, which POST /api/account/identities/link redeems with the verifier. 409 IDENTITY_IN_USE (in the fragment) when another account holds that identity.",
+            "Needs a step-up first: {stepUpToken} from POST /api/account/step-up or from a fresh sign-in at another linked provider (403 INVALID_STEP_UP when wrong, used, expired or another session's). The browser goes to url; the provider's answer comes back to returnTo with #code=…, which POST /api/account/identities/link redeems with the verifier. 409 IDENTITY_IN_USE (in the fragment) when another account holds that identity.",
         },
       },
     )
@@ -149,6 +158,30 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         },
       },
     )
+    .post(
+      "/api/account/step-up/:provider/start",
+      async ({ caller, params, body, request, server }) => ({ url: await startStepUp(deps, caller, params.provider, body, request, addressOf(request, server)) }),
+      {
+        access: { allow: "authenticated" },
+        params: ProviderParams,
+        body: StepUpStartBody,
+        response: { 200: Redirect, ...errorResponses(400, 401, 403, 404, 429, 503) },
+        detail: {
+          summary: "Confirm it is you at a linked provider: begin a step-up",
+          description:
+            "For an account without a password (or any): the provider is asked for a fresh sign-in (prompt=login, max_age=0); its auth_time must be later than this request. The browser goes to url; the answer comes back to returnTo with #code=…, which POST /api/account/step-up/exchange turns into a step-up token; or #error=IDENTITY_NOT_LINKED when the provider account signed in is not one linked to the caller, PROVIDER_REJECTED when the provider did not prove a fresh sign-in. 404 IDENTITY_NOT_FOUND when no identity of the caller's is at that provider; 400 STEP_UP_NOT_SUPPORTED for GitHub (no proof of a fresh sign-in).",
+        },
+      },
+    )
+    .post("/api/account/step-up/exchange", ({ caller, body }) => completeStepUp(deps, caller, body), {
+      access: { allow: "authenticated" },
+      body: CodeExchangeBody,
+      response: { 200: StepUp, ...errorResponses(400, 401, 403, 503) },
+      detail: {
+        summary: "Turn a step-up's code into a step-up token",
+        description: "{code, codeVerifier} from the fragment and the page: a step-up token (method fed), single use, 5 minutes, this session's. 401 INVALID_OIDC_CODE.",
+      },
+    })
     .get("/api/users/:id/identities", ({ params }) => identitiesOfUser(ctx.db, userId(params), labels), {
       access: { allow: "ADMIN" },
       params: UserIdParams,

@@ -31,7 +31,7 @@ const mfaErrors = defineErrors({
 
 const mfaTexts = defineTexts({
   "field.code.blank": { en: "must not be blank", "zh-TW": "驗證碼不能為空" },
-  "field.codeOrPassword": { en: "give either code or password", "zh-TW": "請提供驗證碼或密碼其中之一" },
+  "field.oneProof": { en: (p) => `give exactly one of ${p.fields}`, "zh-TW": (p) => `請提供 ${p.fields} 其中之一` },
   "field.enrolCode.length": { en: "must be at most 64 characters", "zh-TW": "設定驗證碼不能超過 64 字元" },
   "field.passkeyName.blank": { en: "must not be blank", "zh-TW": "通行金鑰名稱不能為空" },
   "field.passkeyName.length": { en: "must be at most 100 characters", "zh-TW": "通行金鑰名稱不能超過 100 字元" },

@@ -1,8 +1,9 @@
 /** TypeBox shapes of the second factors: what a user enrols and sees, and what an ADMIN sees (never a secret, a hash or a key). */
 import { t, type Static } from "elysia";
 import { CurrentPassword, UserIdParams } from "../../models/user";
-import { PasskeyAttestation } from "../../models/webauthn";
-import { NotBlankString } from "../../validation";
+import { StepUpToken } from "../../models/step-up";
+import { PasskeyAssertion, PasskeyAttestation } from "../../models/webauthn";
+import { NotBlankString, type Refinement } from "../../validation";
 
 export const MfaStatus = t.Object({ totp: t.Boolean(), passkeys: t.Integer({ minimum: 0 }), recoveryCodesLeft: t.Integer({ minimum: 0 }) }, { title: "MfaStatus" });
 export type MfaStatus = Static<typeof MfaStatus>;
@@ -31,17 +32,39 @@ const EnrolCode = t.Optional(
 export const TotpConfirmBody = t.Object({ code: Code, enrolCode: EnrolCode }, { title: "TotpConfirmBody" });
 export type TotpConfirmBody = Static<typeof TotpConfirmBody>;
 
-/** What removing a factor (the authenticator app, a passkey) proves: exactly one of a current code of the authenticator app and the password. */
+/** Exactly one of `fields` given: the refinement of a body that takes one proof of several. */
+const exactlyOne =
+  (fields: readonly string[]): Refinement =>
+  (value) =>
+    fields.filter((field) => value[field] !== undefined).length === 1 ? [] : [{ path: fields[0], key: "field.oneProof", params: { fields: fields.join(", ") } }];
+
+/**
+ * What removing a factor (the authenticator app, a passkey) proves: exactly one of a current code
+ * of the authenticator app, the password (each after a recent sign-in) and a step-up token.
+ */
 export const FactorRemoveBody = t.Object(
-  { code: t.Optional(Code), password: t.Optional(CurrentPassword) },
-  {
-    title: "FactorRemoveBody",
-    refine: (value: Record<string, unknown>) => ((value.code === undefined) === (value.password === undefined) ? [{ path: "code", key: "field.codeOrPassword" }] : []),
-  },
+  { code: t.Optional(Code), password: t.Optional(CurrentPassword), stepUpToken: t.Optional(StepUpToken) },
+  { title: "FactorRemoveBody", refine: exactlyOne(["code", "password", "stepUpToken"]) },
 );
 export type FactorRemoveBody = Static<typeof FactorRemoveBody>;
 
-export const PasswordBody = t.Object({ password: CurrentPassword }, { title: "PasswordBody" });
+/** What replacing the recovery codes proves: the password (after a recent sign-in) or a step-up token. */
+export const RecoveryCodesBody = t.Object(
+  { password: t.Optional(CurrentPassword), stepUpToken: t.Optional(StepUpToken) },
+  { title: "RecoveryCodesBody", refine: exactlyOne(["password", "stepUpToken"]) },
+);
+export type RecoveryCodesBody = Static<typeof RecoveryCodesBody>;
+
+/** A step-up's proof: exactly one of the password, a current code of the authenticator app, and a passkey's assertion. */
+export const StepUpBody = t.Object(
+  {
+    password: t.Optional(CurrentPassword),
+    code: t.Optional({ ...Code, description: "A current code of the authenticator app (not a recovery code)" }),
+    passkey: t.Optional(PasskeyAssertion),
+  },
+  { title: "StepUpBody", refine: exactlyOne(["password", "code", "passkey"]) },
+);
+export type StepUpBody = Static<typeof StepUpBody>;
 
 export const RecoveryCodes = t.Object(
   { recoveryCodes: t.Array(t.String({ examples: ["k3m9p-x2c7d"] }), { description: "Shown once: 10 single-use codes" }) },

@@ -22,7 +22,6 @@ import {
   renamePasskeyStatement,
   replaceRecoveryCodesRows,
   takeChallengeStatement,
-  totpStepStatement,
 } from "../../store/mfa";
 import { addAmrStatement, randomToken } from "../../store/sessions";
 import { tokenVersionBump } from "../../store/users";
@@ -123,18 +122,16 @@ export async function renamePasskey(deps: MfaDeps, caller: Caller, id: string, n
 }
 
 /**
- * One of the caller's passkeys removed, proved as TOTP's removal is (a recent sign-in and the
- * password or a current code, which it spends: service.ts removalProof): every session of the user
- * ends (the caller's too), mailed MFA_DISABLED; recovery codes go with the last factor.
+ * One of the caller's passkeys removed, proved as TOTP's removal is (service.ts removalProof: a
+ * step-up, or a recent sign-in and the password or a current code, which it spends): every session
+ * of the user ends (the caller's too), mailed MFA_DISABLED; recovery codes go with the last factor.
  */
 export async function removePasskey(deps: MfaDeps, caller: Caller, id: string, body: FactorRemoveBody, address: string) {
-  requireRecentAuth(caller, deps.now());
-  const step = await removalProof(deps, caller, body, address);
+  const spend = await removalProof(deps, caller, body, address);
   const now = new Date(deps.now());
   await deps.db.write(async (tx) => {
     if ((await deletePasskeyStatement(tx, caller.id, id)).length === 0) throw new AppError("PASSKEY_NOT_FOUND");
-    // The code is spent: a replay of it (here or at a sign-in) is refused.
-    if (step !== undefined && (await totpStepStatement(tx, caller.id, step, now)).length === 0) throw new AppError("INVALID_CODE");
+    await spend(tx);
     await dropCodesWithoutFactor(tx, caller.id);
     await tokenVersionBump(tx, caller.id);
     await noted(tx, caller, "MFA_DISABLED", now, { factor: "passkey", passkeyId: id });

@@ -18,7 +18,8 @@ import {
   MfaStatus,
   NewPasskey,
   NewPasskeyBody,
-  PasswordBody,
+  RecoveryCodesBody,
+  StepUpBody,
   Passkey,
   PasskeyCreationOptions,
   PasskeyIdParams,
@@ -31,8 +32,13 @@ import {
 import { addPasskey, listPasskeys, registrationOptions, removePasskey, renamePasskey } from "./passkeys";
 import { mailEnrolCode } from "./enrol-code";
 import { confirmTotp, mfaStatus, regenerateRecoveryCodes, removeTotp, startTotp } from "./service";
+import { stepUp, stepUpPasskeyOptions } from "./step-up";
+import { StepUp } from "../../models/step-up";
+import { PasskeyRequestOptions } from "../../models/webauthn";
 
 const RECENT = " Needs a sign-in within the last 10 minutes (403 REAUTHENTICATION_REQUIRED).";
+const PROOF =
+  " Or, instead of both, a {stepUpToken} (POST /api/account/step-up, or a fresh sign-in at a linked provider: the way for an account without a password); 403 INVALID_STEP_UP when it is wrong, used, expired or another session's.";
 const FIRST =
   " Under MFA_REQUIRED_ROLES an account's first second factor also takes {enrolCode}, the code POST /api/account/mfa/enrol-code mails or an operator gives: 403 ENROL_CODE_REQUIRED without it, 400 INVALID_ENROL_CODE for a wrong or expired one (each counted in the login throttle: 429).";
 
@@ -88,20 +94,20 @@ export const mfaRoutes = (ctx: AppContext) =>
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
           summary: "Remove the authenticator app",
-          description: `With a current {code} or the {password} (each throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}`,
+          description: `With a current {code} or the {password} (each throttled like a login). Ends every session of the user, the caller's too; mails MFA_DISABLED. 404 TOTP_NOT_ENABLED.${RECENT}${PROOF}`,
         },
       },
     )
     .post(
       "/api/account/mfa/recovery-codes",
-      ({ caller, body, request, server }) => regenerateRecoveryCodes(ctx, caller, body.password, clientAddress(server, request, ctx.config.trustProxy)),
+      ({ caller, body, request, server }) => regenerateRecoveryCodes(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)),
       {
         access: { allow: "authenticated" },
-        body: PasswordBody,
+        body: RecoveryCodesBody,
         response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
         detail: {
           summary: "Replace the recovery codes",
-          description: `10 new codes (xxxxx-xxxxx, single use), shown only here; the old ones stop working. A wrong password is a 400, throttled like a login. 409 MFA_NOT_ENABLED.${RECENT}`,
+          description: `With the {password}: 10 new codes (xxxxx-xxxxx, single use), shown only here; the old ones stop working. A wrong password is a 400, throttled like a login. 409 MFA_NOT_ENABLED.${RECENT}${PROOF}`,
         },
       },
     )
@@ -155,10 +161,29 @@ export const mfaRoutes = (ctx: AppContext) =>
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
           summary: "Remove a passkey",
-          description: `With a current {code} of the authenticator app or the {password} (each throttled like a login; the code is spent), as removing the authenticator app. Ends every session of the user, the caller's too; mails MFA_DISABLED; the recovery codes go with the last factor. 400 INVALID_CODE; 404 PASSKEY_NOT_FOUND.${RECENT}`,
+          description: `With a current {code} of the authenticator app or the {password} (each throttled like a login; the code is spent), as removing the authenticator app. Ends every session of the user, the caller's too; mails MFA_DISABLED; the recovery codes go with the last factor. 400 INVALID_CODE; 404 PASSKEY_NOT_FOUND.${RECENT}${PROOF}`,
         },
       },
     )
+    .post("/api/account/step-up/passkey-options", ({ caller }) => stepUpPasskeyOptions(ctx, caller), {
+      access: { allow: "authenticated" },
+      response: { 200: PasskeyRequestOptions, ...errorResponses(400, 401, 403, 503) },
+      detail: {
+        summary: "Start a step-up with a passkey",
+        description:
+          "WebAuthn request options (user verification required) whose challenge, sealed for the caller, lives 5 minutes; answer them with POST /api/account/step-up {passkey}. 400 PASSKEYS_NOT_CONFIGURED.",
+      },
+    })
+    .post("/api/account/step-up", ({ caller, body, request, server }) => stepUp(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), {
+      access: { allow: "authenticated" },
+      body: StepUpBody,
+      response: { 200: StepUp, ...errorResponses(400, 401, 403, 429, 503) },
+      detail: {
+        summary: "Confirm it is you: a step-up token",
+        description:
+          "Exactly one of {password}, {code} (a current code of the authenticator app, spent) and {passkey} (an assertion of one of the caller's passkeys for POST /api/account/step-up/passkey-options). Answers a step-up token for the changes that take one instead of the password (removing a factor, replacing the recovery codes, changing one's e-mail address, linking a provider): single use, 5 minutes, this session's. A wrong proof is counted in the login throttle (429 once it is full): 400 on the password, 400 INVALID_CODE, 401 INVALID_PASSKEY. An account without a password or a factor proves it at a linked provider (POST /api/account/step-up/{provider}/start).",
+      },
+    })
     .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {
       access: { allow: "ADMIN" },
       params: UserIdParams,

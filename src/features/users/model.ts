@@ -1,11 +1,16 @@
 /** TypeBox shapes of the users API: what clients send and what they get back. */
 import { t, type Static } from "elysia";
 import { CurrentPassword, Email, Password, Phone, SORTABLE_FIELDS } from "../../models/user";
+import { StepUpToken } from "../../models/step-up";
 import { MAX_PAGE, NotBlankString, PatternString } from "../../validation";
 
 const OwnEmailConfirmation = t.Optional({
   ...CurrentPassword,
   description: "The caller's password: required when the caller changes their own e-mail address (their address again, in any case, needs none)",
+});
+const OwnEmailStepUp = t.Optional({
+  ...StepUpToken,
+  description: "Instead of currentPassword (an account without one): a step-up token, POST /api/account/step-up or a fresh sign-in at a linked provider",
 });
 const PasswordByAdmin = t.Optional({ ...Password, description: "ADMIN only: sets the user's password (the rules of POST) and ends every token issued to them so far" });
 
@@ -26,6 +31,7 @@ export const UserBody = t.Object({
   phone: t.Optional(Phone),
   password: PasswordByAdmin,
   currentPassword: OwnEmailConfirmation,
+  stepUpToken: OwnEmailStepUp,
   version: t.Optional(Version),
 });
 export type UserBody = Static<typeof UserBody>;
@@ -37,6 +43,7 @@ export const UserPatch = t.Object({
   department: t.Optional(Department),
   password: PasswordByAdmin,
   currentPassword: OwnEmailConfirmation,
+  stepUpToken: OwnEmailStepUp,
   version: t.Optional(Version),
 });
 export type UserPatch = Static<typeof UserPatch>;

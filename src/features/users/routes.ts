@@ -66,7 +66,8 @@ const changeUser =
 const changeRoute = { params: UserIdParams, transform: normalizeBody, response: { 200: User, ...errors, ...errorResponses(429) } };
 
 const OWN_EMAIL =
-  "Changing one's own e-mail address needs currentPassword (400 on that field when absent or wrong; wrong ones count as failed logins, 429 after too many). " +
+  "Changing one's own e-mail address needs currentPassword (400 on that field when absent or wrong; wrong ones count as failed logins, 429 after too many), " +
+  "or, for an account without a password, a stepUpToken (403 INVALID_STEP_UP when wrong, used or expired). " +
   "An e-mail change ends every token issued to the user so far, the caller's own included (they sign in again with the new address), " +
   "and mails EMAIL_CHANGED to the old address. ";
 const PASSWORD_BY_ADMIN = "An ADMIN's password sets it and ends every token issued to the user so far; from anyone else it is a 400.";

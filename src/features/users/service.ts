@@ -3,6 +3,7 @@
  * Every change runs in one transaction; uniqueness of e-mail is decided by the unique
  * index, so concurrent creates of one address give one user and DUPLICATE_EMAIL for the rest.
  */
+import { checkedStepUp, type StepUpDeps } from "../../security/step-up";
 import type { Database, Reader } from "../../db/database";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { listAnswer } from "../../http/list-answer";
@@ -69,11 +70,19 @@ export async function usersFor(db: Database, query: UserListQuery): Promise<{ us
  * changes only with their current password (throttled like a login): a stolen token alone must
  * not move the account to the thief's mailbox. Their address again, in any case, needs nothing.
  */
-export async function mayChange(deps: PasswordCheckDeps, caller: Caller, id: number, body: { email?: string; password?: string; currentPassword?: string }, address: () => string) {
+export async function mayChange(
+  deps: PasswordCheckDeps & StepUpDeps,
+  caller: Caller,
+  id: number,
+  body: { email?: string; password?: string; currentPassword?: string; stepUpToken?: string },
+  address: () => string,
+) {
   if (body.password !== undefined && !isAdmin(caller)) throw new Violations("body", [{ path: "password", key: "field.password.adminOnly" }]);
   if (id !== caller.id || body.email === undefined || normalizeEmail(body.email) === caller.email) return;
   // The unit refuses a key's move anyway: this keeps the key from trying the owner's password on the way.
   if (caller.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
+  // An account without a password proves it is its owner by a step-up instead (security/step-up.ts).
+  if (body.currentPassword === undefined && body.stepUpToken !== undefined) return void (await deps.db.write(checkedStepUp(deps, caller, body.stepUpToken)));
   if (body.currentPassword === undefined) throw new Violations("body", [{ path: "currentPassword", key: "field.currentPassword.required" }]);
   await confirmPassword(deps, caller, body.currentPassword, address());
 }

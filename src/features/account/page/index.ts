@@ -170,8 +170,8 @@ ${lines.join("\n")}
 </html>`;
 }
 
-/** The pages the bundled script draws (ui/main.tsx): first-run setup, the security page, and an app's sign-in and consent. */
-export type AppPage = "setup" | "security" | "authorize";
+/** The pages the bundled script draws (ui/main.tsx): first-run setup, the sign-in (/account), the security page, and an app's sign-in and consent. */
+export type AppPage = "setup" | "security" | "sign-in" | "authorize";
 
 const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string }>> = {
   setup: {
@@ -181,6 +181,10 @@ const APP_TEXTS: Record<AppPage, Record<Lang, { title: string; noScript: string 
   security: {
     en: { title: "Account security", noScript: "This page needs JavaScript." },
     "zh-TW": { title: "帳號安全", noScript: "此頁面需要啟用 JavaScript。" },
+  },
+  "sign-in": {
+    en: { title: "Sign in", noScript: "This page needs JavaScript." },
+    "zh-TW": { title: "登入", noScript: "此頁面需要啟用 JavaScript。" },
   },
   authorize: {
     en: { title: "Sign in", noScript: "This page needs JavaScript." },

@@ -8,6 +8,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, session, type TokenAnswer } from "./api";
 import { scopeWords } from "./i18n";
 import { failureOf, type Outcome, OutcomeText, useAction, usePage } from "./parts";
+import type { AccountFlowReturn } from "./providers";
 import { SignIn } from "./sign-in";
 
 interface Interaction {
@@ -24,7 +25,7 @@ type Step =
   | { kind: "consent"; client: string; scopes: string[] }
   | { kind: "failed"; outcome: Outcome };
 
-export function Authorize({ query }: { query: string }) {
+export function Authorize({ query, back }: { query: string; back?: AccountFlowReturn }) {
   const { api, t } = usePage();
   const [step, setStep] = useState<Step>({ kind: "loading" });
   // Signed in on this page: prompt=login and max_age are satisfied by this sign-in.
@@ -81,7 +82,7 @@ export function Authorize({ query }: { query: string }) {
   if (step.kind === "login") {
     return (
       <>
-        <SignIn heading={t("authorize.signIn")} intro={t("authorize.signInIntro", { client: step.client })} onSignedIn={onSignedIn} />
+        <SignIn heading={t("authorize.signIn")} intro={t("authorize.signInIntro", { client: step.client })} back={back} onSignedIn={onSignedIn} />
         <OutcomeText outcome={action.outcome} />
       </>
     );

@@ -1,6 +1,6 @@
 /**
  * The account pages that need more than a form (account/page/index.ts renders their shell): the
- * first-run setup, the security page and an app's sign-in and consent, picked by the shell's data-page. The language is the
+ * first-run setup, the sign-in (/account), the security page and an app's sign-in and consent, picked by the shell's data-page. The language is the
  * shell's `<html lang>`, which the server chose from Accept-Language.
  */
 import "./styles.css";
@@ -13,9 +13,14 @@ import { Authorize } from "./authorize";
 import { Security } from "./security";
 import { Setup } from "./setup";
 import { SignIn } from "./sign-in";
+import { takeFlowReturn } from "../../../http/browser/provider-flow";
+import { FLOW_KEY, type FlowKind } from "./providers";
 
-function SecurityPage() {
+/** `landing`: /account, the sign-in page, which hands a signed-in user on to /account/security. */
+function SecurityPage({ landing }: { landing: boolean }) {
   const [signedIn, setSignedIn] = useState(session.get());
+  // A provider's answer in the fragment: taken off the address before anything else reads it.
+  const back = useMemo(() => takeFlowReturn<FlowKind>(FLOW_KEY), []);
   // What the sign-in screen says about how the last session ended, if the server ended it.
   const [notice, setNotice] = useState<Outcome | undefined>();
   const page = usePageValue(() => {
@@ -40,9 +45,15 @@ function SecurityPage() {
     setNotice(undefined);
     setSignedIn(value);
   };
+  if (signedIn && landing) {
+    location.replace(`${basePath}/account/security`);
+    return null;
+  }
+  // A link's or a step-up's answer is the signed-in page's; any other, the sign-in's.
+  const forSecurity = signedIn && back && back.kind !== "sign-in" ? back : undefined;
   return (
     <PageContext.Provider value={page}>
-      {signedIn ? <Security email={signedIn.email} onSignOut={signOut} onEnded={onEnded} /> : <SignIn notice={notice} onSignedIn={onSignedIn} />}
+      {signedIn ? <Security email={signedIn.email} back={forSecurity} onSignOut={signOut} onEnded={onEnded} /> : <SignIn notice={notice} back={back} onSignedIn={onSignedIn} />}
     </PageContext.Provider>
   );
 }
@@ -58,9 +69,11 @@ function SetupPage({ strict }: { strict: boolean }) {
 
 function AuthorizePage() {
   const page = usePageValue(() => undefined);
+  // A provider's sign-in comes back here (its returnTo is this page, query and all).
+  const back = useMemo(() => takeFlowReturn<FlowKind>(FLOW_KEY), []);
   return (
     <PageContext.Provider value={page}>
-      <Authorize query={location.search.slice(1)} />
+      <Authorize query={location.search.slice(1)} back={back} />
     </PageContext.Provider>
   );
 }
@@ -74,4 +87,7 @@ function usePageValue(onUnauthorized: () => void): Page {
 }
 
 const which = root.dataset.page;
-render(which === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : which === "authorize" ? <AuthorizePage /> : <SecurityPage />, root);
+render(
+  which === "setup" ? <SetupPage strict={root.dataset.policy === "strict"} /> : which === "authorize" ? <AuthorizePage /> : <SecurityPage landing={which === "sign-in"} />,
+  root,
+);

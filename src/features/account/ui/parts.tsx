@@ -51,7 +51,14 @@ export function useAction() {
       setBusy(false);
     }
   }
-  return { busy, outcome, run, clear: () => setOutcome(undefined), fail: (message: string) => setOutcome({ kind: "error", message }) };
+  return {
+    busy,
+    outcome,
+    run,
+    clear: () => setOutcome(undefined),
+    fail: (message: string) => setOutcome({ kind: "error", message }),
+    succeed: (message: string) => setOutcome({ kind: "success", message }),
+  };
 }
 
 export function failureOf(error: ApiError, t: Translate): Outcome {

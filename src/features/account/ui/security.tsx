@@ -1,6 +1,7 @@
 /**
  * /account/security once signed in: the caller's sessions, authenticator app (TOTP) with its
- * recovery codes, passkeys, API keys and the apps with access (OpenID Provider), each a section with its own heading, live outcome and
+ * recovery codes, passkeys, API keys, the apps with access (OpenID Provider) and linked sign-ins
+ * (providers.tsx, with the step-up a change takes without a password), each a section with its own heading, live outcome and
  * keyboard-reachable controls. A section whose routes this server lacks says so and stays quiet.
  */
 import { startRegistration } from "@simplewebauthn/browser";
@@ -9,6 +10,7 @@ import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, splitOptions } from "./api";
 import { dateTime, type MessageKey, scopeWords } from "./i18n";
 import { failureOf, Field, inputValue, OutcomeText, RecoveryCodes, useAction, usePage } from "./parts";
+import { type AccountFlowReturn, ProviderSections, useStepUp } from "./providers";
 
 type Load<T> = { state: "loading" } | { state: "error"; error: ApiError } | { state: "ready"; data: T };
 
@@ -125,7 +127,7 @@ function Sessions() {
   );
 }
 
-const AMR = { "amr.pwd": 1, "amr.otp": 1, "amr.hwk": 1, "amr.rec": 1 };
+const AMR = { "amr.pwd": 1, "amr.otp": 1, "amr.hwk": 1, "amr.rec": 1, "amr.fed": 1 };
 
 interface MfaStatus {
   totp: boolean;
@@ -140,8 +142,23 @@ const codesOf = (answer: unknown): string[] =>
 /** Called once a factor is removed: that ended every session of the user, the page's own too. */
 type OnEnded = (done: MessageKey) => void;
 
-/** What removing a factor proves: six digits are a code of the authenticator app, anything else the password. */
-const removalProof = (given: string) => (/^\d{6}$/.test(given.trim()) ? { code: given.trim() } : { password: given });
+/** What removing a factor proves: a held step-up token when nothing is typed, else six digits are a code of the authenticator app, anything else the password. */
+const removalProof = (given: string, stepUp: { take(): string | undefined }) => {
+  const held = given.trim() === "" ? stepUp.take() : undefined;
+  if (held) return { stepUpToken: held };
+  return /^\d{6}$/.test(given.trim()) ? { code: given.trim() } : { password: given };
+};
+
+/** "Confirm another way": the step-up, for an account without a password (or at hand). */
+function AnotherWay() {
+  const { t } = usePage();
+  const stepUp = useStepUp();
+  return (
+    <button type="button" class="link" onClick={() => stepUp.ask()}>
+      {t("stepUp.another")}
+    </button>
+  );
+}
 
 /**
  * MFA_REQUIRED_ROLES: an account's first second factor also takes a code sent out of band. Once
@@ -191,6 +208,7 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
   const [password, setPassword] = useState("");
   const [codes, setCodes] = useState<string[] | undefined>();
   const enrolCode = useEnrolCode();
+  const stepUp = useStepUp();
 
   const start = async () => setEnrolment(await action.run(() => api.post<{ secret: string; qrSvg: string }>("/api/account/mfa/totp")));
   const confirm = async (event: Event) => {
@@ -204,12 +222,13 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
   };
   const remove = async (event: Event) => {
     event.preventDefault();
-    const done = await action.run(() => api.delete("/api/account/mfa/totp", removalProof(secret)).then(() => true));
+    const done = await action.run(() => api.delete("/api/account/mfa/totp", removalProof(secret, stepUp)).then(() => true));
     if (done) onEnded("totp.removed");
   };
   const regenerate = async (event: Event) => {
     event.preventDefault();
-    const answer = await recovery.run(() => api.post<unknown>("/api/account/mfa/recovery-codes", { password }));
+    const held = password === "" ? stepUp.take() : undefined;
+    const answer = await recovery.run(() => api.post<unknown>("/api/account/mfa/recovery-codes", held ? { stepUpToken: held } : { password }));
     if (answer === undefined) return;
     setPassword("");
     setCodes(codesOf(answer));
@@ -271,7 +290,8 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
                 </Field>
                 <button type="submit" disabled={action.busy}>
                   {t("totp.remove")}
-                </button>
+                </button>{" "}
+                <AnotherWay />
               </form>
             ) : (
               <>
@@ -309,7 +329,8 @@ function SecondFactors({ email, onEnded, changed }: { email: string; onEnded: On
                 </Field>
                 <button type="submit" disabled={recovery.busy}>
                   {t("recovery.regenerate")}
-                </button>
+                </button>{" "}
+                <AnotherWay />
               </form>
             ) : (
               <p>{t("recovery.none")}</p>
@@ -377,7 +398,8 @@ function PasskeyItem({ row, busy, onRename, onRemove }: { row: PasskeyRow; busy:
             </button>{" "}
             <button type="button" onClick={() => setRemoving(false)}>
               {t("common.cancel")}
-            </button>
+            </button>{" "}
+            <AnotherWay />
           </form>
         ) : (
           !editing && (
@@ -420,8 +442,9 @@ function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded
     await action.run(() => api.patch(`/api/account/passkeys/${encodeURIComponent(id)}`, { name: newName }));
     load.reload();
   };
+  const stepUp = useStepUp();
   const remove = async (id: string, proof: string) => {
-    const done = await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`, removalProof(proof)).then(() => true));
+    const done = await action.run(() => api.delete(`/api/account/passkeys/${encodeURIComponent(id)}`, removalProof(proof, stepUp)).then(() => true));
     if (done) onEnded("passkeys.removed");
   };
   return (
@@ -589,7 +612,7 @@ function AppsWithAccess() {
   );
 }
 
-export function Security({ email, onSignOut, onEnded }: { email: string; onSignOut(): void; onEnded: OnEnded }) {
+export function Security({ email, back, onSignOut, onEnded }: { email: string; back?: AccountFlowReturn; onSignOut(): void; onEnded: OnEnded }) {
   const { t, provider } = usePage();
   // A passkey added may bring the first recovery codes: the recovery section reads its summary again.
   const [factorsChanged, setFactorsChanged] = useState(0);
@@ -611,18 +634,20 @@ export function Security({ email, onSignOut, onEnded }: { email: string; onSignO
       </header>
       <nav aria-label={t("security.nav")}>
         <ul>
-          {(["sessions", "totp", "recovery", "passkeys", "api-keys", ...(provider ? (["apps"] as const) : [])] as const).map((id) => (
+          {(["sessions", "totp", "recovery", "passkeys", "api-keys", ...(provider ? (["apps"] as const) : []), "identities"] as const).map((id) => (
             <li key={id}>
               <a href={`#${id}`}>{t(`${id === "api-keys" ? "apiKeys" : id}.title` as MessageKey)}</a>
             </li>
           ))}
         </ul>
       </nav>
-      <Sessions />
-      <SecondFactors email={email} onEnded={onEnded} changed={factorsChanged} />
-      <Passkeys email={email} onEnded={onEnded} onAdded={() => setFactorsChanged((n) => n + 1)} />
-      <ApiKeys />
-      {provider && <AppsWithAccess />}
+      <ProviderSections email={email} back={back}>
+        <Sessions />
+        <SecondFactors email={email} onEnded={onEnded} changed={factorsChanged} />
+        <Passkeys email={email} onEnded={onEnded} onAdded={() => setFactorsChanged((n) => n + 1)} />
+        <ApiKeys />
+        {provider && <AppsWithAccess />}
+      </ProviderSections>
     </main>
   );
 }

@@ -1,53 +1,31 @@
 /**
- * Signing in on the account pages (/account/security, /account/authorize): e-mail and password,
- * then the second step when the answer says mfaRequired (a code from the app, a recovery code, or
- * the account's passkey); or a passkey alone; or another provider (OIDC_PROVIDERS), whose answer
- * comes back to this page's address with #code=… for the verifier this tab kept.
+ * Signing in on the account pages (/account, /account/security, /account/authorize): e-mail and
+ * password, then the second step when the answer says mfaRequired (a code from the app, a recovery
+ * code, or the account's passkey); a passkey alone; or another provider (providers.tsx), whose
+ * answer (`back`, taken off the address by main.tsx) is exchanged here with the verifier this tab
+ * kept, or said as a sentence when it is an error.
  */
 import { startAuthentication } from "@simplewebauthn/browser";
 import { useEffect, useState } from "preact/hooks";
 import { splitOptions, type MfaChallenge, type TokenAnswer } from "./api";
 import { Field, inputValue, type Outcome, OutcomeText, useAction, usePage } from "./parts";
+import { type AccountFlowReturn, flowErrorText, ProviderButtons } from "./providers";
 
 type Answer = TokenAnswer | MfaChallenge;
 
-/** The verifier of the provider sign-in this tab began (its S256 challenge went to /start). */
-const VERIFIER_KEY = "usersvc.account.oidcVerifier";
-const base64url = (bytes: ArrayBuffer | Uint8Array) =>
-  btoa(String.fromCharCode(...new Uint8Array(bytes)))
-    .replace(/\+/g, "-")
-    .replace(/\//g, "_")
-    .replace(/=+$/, "");
-
-/** The providers' buttons: each starts the flow back to this very page (its query too, so an app's authorization survives it). */
-function ProviderButtons({ busy }: { busy: boolean }) {
-  const { api, t, basePath } = usePage();
-  const [providers, setProviders] = useState<{ name: string; label: string }[]>([]);
-  useEffect(() => {
-    api.get<{ name: string; label: string }[]>("/api/auth/oidc/providers").then(setProviders, () => undefined);
-  }, []);
-  const start = async (name: string) => {
-    const verifier = base64url(crypto.getRandomValues(new Uint8Array(32)));
-    const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
-    sessionStorage.setItem(VERIFIER_KEY, verifier);
-    const query = new URLSearchParams({ returnTo: location.pathname + location.search, codeChallenge: challenge });
-    location.assign(`${basePath}/api/auth/oidc/${encodeURIComponent(name)}/start?${query}`);
-  };
-  if (providers.length === 0) return null;
-  return (
-    <ul class="providers">
-      {providers.map((provider) => (
-        <li key={provider.name}>
-          <button type="button" onClick={() => start(provider.name)} disabled={busy}>
-            {t("signIn.withProvider", { label: provider.label })}
-          </button>
-        </li>
-      ))}
-    </ul>
-  );
-}
-
-export function SignIn({ notice, heading, intro, onSignedIn }: { notice?: Outcome; heading?: string; intro?: string; onSignedIn(answer: TokenAnswer): void }) {
+export function SignIn({
+  notice,
+  heading,
+  intro,
+  back,
+  onSignedIn,
+}: {
+  notice?: Outcome;
+  heading?: string;
+  intro?: string;
+  back?: AccountFlowReturn;
+  onSignedIn(answer: TokenAnswer): void;
+}) {
   const { api, t } = usePage();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
@@ -64,20 +42,12 @@ export function SignIn({ notice, heading, intro, onSignedIn }: { notice?: Outcom
     onSignedIn(answer);
   };
 
-  // Back from a provider: the fragment's code (or error), redeemed once with this tab's verifier.
+  // Back from a provider: its code with the verifier this tab kept, or its error as a sentence.
   useEffect(() => {
-    const fragment = new URLSearchParams(location.hash.slice(1));
-    const code = fragment.get("code");
-    const failed = fragment.get("error");
-    if (!code && !failed) return;
-    history.replaceState(null, "", location.pathname + location.search);
-    const codeVerifier = sessionStorage.getItem(VERIFIER_KEY);
-    sessionStorage.removeItem(VERIFIER_KEY);
-    if (failed || !codeVerifier) {
-      action.fail(t("signIn.providerFailed", { code: failed ?? "INVALID_OIDC_CODE" }));
-      return;
-    }
-    action.run(() => api.post<{ data: Answer }>("/api/auth/oidc/exchange", { code, codeVerifier })).then((answer) => finish(answer?.data));
+    if (!back) return;
+    if (back.error !== undefined) return action.fail(flowErrorText(t, back.error));
+    if (back.kind !== "sign-in") return action.fail(flowErrorText(t, "INVALID_OIDC_CODE"));
+    void action.run(() => api.post<{ data: Answer }>("/api/auth/oidc/exchange", { code: back.code, codeVerifier: back.verifier })).then((answer) => finish(answer?.data));
   }, []);
 
   const signIn = async (event: Event) => {

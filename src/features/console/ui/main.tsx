@@ -9,7 +9,8 @@ import { useMemo, useState } from "preact/hooks";
 import { createApi, type Session } from "./api";
 import { ConsoleContext, useConsole, useRoute, type Console } from "./app-context";
 import { formatters, pickLanguage, translator, type MessageKey } from "./i18n";
-import { SignIn } from "./screens/sign-in";
+import { FLOW_KEY, SignIn } from "./screens/sign-in";
+import { type FlowReturn, takeFlowReturn } from "../../../http/browser/provider-flow";
 import { Users } from "./screens/users";
 import { UserDetail } from "./screens/user-detail";
 import { Departments } from "./screens/departments";
@@ -33,7 +34,7 @@ const SCREENS: [path: string, label: MessageKey, screen: ComponentType<{ id?: st
   ["/operations", "nav.operations", Operations],
 ];
 
-function App({ basePath }: { basePath: string }) {
+function App({ basePath, back }: { basePath: string; back?: FlowReturn }) {
   const lang = pickLanguage(navigator.languages?.length ? navigator.languages : [navigator.language]);
   const [session, setSession] = useState<Session | undefined>();
   const [expired, setExpired] = useState(false);
@@ -67,6 +68,8 @@ function App({ basePath }: { basePath: string }) {
       ) : (
         <SignIn
           expired={expired}
+          back={back}
+          basePath={basePath}
           onSignedIn={(signedIn) => {
             api.session.set(signedIn);
             setSession(signedIn);
@@ -121,4 +124,6 @@ function Shell({ email, onSignOut }: { email: string; onSignOut(): void }) {
 }
 
 const root = document.getElementById("app")!;
-render(<App basePath={root.dataset.basePath ?? ""} />, root);
+// A provider's answer (#code=… or #error=…) is taken off the address before the hash router reads it as a screen.
+const back = takeFlowReturn(FLOW_KEY);
+render(<App basePath={root.dataset.basePath ?? ""} back={back} />, root);

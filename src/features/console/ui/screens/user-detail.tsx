@@ -1,11 +1,11 @@
 /**
  * One user: details saved with If-Match (a concurrent change is a 409 with a reload), roles,
  * activate/deactivate, revoke tokens, unlock sign-in, second factors (removed all at once after
- * confirmation), the user's API keys (revoke after confirmation), the signed-in devices (each can be
+ * confirmation), the providers linked to the account, the user's API keys (revoke after confirmation), the signed-in devices (each can be
  * ended), delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
-import type { ApiKey, Department, DeviceSession, Factor, Profile, User } from "../api";
+import type { ApiKey, Department, DeviceSession, Factor, Identity, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
 import { Confirm, ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
@@ -44,6 +44,7 @@ function UserScreen({ initial, reload }: { initial: User; reload(): void }) {
         <RolesForm key={`roles-${user.version}`} user={user} onSaved={changed} />
         <AccessPanel user={user} onChanged={changed} />
         <FactorsPanel user={user} />
+        <IdentitiesPanel userId={user.id} />
         <ApiKeysPanel userId={user.id} />
         <ProfileForm userId={user.id} />
       </div>
@@ -251,6 +252,34 @@ function ApiKeysPanel({ userId }: { userId: number }) {
 }
 
 /** The user's second factors (TOTP, passkeys, recovery codes) and their removal, which signs the user out everywhere. */
+/** The other providers the user signs in with (GET /api/users/{id}/identities): read only, the user unlinks them. */
+function IdentitiesPanel({ userId }: { userId: number }) {
+  const { api, t, fmt } = useConsole();
+  const identities = useLoad(() => api.get<Identity[]>(`/api/users/${userId}/identities`), [userId]);
+  return (
+    <section class="panel" aria-labelledby="identities-title">
+      <h2 id="identities-title">{t("user.identities")}</h2>
+      <Loaded load={identities}>
+        {(list) =>
+          list.length === 0 ? (
+            <p>{t("user.identitiesNone")}</p>
+          ) : (
+            <ul>
+              {list.map((identity) => (
+                <li key={identity.id}>
+                  {identity.label}
+                  {identity.email && ` (${identity.email})`} · {t("user.identityLinked")}: {fmt.dateTime(identity.linkedAt)} · {t("user.identityLastUsed")}:{" "}
+                  {fmt.dateTime(identity.lastUsedAt)}
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </Loaded>
+    </section>
+  );
+}
+
 function FactorsPanel({ user }: { user: User }) {
   const { api, t, fmt, announce } = useConsole();
   const factors = useLoad(() => api.get<Factor[]>(`/api/users/${user.id}/mfa`), [user.id]);

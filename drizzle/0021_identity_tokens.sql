@@ -1,0 +1,1 @@
+ALTER TABLE `identities` ADD `tokens_sealed` text;
