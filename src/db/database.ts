@@ -29,6 +29,9 @@
  *
  * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
  * Hot paths prepare their statements once per handle and shape: prepared.ts.
+ *
+ * On an embedded replica a miss is never final: readAgainAtPrimary (the guard's caller read,
+ * a sign-in's account read) reads again at `primary` what the local copy did not find.
  */
 import type { RunnableQuery } from "drizzle-orm/runnable-query";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
@@ -80,6 +83,12 @@ export interface Database extends Reader {
    * (a read batch, one consistent snapshot), plain reads on the reader connection otherwise.
    */
   readAll<const U extends Unit>(build: (db: Reader) => U): Promise<UnitAnswers<U>>;
+  /**
+   * An embedded replica's primary, read over its own Hrana connection (a round trip, with the
+   * same deadline as a unit's): where a read that missed on the copy is read again, since the copy
+   * may not hold yet what another edge has just written (readAgainAtPrimary). Undefined elsewhere.
+   */
+  readonly primary?: Pick<Database, "readAll" | keyof Reader>;
   /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
   migrate(statements: string[]): Promise<void>;
   /**

@@ -9,6 +9,9 @@
  *   wrote reads its write at once. The replica's own write forwarding would cost ~3 round trips
  *   per statement and block the event loop for each (the embedded engine is synchronous).
  *
+ * - A read that missed on the copy (an unknown user, session, key, device) is read again at the
+ *   primary before it answers 401 or 404 (miss.ts): the copy may lag another edge's write.
+ *
  * The first sync brings the whole database; a folder left by an earlier run syncs what is new.
  */
 import { createClient, type Client } from "@libsql/client";
@@ -50,6 +53,9 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
     // its primary (a round trip, and a failure while the primary is away).
     readAll: (build) => runUnit(db, build, eachInOrder),
     migrate: (statements) => pulled(primary.migrate(statements)),
+    // A miss on the copy is read again here (miss.ts): over Hrana, with a deadline, never a sync,
+    // which would hold the event loop for its round trip (the embedded engine is synchronous).
+    primary,
     close() {
       local.close();
       primary.close();
