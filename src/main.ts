@@ -116,6 +116,7 @@ async function openConfigured(config: Config, tracing?: Tracing) {
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
     syncIntervalMs: config.databaseSyncIntervalMs,
+    maxStalenessMs: config.databaseMaxStalenessMs,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
     onRoundTrip: tracing?.roundTrip,

@@ -395,6 +395,8 @@ describe("loadConfig", () => {
     expect(loadConfig({}, 4).databaseSyncIntervalMs).toBe(1000);
     expect(loadConfig({ DATABASE_SYNC_INTERVAL: "500ms" }, 4).databaseSyncIntervalMs).toBe(500);
     expect(loadConfig({ DATABASE_SYNC_INTERVAL: "2m" }, 4).databaseSyncIntervalMs).toBe(120_000);
+    expect(loadConfig({}, 4).databaseMaxStalenessMs).toBe(60_000);
+    expect(loadConfig({ DATABASE_MAX_STALENESS: "5m" }, 4).databaseMaxStalenessMs).toBe(300_000);
     expect(problemsOf({ DATABASE_SYNC_INTERVAL: "10ms" })[0]).toStartWith("DATABASE_SYNC_INTERVAL must be a duration");
   });
 

@@ -84,7 +84,10 @@ function holdToEnrolment(caller: Caller, request: Request, basePath: string) {
 /** A hash to compare an unknown prefix's secret with, so that an unknown key costs what a wrong secret does. */
 const NO_KEY = "A".repeat(43);
 
-export function createAuthenticator(db: ReadSource & Pick<Database, "primary">, tokens: Tokens, sessions: SessionRules): Authenticator {
+/** A replica too long without its primary: it must not keep honouring credentials revoked elsewhere meanwhile. */
+const tooStaleToTrust = () => new AppError("SERVICE_UNAVAILABLE", {}, { headers: { "retry-after": "1" } });
+
+export function createAuthenticator(db: ReadSource & Pick<Database, "primary" | "freshness">, tokens: Tokens, sessions: SessionRules): Authenticator {
   /**
    * A caller's read on `db`; on an embedded replica read again at its primary when it found no
    * caller, or not the user asked along (db/miss.ts): a miss on the copy is never final.
@@ -163,6 +166,7 @@ export function createAuthenticator(db: ReadSource & Pick<Database, "primary">, 
     callerOf(request, also) {
       const token = bearerToken(request);
       if (!token) return undefined;
+      if (db.freshness?.tooStale()) throw tooStaleToTrust();
       if (isKeyBearer(token)) return andThen(keyCaller(token, also), (caller) => counted("api_key", caller));
       // A client's access token is no user token: clientCallerOf reads it, with no verify tried here first.
       if (token.startsWith(CLIENT_TOKEN_START)) return undefined;
