@@ -298,12 +298,19 @@ function databaseSettings(r: SettingsReader, dataDir: string) {
   if (databaseSyncUrl && !databaseUrl.startsWith("file:")) {
     r.problems.push("DATABASE_SYNC_URL needs a file: DATABASE_URL for the embedded replica");
   }
+  const databaseSyncIntervalMs = r.duration("DATABASE_SYNC_INTERVAL", 100, 86_400_000) ?? 1000;
+  const databaseMaxStalenessMs = r.duration("DATABASE_MAX_STALENESS", 100, 86_400_000) ?? 60_000;
+  // The replica reaches its primary once per interval: a bound no longer than that would refuse
+  // requests between two good pulls.
+  if (databaseSyncUrl && databaseMaxStalenessMs <= databaseSyncIntervalMs) {
+    r.problems.push("DATABASE_MAX_STALENESS must be longer than DATABASE_SYNC_INTERVAL (the replica reaches its primary once per interval)");
+  }
   return {
     databaseUrl,
     databaseAuthToken: r.read("DATABASE_AUTH_TOKEN"),
     databaseSyncUrl,
-    databaseSyncIntervalMs: r.duration("DATABASE_SYNC_INTERVAL", 100, 86_400_000) ?? 1000,
-    databaseMaxStalenessMs: r.duration("DATABASE_MAX_STALENESS", 100, 86_400_000) ?? 60_000,
+    databaseSyncIntervalMs,
+    databaseMaxStalenessMs,
     databaseDriver: r.oneOf("DATABASE_DRIVER", ["native", "libsql"] as const, "native"),
     databaseBusyTimeoutMs: r.integer("DATABASE_BUSY_TIMEOUT_MS", 5000, 0, 600_000),
   } satisfies Partial<Config>;
