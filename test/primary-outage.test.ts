@@ -195,7 +195,11 @@ describe("an embedded replica past DATABASE_MAX_STALENESS (vanished, then hung)"
   test.each(["vanish", "hang"] as const)(
     "%s: reads from the copy within the bound, health shows the primary DOWN and the staleness; past it 503 with Retry-After for every authenticated request, readiness DOWN; back: all recover",
     async (fault) => {
-      const health = await edge.request("GET", "/actuator/health", { token });
+      const health = await until(
+        () => edge.request("GET", "/actuator/health", { token }),
+        (answer) => answer.body.components?.primary?.status === "UP",
+        2000,
+      );
       expect(health.body.components.primary).toMatchObject({ status: "UP" });
       expect(health.body.components.primary.details.stalenessMs).toBeLessThan(3000);
       expect(await scrape()).toMatch(/^usersvc_primary_up 1$/m);
@@ -211,6 +215,9 @@ describe("an embedded replica past DATABASE_MAX_STALENESS (vanished, then hung)"
         expect(down.body.components.primary).toMatchObject({ status: "DOWN", details: { stalenessMs: expect.any(Number) } });
         expect((await edge.request("GET", `/api/users/${userId}`, { token })).status).toBe(200);
         expect(await scrape()).toMatch(/^usersvc_primary_up 0$/m);
+        // A miss cannot be read again at the primary now: 503, not a 401 that would make a client drop its key.
+        const unknownKey = await edge.request("GET", `/api/users/${userId}`, { token: "usk_nosuchk1_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" });
+        expect({ status: unknownKey.status, retryAfter: unknownKey.headers.get("retry-after") }).toMatchObject({ status: 503, retryAfter: expect.stringMatching(/^\d+$/) });
 
         const refused = await until(
           () => edge.request("GET", `/api/users/${userId}`, { token }),
