@@ -23,6 +23,8 @@ export interface Config {
   readonly databaseSyncUrl?: string;
   /** An embedded replica pulls from its primary this often (and after each write of its own). */
   readonly databaseSyncIntervalMs: number;
+  /** An embedded replica that has not reached its primary for this long refuses authenticated requests (503). */
+  readonly databaseMaxStalenessMs: number;
   /** How a file: database is opened: bun:sqlite (native, the default) or @libsql/client. */
   readonly databaseDriver: "native" | "libsql";
   /** How long a unit of work retries while another process holds the write lock, then 503. */
@@ -298,11 +300,19 @@ function databaseSettings(r: SettingsReader, dataDir: string) {
   if (databaseSyncUrl && !databaseUrl.startsWith("file:")) {
     r.problems.push("DATABASE_SYNC_URL needs a file: DATABASE_URL for the embedded replica");
   }
+  const databaseSyncIntervalMs = r.duration("DATABASE_SYNC_INTERVAL", 100, 86_400_000) ?? 1000;
+  const databaseMaxStalenessMs = r.duration("DATABASE_MAX_STALENESS", 100, 86_400_000) ?? 60_000;
+  // The replica reaches its primary once per interval: a bound no longer than that would refuse
+  // requests between two good pulls.
+  if (databaseSyncUrl && databaseMaxStalenessMs <= databaseSyncIntervalMs) {
+    r.problems.push("DATABASE_MAX_STALENESS must be longer than DATABASE_SYNC_INTERVAL (the replica reaches its primary once per interval)");
+  }
   return {
     databaseUrl,
     databaseAuthToken: r.read("DATABASE_AUTH_TOKEN"),
     databaseSyncUrl,
-    databaseSyncIntervalMs: r.duration("DATABASE_SYNC_INTERVAL", 100, 86_400_000) ?? 1000,
+    databaseSyncIntervalMs,
+    databaseMaxStalenessMs,
     databaseDriver: r.oneOf("DATABASE_DRIVER", ["native", "libsql"] as const, "native"),
     databaseBusyTimeoutMs: r.integer("DATABASE_BUSY_TIMEOUT_MS", 5000, 0, 600_000),
   } satisfies Partial<Config>;

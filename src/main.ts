@@ -117,6 +117,7 @@ async function openConfigured(config: Config, tracing?: Tracing) {
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
     syncIntervalMs: config.databaseSyncIntervalMs,
+    maxStalenessMs: config.databaseMaxStalenessMs,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
     onRoundTrip: tracing?.roundTrip,
@@ -249,6 +250,12 @@ function startPrimaryDuties(deps: {
   }
   if (config.mfaRequiredRoles.length > 0 && !config.smtpUrl) {
     logger.warn("MFA_REQUIRED_ROLES is set without SMTP_URL: no enrolment code can be mailed, so `usersvc mfa enrol-code --email E` must give each first second factor's code");
+  }
+  // A shared database means other instances: a folder of files is this one's alone.
+  if (!config.fileStorage.startsWith("s3:") && (config.databaseSyncUrl || !config.databaseUrl.startsWith("file:"))) {
+    logger.warn(
+      "FILE_STORAGE is a folder on a shared database (a remote primary or an embedded replica): files uploaded here are missing on every other instance; use s3://bucket/prefix",
+    );
   }
   const supervisor = config.workers > 1 ? superviseWorkers(config.workers - 1, logger) : undefined;
   const sweep = orphanedFileSweep({ ...deps, logger });

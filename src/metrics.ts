@@ -30,6 +30,40 @@ export interface Timer<L extends string> {
 
 export type AuthenticationKind = "session" | "token" | "api_key";
 
+/** What an embedded replica tells of its primary (db/database.ts, Freshness). */
+export interface ReplicaReadings {
+  stalenessMs(): number;
+  primaryUp(): boolean;
+}
+
+/** The replica's gauges, registered once its database is known (none on other databases: a 0 there would read as "primary down"). */
+function replicaGauges(registry: Registry) {
+  let watched: ReplicaReadings | undefined;
+  return (replica: ReplicaReadings) => {
+    if (!watched) {
+      new Gauge({
+        name: "usersvc_replica_staleness_seconds",
+        help: "Seconds since this embedded replica last reached its primary (past DATABASE_MAX_STALENESS it refuses authenticated requests)",
+        registers: [registry],
+        aggregator: "max",
+        collect() {
+          this.set(watched!.stalenessMs() / 1000);
+        },
+      });
+      new Gauge({
+        name: "usersvc_primary_up",
+        help: "1 when this embedded replica's last probe (or write) reached its primary, else 0",
+        registers: [registry],
+        aggregator: "min",
+        collect() {
+          this.set(watched!.primaryUp() ? 1 : 0);
+        },
+      });
+    }
+    watched = replica;
+  };
+}
+
 export interface Metrics {
   registry: Registry;
   httpRequests: Timer<"method" | "route" | "status">;
@@ -46,6 +80,8 @@ export interface Metrics {
   authenticated(kind: AuthenticationKind): void;
   /** Where users_active reads its value at scrape time (set by the app, which owns the database). */
   countActiveUsersWith(count: () => Promise<number>): void;
+  /** An embedded replica: usersvc_replica_staleness_seconds and usersvc_primary_up, read from it at scrape time. */
+  watchReplica(replica: ReplicaReadings): void;
   /**
    * What the actuator reports from: this registry, or under `--workers N` every worker's summed
    * into one (src/workers.ts replaces it). /actuator/prometheus and /actuator/metrics both read it.
@@ -290,6 +326,7 @@ export function createMetrics({ defaultMetrics = true } = {}): Metrics {
     notificationsFailed,
     searchIndexSegmentsMerged,
     countActiveUsersWith: activeUsers.countWith,
+    watchReplica: replicaGauges(registry),
     current: withDefaults,
     own: withDefaults,
   };

@@ -35,6 +35,10 @@ export const SETTINGS = {
   DATABASE_AUTH_TOKEN: setting("", "token for a remote libSQL server / Turso"),
   DATABASE_SYNC_URL: setting("", "with a `file:` URL: an embedded replica of this primary"),
   DATABASE_SYNC_INTERVAL: setting("1s", "an embedded replica pulls from its primary this often (and after each write of its own): `500ms`, `1s`, `2m`"),
+  DATABASE_MAX_STALENESS: setting(
+    "60s",
+    "an embedded replica that has not reached its primary for this long answers every authenticated request 503 with Retry-After, and readiness DOWN (reads from its copy go on until then); longer than DATABASE_SYNC_INTERVAL",
+  ),
   DATABASE_DRIVER: setting("native", "for a `file:` URL: `native` (Bun's own SQLite) or `libsql` (@libsql/client); remote URLs and replicas always use @libsql/client"),
   DATABASE_BUSY_TIMEOUT_MS: setting("5000", "how long a write retries while another process holds the lock, then 503 with Retry-After"),
 

@@ -2,7 +2,7 @@
  * /actuator/** and /api/version: health shapes by caller, DOWN and draining, every metric,
  * counters moving, route-template labels, promtool, loggers taking effect, the heap dump.
  */
-import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
+import { afterAll, beforeAll, describe, expect, leg, replica, test } from "./legs";
 import { health } from "../src/features/actuator/service";
 import { createLogging } from "../src/logging/logger";
 import { addDefaultMetrics, createMetrics } from "../src/metrics";
@@ -37,7 +37,9 @@ const measurement = async (name: string, statistic: string) => {
 };
 
 describe("health", () => {
-  const bare = { status: "UP", components: { db: { status: "UP" }, diskSpace: { status: "UP" }, ping: { status: "UP" } } };
+  // An embedded replica adds its primary (test/primary-outage.test.ts shows it DOWN).
+  const primary = replica ? { primary: { status: "UP" } } : {};
+  const bare = { status: "UP", components: { db: { status: "UP" }, diskSpace: { status: "UP" }, ping: { status: "UP" }, ...primary } };
 
   test.each([
     ["anonymous", () => undefined],
@@ -78,7 +80,7 @@ describe("health", () => {
       down.database.close();
       const res = await down.request("GET", "/actuator/health");
       expect(res.status).toBe(503);
-      expect(res.body).toEqual({ status: "DOWN", components: { db: { status: "DOWN" }, diskSpace: { status: "UP" }, ping: { status: "UP" } } });
+      expect(res.body).toEqual({ status: "DOWN", components: { db: { status: "DOWN" }, diskSpace: { status: "UP" }, ping: { status: "UP" }, ...primary } });
       // With the database gone no caller can be proven ADMIN, so the details are read at the service.
       const report = await health(
         { db: down.database, config: down.config, lifecycle: down.lifecycle, logger: createLogging("silent", "json").root, now: Date.now },

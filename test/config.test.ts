@@ -395,6 +395,11 @@ describe("loadConfig", () => {
     expect(loadConfig({}, 4).databaseSyncIntervalMs).toBe(1000);
     expect(loadConfig({ DATABASE_SYNC_INTERVAL: "500ms" }, 4).databaseSyncIntervalMs).toBe(500);
     expect(loadConfig({ DATABASE_SYNC_INTERVAL: "2m" }, 4).databaseSyncIntervalMs).toBe(120_000);
+    expect(loadConfig({}, 4).databaseMaxStalenessMs).toBe(60_000);
+    expect(loadConfig({ DATABASE_MAX_STALENESS: "5m" }, 4).databaseMaxStalenessMs).toBe(300_000);
+    const replica = { DATABASE_URL: "file:./edge.db", DATABASE_SYNC_URL: "libsql://primary.example.com" };
+    expect(problemsOf({ ...replica, DATABASE_SYNC_INTERVAL: "2m", DATABASE_MAX_STALENESS: "60s" })[0]).toStartWith("DATABASE_MAX_STALENESS must be longer");
+    expect(loadConfig({ ...replica, DATABASE_SYNC_INTERVAL: "2m", DATABASE_MAX_STALENESS: "5m" }, 4).databaseMaxStalenessMs).toBe(300_000);
     expect(problemsOf({ DATABASE_SYNC_INTERVAL: "10ms" })[0]).toStartWith("DATABASE_SYNC_INTERVAL must be a duration");
   });
 

@@ -119,6 +119,7 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
     authToken: config.databaseAuthToken,
     syncUrl: config.databaseSyncUrl,
     syncIntervalMs: config.databaseSyncIntervalMs,
+    maxStalenessMs: config.databaseMaxStalenessMs,
     driver: config.databaseDriver,
     busyTimeoutMs: config.databaseBusyTimeoutMs,
     onRoundTrip: tracing?.roundTrip,

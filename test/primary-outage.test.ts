@@ -155,3 +155,94 @@ test.each([
 ])("%s is unreachable (503, never retried: a lost answer may hide a commit)", (_, error) => {
   expect(classifyDatabaseError(error)).toBe("unreachable");
 });
+
+describe("an embedded replica past DATABASE_MAX_STALENESS (vanished, then hung)", () => {
+  let stalePrimary: Sqld;
+  let edge: TestApp;
+  let token: string;
+  let userId: number;
+  const METRICS_TOKEN = "scrape-".padEnd(40, "m");
+  beforeAll(async () => {
+    stalePrimary = await startSqld();
+    const dir = mkdtempSync(join(tmpdir(), "usersvc-stale-replica-"));
+    edge = await makeTestApp({
+      DATABASE_URL: `file:${dir}/usersvc.db`,
+      DATABASE_SYNC_URL: stalePrimary.url,
+      DATABASE_AUTH_TOKEN: stalePrimary.authToken,
+      DATABASE_BUSY_TIMEOUT_MS: "500",
+      DATABASE_SYNC_INTERVAL: "200ms",
+      DATABASE_MAX_STALENESS: "3s",
+      METRICS_TOKEN,
+    });
+    ({ id: userId, token } = await edge.admin());
+  });
+  afterAll(async () => {
+    edge.close();
+    await stalePrimary.stop();
+  });
+  const scrape = async () => (await edge.request("GET", "/actuator/prometheus", { token: METRICS_TOKEN })).text;
+  /** Asks until `done` (every 100 ms, at most `ms`), and answers the last answer. */
+  async function until<T>(ask: () => Promise<T>, done: (answer: T) => boolean, ms: number): Promise<T> {
+    const end = performance.now() + ms;
+    let answer = await ask();
+    while (!done(answer) && performance.now() < end) {
+      await Bun.sleep(100);
+      answer = await ask();
+    }
+    return answer;
+  }
+
+  test.each(["vanish", "hang"] as const)(
+    "%s: reads from the copy within the bound, health shows the primary DOWN and the staleness; past it 503 with Retry-After for every authenticated request, readiness DOWN; back: all recover",
+    async (fault) => {
+      const health = await until(
+        () => edge.request("GET", "/actuator/health", { token }),
+        (answer) => answer.body.components?.primary?.status === "UP",
+        2000,
+      );
+      expect(health.body.components.primary).toMatchObject({ status: "UP" });
+      expect(health.body.components.primary.details.stalenessMs).toBeLessThan(3000);
+      expect(await scrape()).toMatch(/^usersvc_primary_up 1$/m);
+      await stalePrimary[fault]();
+      try {
+        const down = await until(
+          () => edge.request("GET", "/actuator/health", { token }),
+          (answer) => answer.body.components?.primary?.status === "DOWN",
+          2500,
+        );
+        // Within the bound: the copy still serves, and says how old it is.
+        expect(down.status).toBe(503);
+        expect(down.body.components.primary).toMatchObject({ status: "DOWN", details: { stalenessMs: expect.any(Number) } });
+        expect((await edge.request("GET", `/api/users/${userId}`, { token })).status).toBe(200);
+        expect(await scrape()).toMatch(/^usersvc_primary_up 0$/m);
+        // A miss cannot be read again at the primary now: 503, not a 401 that would make a client drop its key.
+        const unknownKey = await edge.request("GET", `/api/users/${userId}`, { token: "usk_nosuchk1_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" });
+        expect({ status: unknownKey.status, retryAfter: unknownKey.headers.get("retry-after") }).toMatchObject({ status: 503, retryAfter: expect.stringMatching(/^\d+$/) });
+
+        const refused = await until(
+          () => edge.request("GET", `/api/users/${userId}`, { token }),
+          (answer) => answer.status !== 200,
+          6000,
+        );
+        expect({ status: refused.status, body: refused.body }).toMatchObject({ status: 503, body: { success: false, errorCode: "SERVICE_UNAVAILABLE" } });
+        expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+        expect(Number((await scrape()).match(/^usersvc_replica_staleness_seconds (\S+)$/m)?.[1])).toBeGreaterThan(3);
+        expect(await edge.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 503, body: { status: "DOWN" } });
+        expect(await edge.request("GET", "/actuator/health/liveness")).toMatchObject({ status: 200, body: { status: "UP" } });
+        // Health stays up to be asked (without details: a bearer is not trusted now).
+        expect((await edge.request("GET", "/actuator/health", { token })).body.components.primary).toEqual({ status: "DOWN" });
+      } finally {
+        await stalePrimary.restore();
+      }
+      const back = await until(
+        () => edge.request("GET", `/api/users/${userId}`, { token }),
+        (answer) => answer.status === 200,
+        5000,
+      );
+      expect(back.status).toBe(200);
+      expect(await edge.request("GET", "/actuator/health/readiness")).toMatchObject({ status: 200, body: { status: "UP" } });
+      expect(await scrape()).toMatch(/^usersvc_primary_up 1$/m);
+    },
+    60_000,
+  );
+});

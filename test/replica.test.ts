@@ -103,3 +103,39 @@ test("started again on the folder it left: nothing migrated twice, every account
   expect(Number((await primary.execute("SELECT count(*) AS n FROM __drizzle_migrations")).rows[0].n)).toBe(MIGRATIONS);
   expect((await login(ADMIN.email, ADMIN.password)).status).toBe(200);
 }, 60_000);
+
+test.each([
+  ["an embedded replica", (dir: string) => ({ DATABASE_URL: `file:${dir}/usersvc.db`, DATABASE_SYNC_URL: sqld.url })],
+  ["a remote primary", () => ({ DATABASE_URL: sqld.url })],
+])(
+  "%s with a folder FILE_STORAGE: the program warns once at start (files are not shared)",
+  async (_, database) => {
+    const dir = mkdtempSync(join(tmpdir(), "usersvc-folder-files-"));
+    const server = Bun.spawn([process.execPath, join(import.meta.dir, "../src/main.ts"), "serve"], {
+      cwd: dir,
+      env: { ...process.env, DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", JWT_SECRET: "w".repeat(64), DATABASE_AUTH_TOKEN: sqld.authToken, ...database(dir) },
+      stdout: "pipe",
+      stderr: "ignore",
+    });
+    try {
+      // Its log lines up to the one saying it listens (a reader released, as in account-email.test.ts).
+      const reader = server.stdout.getReader();
+      const decoder = new TextDecoder();
+      let seen = "";
+      while (!seen.includes('"usersvc listening"')) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`the server stopped before listening:\n${seen}`);
+        seen += decoder.decode(value);
+      }
+      reader.releaseLock();
+      const warnings = seen.split("\n").filter((line) => line.includes("FILE_STORAGE is a folder"));
+      expect(warnings).toHaveLength(1);
+      expect(JSON.parse(warnings[0]).level).toBe("warn");
+    } finally {
+      server.kill("SIGTERM");
+      await server.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+  60_000,
+);

@@ -29,6 +29,9 @@
  *
  * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
  * Hot paths prepare their statements once per handle and shape: prepared.ts.
+ *
+ * On an embedded replica a miss is never final: readAgainAtPrimary (the guard's caller read,
+ * a sign-in's account read) reads again at `primary` what the local copy did not find.
  */
 import type { RunnableQuery } from "drizzle-orm/runnable-query";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
@@ -80,6 +83,14 @@ export interface Database extends Reader {
    * (a read batch, one consistent snapshot), plain reads on the reader connection otherwise.
    */
   readAll<const U extends Unit>(build: (db: Reader) => U): Promise<UnitAnswers<U>>;
+  /**
+   * An embedded replica's primary, read over its own Hrana connection (a round trip, with the
+   * same deadline as a unit's): where a read that missed on the copy is read again, since the copy
+   * may not hold yet what another edge has just written (readAgainAtPrimary). Undefined elsewhere.
+   */
+  readonly primary?: Pick<Database, "readAll" | keyof Reader>;
+  /** An embedded replica's distance from its primary (undefined elsewhere). */
+  readonly freshness?: Freshness;
   /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
   migrate(statements: string[]): Promise<void>;
   /**
@@ -90,12 +101,30 @@ export interface Database extends Reader {
   close(): void;
 }
 
+/**
+ * How current an embedded replica's copy is known to be. The client pulls in the background every
+ * DATABASE_SYNC_INTERVAL, and tells nobody how that went; so the replica asks its primary itself,
+ * `select 1` over its own Hrana connection at the same interval (an async round trip with a
+ * deadline, off the request path), and counts a unit's pull too. Staleness is the time since the
+ * last of those reached the primary.
+ */
+export interface Freshness {
+  /** Milliseconds since this edge last reached its primary. */
+  stalenessMs(): number;
+  /** Whether the last probe (or unit) reached the primary. */
+  primaryUp(): boolean;
+  /** Staleness past DATABASE_MAX_STALENESS: every authenticated request answers 503, readiness DOWN. */
+  tooStale(): boolean;
+}
+
 export interface DatabaseOptions {
   url: string;
   authToken?: string;
   syncUrl?: string;
   /** An embedded replica pulls from its primary this often in the background (and after each write). */
   syncIntervalMs?: number;
+  /** An embedded replica that has not reached its primary for this long is too stale to authenticate anyone (Freshness). */
+  maxStalenessMs?: number;
   /** `file:` only: native (bun:sqlite, the default) or libsql (@libsql/client). */
   driver?: DatabaseDriver;
   /** How long a unit keeps retrying while another process holds the write lock (ms). */

@@ -9,34 +9,44 @@
  *   wrote reads its write at once. The replica's own write forwarding would cost ~3 round trips
  *   per statement and block the event loop for each (the embedded engine is synchronous).
  *
+ * - A read that missed on the copy (an unknown user, session, key, device) is read again at the
+ *   primary before it answers 401 or 404 (miss.ts): the copy may lag another edge's write.
+ *
+ * - Without its primary, reads go on from the copy until DATABASE_MAX_STALENESS has passed since
+ *   the edge last reached the primary (Freshness in database.ts); then the guard answers 503.
+ *
  * The first sync brings the whole database; a folder left by an earlier run syncs what is new.
  */
 import { createClient, type Client } from "@libsql/client";
+import { sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/libsql";
-import type { Database, DatabaseOptions, Db } from "./database";
+import type { Database, DatabaseOptions, Db, Freshness } from "./database";
 import { openLibsql } from "./libsql";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
 import { eachInOrder, runUnit } from "./units";
 
 export async function openReplica(options: DatabaseOptions & { syncUrl: string }, busyTimeoutMs: number): Promise<Database> {
-  const { url, syncUrl, authToken, syncIntervalMs } = options;
+  const { url, syncUrl, authToken, syncIntervalMs = 1000, maxStalenessMs = 60_000 } = options;
   const primary = await openLibsql({ ...options, url: syncUrl, syncUrl: undefined }, busyTimeoutMs);
   let local: Client;
   try {
     // readYourWrites (stated so it never silently changes): a statement the replica forwards
     // itself (a one-off tool's write on `unguarded`) returns once the copy can read it back.
-    local = createClient({ url, syncUrl, authToken, readYourWrites: true, ...(syncIntervalMs ? { syncInterval: syncIntervalMs / 1000 } : {}) });
+    local = createClient({ url, syncUrl, authToken, readYourWrites: true, syncInterval: syncIntervalMs / 1000 });
     await local.sync();
   } catch (error) {
     primary.close();
     throw error;
   }
   const db: Db = drizzle(local, { schema });
+  const freshness = watchPrimary(primary, syncIntervalMs, maxStalenessMs);
   /** The unit's answer once the copy holds what it wrote. */
   const pulled = async <T>(unit: Promise<T>): Promise<T> => {
+    const started = performance.now();
     const answer = await unit;
     await local.sync();
+    freshness.reached(started);
     return answer;
   };
 
@@ -50,9 +60,52 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
     // its primary (a round trip, and a failure while the primary is away).
     readAll: (build) => runUnit(db, build, eachInOrder),
     migrate: (statements) => pulled(primary.migrate(statements)),
+    // A miss on the copy is read again here (miss.ts): over Hrana, with a deadline, never a sync,
+    // which would hold the event loop for its round trip (the embedded engine is synchronous).
+    primary,
+    freshness,
     close() {
+      freshness.stop();
       local.close();
       primary.close();
     },
+  };
+}
+
+/**
+ * The replica's Freshness: `select 1` at the primary every `intervalMs` (one at a time; a hung
+ * primary's probe ends at the connection's deadline), the copy having just been pulled (the open's
+ * first sync) at the start.
+ */
+function watchPrimary(primary: Database, intervalMs: number, maxStalenessMs: number): Freshness & { reached(at: number): void; stop(): void } {
+  let reachedAt = performance.now();
+  let up = true;
+  let probing = false;
+  const reached = (at: number) => {
+    reachedAt = Math.max(reachedAt, at);
+    up = true;
+  };
+  const probe = async () => {
+    if (probing) return;
+    probing = true;
+    const started = performance.now();
+    try {
+      await primary.get(sql`select 1`);
+      reached(started);
+    } catch {
+      up = false;
+    } finally {
+      probing = false;
+    }
+  };
+  const timer = setInterval(probe, intervalMs);
+  timer.unref();
+  const stalenessMs = () => performance.now() - reachedAt;
+  return {
+    stalenessMs,
+    primaryUp: () => up,
+    tooStale: () => stalenessMs() > maxStalenessMs,
+    reached,
+    stop: () => clearInterval(timer),
   };
 }

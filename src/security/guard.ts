@@ -11,7 +11,8 @@
  * the owner narrowed to the key's scopes, also one read.
  */
 import { Elysia } from "elysia";
-import type { Reader } from "../db/database";
+import type { Database, Reader } from "../db/database";
+import { readAgainAtPrimary, type ReadSource } from "../db/miss";
 import { AppError } from "../errors";
 import { type AlsoUser, type TokenHolder, tokenHolder } from "../store/users";
 import { andThen, type MaybePromise } from "../maybe-promise";
@@ -84,7 +85,18 @@ function holdToEnrolment(caller: Caller, request: Request, basePath: string) {
 /** A hash to compare an unknown prefix's secret with, so that an unknown key costs what a wrong secret does. */
 const NO_KEY = "A".repeat(43);
 
-export function createAuthenticator(db: Reader, tokens: Tokens, sessions: SessionRules): Authenticator {
+/** A replica too long without its primary: it must not keep honouring credentials revoked elsewhere meanwhile. */
+const tooStaleToTrust = () => new AppError("SERVICE_UNAVAILABLE", {}, { headers: { "retry-after": "1" } });
+
+export function createAuthenticator(db: ReadSource & Pick<Database, "primary" | "freshness">, tokens: Tokens, sessions: SessionRules): Authenticator {
+  /**
+   * A caller's read on `db`; on an embedded replica read again at its primary when it found no
+   * caller, or not the user asked along (db/miss.ts): a miss on the copy is never final.
+   */
+  const readOrAgain = db.primary
+    ? (read: (source: Reader) => MaybePromise<Caller | undefined>, also?: AlsoUser) =>
+        readAgainAtPrimary(db, read, (caller) => caller === undefined || (also !== undefined && also.user === undefined))
+    : (read: (source: Reader) => MaybePromise<Caller | undefined>) => read(db);
   const counted = (kind: "session" | "token" | "api_key", caller: Caller | undefined) => {
     if (caller) sessions.metrics?.authenticated(kind);
     return caller;
@@ -92,17 +104,21 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
   function keyCaller(bearer: string, also?: AlsoUser): MaybePromise<Caller | undefined> {
     const presented = parseKey(bearer);
     if (!presented) return undefined;
-    return andThen(keyHolder(db, presented.prefix, also), (key) => {
-      const verified = secretMatches(presented.secret, key?.secretHash ?? NO_KEY);
-      if (!key || !verified || !key.active || (key.expiresAt !== null && key.expiresAt <= sessions.now())) return undefined;
-      return {
-        id: key.userId,
-        email: key.email,
-        roles: rolesOf(key.roles),
-        tokenVersion: key.tokenVersion,
-        apiKey: { id: key.id, scopes: key.scopes.split(","), lastUsedAt: key.lastUsedAt },
-      };
-    });
+    return readOrAgain(
+      (source) =>
+        andThen(keyHolder(source, presented.prefix, also), (key) => {
+          const verified = secretMatches(presented.secret, key?.secretHash ?? NO_KEY);
+          if (!key || !verified || !key.active || (key.expiresAt !== null && key.expiresAt <= sessions.now())) return undefined;
+          return {
+            id: key.userId,
+            email: key.email,
+            roles: rolesOf(key.roles),
+            tokenVersion: key.tokenVersion,
+            apiKey: { id: key.id, scopes: key.scopes.split(","), lastUsedAt: key.lastUsedAt },
+          };
+        }),
+      also,
+    );
   }
   const keyWithdrawn = (kid: string) => {
     tokens.withdrawn(kid);
@@ -129,8 +145,11 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
   /** The caller a verified token names: through its session, or (naming none) its account. */
   function tokenCaller(claims: TokenClaims, also?: AlsoUser): MaybePromise<Caller | undefined> {
     if (claims.sid !== undefined)
-      return andThen(sessionHolder(db, claims.sid, claims.kid, also), (session) => counted("session", sessionCaller(claims as TokenClaims & { sid: string }, session)));
-    return andThen(tokenHolder(db, claims.sub, claims.kid, also), (user) => counted("token", accountCaller(claims, user)));
+      return readOrAgain(
+        (source) => andThen(sessionHolder(source, claims.sid!, claims.kid, also), (session) => counted("session", sessionCaller(claims as TokenClaims & { sid: string }, session))),
+        also,
+      );
+    return readOrAgain((source) => andThen(tokenHolder(source, claims.sub, claims.kid, also), (user) => counted("token", accountCaller(claims, user))), also);
   }
   function accountCaller(claims: TokenClaims, user: TokenHolder | undefined): Caller | undefined {
     if (user?.keyRevoked) return keyWithdrawn(claims.kid!);
@@ -148,6 +167,7 @@ export function createAuthenticator(db: Reader, tokens: Tokens, sessions: Sessio
     callerOf(request, also) {
       const token = bearerToken(request);
       if (!token) return undefined;
+      if (db.freshness?.tooStale()) throw tooStaleToTrust();
       if (isKeyBearer(token)) return andThen(keyCaller(token, also), (caller) => counted("api_key", caller));
       // A client's access token is no user token: clientCallerOf reads it, with no verify tried here first.
       if (token.startsWith(CLIENT_TOKEN_START)) return undefined;

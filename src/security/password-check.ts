@@ -37,6 +37,7 @@ import {
   type ThrottleRow,
 } from "../store/throttle";
 import { type LoginAccount, loginAccount } from "../store/users";
+import { readAgainAtPrimary } from "../db/miss";
 import type { Caller } from "./caller";
 import { hashPassword, verifyPassword } from "./passwords";
 
@@ -175,12 +176,18 @@ function trustedDevice(token: string | undefined, row: DeviceTokenRow | undefine
 export async function checkPassword(deps: PasswordCheckDeps, email: string, password: string, client: AttemptClient, failure: AuditRecord): Promise<CheckedPassword | undefined> {
   const origin = { email, address: client.address, network: clientNetwork(client.address) };
   const now = deps.now();
-  const read = await deps.db.readAll((db) => ({
-    throttle: loginThrottleRows(db, origin, now),
-    lockout: loginLockoutRows(db, email),
-    account: loginAccount(db, email),
-    device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
-  }));
+  // An account or device made at another edge a moment ago: read again at the primary (db/miss.ts).
+  const read = await readAgainAtPrimary(
+    deps.db,
+    (source) =>
+      source.readAll((db) => ({
+        throttle: loginThrottleRows(db, origin, now),
+        lockout: loginLockoutRows(db, email),
+        account: loginAccount(db, email),
+        device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
+      })),
+    (found) => found.account.length === 0 || found.device?.length === 0,
+  );
   const [account] = read.account;
   const device = trustedDevice(client.deviceToken, read.device?.[0], account, now);
   if (!device) assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);

@@ -22,6 +22,7 @@ export const ComponentHealth = t.Object({
         lastBackup: t.Optional(t.String({ description: "backup: its archive's name" })),
         lastFailure: t.Optional(t.String({ format: "date-time", description: "backup: when the last backup failed" })),
         lastError: t.Optional(t.String({ description: "backup: why it failed" })),
+        stalenessMs: t.Optional(t.Integer({ description: "primary: milliseconds since this embedded replica last reached its primary" })),
       },
       { description: "Shown to ADMIN callers only" },
     ),
@@ -30,7 +31,10 @@ export const ComponentHealth = t.Object({
 export type ComponentHealth = Static<typeof ComponentHealth>;
 
 export const Health = t.Object(
-  { status: Status, components: t.Object({ db: ComponentHealth, diskSpace: ComponentHealth, ping: ComponentHealth, backup: t.Optional(ComponentHealth) }) },
+  {
+    status: Status,
+    components: t.Object({ db: ComponentHealth, diskSpace: ComponentHealth, ping: ComponentHealth, backup: t.Optional(ComponentHealth), primary: t.Optional(ComponentHealth) }),
+  },
   { title: "Health" },
 );
 export type Health = Static<typeof Health>;

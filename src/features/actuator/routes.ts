@@ -43,6 +43,7 @@ const digest = (text: string) => createHash("sha256").update(text).digest();
 
 export const actuatorRoutes = (ctx: AppContext) => {
   ctx.metrics.countActiveUsersWith(() => countActiveUsers(ctx.db));
+  if (ctx.db.freshness) ctx.metrics.watchReplica(ctx.db.freshness);
   const metricsToken = ctx.config.metricsToken ? digest(ctx.config.metricsToken) : undefined;
 
   /** The ADMIN rule (no API key, no session that must still enrol), or the METRICS_TOKEN bearer (compared in constant time over digests). */
@@ -57,7 +58,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
   /**
    * Whether the caller may see health details: an ADMIN's bearer (a session that must still enrol:
    * 403 MFA_ENROLMENT_REQUIRED). An API key has no scope over operations: it sees what an anonymous
-   * caller sees; so does anyone while the database is unreachable.
+   * caller sees; so does anyone while the database is unreachable or a replica is too stale.
    */
   const seesDetails = async (request: Request) => {
     const token = bearerToken(request);
@@ -66,7 +67,8 @@ export const actuatorRoutes = (ctx: AppContext) => {
       const caller = await callerOutsideGuard(ctx.authenticator, request, ctx.config.basePath);
       return caller !== undefined && isAdmin(caller);
     } catch (error) {
-      if (error instanceof AppError) throw error;
+      // A replica too stale to trust a bearer still reports its health, without details.
+      if (error instanceof AppError && error.code !== "SERVICE_UNAVAILABLE") throw error;
       return false;
     }
   };
@@ -84,7 +86,8 @@ export const actuatorRoutes = (ctx: AppContext) => {
         response: { 200: Health, 503: Health },
         detail: {
           summary: "Overall health",
-          description: "Components db, diskSpace, ping, and backup when BACKUP_SCHEDULE is set; their details for ADMIN callers only. 503 when DOWN.",
+          description:
+            "Components db, diskSpace, ping, backup when BACKUP_SCHEDULE is set, and primary on an embedded replica (DOWN while its primary cannot be reached; details: stalenessMs); their details for ADMIN callers only. 503 when DOWN.",
         },
       },
     )
@@ -95,13 +98,17 @@ export const actuatorRoutes = (ctx: AppContext) => {
     .get(
       "/health/readiness",
       async ({ set }) => {
-        if (ctx.lifecycle.ready && (await primaryReachable(ctx))) return { status: "UP" as const };
+        if (ctx.lifecycle.ready && !ctx.db.freshness?.tooStale() && (await primaryReachable(ctx))) return { status: "UP" as const };
         set.status = 503;
         return { status: "DOWN" as const };
       },
       {
         response: { 200: ProbeHealth, 503: ProbeHealth },
-        detail: { summary: "Readiness probe", description: "DOWN (503) while starting, while draining after SIGTERM, and while a remote primary cannot be reached." },
+        detail: {
+          summary: "Readiness probe",
+          description:
+            "DOWN (503) while starting, while draining after SIGTERM, while a remote primary cannot be reached, and while an embedded replica has not reached its primary for DATABASE_MAX_STALENESS.",
+        },
       },
     )
     .get(

@@ -105,7 +105,13 @@ export async function health(deps: Deps, { details }: { details: boolean }): Pro
     // Only when backups are scheduled: then a failing one is something to be told about.
     deps.config.backupSchedule ? backupHealth(deps.db, deps.config.backupSchedule).catch((): ComponentHealth => ({ status: "DOWN" })) : undefined,
   ]);
-  const components = { db, diskSpace, ping: { status: "UP" as const }, ...(backup ? { backup } : {}) };
+  const { freshness } = deps.db;
+  // An embedded replica: whether it reaches its primary, and how long since it last did.
+  const primary: ComponentHealth | undefined = freshness && {
+    status: freshness.primaryUp() ? "UP" : "DOWN",
+    details: { stalenessMs: Math.round(freshness.stalenessMs()) },
+  };
+  const components = { db, diskSpace, ping: { status: "UP" as const }, ...(backup ? { backup } : {}), ...(primary ? { primary } : {}) };
   const status = Object.values(components).every((c) => c.status === "UP") ? "UP" : "DOWN";
   if (!details) for (const c of Object.values(components)) delete (c as ComponentHealth).details;
   return { status, components };

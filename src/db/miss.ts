@@ -1,0 +1,23 @@
+/**
+ * A miss is never final on an embedded replica's copy: a user, session, API key or device made at
+ * another edge a moment ago (or a token issued since the last pull) is not there yet. Before such
+ * a miss becomes a 401 or a 404, the same read runs again at the primary (one round trip, on the
+ * miss only: a hit costs what it did). Without its primary that read fails as any unreachable
+ * primary does (503 with Retry-After), never a 401 that would make a client drop a good token.
+ */
+import { andThen, type MaybePromise } from "../maybe-promise";
+import type { Database, Reader } from "./database";
+
+/** What a read needs of a Database: its read surface, or its primary's. */
+export type ReadSource = Pick<Database, "readAll" | keyof Reader>;
+
+/**
+ * `read` on `db`, and, when its answer `missed` and `db` is an embedded replica, `read` again on
+ * its primary. Elsewhere (no primary) `read(db)` itself, at once when it answers at once.
+ */
+export function readAgainAtPrimary<T>(db: ReadSource & Pick<Database, "primary">, read: (source: ReadSource) => MaybePromise<T>, missed: (answer: T) => boolean): MaybePromise<T> {
+  const { primary } = db;
+  const first = read(db);
+  if (!primary) return first;
+  return andThen(first, (answer) => (missed(answer) ? read(primary) : answer));
+}
