@@ -126,7 +126,8 @@ export async function startSqld(options: SqldOptions = {}): Promise<Sqld> {
   const binary = sqldBinary();
   const auth = jwtAuth();
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "usersvc-sqld-"));
-  if (!options.dir) reaper.addDir(dir);
+  if (options.dir) mkdirSync(dir, { recursive: true });
+  else reaper.addDir(dir);
   const port = freePort();
   let proc: Bun.Subprocess | undefined;
   const start = async () => {
