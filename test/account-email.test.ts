@@ -20,7 +20,7 @@ import { channelsFor, webhookChannel } from "../src/features/notifications/chann
 import { startOutboxSender, type OutboxSender } from "../src/features/notifications/sender";
 import { createLogging } from "../src/logging/logger";
 import { makeTestApp, type TestApp, timeless, uniqueEmail, validRegistration } from "./helpers";
-import { freePort } from "./server-process";
+import { freePort, startLog } from "./server-process";
 import { migrateToBefore } from "./support/earlier-schema";
 import { startMailbox, smtpUnavailable, tokenOf, type Mailbox } from "./smtp-server";
 
@@ -463,33 +463,9 @@ describe("without SMTP", () => {
   });
 
   test("a webhook URL without NOTIFY_WEBHOOK_SECRET: the program warns once at start", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "usersvc-unsigned-"));
-    const server = Bun.spawn([process.execPath, join(import.meta.dir, "../src/main.ts"), "serve"], {
-      cwd: dir,
-      env: { ...process.env, DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", NOTIFY_WEBHOOK_URL: "http://127.0.0.1:9/hook", JWT_SECRET: "w".repeat(64) },
-      stdout: "pipe",
-      stderr: "ignore",
-    });
-    try {
-      // The server's log lines, up to the one saying it listens. A reader released, not a for-await
-      // left early: leaving one cancels the pipe, which can wait on the live process.
-      const reader = server.stdout.getReader();
-      const decoder = new TextDecoder();
-      let seen = "";
-      while (!seen.includes('"usersvc listening"')) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`the server stopped before listening:\n${seen}`);
-        seen += decoder.decode(value);
-      }
-      reader.releaseLock();
-      const warnings = seen.split("\n").filter((line) => line.includes("NOTIFY_WEBHOOK_SECRET is not set"));
-      expect(warnings).toHaveLength(1);
-      expect(JSON.parse(warnings[0]).level).toBe("warn");
-    } finally {
-      server.kill("SIGTERM");
-      await server.exited;
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const warnings = (await startLog(() => ({ NOTIFY_WEBHOOK_URL: "http://127.0.0.1:9/hook" }))).filter((line) => line.includes("NOTIFY_WEBHOOK_SECRET is not set"));
+    expect(warnings).toHaveLength(1);
+    expect(JSON.parse(warnings[0]).level).toBe("warn");
   }, 60_000);
 
   test("the migration: users that exist start verified; earlier notifications keep their webhook state and are not mailed", async () => {

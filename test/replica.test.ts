@@ -10,7 +10,7 @@ import { readdirSync, rmSync, mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createClient, type Client } from "@libsql/client";
-import { ADMIN, startServer, type ServerProcess } from "./server-process";
+import { ADMIN, startLog, startServer, type ServerProcess } from "./server-process";
 import { startSqld, type Sqld } from "./support/sqld";
 
 const MIGRATIONS = readdirSync(resolve(import.meta.dir, "../drizzle")).filter((f) => f.endsWith(".sql")).length;
@@ -110,32 +110,9 @@ test.each([
 ])(
   "%s with a folder FILE_STORAGE: the program warns once at start (files are not shared)",
   async (_, database) => {
-    const dir = mkdtempSync(join(tmpdir(), "usersvc-folder-files-"));
-    const server = Bun.spawn([process.execPath, join(import.meta.dir, "../src/main.ts"), "serve"], {
-      cwd: dir,
-      env: { ...process.env, DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", JWT_SECRET: "w".repeat(64), DATABASE_AUTH_TOKEN: sqld.authToken, ...database(dir) },
-      stdout: "pipe",
-      stderr: "ignore",
-    });
-    try {
-      // Its log lines up to the one saying it listens (a reader released, as in account-email.test.ts).
-      const reader = server.stdout.getReader();
-      const decoder = new TextDecoder();
-      let seen = "";
-      while (!seen.includes('"usersvc listening"')) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`the server stopped before listening:\n${seen}`);
-        seen += decoder.decode(value);
-      }
-      reader.releaseLock();
-      const warnings = seen.split("\n").filter((line) => line.includes("FILE_STORAGE is a folder"));
-      expect(warnings).toHaveLength(1);
-      expect(JSON.parse(warnings[0]).level).toBe("warn");
-    } finally {
-      server.kill("SIGTERM");
-      await server.exited;
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const warnings = (await startLog((dir) => ({ DATABASE_AUTH_TOKEN: sqld.authToken, ...database(dir) }))).filter((line) => line.includes("FILE_STORAGE is a folder"));
+    expect(warnings).toHaveLength(1);
+    expect(JSON.parse(warnings[0]).level).toBe("warn");
   },
   60_000,
 );

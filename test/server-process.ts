@@ -75,6 +75,38 @@ export async function startServer(env: Env | ((origin: string) => Env), command?
   return { url, pid: proc.pid, token, dataDir: fullEnv.DATA_DIR ?? dir, rss: () => rssOf(proc.pid), stop };
 }
 
+/**
+ * The log lines `bun src/main.ts serve` writes in a fresh DATA_DIR (port 0, LOG_LEVEL info, `env`
+ * on top, a function of that folder where a setting names it) up to the one saying it listens;
+ * the process is then stopped and the folder removed.
+ */
+export async function startLog(env: (dir: string) => Env): Promise<string[]> {
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-start-log-"));
+  const server = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), "serve"], {
+    cwd: dir,
+    env: { ...process.env, DATA_DIR: dir, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", JWT_SECRET: "w".repeat(64), ...env(dir) },
+    stdout: "pipe",
+    stderr: "ignore",
+  });
+  try {
+    // A reader released, not a for-await left early: leaving one cancels the pipe, which can wait on the live process.
+    const reader = server.stdout.getReader();
+    const decoder = new TextDecoder();
+    let seen = "";
+    while (!seen.includes('"usersvc listening"')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the server stopped before listening:\n${seen}`);
+      seen += decoder.decode(value);
+    }
+    reader.releaseLock();
+    return seen.split("\n");
+  } finally {
+    server.kill("SIGTERM");
+    await server.exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** A port nothing listens on right now. */
 export function freePort(): number {
   const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });

@@ -23,8 +23,8 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, skippedBecause } from "./support";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, newWatchedPage, skippedBecause } from "./support";
 import { ADMIN, startServer, type ServerProcess } from "../server-process";
 import { serveProgram, stderrLines } from "../support/program";
 
@@ -76,15 +76,7 @@ if (skipped) {
   const cspViolations: string[] = [];
   const email = `security-${crypto.randomUUID().slice(0, 8)}@example.com`;
 
-  async function newPage(locale = "en-US"): Promise<{ context: BrowserContext; page: Page }> {
-    const context = await browser.newContext({ locale, viewport: { width: 1100, height: 900 } });
-    const page = await context.newPage();
-    page.on("console", (message) => {
-      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
-    });
-    page.on("pageerror", (error) => cspViolations.push(`page error: ${error.message}`));
-    return { context, page };
-  }
+  const newPage = (locale = "en-US") => newWatchedPage(browser, locale, cspViolations);
 
   /** Axe on the page as it is (0 serious or critical), and its screenshot. */
   async function check(page: Page, name: string) {

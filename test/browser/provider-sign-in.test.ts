@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, skippedBecause } from "./support";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, newWatchedPage, skippedBecause } from "./support";
 import { startServer } from "../server-process";
 import { type IdpUser, startOpenIdProvider } from "../support/openid-provider";
 
@@ -47,15 +47,7 @@ if (skippedBecause) {
   let browser: Browser;
   const cspViolations: string[] = [];
 
-  async function newPage(locale: string): Promise<{ context: BrowserContext; page: Page }> {
-    const context = await browser.newContext({ locale, viewport: { width: 1100, height: 900 } });
-    const page = await context.newPage();
-    page.on("console", (message) => {
-      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
-    });
-    page.on("pageerror", (error) => cspViolations.push(`page error: ${error.message}`));
-    return { context, page };
-  }
+  const newPage = (locale: string) => newWatchedPage(browser, locale, cspViolations);
 
   /** The page as it is: its screenshot, and axe finds nothing serious or critical (our pages only). */
   async function check(page: Page, name: string, axe = true) {

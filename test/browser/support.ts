@@ -3,7 +3,7 @@
  * (slow: only under `npm run test:browser`, CONSOLE_BROWSER=1; or no Chromium on the machine).
  */
 import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 
 export const CHROMIUM = "/usr/bin/chromium";
 
@@ -15,3 +15,14 @@ export const skippedBecause =
       : undefined;
 
 export const launchChromium = () => chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+
+/** A new context (a 1100×900 window in `locale`) and page, whose CSP reports and uncaught errors go to `problems` (a suite expects it empty at the end). */
+export async function newWatchedPage(browser: Browser, locale: string, problems: string[]): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ locale, viewport: { width: 1100, height: 900 } });
+  const page = await context.newPage();
+  page.on("console", (message) => {
+    if (/Content Security Policy/i.test(message.text())) problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  return { context, page };
+}

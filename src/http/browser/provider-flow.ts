@@ -63,6 +63,16 @@ export interface ProviderButton {
   stepUp: boolean;
 }
 
+/** A provider linked to an account, as GET /api/account/identities and GET /api/users/{id}/identities list it. */
+export interface LinkedIdentity {
+  id: number;
+  provider: string;
+  label: string;
+  email: string | null;
+  linkedAt: string;
+  lastUsedAt: string | null;
+}
+
 /** The errors a flow's fragment can carry, each with a sentence in each page's texts. */
 export const FLOW_ERRORS = [
   "PROVIDER_DENIED",

@@ -8,7 +8,7 @@
 import { startAuthentication } from "@simplewebauthn/browser";
 import { type ComponentChildren, createContext } from "preact";
 import { useContext, useEffect, useMemo, useState } from "preact/hooks";
-import { beginFlow, type FlowReturn, knownFlowError, type ProviderButton, signInStartUrl } from "../../../http/browser/provider-flow";
+import { beginFlow, type FlowReturn, knownFlowError, type LinkedIdentity, type ProviderButton, signInStartUrl } from "../../../http/browser/provider-flow";
 import { splitOptions } from "./api";
 import { dateTime, type MessageKey, type Translate } from "./i18n";
 import { Field, inputValue, OutcomeText, useAction, usePage } from "./parts";
@@ -81,15 +81,6 @@ const heldToken = (): string | undefined => {
 const hold = (answer: { stepUpToken: string; expiresIn: number }) =>
   sessionStorage.setItem(HELD_KEY, JSON.stringify({ token: answer.stepUpToken, expiresAt: Date.now() + answer.expiresIn * 1000 - 5_000 }));
 
-interface Identity {
-  id: number;
-  provider: string;
-  label: string;
-  email: string | null;
-  linkedAt: string;
-  lastUsedAt: string | null;
-}
-
 /**
  * The security page's step-up and linked sign-ins, around the page's sections: `back` is a link's
  * or a step-up's answer from the provider, finished here (the link completed; the step-up's token
@@ -143,7 +134,7 @@ export function ProviderSections({ email, back, children }: { email: string; bac
     const body = { code: back.code, codeVerifier: back.verifier };
     if (back.kind === "link") {
       void outcome
-        .run(() => api.post<Identity>("/api/account/identities/link", body))
+        .run(() => api.post<LinkedIdentity>("/api/account/identities/link", body))
         .then((linked) => {
           if (linked) outcome.succeed(t("identities.linked", { label: linked.label }));
           setChanged((n) => n + 1);
@@ -176,7 +167,7 @@ function StepUpPanel({ next, onProved, onCancel }: { next?: string; onProved(ans
   const providers = useProviders();
   const [linked, setLinked] = useState<string[]>([]);
   useEffect(() => {
-    api.get<Identity[]>("/api/account/identities").then(
+    api.get<LinkedIdentity[]>("/api/account/identities").then(
       (rows) => setLinked(rows.map((row) => row.provider)),
       () => undefined,
     );
@@ -252,13 +243,13 @@ function Identities({ email, changed }: { email: string; changed: number }) {
   const { api, t, lang } = usePage();
   const stepUp = useStepUp();
   const providers = useProviders();
-  const [rows, setRows] = useState<Identity[] | undefined>();
+  const [rows, setRows] = useState<LinkedIdentity[] | undefined>();
   const [round, setRound] = useState(0);
   const action = useAction();
   useEffect(() => {
-    api.get<Identity[]>("/api/account/identities").then(setRows, () => setRows([]));
+    api.get<LinkedIdentity[]>("/api/account/identities").then(setRows, () => setRows([]));
   }, [round, changed]);
-  const unlink = async (row: Identity) => {
+  const unlink = async (row: LinkedIdentity) => {
     await action.run(() => api.delete(`/api/account/identities/${row.id}`), "identities.unlinked");
     setRound((n) => n + 1);
   };

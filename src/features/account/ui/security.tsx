@@ -489,54 +489,50 @@ function Passkeys({ email, onEnded, onAdded }: { email: string; onEnded: OnEnded
   );
 }
 
-interface ApiKeyRow {
-  id: number | string;
-  name: string;
-  prefix: string;
-  scopes: string[];
-  expiresAt: string | null;
-  lastUsedAt: string | null;
+/** What a revocable list says: its heading, its empty note, its column heads (the last one over the buttons), each row's button and the outcome of a press. */
+interface RevocableWords {
+  title: MessageKey;
+  none: MessageKey;
+  columns: MessageKey[];
+  button: MessageKey;
+  buttonOf: MessageKey;
+  done: MessageKey;
 }
 
-function ApiKeys() {
-  const { api, t, lang } = usePage();
-  const load = useLoad<ApiKeyRow[]>("/api/account/api-keys");
+/** A section listing what the user may take back one row at a time (API keys, apps): a DELETE of `path`/{key} a row, then a reload. */
+function RevocableList<T extends { name: string }>(props: { id: string; path: string; words: RevocableWords; keyOf(row: T): string; cells(row: T): ComponentChildren }) {
+  const { api, t } = usePage();
+  const { words } = props;
+  const load = useLoad<T[]>(props.path);
   const action = useAction();
-  const revoke = async (id: ApiKeyRow["id"]) => {
-    await action.run(() => api.delete(`/api/account/api-keys/${encodeURIComponent(String(id))}`), "apiKeys.revoked");
+  const revoke = async (key: string) => {
+    await action.run(() => api.delete(`${props.path}/${encodeURIComponent(key)}`), words.done);
     load.reload();
   };
   return (
-    <Section id="api-keys" title="apiKeys.title">
+    <Section id={props.id} title={words.title}>
       <Loaded load={load}>
         {(rows) =>
           rows.length === 0 ? (
-            <p>{t("apiKeys.none")}</p>
+            <p>{t(words.none)}</p>
           ) : (
             <table>
               <thead>
                 <tr>
-                  <th scope="col">{t("apiKeys.name")}</th>
-                  <th scope="col">{t("apiKeys.prefix")}</th>
-                  <th scope="col">{t("apiKeys.scopes")}</th>
-                  <th scope="col">{t("apiKeys.lastUsed")}</th>
-                  <th scope="col">{t("apiKeys.expires")}</th>
-                  <th scope="col">{t("apiKeys.actions")}</th>
+                  {words.columns.map((column) => (
+                    <th key={column} scope="col">
+                      {t(column)}
+                    </th>
+                  ))}
                 </tr>
               </thead>
               <tbody>
                 {rows.map((row) => (
-                  <tr key={row.id}>
-                    <td>{row.name}</td>
+                  <tr key={props.keyOf(row)}>
+                    {props.cells(row)}
                     <td>
-                      <code>{row.prefix}</code>
-                    </td>
-                    <td>{row.scopes.join(", ")}</td>
-                    <td>{dateTime(lang, row.lastUsedAt, t("common.never"))}</td>
-                    <td>{dateTime(lang, row.expiresAt, t("common.never"))}</td>
-                    <td>
-                      <button type="button" aria-label={t("apiKeys.revokeOf", { name: row.name })} onClick={() => revoke(row.id)} disabled={action.busy}>
-                        {t("apiKeys.revoke")}
+                      <button type="button" aria-label={t(words.buttonOf, { name: row.name })} onClick={() => revoke(props.keyOf(row))} disabled={action.busy}>
+                        {t(words.button)}
                       </button>
                     </td>
                   </tr>
@@ -551,6 +547,47 @@ function ApiKeys() {
   );
 }
 
+interface ApiKeyRow {
+  id: number | string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+}
+
+const API_KEY_WORDS: RevocableWords = {
+  title: "apiKeys.title",
+  none: "apiKeys.none",
+  columns: ["apiKeys.name", "apiKeys.prefix", "apiKeys.scopes", "apiKeys.lastUsed", "apiKeys.expires", "apiKeys.actions"],
+  button: "apiKeys.revoke",
+  buttonOf: "apiKeys.revokeOf",
+  done: "apiKeys.revoked",
+};
+
+function ApiKeys() {
+  const { t, lang } = usePage();
+  return (
+    <RevocableList<ApiKeyRow>
+      id="api-keys"
+      path="/api/account/api-keys"
+      words={API_KEY_WORDS}
+      keyOf={(row) => String(row.id)}
+      cells={(row) => (
+        <>
+          <td>{row.name}</td>
+          <td>
+            <code>{row.prefix}</code>
+          </td>
+          <td>{row.scopes.join(", ")}</td>
+          <td>{dateTime(lang, row.lastUsedAt, t("common.never"))}</td>
+          <td>{dateTime(lang, row.expiresAt, t("common.never"))}</td>
+        </>
+      )}
+    />
+  );
+}
+
 interface AppRow {
   clientId: string;
   name: string;
@@ -558,57 +595,38 @@ interface AppRow {
   createdAt: string;
 }
 
+const APP_WORDS: RevocableWords = {
+  title: "apps.title",
+  none: "apps.none",
+  columns: ["apps.name", "apps.scopes", "apps.since", "apps.actions"],
+  button: "apps.withdraw",
+  buttonOf: "apps.withdrawOf",
+  done: "apps.withdrawn",
+};
+
 /** The apps the user consented to (shown only where the server is an OpenID Provider). */
 function AppsWithAccess() {
-  const { api, t, lang } = usePage();
-  const load = useLoad<AppRow[]>("/api/account/apps");
-  const action = useAction();
-  const withdraw = async (clientId: string) => {
-    await action.run(() => api.delete(`/api/account/apps/${encodeURIComponent(clientId)}`), "apps.withdrawn");
-    load.reload();
-  };
+  const { t, lang } = usePage();
   return (
-    <Section id="apps" title="apps.title">
-      <Loaded load={load}>
-        {(rows) =>
-          rows.length === 0 ? (
-            <p>{t("apps.none")}</p>
-          ) : (
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">{t("apps.name")}</th>
-                  <th scope="col">{t("apps.scopes")}</th>
-                  <th scope="col">{t("apps.since")}</th>
-                  <th scope="col">{t("apps.actions")}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((row) => (
-                  <tr key={row.clientId}>
-                    <td>{row.name}</td>
-                    <td>
-                      <ul class="plain">
-                        {row.scopes.map((scope) => (
-                          <li key={scope}>{scopeWords(t, scope)}</li>
-                        ))}
-                      </ul>
-                    </td>
-                    <td>{dateTime(lang, row.createdAt, t("common.never"))}</td>
-                    <td>
-                      <button type="button" aria-label={t("apps.withdrawOf", { name: row.name })} onClick={() => withdraw(row.clientId)} disabled={action.busy}>
-                        {t("apps.withdraw")}
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )
-        }
-      </Loaded>
-      <OutcomeText outcome={action.outcome} />
-    </Section>
+    <RevocableList<AppRow>
+      id="apps"
+      path="/api/account/apps"
+      words={APP_WORDS}
+      keyOf={(row) => row.clientId}
+      cells={(row) => (
+        <>
+          <td>{row.name}</td>
+          <td>
+            <ul class="plain">
+              {row.scopes.map((scope) => (
+                <li key={scope}>{scopeWords(t, scope)}</li>
+              ))}
+            </ul>
+          </td>
+          <td>{dateTime(lang, row.createdAt, t("common.never"))}</td>
+        </>
+      )}
+    />
   );
 }
 

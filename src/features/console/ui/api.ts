@@ -129,15 +129,6 @@ export interface Factor {
   createdAt: string;
   lastUsedAt: string | null;
 }
-/** A provider linked to a user (GET /api/users/{id}/identities). */
-export interface Identity {
-  id: number;
-  provider: string;
-  label: string;
-  email: string | null;
-  linkedAt: string;
-  lastUsedAt: string | null;
-}
 export interface Profile {
   userId: number;
   avatarUrl: string | null;

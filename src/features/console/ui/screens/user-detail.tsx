@@ -5,7 +5,8 @@
  * ended), delete after confirmation, and the profile.
  */
 import { useState } from "preact/hooks";
-import type { ApiKey, Department, DeviceSession, Factor, Identity, Profile, User } from "../api";
+import type { LinkedIdentity } from "../../../../http/browser/provider-flow";
+import type { ApiKey, Department, DeviceSession, Factor, Profile, User } from "../api";
 import { href, navigate, useConsole } from "../app-context";
 import { Confirm, ErrorText, Field, Loaded, ScreenTitle, Table, useAction, useLoad, inputValue } from "../components";
 
@@ -255,7 +256,7 @@ function ApiKeysPanel({ userId }: { userId: number }) {
 /** The other providers the user signs in with (GET /api/users/{id}/identities): read only, the user unlinks them. */
 function IdentitiesPanel({ userId }: { userId: number }) {
   const { api, t, fmt } = useConsole();
-  const identities = useLoad(() => api.get<Identity[]>(`/api/users/${userId}/identities`), [userId]);
+  const identities = useLoad(() => api.get<LinkedIdentity[]>(`/api/users/${userId}/identities`), [userId]);
   return (
     <section class="panel" aria-labelledby="identities-title">
       <h2 id="identities-title">{t("user.identities")}</h2>
