@@ -177,7 +177,7 @@ const TARGETS: Record<string, Target> = {
   "POST /api/account/identities/:provider/start": {
     url: () => "/api/account/identities/corp/start",
     token: keyOwnerToken,
-    valid: () => ({ returnTo: "/account/security", codeChallenge: "c".repeat(43) }),
+    valid: () => ({ returnTo: "/account/security", codeChallenge: "c".repeat(43), stepUpToken: "s".repeat(60) }),
     validStatus: 404,
   },
   "POST /api/account/identities/link": {
