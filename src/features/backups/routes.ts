@@ -8,7 +8,7 @@ import { Backup, BackupNameParams } from "./model";
 import { registerBackupMetrics } from "./operations";
 import { createBackup, deleteBackup, downloadBackup, listBackups } from "./service";
 
-const errors = errorResponses(401, 403, 404);
+const errors = errorResponses(400, 401, 403, 404);
 
 export const backupsRoutes = (ctx: AppContext) => {
   registerBackupMetrics(ctx.metrics.registry, ctx.db);
