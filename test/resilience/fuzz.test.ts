@@ -811,6 +811,9 @@ beforeAll(async () => {
 }, 90_000); // a remote leg's server does the fixtures' writes over HTTP
 
 /** Routes with a body and no target above: each fuzzed from its walk sample, sent as the walk sends it. */
+/** Routes fuzzed from their walk sample that check a password or code: a refused proof is audited by design. */
+const AUDITED_PROOFS = new Set(["POST /api/account/step-up"]);
+
 function sampledTargets(): [string, Target][] {
   return routes()
     .filter((r) => r.hooks?.body && !(`${r.method} ${r.path}` in TARGETS))
@@ -824,6 +827,7 @@ function sampledTargets(): [string, Target][] {
         valid: () => (typeof sample.body === "function" ? sample.body() : sample.body) as Record<string, Json>,
       };
       if (sample.status >= 300) target.validStatus = sample.status;
+      if (AUDITED_PROOFS.has(key)) target.auditsOn4xx = true;
       return [key, target];
     });
 }
