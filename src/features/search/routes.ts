@@ -63,9 +63,11 @@ export const searchRoutes = (ctx: AppContext) =>
 export const profileRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/search", tags: ["Search"] }).use(ctx.auth).get(
     "/profile",
-    ({ caller, headers, set }) => {
+    // The header echoes on the answer it belongs to: a 404 (no such user) carries none.
+    async ({ caller, headers, set }) => {
+      const user = await profileOf(ctx.db, caller.id);
       set.headers["x-client-version"] = headers["x-client-version"] ?? "1.0";
-      return profileOf(ctx.db, caller.id);
+      return user;
     },
     {
       access: { allow: "authenticated", scope: "users:read" },
