@@ -17,7 +17,7 @@ import * as oidc from "openid-client";
 import type { Browser, Page } from "playwright-core";
 import { launchChromium, skippedBecause } from "./support";
 import { ADMIN, freePort, startServer } from "../server-process";
-import { STEP_MS, totpAt } from "../support/totp";
+import { codeSequence } from "../support/totp";
 
 setDefaultTimeout(90_000);
 
@@ -34,9 +34,8 @@ if (skippedBecause) {
   const appOrigin = `http://127.0.0.1:${appPort}`;
   let browser: Browser;
   let app: ReturnType<typeof Bun.serve>;
-  let secret: string;
-  /** The authenticator's last step used: each sign-in takes a later one (a step is good once). */
-  let lastStep: number;
+  /** The authenticator's codes, each from a later step than the last (a step is good once). */
+  let nextCode: () => Promise<string>;
   const problems: string[] = [];
 
   const api = async (method: string, path: string, body?: unknown, token = server.token) => {
@@ -46,12 +45,6 @@ if (skippedBecause) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     return { status: res.status, body: (await res.json().catch(() => undefined)) as Record<string, unknown> & { data?: Record<string, unknown> } };
-  };
-
-  /** The next authenticator code the server will take (the window allows one step ahead). */
-  const nextCode = () => {
-    lastStep = Math.max(lastStep + 1, Math.floor(Date.now() / STEP_MS) - 1);
-    return totpAt(secret, lastStep * STEP_MS);
   };
 
   async function newPage(locale = "en-US"): Promise<Page> {
@@ -80,7 +73,7 @@ if (skippedBecause) {
     await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByRole("heading", { level: 1, name: "Second step" }).waitFor();
-    await page.getByLabel("Code", { exact: true }).fill(nextCode());
+    await page.getByLabel("Code", { exact: true }).fill(await nextCode());
     await page.getByRole("button", { name: "Verify" }).click();
   }
 
@@ -92,9 +85,9 @@ if (skippedBecause) {
     expect((await api("POST", "/api/users", { name: "Mei Lin", email, password: PASSWORD })).status).toBe(201);
     // The authenticator app, enrolled through the API (the security page's own test enrols on the page).
     const token = ((await api("POST", "/api/auth/login", { email, password: PASSWORD })).body.data as { token: string }).token;
-    secret = ((await api("POST", "/api/account/mfa/totp", {}, token)).body as { secret: string }).secret;
-    lastStep = Math.floor(Date.now() / STEP_MS) - 2;
-    expect((await api("POST", "/api/account/mfa/totp/confirm", { code: nextCode() }, token)).status).toBe(200);
+    const { secret } = (await api("POST", "/api/account/mfa/totp", {}, token)).body as { secret: string };
+    nextCode = codeSequence(secret);
+    expect((await api("POST", "/api/account/mfa/totp/confirm", { code: await nextCode() }, token)).status).toBe(200);
     const client = (await api("POST", "/api/oauth/clients", { name: "Team dashboard", redirectUris: [`${appOrigin}/callback`], postLogoutRedirectUris: [`${appOrigin}/`] }))
       .body as { clientId: string; clientSecret: string };
 
@@ -201,7 +194,7 @@ if (skippedBecause) {
     await page.getByLabel("Email", { exact: true }).fill(email);
     await page.getByLabel("密碼", { exact: true }).fill(PASSWORD);
     await page.getByRole("button", { name: "登入", exact: true }).click();
-    await page.getByLabel("代碼", { exact: true }).fill(nextCode());
+    await page.getByLabel("代碼", { exact: true }).fill(await nextCode());
     await page.getByRole("button", { name: "驗證" }).click();
     // Consented already in English: remembered, straight back to the app.
     await signedInToApp(page);

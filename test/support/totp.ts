@@ -24,3 +24,19 @@ export function hotp(key: Buffer, counter: number, digits = 6): string {
 
 /** The 6-digit code of a base32 secret at an instant (ms). */
 export const totpAt = (secret: string, ms: number) => hotp(base32Decode(secret), Math.floor(ms / STEP_MS));
+
+/**
+ * Codes of one secret that the service accepts one after another: each from a step after the last
+ * one used (a used step is refused as a replay) and no further ahead than the ±1 step it accepts,
+ * so a test that signs in many times within a minute waits for the clock instead of failing.
+ */
+export function codeSequence(secret: string, firstStep = Math.floor(Date.now() / STEP_MS) - 1): () => Promise<string> {
+  let lastStep = firstStep - 1;
+  return async () => {
+    const step = Math.max(lastStep + 1, Math.floor(Date.now() / STEP_MS) - 1);
+    const wait = (step - 1) * STEP_MS - Date.now();
+    if (wait > 0) await Bun.sleep(wait + 50);
+    lastStep = step;
+    return hotp(base32Decode(secret), step);
+  };
+}
