@@ -8,17 +8,19 @@
  * cache folder on first use): remote-http a representative part of the suites
  * (REMOTE_TEST_SUITES=all: every one, as CI does), remote-ws a smaller part, replica every suite
  * on an embedded replica of sqld. Suites that cannot apply there are listed below and reported
- * skipped with the reason. `--legs=a,b` picks legs.
+ * skipped with the reason. `--legs=a,b` picks legs; `--lanes=2` runs two legs at a time (CI does).
  */
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative, resolve } from "node:path";
 import { sqldBinary } from "../test/support/sqld";
 
 const ROOT = resolve(import.meta.dir, "..");
 const OUTFILE = "--reporter-outfile=";
 const LEGS_ARG = "--legs=";
-/** As in test/legs.ts (not imported: it loads bun:test, which only the test runner has). */
-const LEGS = ["native", "libsql", "remote-http", "remote-ws", "replica"] as const;
+const LANES_ARG = "--lanes=";
+/** As in test/legs.ts (not imported: it loads bun:test, which only the test runner has), longest first (--lanes). */
+const LEGS = ["native", "replica", "remote-http", "libsql", "remote-ws"] as const;
 type Leg = (typeof LEGS)[number];
 
 /** Suites that cannot apply to a remote database, and why. */
@@ -47,7 +49,7 @@ const REMOTE_WS = ["users", "auth-register", "orders", "account-email", "remote"
 const args = process.argv.slice(2);
 const legsArg = args.find((a) => a.startsWith(LEGS_ARG));
 const legs = (legsArg ? legsArg.slice(LEGS_ARG.length).split(",") : LEGS) as readonly Leg[];
-const passed = args.filter((a) => a !== legsArg);
+const passed = args.filter((a) => a !== legsArg && !a.startsWith(LANES_ARG));
 const outfile = passed.find((a) => a.startsWith(OUTFILE))?.slice(OUTFILE.length);
 const namedFiles = passed.filter((a) => !a.startsWith("-")).map((a) => `./${relative(ROOT, resolve(a))}`);
 
@@ -71,17 +73,14 @@ function filesOf(leg: Leg): string[] {
   return process.env.REMOTE_TEST_SUITES === "all" || namedFiles.length > 0 ? files : files.filter((f) => REMOTE_HTTP_DEFAULT.includes(f));
 }
 
-let failed = false;
-const reports: string[] = [];
-for (const leg of legs) {
+/** One leg's bun test, its output kept in a file while other legs run beside it (--lanes). */
+async function runLeg(leg: Leg, lanes: number): Promise<{ ok: boolean; report?: string }> {
   const files = filesOf(leg);
   const remote = leg.startsWith("remote-");
   const onSqld = remote || leg === "replica";
   const skipped = remote ? NOT_REMOTE : leg === "replica" ? NOT_REPLICA : {};
   for (const [file, reason] of Object.entries(skipped)) if (namedFiles.length === 0 || namedFiles.includes(file)) console.log(`[${leg}] SKIPPED ${file}: ${reason}`);
-  if (leg !== "native" && files.length === 0) continue;
-  // Installed here, before bun test starts, so no test's time goes to npm.
-  if (onSqld) sqldBinary();
+  if (leg !== "native" && files.length === 0) return { ok: true };
   const report = outfile && `${outfile}.${leg}.xml`;
   const legArgs = passed.map((a) => (report && a.startsWith(OUTFILE) ? OUTFILE + report : a)).filter((a) => a.startsWith("-"));
   // Every statement of a remote leg crosses HTTP or a WebSocket to another process: the fuzzer
@@ -95,11 +94,40 @@ for (const leg of legs) {
   // A timeout is a net for a hung test, not a speed check: bun's 5 s default failed sound tests on
   // a loaded machine (bunfig.toml's [test] timeout is not read by this bun).
   if (!legArgs.some((a) => a.startsWith("--timeout"))) legArgs.push("--timeout=60000");
-  console.log(`\n== bun test, ${onSqld ? `TEST_LEG=${leg} on sqld` : `DATABASE_DRIVER=${leg}`}`);
-  const run = Bun.spawnSync([process.execPath, "test", ...legArgs, ...files], { cwd: ROOT, env, stdio: ["inherit", "inherit", "inherit"] });
-  if (run.exitCode !== 0) failed = true;
-  if (report) reports.push(report);
+  const title = `bun test, ${onSqld ? `TEST_LEG=${leg} on sqld` : `DATABASE_DRIVER=${leg}`}`;
+  const started = performance.now();
+  const command = [process.execPath, "test", ...legArgs, ...files];
+  let exitCode: number;
+  if (lanes === 1) {
+    console.log(`\n== ${title}`);
+    exitCode = await Bun.spawn(command, { cwd: ROOT, env, stdio: ["inherit", "inherit", "inherit"] }).exited;
+  } else {
+    // Beside another leg: its output in a file, printed whole when it ends, so legs never interleave.
+    console.log(`== started: ${title}`);
+    const log = join(mkdtempSync(join(tmpdir(), "usersvc-leg-")), "output.txt");
+    const output = Bun.file(log);
+    exitCode = await Bun.spawn(command, { cwd: ROOT, env, stdin: "ignore", stdout: output, stderr: output }).exited;
+    console.log(`\n== ${title}\n${readFileSync(log, "utf8")}`);
+    rmSync(dirname(log), { recursive: true, force: true });
+  }
+  console.log(`== ${title}: exit ${exitCode} after ${Math.round((performance.now() - started) / 1000)} s`);
+  return { ok: exitCode === 0, report };
 }
+
+// Installed here, before bun test starts, so no test's time goes to npm.
+if (legs.some((leg) => leg !== "native" && leg !== "libsql")) sqldBinary();
+// --lanes=2 runs two legs at a time, longest first: CI's two cores finish sooner than one leg after
+// another (each leg keeps its own servers, folders and ports).
+const lanes = Math.max(1, Number(args.find((a) => a.startsWith(LANES_ARG))?.slice(LANES_ARG.length) ?? 1));
+const queue = [...legs];
+const results: { ok: boolean; report?: string }[] = [];
+await Promise.all(
+  Array.from({ length: lanes }, async () => {
+    for (let leg = queue.shift(); leg; leg = queue.shift()) results.push(await runLeg(leg, lanes));
+  }),
+);
+const failed = results.some((r) => !r.ok);
+const reports = results.flatMap((r) => (r.report ? [r.report] : []));
 
 if (outfile) {
   // One <testsuites> holding every leg's suites: each test appears once per leg, its name saying which.
