@@ -15,7 +15,7 @@
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|sessions|api-keys] [--reads] [--multi]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|sessions|api-keys] [--reads] [--multi] [--edge]
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
  *     --only sessions only issue 26's rows (sessionRows): session vs bearer read, EdDSA vs HS512, refresh/s
@@ -24,6 +24,7 @@
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, second-factors.ts, federation.ts, oauth-server.ts, backup.ts, remote.ts)
  *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
  *     --multi       only bench/multi.ts: 1 and 3 instances behind nginx on a remote primary, 20 ms per round trip (about two minutes; never in a plain run)
+ *     --edge        only bench/edge.ts: embedded-replica edges against a remote edge, the primary 50 ms away (about two minutes; never in a plain run)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
  * Writes bench/results/latest.json. The whole run stays under six minutes.
@@ -1048,10 +1049,16 @@ async function onlyMulti() {
   if ((await proc.exited) !== 0) throw new Error("bench/multi.ts failed");
 }
 
+/** --edge: replica edges beside a remote edge on one far sqld (bench/edge.ts), from source, alone. */
+async function onlyEdge() {
+  const proc = Bun.spawn([process.execPath, join(import.meta.dir, "edge.ts")], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+  if ((await proc.exited) !== 0) throw new Error("bench/edge.ts failed");
+}
+
 const only = flags.has("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 const ONLY = ["writes", "sessions", "api-keys"] as const;
 if (only !== undefined && !ONLY.includes(only as (typeof ONLY)[number])) throw new Error(`--only takes ${ONLY.join(", ")}`);
-const run = flags.has("--multi") ? onlyMulti : only ? () => onlyRows(only as (typeof ONLY)[number]) : main;
+const run = flags.has("--multi") ? onlyMulti : flags.has("--edge") ? onlyEdge : only ? () => onlyRows(only as (typeof ONLY)[number]) : main;
 await run().catch((error) => {
   console.error(error);
   process.exit(1);

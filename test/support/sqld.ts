@@ -78,10 +78,10 @@ function proxyControl(): Promise<string> {
   return proxies;
 }
 
-async function control(path: string, method = "POST"): Promise<{ port?: number; roundTrips?: number }> {
+async function control(path: string, method = "POST"): Promise<{ port?: number; roundTrips?: number; pulls?: number }> {
   const res = await fetch(`${await proxyControl()}${path}`, { method });
   if (!res.ok) throw new Error(`the TCP proxy answered ${res.status} to ${method} ${path}`);
-  return res.json() as Promise<{ port?: number; roundTrips?: number }>;
+  return res.json() as Promise<{ port?: number; roundTrips?: number; pulls?: number }>;
 }
 
 export interface Sqld {
@@ -93,6 +93,8 @@ export interface Sqld {
   authToken: string;
   /** Hrana requests over HTTP through the proxy since the last reset. */
   roundTrips(): Promise<number>;
+  /** Embedded replicas' pulls through the proxy since the last reset (each two requests, Hello and BatchLogEntries). */
+  pulls(): Promise<number>;
   reset(): Promise<void>;
   /** Each direction of every later chunk waits this long. */
   setDelay(ms: number): Promise<void>;
@@ -163,6 +165,7 @@ export async function startSqld(options: SqldOptions = {}): Promise<Sqld> {
     wsUrl: `ws://127.0.0.1:${proxyPort}`,
     authToken: auth.token,
     roundTrips: async () => (await control(`${at}/stats`, "GET")).roundTrips as number,
+    pulls: async () => (await control(`${at}/stats`, "GET")).pulls as number,
     reset: async () => void (await control(`${at}/reset`)),
     setDelay: async (ms) => void (await control(`${at}/delay?ms=${ms}`)),
     vanish: async () => void (await control(`${at}/state?to=down`)),

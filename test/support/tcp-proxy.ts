@@ -9,7 +9,8 @@
  *                                      primary); hung (takes connections, passes nothing on: a
  *                                      stopped primary); back up, the hung connections are dropped
  *   POST   /proxies/PORT/delay?ms=N    every chunk waits N ms, each direction (a primary far away)
- *   GET    /proxies/PORT/stats         {"roundTrips": Hrana requests and replica write delegations since the last reset}
+ *   GET    /proxies/PORT/stats         {"roundTrips": Hrana requests and replica write delegations, "pulls": an
+ *                                      embedded replica's syncs, since the last reset}
  *   POST   /proxies/PORT/reset
  *   DELETE /proxies/PORT
  */
@@ -23,6 +24,7 @@ interface Proxy {
   state: State;
   delayMs: number;
   roundTrips: number;
+  pulls: number;
   sockets: Set<Socket>;
   /** Connections taken while hung: dropped when the proxy comes back up. */
   held: Set<Socket>;
@@ -35,6 +37,8 @@ const proxies = new Map<number, Proxy>();
  * never holds (JSON has no raw CR LF, and a protobuf body is length-prefixed, never parsed here).
  */
 const REQUEST = /POST \/(?:v\d+\/(?:pipeline|cursor)|proxy\.Proxy\/\w+) HTTP\/1\.1\r\n/g;
+/** A replica's pull: its Hello, then one BatchLogEntries (two round trips, one after the other). */
+const PULL = /POST \/wal_log\.ReplicationLog\/Hello HTTP\/1\.1\r\n/g;
 
 function listen(proxy: Proxy, port = 0): Promise<number> {
   proxy.server = createServer((client) => accept(proxy, client));
@@ -70,6 +74,10 @@ function accept(proxy: Proxy, client: Socket) {
     for (const found of text.matchAll(REQUEST)) {
       proxy.roundTrips++;
       end = found.index + found[0].length;
+    }
+    for (const found of text.matchAll(PULL)) {
+      proxy.pulls++;
+      end = Math.max(end, found.index + found[0].length);
     }
     // A request line split between two chunks is counted with the second.
     tail = text.slice(Math.max(end, text.length - 40));
@@ -121,6 +129,7 @@ const control = Bun.serve({
         state: "up",
         delayMs: 0,
         roundTrips: 0,
+        pulls: 0,
         sockets: new Set(),
         held: new Set(),
       };
@@ -140,9 +149,10 @@ const control = Bun.serve({
         proxy.delayMs = Number(url.searchParams.get("ms"));
         break;
       case "GET stats":
-        return json({ roundTrips: proxy.roundTrips });
+        return json({ roundTrips: proxy.roundTrips, pulls: proxy.pulls });
       case "POST reset":
         proxy.roundTrips = 0;
+        proxy.pulls = 0;
         break;
       case "DELETE ":
         await setState(proxy, port, "down");
