@@ -35,8 +35,7 @@ async function edge(on: Sqld, logs: string[]): Promise<TestApp> {
   );
 }
 
-const journal = async (client: Client) =>
-  (await client.execute("SELECT hash, created_at FROM __drizzle_migrations ORDER BY created_at")).rows.map((r) => Number(r.created_at));
+const journal = async (client: Client) => (await client.execute("SELECT hash, created_at FROM __drizzle_migrations ORDER BY created_at")).rows.map((r) => Number(r.created_at));
 
 beforeAll(async () => {
   sqld = await startSqld();

@@ -25,9 +25,7 @@ const AHEAD_SERVED = 1;
 /** The journal's head and how many of its entries are newer than this build's newest migration. */
 async function journalOf(reader: Pick<Reader, "values">): Promise<{ head: number; ahead: number }> {
   // A row of @libsql/client is indexed, not iterable.
-  const [row] = await reader.values<[number | null, number]>(
-    sql`SELECT max(created_at), count(*) FILTER (WHERE created_at > ${NEWEST}) FROM "__drizzle_migrations"`,
-  );
+  const [row] = await reader.values<[number | null, number]>(sql`SELECT max(created_at), count(*) FILTER (WHERE created_at > ${NEWEST}) FROM "__drizzle_migrations"`);
   return { head: Number(row[0] ?? 0), ahead: Number(row[1]) };
 }
 
@@ -41,8 +39,7 @@ export async function migrate(database: Database): Promise<number> {
   let lost = false;
   for (;;) {
     const { head, ahead } = await journalOf(journal);
-    if (ahead > AHEAD_SERVED)
-      throw new Error(`the database is ${ahead} migrations ahead of this build (at most ${AHEAD_SERVED} is served): run a newer build`);
+    if (ahead > AHEAD_SERVED) throw new Error(`the database is ${ahead} migrations ahead of this build (at most ${AHEAD_SERVED} is served): run a newer build`);
     const pending = MIGRATIONS.filter((m) => head < m.folderMillis);
     if (pending.length === 0) {
       // An empty unit, for what it does on a replica: pulls into the copy what the winner migrated.
