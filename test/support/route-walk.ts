@@ -66,8 +66,8 @@ export async function prepareRouteWalk(t: TestApp) {
   const adminSignedIn = (await t.request("POST", "/api/auth/login", { body: { email: admin.email, password: "Admin-Passw0rd!" } })).body.data.token as string;
   const newKey = async (token: string) => (await t.request("POST", "/api/account/api-keys", { token, body: { name: "walk", scopes: ["users:read"] } })).body.id as number;
   const [ownKeyId, devicesKeyId] = [await newKey(adminSignedIn), await newKey(device.token)];
-  // A remote database is backed up by its server: there is no archive to download there. Nor yet
-  // on an embedded replica (a backup from its copy, its manifest naming the sync, is still to come).
+  // A remote database is backed up by its server: there is no archive to download there (an
+  // embedded replica backs up its copy).
   const backup = remote ? undefined : ((await t.request("POST", "/api/admin/backups", { token: admin.token })).body.name as string);
 
   const factors = await prepareSecondFactors(t, signIn);
