@@ -29,7 +29,8 @@ const NOT_REMOTE: Record<string, string> = {
   "./test/workers.test.ts": "worker processes share one local database file and its locks",
   "./test/prepared-statements.test.ts": "it counts bun:sqlite's preparations, on the native driver only (the libsql leg reports it skipped)",
   // Not leg files (they run once): listed so each remote leg says why.
-  "./test/backups.test.ts": "a backup copies the local database file; a remote database answers 400 BACKUP_UNSUPPORTED, which this suite asserts",
+  "./test/backups.test.ts":
+    "a backup copies the local database file (a plain one, or an embedded replica's copy: this suite starts a sqld of its own for that); a remote database answers 400 BACKUP_UNSUPPORTED, which this suite asserts",
   "./test/account-pages.test.ts":
     "static pages that read no database; the Chromium flow runs the real program on its own data folder, and the verify/reset API behind it runs on every leg in account-email.test.ts",
 };

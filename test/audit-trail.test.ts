@@ -3,7 +3,7 @@
  * ADMIN: sign-ins (success and failure, never the password), sign-outs, password change and
  * reset, e-mail change, user deletion, role change, log-level change, heap dump, backup download and restore.
  */
-import { afterAll, beforeAll, describe, expect, onSqld, test } from "./legs";
+import { afterAll, beforeAll, describe, expect, remote, test } from "./legs";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -169,9 +169,9 @@ describe("administration", () => {
   }, 60_000);
 });
 
-// Backups are of a local database: on the sqld legs the flow does not run (400 BACKUP_UNSUPPORTED; a
-// replica's backup from its copy is still to come).
-describe.skipIf(onSqld)("backups", () => {
+// Backups are of a local file (a replica's copy included): on the remote legs the flow does not run
+// (400 BACKUP_UNSUPPORTED).
+describe.skipIf(remote)("backups", () => {
   test("a download, and a restore (the CLI) recorded in the restored database", async () => {
     const made = await t.request("POST", "/api/admin/backups", { token: admin.token });
     expect(made.status).toBe(201);

@@ -32,6 +32,8 @@ import { answerOf, jsonOf, makeTestApp, storeOrphan, validRegistration, type Tes
 import { DENIED, scenarios, UNAUTHORIZED } from "./scenario";
 import { createBucket, S3_TEST_KEYS, startS3Server, type S3Server } from "./s3-server";
 import { startServer, streamDownload, streamUpload, type ServerProcess } from "./server-process";
+import { startSqld, type Sqld } from "./support/sqld";
+import { createClient } from "@libsql/client";
 
 const ARCHIVE = /^usersvc-\d{8}T\d{6}Z(-\d+)?\.tar\.gz$/;
 const ENCRYPTED = /^usersvc-\d{8}T\d{6}Z(-\d+)?\.tar\.gz\.enc$/;
@@ -141,12 +143,10 @@ describe("the ADMIN API", () => {
     return app.handle(new Request("http://localhost/api/admin/backups", { method: "POST", headers: { authorization: `Bearer ${admin.token}` } }));
   };
 
-  test("a remote database (or a replica) is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
-    for (const remote of [{ databaseUrl: "libsql://db.example.com" }, { databaseSyncUrl: "libsql://db.example.com" }]) {
-      const res = await backUpWith(remote);
-      expect(res.status).toBe(400);
-      expect((await jsonOf<Envelope>(res)).errorCode).toBe("BACKUP_UNSUPPORTED");
-    }
+  test("a remote database is backed up by its server: 400 BACKUP_UNSUPPORTED", async () => {
+    const res = await backUpWith({ databaseUrl: "libsql://db.example.com" });
+    expect(res.status).toBe(400);
+    expect((await jsonOf<Envelope>(res)).errorCode).toBe("BACKUP_UNSUPPORTED");
   });
 
   test("health shows the backup component when scheduled; the three metrics report the last backup", async () => {
@@ -169,6 +169,64 @@ describe("the ADMIN API", () => {
     expect(health.body.components.backup).toMatchObject({ status: "DOWN", details: { lastError: expect.stringContaining("ENOTDIR") } });
     expect((await t.request("POST", "/api/admin/backups", { token: admin.token })).status).toBe(201);
     expect((await t.request("GET", "/actuator/health", { token: admin.token })).body.components.backup.status).toBe("UP");
+  }, 30_000);
+});
+
+describe("on an embedded replica of sqld", () => {
+  let sqld: Sqld;
+  let edge: TestApp;
+  let admin: Awaited<ReturnType<TestApp["admin"]>>;
+  let copy: string;
+  beforeAll(async () => {
+    sqld = await startSqld();
+    copy = mkdtempSync(join(tmpdir(), "usersvc-backup-replica-"));
+    edge = await makeTestApp({ DATABASE_URL: `file:${copy}/usersvc.db`, DATABASE_SYNC_URL: sqld.url, DATABASE_AUTH_TOKEN: sqld.authToken });
+    admin = await edge.admin();
+    await edge.createUser();
+  }, 60_000);
+  afterAll(async () => {
+    edge.close();
+    await sqld.stop();
+    rmSync(copy, { recursive: true, force: true });
+  });
+
+  test("a backup is taken from the local copy, pulled just before: the manifest names the replica, its primary and the pull", async () => {
+    // A write at the primary by someone else, not pulled yet: the backup's own pull brings it.
+    const primary = createClient({ url: sqld.url, authToken: sqld.authToken });
+    await primary.execute("INSERT INTO departments (name) VALUES ('Pulled')");
+    primary.close();
+    const before = Date.now();
+    const created = await edge.request("POST", "/api/admin/backups", { token: admin.token });
+    expect(created.status).toBe(201);
+    const file = join(edge.dir, "backups", created.body.name);
+    const manifest = await manifestOf(file);
+    expect(manifest).toMatchObject({ source: "replica", primary: sqld.url, frameNo: expect.any(Number), migration: LATEST_MIGRATION.tag });
+    expect(JSON.stringify(manifest)).not.toContain(sqld.authToken);
+    expect(Date.parse(manifest.syncedAt!)).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000);
+    expect(manifest.tables).toMatchObject({ users: 2, departments: 1, leases: 0 });
+    const unpacked = mkdtempSync(join(tmpdir(), "usersvc-backup-replica-unpacked-"));
+    try {
+      Bun.spawnSync(["tar", "-xzf", file, "-C", unpacked]);
+      const db = new Database(join(unpacked, "usersvc.db"), { readonly: true });
+      expect(db.query("SELECT name FROM departments").all()).toEqual([{ name: "Pulled" }]);
+      db.close();
+    } finally {
+      rmSync(unpacked, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  test("restore onto the replica's folder is refused with one line, the copy left as it was", async () => {
+    const archive = (await edge.request("POST", "/api/admin/backups", { token: admin.token })).body.name;
+    const before = sha256File(join(copy, "usersvc.db"));
+    const refused = cli(["restore", join(edge.dir, "backups", archive)], {
+      DATA_DIR: edge.dir,
+      DATABASE_URL: `file:${copy}/usersvc.db`,
+      DATABASE_SYNC_URL: sqld.url,
+      DATABASE_AUTH_TOKEN: sqld.authToken,
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim().split("\n")).toEqual([expect.stringMatching(/embedded replica.*restore onto the primary/)]);
+    expect(sha256File(join(copy, "usersvc.db"))).toBe(before);
   }, 30_000);
 });
 

@@ -27,12 +27,13 @@ export interface ServerProcess {
 }
 
 /**
- * `command`: the binary's path, or undefined for `bun src/main.ts`. `env` may be a function of
- * the server's origin (for settings that name it, like PUBLIC_URL). `url` includes BASE_PATH.
+ * `command`: the binary's path (or a whole argv, e.g. another checkout's `bun src/main.ts`), or
+ * undefined for `bun src/main.ts`. `env` may be a function of the server's origin (for settings
+ * that name it, like PUBLIC_URL). `url` includes BASE_PATH.
  */
-export async function startServer(env: Env | ((origin: string) => Env), command?: string): Promise<ServerProcess> {
+export async function startServer(env: Env | ((origin: string) => Env), command?: string | string[]): Promise<ServerProcess> {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-server-"));
-  const argv = command ? [command] : [process.execPath, join(ROOT, "src/main.ts")];
+  const argv = Array.isArray(command) ? command : command ? [command] : [process.execPath, join(ROOT, "src/main.ts")];
   const port = freePort();
   const extra = typeof env === "function" ? env(`http://127.0.0.1:${port}`) : env;
   const fullEnv = {

@@ -91,6 +91,11 @@ export interface Database extends Reader {
   readonly primary?: Pick<Database, "readAll" | keyof Reader>;
   /** An embedded replica's distance from its primary (undefined elsewhere). */
   readonly freshness?: Freshness;
+  /**
+   * An embedded replica pulls from its primary now (undefined elsewhere): `frameNo` is the primary's
+   * replication frame the copy has reached (a backup's manifest records it).
+   */
+  readonly pull?: () => Promise<{ frameNo?: number }>;
   /** Applies SQL migrations as one unit with foreign keys off (what drizzle-kit's migrators do). */
   migrate(statements: string[]): Promise<void>;
   /**

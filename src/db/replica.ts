@@ -64,6 +64,12 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
     // which would hold the event loop for its round trip (the embedded engine is synchronous).
     primary,
     freshness,
+    async pull() {
+      const started = performance.now();
+      const pulled = await local.sync();
+      freshness.reached(started);
+      return { frameNo: pulled?.frame_no };
+    },
     close() {
       freshness.stop();
       local.close();

@@ -5,7 +5,7 @@
  * without a sample here fails every walk.
  */
 import { expect } from "bun:test";
-import { onSqld } from "../legs";
+import { remote } from "../legs";
 import { validRegistration, type TestApp } from "../helpers";
 import { SoftwareAuthenticator } from "./software-authenticator";
 import { totpAt } from "./totp";
@@ -66,9 +66,9 @@ export async function prepareRouteWalk(t: TestApp) {
   const adminSignedIn = (await t.request("POST", "/api/auth/login", { body: { email: admin.email, password: "Admin-Passw0rd!" } })).body.data.token as string;
   const newKey = async (token: string) => (await t.request("POST", "/api/account/api-keys", { token, body: { name: "walk", scopes: ["users:read"] } })).body.id as number;
   const [ownKeyId, devicesKeyId] = [await newKey(adminSignedIn), await newKey(device.token)];
-  // A remote database is backed up by its server: there is no archive to download there. Nor yet
-  // on an embedded replica (a backup from its copy, its manifest naming the sync, is still to come).
-  const backup = onSqld ? undefined : ((await t.request("POST", "/api/admin/backups", { token: admin.token })).body.name as string);
+  // A remote database is backed up by its server: there is no archive to download there (an
+  // embedded replica backs up its copy).
+  const backup = remote ? undefined : ((await t.request("POST", "/api/admin/backups", { token: admin.token })).body.name as string);
 
   const factors = await prepareSecondFactors(t, signIn);
 
@@ -120,8 +120,8 @@ export async function prepareRouteWalk(t: TestApp) {
     "GET /account/assets/account.js": { path: "/account/assets/account.js", token: undefined, status: 200 },
     "GET /account/assets/account.css": { path: "/account/assets/account.css", token: undefined, status: 200 },
     "GET /api/admin/outbox": { path: "/api/admin/outbox", status: 200 },
-    // A remote database is backed up by its server: the answer there is 400 BACKUP_UNSUPPORTED (so far on a replica too).
-    "POST /api/admin/backups": { path: "/api/admin/backups", status: onSqld ? 400 : 201 },
+    // A remote database is backed up by its server: the answer there is 400 BACKUP_UNSUPPORTED (a replica backs up its copy).
+    "POST /api/admin/backups": { path: "/api/admin/backups", status: remote ? 400 : 201 },
     "GET /api/admin/backups": { path: "/api/admin/backups", status: 200 },
     "GET /api/admin/backups/:name": {
       path: `/api/admin/backups/${backup ?? "usersvc-20260101T000000Z.tar.gz"}`,

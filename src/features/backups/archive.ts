@@ -49,6 +49,13 @@ export interface Manifest {
   files: Record<string, string>;
   /** Format 2: member path → its size in bytes, for every member in `files`. */
   sizes?: Record<string, number>;
+  /** Where the database came from: its own file, or an embedded replica's copy (absent in older archives). */
+  source?: "file" | "replica";
+  /** A replica's: its primary (DATABASE_SYNC_URL without credentials), and the pull before the snapshot. */
+  primary?: string;
+  syncedAt?: string;
+  /** The primary's replication frame that pull reached: the copy holds at least that. */
+  frameNo?: number;
 }
 
 /**

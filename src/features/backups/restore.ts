@@ -147,6 +147,10 @@ const moveIfThere = (from: string, to: string) => {
 /** `now`: the clock of the lease and of the BACKUP_RESTORED row (the CLI passes the system's). */
 export async function restoreArchive(config: Config, archive: string, logger: Logger, now: () => number, options: RestoreOptions = {}): Promise<RestoreSummary> {
   const databasePath = localDatabasePath(config);
+  if (config.databaseSyncUrl)
+    throw new RestoreRefused(
+      "this DATABASE_URL is an embedded replica's copy (DATABASE_SYNC_URL is set): restore onto the primary's own file, then start the edges from empty folders",
+    );
   if (!databasePath) throw new RestoreRefused("restore needs a local file: DATABASE_URL; a remote database is restored by its own server");
   const dataDir = resolve(config.dataDir);
   privateFolder(dataDir);

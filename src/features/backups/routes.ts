@@ -34,7 +34,7 @@ export const backupsRoutes = (ctx: AppContext) => {
             summary: "Take a backup now",
             description:
               "A consistent online snapshot of the database (writers keep writing) and the uploads of folder storage, as one tar.gz in BACKUP_DIR; " +
-              "with BACKUP_ENCRYPTION_KEY encrypted whole (…tar.gz.enc) and carrying the keys kept in the data folder, which a plain archive never holds. 409 BACKUP_IN_PROGRESS while another backup runs in any process; 400 BACKUP_UNSUPPORTED for a remote database.",
+              "with BACKUP_ENCRYPTION_KEY encrypted whole (…tar.gz.enc) and carrying the keys kept in the data folder, which a plain archive never holds. 409 BACKUP_IN_PROGRESS while another backup runs in any process; 400 BACKUP_UNSUPPORTED for a remote database. On an embedded replica the archive is of its local copy, pulled just before (the manifest says `source: replica`, its primary and the frame reached).",
           },
         },
       )

@@ -6,7 +6,7 @@ import type { Cron } from "croner";
 import { loadCron } from "../../config";
 import { AppError } from "../../errors";
 import { acquireLease, liveLeases, RESTORE_LEASE, SERVE_LEASE_PREFIX } from "../../store/leases";
-import { createBackup, localDatabasePath, pruneScheduled, type BackupDeps } from "./service";
+import { backupSource, createBackup, pruneScheduled, type BackupDeps } from "./service";
 
 export interface BackupDuties {
   stop(): Promise<void>;
@@ -20,7 +20,7 @@ export async function startBackupDuties(deps: BackupDeps, { primary }: { primary
   });
   let schedule: Cron | undefined;
   if (primary && config.backupSchedule) {
-    if (!localDatabasePath(config)) {
+    if (!backupSource(config)) {
       logger.warn("BACKUP_SCHEDULE is ignored: the database is remote and backed up by its own server");
     } else {
       // protect: a run still going when the next one is due is not started twice.

@@ -25,11 +25,26 @@ export interface BackupDeps {
   now: () => number;
 }
 
-/** The database file, when it is one this process can snapshot: a plain `file:` URL (no remote, no replica). */
-export function localDatabasePath(config: Config): string | undefined {
-  if (!config.databaseUrl.startsWith("file:") || config.databaseSyncUrl) return undefined;
+/** The `file:` DATABASE_URL's file (a plain database or an embedded replica's copy), when there is one. */
+function databaseFile(config: Config): string | undefined {
+  if (!config.databaseUrl.startsWith("file:")) return undefined;
   const path = config.databaseUrl.slice("file:".length).split("?")[0];
   return path && path !== ":memory:" ? resolve(path) : undefined;
+}
+
+/** The database file, when it is the database itself: a plain `file:` URL (no remote, no replica). What restore replaces. */
+export const localDatabasePath = (config: Config): string | undefined => (config.databaseSyncUrl ? undefined : databaseFile(config));
+
+/** The file a backup snapshots: the database's own, or an embedded replica's local copy. A remote database has none. */
+export const backupSource = (config: Config): string | undefined => databaseFile(config);
+
+/** DATABASE_SYNC_URL as a manifest may carry it: no credentials, no query. */
+function primaryOf(syncUrl: string): string {
+  const url = new URL(syncUrl);
+  url.username = "";
+  url.password = "";
+  url.search = "";
+  return url.toString().replace(/\/$/, "");
 }
 
 export const destinationOf = (config: Config, location = config.backupDir): Destination => openDestination(location, config.s3, config.dataDir);
@@ -41,19 +56,24 @@ export interface CreatedBackup extends ArchiveInfo {
 
 /**
  * Takes one backup now. 400 BACKUP_UNSUPPORTED for a remote database (its server backs it up),
- * 409 BACKUP_IN_PROGRESS while another one runs in any process.
+ * 409 BACKUP_IN_PROGRESS while another one runs in any process. An embedded replica backs up its
+ * local copy, pulled just before: the manifest names the primary and the frame that pull reached
+ * (the copy holds at least that; a background pull may land before the snapshot reads it).
  */
 export async function createBackup(deps: BackupDeps, options: { trigger: Trigger; actor: string; destination?: string }): Promise<CreatedBackup> {
   const { config, db, logger, now } = deps;
-  const databasePath = localDatabasePath(config);
+  const databasePath = backupSource(config);
   if (!databasePath) throw new AppError("BACKUP_UNSUPPORTED");
   const lease = await acquireLease(db, BACKUP_LEASE, now, { onRenewError: (error) => logger.warn({ err: error }, "could not renew the backup lease") });
   if (!lease) throw new AppError("BACKUP_IN_PROGRESS");
   const started = performance.now();
   const location = options.destination ?? config.backupDir;
   try {
+    const { databaseSyncUrl } = config;
+    const replica = databaseSyncUrl && db.pull ? { primary: primaryOf(databaseSyncUrl), ...(await db.pull()), syncedAt: new Date(now()).toISOString() } : undefined;
     const result = await snapshotInChild({
       databasePath,
+      replica,
       dataDir: resolve(config.dataDir),
       // The keys in force that live in the data folder, and only inside an encrypted archive.
       secretFiles: config.backupEncryptionKey

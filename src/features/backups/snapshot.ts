@@ -24,6 +24,8 @@ export interface SnapshotJob {
   uploadsDir?: string;
   destination: { location: string; s3: S3Settings };
   trigger: Trigger;
+  /** An embedded replica's copy: the manifest says so, and as of which pull. */
+  replica?: Required<Pick<Manifest, "primary" | "syncedAt">> & Pick<Manifest, "frameNo">;
   version: string;
   /** Whole seconds: the archive's name carries the same instant. */
   createdAt: string;
@@ -144,6 +146,8 @@ export async function takeSnapshot(job: SnapshotJob, stillWanted: () => boolean 
       tables: snapshot.tables,
       files,
       sizes,
+      source: job.replica ? "replica" : "file",
+      ...job.replica,
     };
     writeFileSync(join(staging, MANIFEST), JSON.stringify(manifest, null, 2), { mode: 0o600 });
 
