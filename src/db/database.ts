@@ -30,8 +30,9 @@
  * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
  * Hot paths prepare their statements once per handle and shape: prepared.ts.
  *
- * On an embedded replica a miss is never final: readAgainAtPrimary (the guard's caller read,
- * a sign-in's account read) reads again at `primary` what the local copy did not find.
+ * On an embedded replica a miss is never final: readAgainAtPrimary (the guard's caller read) and
+ * foundOrAgain (the stores' reads by id, token or key) read again at `primary` what the local copy
+ * did not find (db/miss.ts).
  */
 import type { RunnableQuery } from "drizzle-orm/runnable-query";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";

@@ -21,3 +21,25 @@ export function readAgainAtPrimary<T>(db: ReadSource & Pick<Database, "primary">
   if (!primary) return first;
   return andThen(first, (answer) => (missed(answer) ? read(primary) : answer));
 }
+
+/** What a read answers when it found nothing: no row, no rows, no. */
+const isMiss = (answer: unknown) => answer === undefined || answer === false || (Array.isArray(answer) && answer.length === 0);
+
+/**
+ * A store's or service's read of one thing by its id, token or key, on whatever `db` its caller
+ * holds: when it finds nothing (`missed`: undefined, no rows, false) and `db` is an embedded
+ * replica's Database, the same read again at its primary. A unit's `tx` (already at the primary)
+ * and every other database have no primary: there the read is `read(db)` itself, and a hit costs
+ * one property read anywhere.
+ */
+export function foundOrAgain<S extends Reader | Pick<Database, "readAll">, T>(
+  db: S,
+  read: (source: S | ReadSource) => T | PromiseLike<T>,
+  missed: (answer: T) => boolean = isMiss,
+): T | PromiseLike<T> {
+  const first = read(db);
+  const { primary } = db as Partial<Pick<Database, "primary">>;
+  if (!primary) return first;
+  // Promise.resolve: a drizzle query or a bound statement is a thenable, not a Promise.
+  return Promise.resolve(first).then((answer) => (missed(answer) ? read(primary) : answer));
+}

@@ -37,7 +37,6 @@ import {
   type ThrottleRow,
 } from "../store/throttle";
 import { type LoginAccount, loginAccount } from "../store/users";
-import { readAgainAtPrimary } from "../db/miss";
 import type { Caller } from "./caller";
 import { hashPassword, verifyPassword } from "./passwords";
 
@@ -77,6 +76,14 @@ export async function attemptTurn(email: string): Promise<Disposable> {
 }
 
 /**
+ * Where an attempt reads the counters that protect the account: an embedded replica's primary,
+ * where every edge counts its failures (its own copy would not know yet of the failures counted
+ * at other edges since its last pull, nor of an account or device made there). One round trip per
+ * attempt on a replica, the read unit's own elsewhere.
+ */
+const countersAt = (db: Database) => db.primary ?? db;
+
+/**
  * Throws 429 with Retry-After while the e-mail from this network or the address has used up its
  * failures, or the e-mail is locked out everywhere (until `lockedUntil`).
  */
@@ -111,7 +118,7 @@ export async function assertLoginAllowed<const A extends Record<string, Statemen
     lockout,
     device: rows,
     ...read
-  } = await deps.db.readAll((db) => ({
+  } = await countersAt(deps.db).readAll((db) => ({
     ...(alongside?.(db) as A),
     throttle: loginThrottleRows(db, origin, now),
     lockout: loginLockoutRows(db, email),
@@ -176,18 +183,12 @@ function trustedDevice(token: string | undefined, row: DeviceTokenRow | undefine
 export async function checkPassword(deps: PasswordCheckDeps, email: string, password: string, client: AttemptClient, failure: AuditRecord): Promise<CheckedPassword | undefined> {
   const origin = { email, address: client.address, network: clientNetwork(client.address) };
   const now = deps.now();
-  // An account or device made at another edge a moment ago: read again at the primary (db/miss.ts).
-  const read = await readAgainAtPrimary(
-    deps.db,
-    (source) =>
-      source.readAll((db) => ({
-        throttle: loginThrottleRows(db, origin, now),
-        lockout: loginLockoutRows(db, email),
-        account: loginAccount(db, email),
-        device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
-      })),
-    (found) => found.account.length === 0 || found.device?.length === 0,
-  );
+  const read = await countersAt(deps.db).readAll((db) => ({
+    throttle: loginThrottleRows(db, origin, now),
+    lockout: loginLockoutRows(db, email),
+    account: loginAccount(db, email),
+    device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
+  }));
   const [account] = read.account;
   const device = trustedDevice(client.deviceToken, read.device?.[0], account, now);
   if (!device) assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);

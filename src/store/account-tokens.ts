@@ -7,6 +7,7 @@
 import { and, eq, gt, inArray, isNotNull, lte, or, sql, type SQL } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { accountTokens, outbox, users } from "../db/schema";
 import { ENROL_CODE_LIFETIME_MS } from "./mfa";
 import { dropRequest, notificationStatement, releaseRequest, resolvingRows, stillResolving, traced } from "./outbox";
@@ -54,11 +55,13 @@ export async function issueToken(tx: Writer, userId: number, purpose: TokenPurpo
 
 /** The e-mail of a live token's user, without using the token up (a cheap check before expensive work); undefined for a dead one. */
 export async function liveTokenOwner(db: Reader, raw: string, purpose: TokenPurpose, now: number): Promise<string | undefined> {
-  const [row] = await db
-    .select({ email: users.email })
-    .from(accountTokens)
-    .innerJoin(users, eq(users.id, accountTokens.userId))
-    .where(and(eq(accountTokens.tokenHash, sha256(raw)), eq(accountTokens.purpose, purpose), gt(accountTokens.expiresAt, new Date(now))));
+  const [row] = await foundOrAgain(db, (source) =>
+    source
+      .select({ email: users.email })
+      .from(accountTokens)
+      .innerJoin(users, eq(users.id, accountTokens.userId))
+      .where(and(eq(accountTokens.tokenHash, sha256(raw)), eq(accountTokens.purpose, purpose), gt(accountTokens.expiresAt, new Date(now)))),
+  );
   return row?.email;
 }
 

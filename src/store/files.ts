@@ -2,6 +2,7 @@
 import { count, desc, eq, sql } from "drizzle-orm";
 import type { Database, Reader } from "../db/database";
 import { bound, prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { files } from "../db/schema";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
 
@@ -27,7 +28,7 @@ const fileById = prepared((db: Reader) =>
 );
 
 export async function fileRow(db: Reader, name: string): Promise<FileRow | undefined> {
-  const [row] = await fileById(db).all({ name });
+  const [row] = await foundOrAgain(db, (source) => fileById(source).all({ name }));
   return row;
 }
 

@@ -1,10 +1,12 @@
 /**
  * Identities at other providers (identities) and federated sign-ins between their requests
  * (federation_flows): every statement on them, and the account a sign-in through an identity
- * lands in, read with what the sign-in checks of it.
+ * lands in, read with what the sign-in checks of it (read again at an edge's primary on a miss:
+ * db/miss.ts).
  */
 import { and, asc, eq, lte, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
+import { foundOrAgain } from "../db/miss";
 import { apiKeys, deviceTokens, federationFlows, identities, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
 import { sha256Base64url } from "../digest";
 import { secondFactorsOf } from "./mfa";
@@ -41,22 +43,24 @@ export interface FederatedAccount {
 
 /** The account an identity signs in to, with its identity's id; undefined when (issuer, subject) is linked to none. */
 export async function accountOfIdentity(db: Reader, issuer: string, subject: string): Promise<(FederatedAccount & { identityId: number }) | undefined> {
-  const [row] = await db
-    .select({ ...accountColumns, identityId: identities.id })
-    .from(identities)
-    .innerJoin(users, eq(users.id, identities.userId))
-    .where(and(eq(identities.issuer, issuer), eq(identities.subject, subject)));
+  const [row] = await foundOrAgain(db, (source) =>
+    source
+      .select({ ...accountColumns, identityId: identities.id })
+      .from(identities)
+      .innerJoin(users, eq(users.id, identities.userId))
+      .where(and(eq(identities.issuer, issuer), eq(identities.subject, subject))),
+  );
   return row as (FederatedAccount & { identityId: number }) | undefined;
 }
 
 /** The account with an e-mail (stored lower-case), as a federated sign-in checks it. */
 export async function accountByEmail(db: Reader, email: string): Promise<FederatedAccount | undefined> {
-  const [row] = await db.select(accountColumns).from(users).where(eq(users.email, email));
+  const [row] = await foundOrAgain(db, (source) => source.select(accountColumns).from(users).where(eq(users.email, email)));
   return row as FederatedAccount | undefined;
 }
 
 export async function accountById(db: Reader, id: number): Promise<FederatedAccount | undefined> {
-  const [row] = await db.select(accountColumns).from(users).where(eq(users.id, id));
+  const [row] = await foundOrAgain(db, (source) => source.select(accountColumns).from(users).where(eq(users.id, id)));
   return row as FederatedAccount | undefined;
 }
 

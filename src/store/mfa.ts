@@ -8,6 +8,7 @@ import { and, asc, count, eq, gt, isNotNull, isNull, lt, lte, sql } from "drizzl
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { mfaChallenges, mfaRecoveryCodes, mfaTotp, passkeys, users } from "../db/schema";
 import { sha256Base64url } from "../digest";
 
@@ -222,7 +223,8 @@ const liveChallengeRow = prepared((db: Reader) =>
 export const liveChallengeRows = (db: Reader, purpose: ChallengePurpose, key: string, now: Date) =>
   bound(liveChallengeRow(db), { id: sha256Base64url(key), purpose, now: now.getTime() });
 /** An unexpired row of the purpose, by its token or challenge. */
-export const liveChallenge = async (db: Reader, purpose: ChallengePurpose, key: string, now: Date) => (await liveChallengeRows(db, purpose, key, now))[0];
+export const liveChallenge = async (db: Reader, purpose: ChallengePurpose, key: string, now: Date) =>
+  (await foundOrAgain(db, (source) => liveChallengeRows(source, purpose, key, now)))[0];
 
 /** The row used up, once: answers it only to the one request that took it. */
 export const takeChallengeStatement = (tx: Db, purpose: ChallengePurpose, key: string, now: Date) =>
@@ -323,4 +325,5 @@ const mfaTokenHolderRow = prepared((db: Reader) =>
     .prepare(),
 );
 /** The account a sealed mfaToken names, and whether its id was used up (or burnt): the second step's first read (prepared). */
-export const mfaTokenHolder = async (db: Reader, userId: number, tokenId: string) => (await bound(mfaTokenHolderRow(db), { userId, used: sha256Base64url(tokenId) }))[0];
+export const mfaTokenHolder = async (db: Reader, userId: number, tokenId: string) =>
+  (await foundOrAgain(db, (source) => bound(mfaTokenHolderRow(source), { userId, used: sha256Base64url(tokenId) })))[0];

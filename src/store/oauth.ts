@@ -6,6 +6,7 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
 import { prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { positionsOf } from "../db/reads";
 import { oauthClients, oauthCodes, oauthConsents, oauthGrants, oauthRefreshTokens, sessions, users } from "../db/schema";
 import type { MaybePromise } from "../maybe-promise";
@@ -58,7 +59,7 @@ export async function insertClient(db: Database, client: NewClient): Promise<Cli
 export const allClients = async (db: Reader) => (await db.select().from(oauthClients).orderBy(asc(oauthClients.id))).map(clientOf);
 
 export async function clientByClientId(db: Reader, clientId: string): Promise<ClientRow | undefined> {
-  const [row] = await db.select().from(oauthClients).where(eq(oauthClients.clientId, clientId));
+  const [row] = await foundOrAgain(db, (source) => source.select().from(oauthClients).where(eq(oauthClients.clientId, clientId)));
   return row && clientOf(row);
 }
 
@@ -229,6 +230,9 @@ export function grantState(db: Reader, grantId: string, kid = "", also?: AlsoUse
   );
 }
 
+/** grantState for the provider's own routes: read again at an edge's primary when its copy does not know the grant yet (db/miss.ts); the guard re-reads by itself. */
+export const grantFound = (db: Reader, grantId: string, kid = "") => foundOrAgain(db, (source) => grantState(source, grantId, kid));
+
 /** Takes the code (once): its row, and whether it had been taken before (a replay). */
 export async function takeCode(db: Database, codeHash: string, at: Date) {
   return db.write(async (tx) => {
@@ -239,7 +243,8 @@ export async function takeCode(db: Database, codeHash: string, at: Date) {
   });
 }
 
-export const refreshTokenRow = async (db: Reader, tokenHash: string) => (await db.select().from(oauthRefreshTokens).where(eq(oauthRefreshTokens.tokenHash, tokenHash)))[0];
+export const refreshTokenRow = async (db: Reader, tokenHash: string) =>
+  (await foundOrAgain(db, (source) => source.select().from(oauthRefreshTokens).where(eq(oauthRefreshTokens.tokenHash, tokenHash))))[0];
 
 /** Marks a refresh token rotated (or its grace used), only if it still is as read: false when a concurrent request got there first. */
 export async function rotateRefresh(db: Database, tokenHash: string, grantId: string, next: string, at: Date, grace: boolean): Promise<boolean> {

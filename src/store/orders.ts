@@ -8,6 +8,7 @@ import { and, asc, count, eq, gte, inArray, lt, or, sql } from "drizzle-orm";
 import type { SQLiteSelect } from "drizzle-orm/sqlite-core";
 import type { Database, Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { orderItems, orders, outbox, products, users } from "../db/schema";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
 import { notificationSelection, notificationStatement, traced } from "./outbox";
@@ -42,7 +43,7 @@ const productById = prepared((db: Reader) =>
 );
 
 export async function productRow(db: Reader, id: number): Promise<ProductRow | undefined> {
-  const [row] = await productById(db).all({ id });
+  const [row] = await foundOrAgain(db, (source) => productById(source).all({ id }));
   return row;
 }
 

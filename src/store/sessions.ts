@@ -10,6 +10,7 @@
 import { and, desc, eq, isNull, ne, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { positionsOf } from "../db/reads";
 import { refreshTokens, sessions, users } from "../db/schema";
 import { sha256Base64url } from "../digest";
@@ -178,7 +179,7 @@ const refreshState = prepared((db: Reader) =>
 );
 /** A refresh token's state with its session and user (instants in epoch milliseconds), or undefined for an unknown token. */
 export async function refreshStateOf(db: Reader, token: string) {
-  const [row] = await refreshState(db).all({ tokenHash: refreshHash(token) });
+  const [row] = await foundOrAgain(db, (source) => refreshState(source).all({ tokenHash: refreshHash(token) }));
   return (
     row && {
       ...row,
@@ -209,16 +210,23 @@ const bearerRefreshState = prepared((db: Reader) =>
 );
 /** The session's sign-in instant (ms) and whether it has used its refresh token, or undefined for an unknown session. */
 export async function bearerRefreshStateOf(db: Reader, sessionId: string) {
-  const [row] = await bearerRefreshState(db).all({ sessionId });
+  const [row] = await foundOrAgain(db, (source) => bearerRefreshState(source).all({ sessionId }));
   return row && { signedInAt: row.signedInAt.getTime(), rotated: Boolean(row.rotated) };
 }
+
+/**
+ * A rotation's own check that its session is not over: the state it was judged on may be an edge's
+ * copy that does not know yet of a logout or a reuse detected at another edge, and the rotation
+ * runs at the primary, which does.
+ */
+const sessionNotEnded = sql`exists (select 1 from ${sessions} where ${sessions.id} = ${refreshTokens.sessionId} and ${sessions.endedAt} is null)`;
 
 /** The current token rotated: it names its successor, once (two rotations racing: one wins). */
 const rotateCurrent = prepared((tx: Db) =>
   tx
     .update(refreshTokens)
     .set({ rotatedAt: placeholder<Date>("now"), successor: placeholder<string>("next") })
-    .where(and(eq(refreshTokens.tokenHash, sql.placeholder("tokenHash")), isNull(refreshTokens.rotatedAt)))
+    .where(and(eq(refreshTokens.tokenHash, sql.placeholder("tokenHash")), isNull(refreshTokens.rotatedAt), sessionNotEnded))
     .prepare(),
 );
 /** A rotated token within its grace: it names one sibling successor, once. */
@@ -226,7 +234,14 @@ const rotateInGrace = prepared((tx: Db) =>
   tx
     .update(refreshTokens)
     .set({ sibling: placeholder<string>("next") })
-    .where(and(eq(refreshTokens.tokenHash, sql.placeholder("tokenHash")), isNull(refreshTokens.sibling), sql`${refreshTokens.rotatedAt} >= ${sql.placeholder("graceFrom")}`))
+    .where(
+      and(
+        eq(refreshTokens.tokenHash, sql.placeholder("tokenHash")),
+        isNull(refreshTokens.sibling),
+        sql`${refreshTokens.rotatedAt} >= ${sql.placeholder("graceFrom")}`,
+        sessionNotEnded,
+      ),
+    )
     .prepare(),
 );
 /** The successor, only if the rotation above named it (so a lost race hands out nothing). */

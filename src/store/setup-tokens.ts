@@ -5,6 +5,7 @@
  */
 import { and, eq, gt, lt, sql } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
+import { foundOrAgain } from "../db/miss";
 import { roles, setupTokens, userRoles } from "../db/schema";
 import { sha256Base64url } from "../digest";
 
@@ -39,10 +40,12 @@ export async function claimSetupToken(db: Database, tokenHash: string, now: Date
 
 /** When the live token (if any; with `tokenHash`, only if it is that one) expires: what a start that finds one tells the operator. */
 export async function liveSetupTokenExpiry(db: Reader, now: Date, tokenHash?: string): Promise<Date | undefined> {
-  const [row] = await db
-    .select({ expiresAt: setupTokens.expiresAt })
-    .from(setupTokens)
-    .where(and(eq(setupTokens.name, ROW), gt(setupTokens.expiresAt, now), tokenHash === undefined ? undefined : eq(setupTokens.tokenHash, tokenHash)));
+  const [row] = await foundOrAgain(db, (source) =>
+    source
+      .select({ expiresAt: setupTokens.expiresAt })
+      .from(setupTokens)
+      .where(and(eq(setupTokens.name, ROW), gt(setupTokens.expiresAt, now), tokenHash === undefined ? undefined : eq(setupTokens.tokenHash, tokenHash))),
+  );
   return row?.expiresAt;
 }
 

@@ -9,6 +9,7 @@ import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Database, Db, Reader } from "../db/database";
 import { secondFactorsOf } from "./mfa";
 import { bound, placeholder, prepared } from "../db/prepared";
+import { foundOrAgain } from "../db/miss";
 import { positionsOf } from "../db/reads";
 import { auditLog, departments, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
 import type { SORTABLE_FIELDS, User } from "../models/user";
@@ -111,7 +112,8 @@ type UserRow = Awaited<ReturnType<ReturnType<typeof findById>["all"]>>[number];
 /** The User with the id, or undefined: the service decides what a missing one means (usually `existing`, models/user.ts). */
 export async function findUser(db: Reader, id: number): Promise<User | undefined> {
   // Raw values, mapped by position: drizzle's per-field row mapping was a tenth of GET /api/users/{id}.
-  const [row] = (await findById(db).values({ id })) as ArrayLike<unknown>[];
+  // Not on an edge's copy yet (made at another edge a moment ago): read again at the primary (db/miss.ts).
+  const [row] = (await foundOrAgain(db, (source) => findById(source).values({ id }))) as ArrayLike<unknown>[];
   return row ? toUserFromValues(row) : undefined;
 }
 
@@ -416,7 +418,7 @@ const idByEmail = prepared((db: Reader) =>
 );
 
 export async function emailTaken(db: Reader, email: string) {
-  const [row] = await idByEmail(db).all({ email: normalizeEmail(email) });
+  const [row] = await foundOrAgain(db, (source) => idByEmail(source).all({ email: normalizeEmail(email) }));
   return row !== undefined;
 }
 
@@ -772,7 +774,7 @@ export async function deactivateLoggedInBefore(tx: Db, cutoff: Date, now: Date, 
 }
 
 export async function userExists(db: Reader, id: number) {
-  const [row] = await db.select({ id: users.id }).from(users).where(eq(users.id, id));
+  const [row] = await foundOrAgain(db, (source) => source.select({ id: users.id }).from(users).where(eq(users.id, id)));
   return row !== undefined;
 }
 

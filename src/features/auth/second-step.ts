@@ -17,6 +17,7 @@
 import { randomBytes } from "node:crypto";
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db, Reader, UnitAnswers } from "../../db/database";
+import { readAgainAtPrimary } from "../../db/miss";
 import { AppError } from "../../errors";
 import { assertLoginAllowed, attemptTurn, countFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
@@ -254,7 +255,12 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   const expiresAt = challenge && sealedChallengeExpiry(deps.cipher, challenge, "passkey", now.getTime());
   if (!challenge || !expiresAt) throw invalidPasskey();
   // Whether it was answered before (a replay is refused as such, not as a clone's counter) and the credential: one read unit.
-  const [[used], [found]] = await deps.db.readAll((db) => [liveChallengeRows(db, "passkey-used", challenge, now), passkeyByCredentialRows(db, body.response.id)]);
+  // A passkey registered at another edge a moment ago: read again at the primary (db/miss.ts).
+  const [[used], [found]] = await readAgainAtPrimary(
+    deps.db,
+    (source) => source.readAll((db) => [liveChallengeRows(db, "passkey-used", challenge, now), passkeyByCredentialRows(db, body.response.id)]),
+    ([, rows]) => rows.length === 0,
+  );
   if (used) throw invalidPasskey();
   const checked = await checkAssertion(deps, rp, asAssertion(body.response), challenge, found, { requireUserVerification: true });
   if (!checked) {

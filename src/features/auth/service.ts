@@ -8,6 +8,7 @@
  * Wrong e-mail and wrong password take the same path and the same time (security/password-check.ts),
  * and both answer 401 INVALID_CREDENTIALS.
  */
+import type { Reader } from "../../db/database";
 import { AppError } from "../../errors";
 import { existing } from "../../models/user";
 import type { Caller } from "../../security/caller";
@@ -114,8 +115,8 @@ const callerSession = (caller: Caller, refreshToken?: string): AnswerSession | u
  * again within REFRESH_REUSE_GRACE_S is answered once more with a sibling (an answer lost on the
  * way); after that, or a second time, it is taken for stolen: its whole session ends, audited.
  */
-export async function refreshWithToken(deps: SessionDeps, refreshToken: string): Promise<TokenResponse> {
-  const state = await refreshStateOf(deps.db, refreshToken);
+export async function refreshWithToken(deps: SessionDeps, refreshToken: string, source: Reader = deps.db): Promise<TokenResponse> {
+  const state = await refreshStateOf(source, refreshToken);
   const now = new Date(deps.now());
   if (!state || !isOpen(state, now.getTime(), deps.config.sessionIdleTimeoutMs)) throw unauthorized();
   const graceFrom = new Date(now.getTime() - deps.config.refreshReuseGraceS * 1000);
@@ -135,7 +136,12 @@ export async function refreshWithToken(deps: SessionDeps, refreshToken: string):
   // Another request rotated the same token meanwhile (two tabs, a retry): it got the successor,
   // this one the sibling, as the grace would have answered a moment later.
   if (issued.length === 0 && state.rotatedAt === null) ({ issued, user } = await rotate(true));
-  if (issued.length === 0) throw unauthorized();
+  if (issued.length === 0) {
+    // An edge's copy that did not know yet that another edge had rotated the token: the primary's
+    // conditional write refused it, so it is judged again on the primary's state (reuse detection).
+    if (deps.db.primary && source !== deps.db.primary) return refreshWithToken(deps, refreshToken, deps.db.primary);
+    throw unauthorized();
+  }
   const session = { id: state.sessionId, expiresAt: state.expiresAt, authTime: Math.floor(state.signedInAt / 1000), amr: state.amr.split(","), refreshToken: next };
   return tokenAnswer(deps, { id: state.userId, email: state.email, tokenVersion: state.tokenVersion }, userOf(user), session);
 }

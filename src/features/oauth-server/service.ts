@@ -13,7 +13,7 @@ import {
   clientByClientId,
   consentOf,
   endSessionById,
-  grantState,
+  grantFound,
   insertCodeStatement,
   insertGrantStatement,
   insertRefreshStatement,
@@ -243,7 +243,7 @@ export interface TokenAnswer {
 /** Access, ID and (with offline_access) refresh tokens of a live grant. */
 async function tokensOf(deps: ProviderDeps, client: ClientRow, grantId: string, nonce: string | null, withRefresh: boolean): Promise<TokenAnswer> {
   const { tokens, ctx } = deps;
-  const grant = await grantState(ctx.db, grantId);
+  const grant = await grantFound(ctx.db, grantId);
   if (!grant || grant.clientPk !== client.id || !tokens.grantLive(grant)) throw new OAuthError("invalid_grant", "the grant has ended");
   const sub = grant.userId === null ? client.clientId : String(grant.userId);
   const authTime = grant.authTime ? secondsOf(grant.authTime) : undefined;
@@ -292,7 +292,7 @@ async function codeGrant(deps: ProviderDeps, client: ClientRow, form: URLSearchP
     throw new OAuthError("invalid_grant", "the code was already used");
   }
   if (taken.expiresAt.getTime() <= at) throw new OAuthError("invalid_grant", "the code has expired");
-  const grant = await grantState(ctx.db, taken.grantId);
+  const grant = await grantFound(ctx.db, taken.grantId);
   if (!grant || grant.clientPk !== client.id) throw new OAuthError("invalid_grant", "the code was issued to another client");
   if (form.get("redirect_uri") !== taken.redirectUri) throw new OAuthError("invalid_grant", "redirect_uri differs from the authorization request's");
   const verifier = form.get("code_verifier");
@@ -313,16 +313,21 @@ async function refreshGrant(deps: ProviderDeps, client: ClientRow, form: URLSear
   const hash = sha256Base64url(presented);
   const row = await refreshTokenRow(ctx.db, hash);
   if (!row) throw new OAuthError("invalid_grant", "unknown refresh token");
-  const grant = await grantState(ctx.db, row.grantId);
+  const grant = await grantFound(ctx.db, row.grantId);
   if (!grant || grant.clientPk !== client.id) throw new OAuthError("invalid_grant", "the refresh token was issued to another client");
   const at = ctx.now();
   const next = random(32);
-  let rotated = false;
-  if (row.rotatedAt === null) rotated = await rotateRefresh(ctx.db, hash, row.grantId, sha256Base64url(next), new Date(at), false);
-  else if (!row.graceUsed && at - row.rotatedAt.getTime() <= ctx.config.refreshReuseGraceS * 1000) {
+  const rotate = async (state: typeof row) => {
+    if (state.rotatedAt === null) return rotateRefresh(ctx.db, hash, row.grantId, sha256Base64url(next), new Date(at), false);
     // Within the grace: an answer lost on the way, accepted once more with a sibling successor.
-    rotated = await rotateRefresh(ctx.db, hash, row.grantId, sha256Base64url(next), new Date(at), true);
-  }
+    if (!state.graceUsed && at - state.rotatedAt.getTime() <= ctx.config.refreshReuseGraceS * 1000)
+      return rotateRefresh(ctx.db, hash, row.grantId, sha256Base64url(next), new Date(at), true);
+    return false;
+  };
+  let rotated = await rotate(row);
+  // An edge's copy that did not know yet of a rotation at another edge: the primary's conditional
+  // write refused it, so it is judged again on the primary's row.
+  if (!rotated && ctx.db.primary) rotated = await rotate((await refreshTokenRow(ctx.db.primary, hash)) ?? row);
   if (!rotated) {
     // Replayed after its rotation (and grace): the chain may be stolen, so the whole grant ends.
     await ctx.db.writeAll((tx) => [revokeGrantStatement(tx, row.grantId, new Date(at))]);
@@ -350,7 +355,7 @@ async function clientCredentialsGrant(deps: ProviderDeps, client: ClientRow, for
 
 export async function userinfo(deps: ProviderDeps, bearer: string | undefined) {
   const claims = bearer ? await deps.tokens.verifyAccess(bearer) : undefined;
-  const grant = claims && (await grantState(deps.ctx.db, claims.gid, accessKid(bearer!)));
+  const grant = claims && (await grantFound(deps.ctx.db, claims.gid, accessKid(bearer!)));
   if (!claims || !grant || grant.userId === null || !deps.tokens.grantLive(grant)) throw new OAuthError("invalid_token", "the access token is not valid", 401);
   if (!grant.scopes.includes("openid")) throw new OAuthError("insufficient_scope", "userinfo needs the openid scope", 403);
   const user = await userClaims(deps.ctx.db, grant.userId);
@@ -368,7 +373,7 @@ async function grantOfToken(deps: ProviderDeps, client: ClientRow, token: string
   // An access token's grant is read with whether its key was withdrawn; a refresh token has no key.
   const access = row ? undefined : await deps.tokens.verifyAccess(token);
   const grantId = row?.grantId ?? access?.gid;
-  const grant = grantId === undefined ? undefined : await grantState(deps.ctx.db, grantId, access && accessKid(token));
+  const grant = grantId === undefined ? undefined : await grantFound(deps.ctx.db, grantId, access && accessKid(token));
   return grant && grant.clientPk === client.id ? grant : undefined;
 }
 

@@ -24,6 +24,7 @@
 import type { Logger } from "pino";
 import type { AppDeps } from "../../context";
 import type { Database, Db } from "../../db/database";
+import { foundOrAgain } from "../../db/miss";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { fromCents } from "../../money";
 import { pageIfAsked, type Page } from "../../paging";
@@ -158,9 +159,14 @@ async function selectOrders(db: Pick<Database, "readAll">, caller: Caller, filte
 
 /** Another user's order is "not found" to a USER, so ids reveal nothing. */
 export async function findOrder(db: Pick<Database, "readAll">, caller: Caller, id: number): Promise<Order> {
+  // Made at another edge a moment ago: read again at the primary (db/miss.ts).
   const {
     orders: [order],
-  } = await selectOrders(db, caller, { id }, undefined, false);
+  } = await foundOrAgain(
+    db,
+    (source) => selectOrders(source, caller, { id }, undefined, false),
+    (found) => found.orders.length === 0,
+  );
   if (!order) throw new AppError("ORDER_NOT_FOUND", { id });
   return order;
 }
