@@ -91,9 +91,7 @@ async function runLeg(leg: Leg, lanes: number): Promise<{ ok: boolean; report?: 
   // closed replica's puller lives on until the statements holding its connection are collected,
   // and prints each failed pull from its stopped sqld to stdout.
   const quiet = { RUST_LOG: process.env.RUST_LOG ?? "off" };
-  const env = onSqld
-    ? { ...process.env, ...quiet, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150" }
-    : { ...process.env, ...quiet, TEST_LEG: "", DATABASE_DRIVER: leg };
+  const env = onSqld ? { ...process.env, ...quiet, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150" } : { ...process.env, ...quiet, TEST_LEG: "", DATABASE_DRIVER: leg };
   // A timeout is a net for a hung test, not a speed check: bun's 5 s default failed sound tests on
   // a loaded machine (bunfig.toml's [test] timeout is not read by this bun).
   if (!legArgs.some((a) => a.startsWith("--timeout"))) legArgs.push("--timeout=60000");
