@@ -24,6 +24,8 @@ export interface ClientRow {
   firstParty: boolean;
   dynamic: boolean;
   createdAt: Date;
+  /** RS256, ES256 or EdDSA: what its ID tokens are signed with. */
+  idTokenSignedResponseAlg: "RS256" | "ES256" | "EdDSA";
 }
 
 const list = (csv: string) => (csv === "" ? [] : csv.split(","));
@@ -31,6 +33,7 @@ const list = (csv: string) => (csv === "" ? [] : csv.split(","));
 type StoredClient = typeof oauthClients.$inferSelect;
 const clientOf = (row: StoredClient): ClientRow => ({
   ...row,
+  idTokenSignedResponseAlg: row.idTokenSignedResponseAlg as ClientRow["idTokenSignedResponseAlg"],
   redirectUris: JSON.parse(row.redirectUris),
   postLogoutRedirectUris: JSON.parse(row.postLogoutRedirectUris),
   scopes: list(row.scopes),
