@@ -12,7 +12,7 @@ import type { Database } from "../../db/database";
 import type { DataCipher } from "../../security/data-encryption";
 import { type AsymmetricAlg, createKeyring, type Keyring, loadJose } from "../../security/signing-keys";
 import { isOpen } from "../../store/sessions";
-import { type GrantState, grantState } from "../../store/oauth";
+import { type GrantHolder, grantHolderOf } from "../../store/oauth";
 import type { AlsoUser } from "../../store/users";
 import { andThen, type MaybePromise } from "../../maybe-promise";
 import type { Caller, RoleName } from "../../security/caller";
@@ -38,7 +38,7 @@ export interface ProviderTokens {
   /** The caller a client's access token stands for, with its grant still good. */
   clientCaller(token: string, also?: AlsoUser): MaybePromise<Caller | undefined>;
   /** Whether the grant's tokens still count: not revoked, its user active on the same token version, its sign-in session open. */
-  grantLive(grant: GrantState): boolean;
+  grantLive(grant: GrantHolder): boolean;
 }
 
 export interface ProviderTokenOptions {
@@ -54,6 +54,8 @@ export interface ProviderTokenOptions {
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
 type AccessClaims = JWTPayload & { client_id: string; scope: string; gid: string; sub: string };
+/** A verified access token as remembered: its claims, its key, and its API scopes parsed once (not on every request). */
+type Verified = { claims: AccessClaims; exp: number; kid: string; scopes: string[] };
 /**
  * Access tokens verified, remembered until they expire (as security/bearer-tokens.ts does for user
  * tokens): RS256's check was most of a client's read. Only the signature and claims are kept; the
@@ -77,7 +79,7 @@ export const providerKeyrings = (config: Pick<Config, "oauthAccessTokenTtlS" | "
 
 export function createProviderTokens(options: ProviderTokenOptions): ProviderTokens {
   const { db, issuer, now } = options;
-  const verified = new Map<string, { claims: AccessClaims; exp: number; kid: string }>();
+  const verified = new Map<string, Verified>();
   const rings = providerKeyrings({ oauthAccessTokenTtlS: options.accessTokenTtlS, tokenKeyRotationDays: options.rotationDays }, db, options.cipher, now);
   const ringOf = Object.fromEntries(ID_TOKEN_ALGS.map((alg, i) => [alg, rings[i]])) as Record<IdTokenAlg, Keyring>;
   /** Access tokens' ring. */
@@ -123,7 +125,7 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
     }
   }
 
-  const grantLive = (grant: GrantState) => {
+  const grantLive = (grant: GrantHolder) => {
     if (grant.revokedAt !== null || grant.keyRevoked) return false;
     if (grant.userId === null) return true;
     if (!grant.active || grant.userVersion !== grant.grantVersion) return false;
@@ -133,9 +135,9 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
         active: true,
         tokenVersion: grant.userVersion!,
         sessionVersion: grant.sessionVersion ?? -1,
-        endedAt: grant.sessionEndedAt?.getTime() ?? null,
-        expiresAt: grant.sessionExpiresAt?.getTime() ?? 0,
-        lastSeenAt: grant.sessionLastSeenAt?.getTime() ?? 0,
+        endedAt: grant.sessionEndedAt,
+        expiresAt: grant.sessionExpiresAt ?? 0,
+        lastSeenAt: grant.sessionLastSeenAt ?? 0,
       },
       now(),
       options.idleMs,
@@ -168,38 +170,42 @@ export function createProviderTokens(options: ProviderTokenOptions): ProviderTok
       if (!payload || typeof payload.client_id !== "string" || typeof payload.scope !== "string" || typeof payload.gid !== "string") return undefined;
       const claims = payload as AccessClaims;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
-      verified.set(token, { claims, exp: claims.exp!, kid: accessKid(token) });
+      const scopes = claims.scope.split(" ").filter((scope) => (SCOPES as string[]).includes(scope));
+      verified.set(token, { claims, exp: claims.exp!, kid: accessKid(token), scopes });
       return claims;
     },
     verifyIdHint: (token) => verify(token, "JWT", undefined, true, ID_TOKEN_ALGS),
     clientCaller(token, also) {
       // A token seen before costs no promise on the embedded driver: its key's withdrawal is read in the grant's statement.
       const known = rememberedAccess(token);
-      if (known) return callerOfGrant(known.claims, known.kid, also);
-      return tokens.verifyAccess(token).then((claims) => claims && callerOfGrant(claims, accessKid(token), also));
+      if (known) return callerOfGrant(known, also);
+      return tokens.verifyAccess(token).then((claims) => (claims ? callerOfGrant(verified.get(token)!, also) : undefined));
     },
   };
 
-  /** The caller of an access token whose signature checked: its grant still good, read with whether its key was withdrawn. */
-  function callerOfGrant(claims: AccessClaims, kid: string, also: AlsoUser | undefined): MaybePromise<Caller | undefined> {
-    return andThen(grantState(db, claims.gid, kid, also), (grant) => {
+  /**
+   * The caller of an access token whose signature checked: its grant still good, read with whether
+   * its key was withdrawn. The client is the signed claim's: the grant was issued to it, and goes with it.
+   */
+  function callerOfGrant({ claims, kid, scopes }: Verified, also: AlsoUser | undefined): MaybePromise<Caller | undefined> {
+    return andThen(grantHolderOf(db, claims.gid, kid, also), (grant) => {
       if (grant?.keyRevoked) keyring.withdrawn(kid);
-      if (!grant || grant.clientId !== claims.client_id || !grantLive(grant)) return undefined;
-      const scopes = claims.scope.split(" ").filter((scope) => (SCOPES as string[]).includes(scope));
+      if (!grant || !grantLive(grant)) return undefined;
+      const clientId = claims.client_id;
       // client_credentials: the client itself, acting as USER at most (never ADMIN).
-      if (grant.userId === null) return { id: 0, email: grant.clientId, roles: ["USER"], tokenVersion: 0, client: { clientId: grant.clientId, scopes, withoutUser: true } };
+      if (grant.userId === null) return { id: 0, email: clientId, roles: ["USER"], tokenVersion: 0, client: { clientId, scopes, withoutUser: true } };
       return {
         id: grant.userId,
         email: grant.email!,
         roles: (grant.roles?.split(",") ?? []) as RoleName[],
         tokenVersion: grant.userVersion!,
-        client: { clientId: grant.clientId, scopes },
+        client: { clientId, scopes },
       };
     });
   }
 
   /** A remembered access token while it is unexpired (forgotten once it expires). */
-  function rememberedAccess(token: string) {
+  function rememberedAccess(token: string): Verified | undefined {
     const known = verified.get(token);
     if (!known) return undefined;
     if (known.exp > seconds(now())) return known;
