@@ -731,4 +731,4 @@ test("usersvc clients create prints the client id and, once, the secret; list sh
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}, 30_000);
+}, 60_000);
