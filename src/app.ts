@@ -75,6 +75,8 @@ export function createApp(deps: AppDeps) {
   };
   const ctx: AppContext = {
     ...deps,
+    // The JWKS publishes the provider's keys beside the user tokens' (each ring its own, fresh in this process).
+    ...(provider && { tokens: { ...deps.tokens, jwks: async () => ({ keys: [...(await deps.tokens.jwks()).keys, ...(await provider.jwks()).keys] }) } }),
     now,
     ok: successOn(now),
     logger: deps.logging.root,

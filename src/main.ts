@@ -37,7 +37,7 @@ import { VERSION } from "./version";
 import { startTracing, type Tracing } from "./tracing";
 import { backupCommand, restoreCommand } from "./features/backups/commands";
 import { clientsCommand } from "./features/oauth-server/commands";
-import { providerKeyring } from "./features/oauth-server/tokens";
+import { providerKeyrings } from "./features/oauth-server/tokens";
 import { startBackupDuties } from "./features/backups/schedule";
 import { runSnapshotChild, SNAPSHOT_COMMAND } from "./features/backups/snapshot-process";
 import { isWorkerChild, joinMetricsPeers, metricsSocketsDir, stopWhenOrphaned, superviseWorkers } from "./workers";
@@ -51,7 +51,8 @@ Usage:
   usersvc token --email E                                   print a bearer token (local development)
   usersvc keys rotate [--revoke KID]                        publish the next signing keys, the provider's RS256 too (sign in 10 minutes); --revoke withdraws KID at once
   usersvc keys rewrap                                       seal the private signing keys under the current DATA_ENCRYPTION_KEY
-  usersvc clients create --name N --redirect-uri URI… [--public] [--scopes S,…]   register an OpenID Provider client; prints its id and, once, its secret
+  usersvc clients create --name N --redirect-uri URI… [--public] [--scopes S,…] [--id-token-alg RS256|ES256|EdDSA]
+                                                            register an OpenID Provider client; prints its id and, once, its secret
   usersvc clients list | clients delete CLIENT_ID           the registered clients
   usersvc setup-link                                        print a fresh one-time link to create the first ADMIN
   usersvc mfa enrol-code --email E                          print a code that confirms E's first second factor (MFA_REQUIRED_ROLES without SMTP; 10 minutes)
@@ -88,6 +89,7 @@ function parseCommandLine(argv: string[]) {
     "redirect-uri": { type: "string", multiple: true },
     public: { type: "boolean" },
     scopes: { type: "string" },
+    "id-token-alg": { type: "string" },
   };
   for (const name of SETTING_NAMES) options[optionOf(name)] = { type: "string" };
   const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true });
@@ -456,6 +458,7 @@ async function main(argv: string[]): Promise<number> {
           redirectUris: (values["redirect-uri"] as string[] | undefined) ?? [],
           public: values.public === true,
           scopes: values.scopes as string | undefined,
+          idTokenAlg: values["id-token-alg"] as string | undefined,
           clientId: rest[1],
         };
         process.stdout.write(
@@ -478,8 +481,8 @@ async function main(argv: string[]): Promise<number> {
       try {
         const { keyring } = configuredTokens(config, secret, database, cipher, Date.now);
         const revoke = values.revoke as string | undefined;
-        // The OpenID Provider's RS256 ring too: when it serves, or a kid to withdraw may be one of its.
-        const provider = config.oauthServer || revoke !== undefined ? [providerKeyring(config, database, cipher, Date.now)] : [];
+        // The OpenID Provider's rings too (RS256, ES256, EdDSA): when it serves, or a kid to withdraw may be one of theirs.
+        const provider = config.oauthServer || revoke !== undefined ? providerKeyrings(config, database, cipher, Date.now) : [];
         const rings = [...(config.tokenSigning === "HS512" ? [] : [keyring]), ...provider];
         process.stdout.write(
           // Under HS512 with no provider, the user ring's rotate says why there is nothing to rotate.

@@ -11,7 +11,7 @@ import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { issueToken } from "../src/store/account-tokens";
 import { decodeProtectedHeader } from "jose";
-import { providerKeyring } from "../src/features/oauth-server/tokens";
+import { providerKeyrings } from "../src/features/oauth-server/tokens";
 import { signingKeys } from "../src/db/schema";
 import { configuredTokens } from "../src/security/bearer-tokens";
 import { rotateRings } from "../src/security/signing-keys";
@@ -30,7 +30,7 @@ const viaApp = ((url: string, options: RequestInit) => t.handle(new Request(url,
 
 /** What `usersvc keys rotate [--revoke KID]` does with OAUTH_SERVER=on: both rings, on the app's database. */
 const keysRotate = (revoke?: string) =>
-  rotateRings([configuredTokens(t.config, TEST_SECRET, t.database, t.cipher, Date.now).keyring, providerKeyring(t.config, t.database, t.cipher, Date.now)], revoke);
+  rotateRings([configuredTokens(t.config, TEST_SECRET, t.database, t.cipher, Date.now).keyring, ...providerKeyrings(t.config, t.database, t.cipher, Date.now)], revoke);
 
 async function signIn(email: string) {
   const res = await t.request("POST", "/api/auth/login", { body: { email, password: PASSWORD } });
@@ -549,7 +549,64 @@ describe("what ends a client's tokens", () => {
     const both = await keysRotate();
     expect(both.map((r) => r.kid)).not.toContain(sessionKid);
     const stored = await t.db.select().from(signingKeys);
-    expect(both.map((r) => stored.find((k) => k.kid === r.kid)?.alg).sort()).toEqual(["EdDSA", "RS256"]);
+    expect(both.map((r) => stored.find((k) => k.kid === r.kid)?.alg).sort()).toEqual(["ES256", "EdDSA", "EdDSA", "RS256"]);
+  });
+});
+
+describe("ID tokens signed as the client chose (id_token_signed_response_alg)", () => {
+  const ALGS = ["RS256", "ES256", "EdDSA"] as const;
+  const jwks = async () => (await (await t.app.handle(new Request(`${ISSUER}/.well-known/jwks.json`))).json()) as { keys: { kid: string; alg: string; use: string }[] };
+
+  test("discovery offers RS256, ES256 and EdDSA; a client created without a choice gets RS256", async () => {
+    const discovered = (await (await t.app.handle(new Request(`${ISSUER}/.well-known/openid-configuration`))).json()) as Record<string, unknown>;
+    expect(discovered.id_token_signing_alg_values_supported).toEqual([...ALGS]);
+    const res = await t.request("POST", "/api/oauth/clients", { token: adminToken, body: { name: "Plain", redirectUris: [REDIRECT] } });
+    expect(res.body.idTokenSignedResponseAlg).toBe("RS256");
+  });
+
+  for (const alg of ALGS) {
+    test(`${alg}: openid-client checks the ID token's signature through discovery and the JWKS; jose verifies it with the published key`, async () => {
+      const client = await newClient({ idTokenSignedResponseAlg: alg });
+      const listed = await t.request("GET", "/api/oauth/clients", { token: adminToken });
+      expect(listed.body.find((c: { clientId: string }) => c.clientId === client.clientId).idTokenSignedResponseAlg).toBe(alg);
+      // enableNonRepudiationChecks: the library fetches jwks_uri and verifies the signature (by default it trusts the token endpoint's TLS).
+      const config = await oidc.discovery(new URL(ISSUER), client.clientId, { client_secret: client.clientSecret, id_token_signed_response_alg: alg }, undefined, {
+        [oidc.customFetch]: viaApp,
+        execute: [oidc.allowInsecureRequests, oidc.enableNonRepudiationChecks],
+      });
+      const { tokens } = await codeFlow(config, await browserCookie(user.email), "openid profile");
+      const header = decodeProtectedHeader(tokens.id_token!);
+      expect(header).toMatchObject({ alg, typ: "JWT" });
+      const published = (await jwks()).keys.find((k) => k.kid === header.kid);
+      expect(published).toMatchObject({ alg, use: "sig" });
+      const { createLocalJWKSet, jwtVerify } = await import("jose");
+      const { payload } = await jwtVerify(tokens.id_token!, createLocalJWKSet(await jwks()), { issuer: ISSUER, audience: client.clientId, algorithms: [alg] });
+      expect(payload.sub).toBe(String(user.id));
+      // The access token stays RS256 whatever the client chose for its ID tokens, and end-session takes the hint.
+      expect(decodeProtectedHeader(tokens.access_token).alg).toBe("RS256");
+      const out = await follow(oidc.buildEndSessionUrl(config, { id_token_hint: tokens.id_token!, post_logout_redirect_uri: LOGGED_OUT }));
+      expect([out.status, out.headers.get("location")]).toEqual([303, LOGGED_OUT]);
+    });
+  }
+
+  test("the JWKS publishes a key of each algorithm with its alg and kid; `keys rotate` keeps the old public keys published", async () => {
+    const before = (await jwks()).keys.filter((k) => ALGS.includes(k.alg as (typeof ALGS)[number]));
+    for (const alg of ALGS) expect(before.some((k) => k.alg === alg && typeof k.kid === "string")).toBe(true);
+    const rotated = await keysRotate();
+    // The server reads the set again a minute after it last did.
+    skew += 61_000;
+    const after = (await jwks()).keys.map((k) => k.kid);
+    for (const key of before) expect(after).toContain(key.kid);
+    for (const { kid } of rotated) expect(after).toContain(kid);
+    expect(rotated).toHaveLength(4);
+  });
+
+  test("an unknown algorithm: 400 from the admin API, naming it", async () => {
+    for (const alg of ["HS256", "none", "PS256"]) {
+      const res = await t.request("POST", "/api/oauth/clients", { token: adminToken, body: { name: "Odd", redirectUris: [REDIRECT], idTokenSignedResponseAlg: alg } });
+      expect(res.status).toBe(400);
+      expect(JSON.stringify(res.body)).toContain("idTokenSignedResponseAlg");
+    }
   });
 });
 
@@ -559,7 +616,7 @@ describe("dynamic registration (OAUTH_DYNAMIC_REGISTRATION=on)", () => {
   const register = (metadata: Record<string, unknown>) =>
     d.app.handle(new Request(`${ISSUER}/oauth2/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(metadata) }));
   beforeAll(async () => {
-    d = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, OAUTH_DYNAMIC_REGISTRATION: "on", OAUTH_REGISTER_MAX_PER_IP: "5" });
+    d = await makeTestApp({ OAUTH_SERVER: "on", PUBLIC_URL: ISSUER, OAUTH_DYNAMIC_REGISTRATION: "on", OAUTH_REGISTER_MAX_PER_IP: "12" });
   });
   afterAll(() => d.close());
 
@@ -610,6 +667,8 @@ describe("dynamic registration (OAUTH_DYNAMIC_REGISTRATION=on)", () => {
       [{ redirect_uris: [REDIRECT], token_endpoint_auth_method: "client_secret_basic" }, "invalid_client_metadata"],
       [{ redirect_uris: [REDIRECT], scope: "openid users:read" }, "invalid_client_metadata"],
       [{ redirect_uris: ["http://app.example.test/cb"] }, "invalid_redirect_uri"],
+      [{ redirect_uris: [REDIRECT], id_token_signed_response_alg: "HS256" }, "invalid_client_metadata"],
+      [{ redirect_uris: [REDIRECT], id_token_signed_response_alg: 256 }, "invalid_client_metadata"],
     ] as const;
     for (const [metadata, error] of refusals) {
       const res = await register(metadata);
@@ -620,6 +679,13 @@ describe("dynamic registration (OAUTH_DYNAMIC_REGISTRATION=on)", () => {
     // No PKCE (a public client must): shown as a page, never sent to the redirect of an app nobody vetted.
     const page = await d.app.handle(new Request(`${ISSUER}/oauth2/authorize?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}&response_type=code&scope=openid`));
     expect([page.status, page.headers.get("location")]).toEqual([400, null]);
+  });
+
+  test("id_token_signed_response_alg: ES256 or EdDSA registered and answered; RS256 when not given", async () => {
+    for (const alg of ["ES256", "EdDSA", undefined]) {
+      const res = await register({ redirect_uris: [REDIRECT], ...(alg && { id_token_signed_response_alg: alg }) });
+      expect([res.status, ((await res.json()) as { id_token_signed_response_alg: string }).id_token_signed_response_alg]).toEqual([201, alg ?? "RS256"]);
+    }
   });
 
   test("limited per client address: past OAUTH_REGISTER_MAX_PER_IP an hour, 429 with Retry-After", async () => {
@@ -658,7 +724,11 @@ test("usersvc clients create prints the client id and, once, the secret; list sh
     expect(listed).toContain(clientId);
     expect(listed).not.toContain(secret);
     expect(run("create", "--name", "Bad", "--redirect-uri", "nope").exitCode).toBe(2);
+    expect(run("create", "--name", "Signed", "--redirect-uri", REDIRECT, "--id-token-alg", "EdDSA").exitCode).toBe(0);
+    expect(run("list").stdout.toString()).toMatch(/\tSigned\t.*\tEdDSA\n?$/m);
+    const odd = run("create", "--name", "Odd", "--redirect-uri", REDIRECT, "--id-token-alg", "HS256");
+    expect([odd.exitCode, odd.stderr.toString()]).toEqual([2, expect.stringContaining("HS256")]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}, 30_000);
+}, 60_000);

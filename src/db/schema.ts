@@ -432,6 +432,8 @@ export const signingKeys = sqliteTable("signing_keys", {
   signsFrom: millis("signs_from").notNull(),
   /** Withdrawn by `usersvc keys rotate --revoke`: its tokens are refused at once. */
   revokedAt: millis("revoked_at"),
+  /** Whose key: `tokens` (user tokens) or `provider` (the OpenID Provider's); none on rows from before, where RS256 was the provider's and the rest the tokens'. */
+  ring: text("ring"),
 });
 
 /* ---- Second factors (issue 27): TOTP, recovery codes, passkeys, and the ceremonies between two requests ---- */
@@ -599,6 +601,8 @@ export const oauthClients = sqliteTable("oauth_clients", {
   /** Registered by the app itself (RFC 7591): consent always shown. */
   dynamic: integer("dynamic", { mode: "boolean" }).notNull().default(false),
   createdAt: millis("created_at").notNull(),
+  /** The algorithm its ID tokens are signed with (OIDC Registration's `id_token_signed_response_alg`): RS256, ES256 or EdDSA. */
+  idTokenSignedResponseAlg: text("id_token_signed_response_alg").notNull().default("RS256"),
 });
 
 /** A user's consent to a client, for a set of scopes, until withdrawn. */

@@ -16,7 +16,7 @@ import { acquireLease } from "../store/leases";
 import type { DataCipher } from "./data-encryption";
 import { addSigningKeys, allSigningKeys, deleteSigningKeys, HS512_SWITCH_KID, resealSigningKeys, revokeSigningKey, type SigningKeyRow } from "../store/signing-keys";
 
-/** RS256 is the OpenID Provider's (features/oauth-server): its own ring over the same table, never a user token's. */
+/** RS256 is the OpenID Provider's (features/oauth-server), as are its own ES256 and EdDSA keys: rings of their own over the same table, never a user token's. */
 export type SigningAlg = "HS512" | "EdDSA" | "ES256" | "RS256";
 export type AsymmetricAlg = Exclude<SigningAlg, "HS512">;
 
@@ -34,8 +34,13 @@ const LEASE_ATTEMPTS = 300;
 const DAY_MS = 86_400_000;
 
 const KEY_OPTIONS: Record<AsymmetricAlg, { crv?: string; modulusLength?: number }> = { EdDSA: { crv: "Ed25519" }, ES256: { crv: "P-256" }, RS256: { modulusLength: 2048 } };
-/** The rings: the provider's RS256 keys and the user tokens' keys share the table, each ring minding (and pruning) its own. */
-const ringOf = (alg: string) => (alg === "RS256" ? "provider" : "tokens");
+/**
+ * The rings: the user tokens' keys and the provider's share the table, each ring minding (and pruning)
+ * its own. A row names its ring; one from before rings were named is the provider's if RS256.
+ */
+export type Ring = "tokens" | "provider";
+const ringOfRow = (k: SigningKeyRow): Ring => (k.ring as Ring | null) ?? (k.alg === "RS256" ? "provider" : "tokens");
+const ASYMMETRIC = new Set<string>(["EdDSA", "ES256", "RS256"]);
 
 export interface SigningKey {
   kid: string;
@@ -69,6 +74,11 @@ export interface KeyringOptions {
   db: Database;
   cipher: DataCipher;
   alg: SigningAlg;
+  /**
+   * Whose keys: the user tokens' (the default; one sequence, whatever its algorithm, so a switch of
+   * TOKEN_SIGNING retires the old keys) or the provider's (a sequence per algorithm, all signing at once).
+   */
+  ring?: Ring;
   rotationDays: number;
   /** ACCESS_TOKEN_TTL: how long after a key stops signing its last token may still be valid. */
   tokenTtlS: number;
@@ -105,7 +115,7 @@ export const loadJose = () => (jose ??= import("jose"));
 const asymmetric = (row: SigningKeyRow) => row.kid !== HS512_SWITCH_KID && row.publicJwk !== null;
 const ms = (instant: Date | null) => instant?.getTime() ?? null;
 
-async function newKey(alg: AsymmetricAlg, cipher: DataCipher, now: number, signsFrom: number): Promise<SigningKeyRow> {
+async function newKey(ring: Ring, alg: AsymmetricAlg, cipher: DataCipher, now: number, signsFrom: number): Promise<SigningKeyRow> {
   const { exportJWK, generateKeyPair } = await loadJose();
   const pair = await generateKeyPair(alg, { ...KEY_OPTIONS[alg], extractable: true });
   const kid = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("base64url");
@@ -118,13 +128,14 @@ async function newKey(alg: AsymmetricAlg, cipher: DataCipher, now: number, signs
     createdAt: new Date(now),
     signsFrom: new Date(signsFrom),
     revokedAt: null,
+    ring,
   };
 }
 
 export function createKeyring(options: KeyringOptions): Keyring {
-  const { db, cipher, alg, now } = options;
+  const { db, cipher, alg, now, ring = "tokens" } = options;
   const rotationMs = options.rotationDays * DAY_MS;
-  const mine = (k: SigningKeyRow) => ringOf(k.alg) === ringOf(alg);
+  const mine = (k: SigningKeyRow) => ringOfRow(k) === ring && (ring === "tokens" || k.alg === alg);
   const ttlMs = options.tokenTtlS * 1000;
   let rows: SigningKeyRow[] = [];
   let loadedAt = Number.NEGATIVE_INFINITY;
@@ -155,20 +166,21 @@ export function createKeyring(options: KeyringOptions): Keyring {
     });
   }
 
-  const signing = (list: SigningKeyRow[], at: number) => list.filter((k) => asymmetric(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() <= at).at(-1);
+  const signing = (list: SigningKeyRow[], at: number) =>
+    list.filter((k) => asymmetric(k) && mine(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() <= at).at(-1);
 
   /** What the set needs now: the switch record, a first key, the next key when rotation is due, and the expired to drop. */
   async function plan(list: SigningKeyRow[], at: number) {
     if (alg === "HS512") return { add: [], drop: [] };
     const add: SigningKeyRow[] = [];
-    if (ringOf(alg) === "tokens" && !list.some((k) => k.kid === HS512_SWITCH_KID)) {
-      add.push({ kid: HS512_SWITCH_KID, alg: "HS512", publicJwk: null, privateJwk: null, createdAt: new Date(at), signsFrom: new Date(at), revokedAt: null });
+    if (ring === "tokens" && !list.some((k) => k.kid === HS512_SWITCH_KID)) {
+      add.push({ kid: HS512_SWITCH_KID, alg: "HS512", publicJwk: null, privateJwk: null, createdAt: new Date(at), signsFrom: new Date(at), revokedAt: null, ring });
     }
     const current = signing(list, at);
-    const waiting = list.some((k) => asymmetric(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() > at);
-    if (!current) add.push(await newKey(alg, cipher, at, at));
+    const waiting = list.some((k) => asymmetric(k) && mine(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() > at);
+    if (!current) add.push(await newKey(ring, alg, cipher, at, at));
     else if (!waiting && at >= current.signsFrom.getTime() + rotationMs - PUBLISH_AHEAD_MS) {
-      add.push(await newKey(alg, cipher, at, Math.max(at + PUBLISH_AHEAD_MS, current.signsFrom.getTime() + rotationMs)));
+      add.push(await newKey(ring, alg, cipher, at, Math.max(at + PUBLISH_AHEAD_MS, current.signsFrom.getTime() + rotationMs)));
     }
     return { add, drop: expired(list, at).map((k) => k.kid) };
   }
@@ -225,7 +237,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
     return key;
   };
 
-  const findVerifiable = (kid: string, keyAlg: string) => rows.find((k) => k.kid === kid && k.alg === keyAlg && asymmetric(k) && k.revokedAt === null);
+  const findVerifiable = (kid: string, keyAlg: string) => rows.find((k) => k.kid === kid && k.alg === keyAlg && asymmetric(k) && mine(k) && k.revokedAt === null);
 
   return {
     async signer() {
@@ -240,8 +252,8 @@ export function createKeyring(options: KeyringOptions): Keyring {
       };
     },
     async verifier(kid, keyAlg) {
-      // A user token's ring never verifies the provider's RS256 (an ID or client token is no session token), nor the reverse.
-      if (keyAlg === "HS512" || ringOf(keyAlg) !== ringOf(alg) || (keyAlg !== "EdDSA" && keyAlg !== "ES256" && keyAlg !== "RS256")) return undefined;
+      // A user token's ring never verifies the provider's keys (an ID or client token is no session token), nor the reverse.
+      if (!ASYMMETRIC.has(keyAlg) || (ring === "tokens" && keyAlg === "RS256")) return undefined;
       await current();
       let key = findVerifiable(kid, keyAlg);
       if (!key && !rows.some((k) => k.kid === kid)) {
@@ -261,7 +273,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
     async jwks() {
       await current();
       const gone = new Set(expired(rows, now()).map((k) => k.kid));
-      return { keys: rows.filter((k) => asymmetric(k) && k.revokedAt === null && !gone.has(k.kid)).map((k) => JSON.parse(k.publicJwk!) as JWK) };
+      return { keys: rows.filter((k) => asymmetric(k) && mine(k) && k.revokedAt === null && !gone.has(k.kid)).map((k) => JSON.parse(k.publicJwk!) as JWK) };
     },
     async rotate(revoke) {
       if (alg === "HS512") throw new Error("TOKEN_SIGNING is HS512: there are no keys to rotate (set TOKEN_SIGNING=EdDSA or ES256)");
@@ -272,11 +284,11 @@ export function createKeyring(options: KeyringOptions): Keyring {
           await revokeSigningKey(db, revoke, at);
         }
         const remaining = list.map((k) => (k.kid === revoke ? { ...k, revokedAt: new Date(at) } : k));
-        const waiting = remaining.find((k) => asymmetric(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() > at);
+        const waiting = remaining.find((k) => asymmetric(k) && mine(k) && k.alg === alg && k.revokedAt === null && k.signsFrom.getTime() > at);
         const needsNow = !signing(remaining, at);
         let next = waiting;
         if (needsNow || !waiting) {
-          next = await newKey(alg, cipher, at, needsNow ? at : at + PUBLISH_AHEAD_MS);
+          next = await newKey(ring, alg, cipher, at, needsNow ? at : at + PUBLISH_AHEAD_MS);
           await addSigningKeys(db, [next]);
         }
         // Withdrawing the signing key cannot wait for a published one: a new key signs at once.

@@ -25,6 +25,8 @@ export interface ClientRow {
   firstParty: boolean;
   dynamic: boolean;
   createdAt: Date;
+  /** RS256, ES256 or EdDSA: what its ID tokens are signed with. */
+  idTokenSignedResponseAlg: "RS256" | "ES256" | "EdDSA";
 }
 
 const list = (csv: string) => (csv === "" ? [] : csv.split(","));
@@ -32,6 +34,7 @@ const list = (csv: string) => (csv === "" ? [] : csv.split(","));
 type StoredClient = typeof oauthClients.$inferSelect;
 const clientOf = (row: StoredClient): ClientRow => ({
   ...row,
+  idTokenSignedResponseAlg: row.idTokenSignedResponseAlg as ClientRow["idTokenSignedResponseAlg"],
   redirectUris: JSON.parse(row.redirectUris),
   postLogoutRedirectUris: JSON.parse(row.postLogoutRedirectUris),
   scopes: list(row.scopes),
@@ -125,42 +128,42 @@ export const revokeGrantStatement = (tx: Db, grantId: string, at: Date) =>
     .where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
 
 /**
- * A grant as the token endpoint and the guard judge it: revoked, its user's state and token
- * version, and (bound to a sign-in) its session's, in one read.
+ * What the guard reads of a client token's grant on every request: whether it is revoked, its
+ * user's state and token version, and (bound to a sign-in) its session's, in one read. No join of
+ * the client: the token's signed claims name it, and deleting the client deletes its grants.
+ * Instants are epoch milliseconds, as the sessions' guard read keeps them (no Date per request).
  */
-export interface GrantState {
-  id: string;
-  clientPk: number;
-  clientId: string;
+export interface GrantHolder {
   userId: number | null;
-  scopes: string[];
   grantVersion: number | null;
-  authTime: Date | null;
-  amr: string | null;
-  revokedAt: Date | null;
+  revokedAt: number | null;
   sessionId: string | null;
   email: string | null;
   active: boolean | null;
   userVersion: number | null;
   roles: string | null;
-  sessionEndedAt: Date | null;
-  sessionExpiresAt: Date | null;
-  sessionLastSeenAt: Date | null;
+  sessionEndedAt: number | null;
+  sessionExpiresAt: number | null;
+  sessionLastSeenAt: number | null;
   sessionVersion: number | null;
   keyRevoked: boolean;
 }
 
+/** A grant as the token endpoint judges it: the guard's holder, and what the grant issues from. */
+export interface GrantState extends GrantHolder {
+  id: string;
+  clientPk: number;
+  clientId: string;
+  scopes: string[];
+  authTime: Date | null;
+  amr: string | null;
+}
+
 const roleNames = sql<string | null>`(select group_concat(r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = ${users.id})`;
 
-const grantColumns = {
-  id: oauthGrants.id,
-  clientPk: oauthGrants.clientId,
-  clientId: oauthClients.clientId,
+const holderColumns = {
   userId: oauthGrants.userId,
-  scopes: oauthGrants.scopes,
   grantVersion: oauthGrants.tokenVersion,
-  authTime: oauthGrants.authTime,
-  amr: oauthGrants.amr,
   revokedAt: oauthGrants.revokedAt,
   sessionId: oauthGrants.sessionId,
   email: users.email,
@@ -174,59 +177,77 @@ const grantColumns = {
   /** Whether the access token's signing key (a placeholder, "" for none) was withdrawn (`usersvc keys rotate --revoke`). */
   keyRevoked: keyRevoked(sql.placeholder("kid")),
 };
+const grantColumns = {
+  ...holderColumns,
+  id: oauthGrants.id,
+  clientPk: oauthGrants.clientId,
+  clientId: oauthClients.clientId,
+  scopes: oauthGrants.scopes,
+  authTime: oauthGrants.authTime,
+  amr: oauthGrants.amr,
+};
 
 /**
- * The grant and its user and session, one prepared statement (the guard reads it on every request
- * of a client's token; building the SQL each time cost more than running it). The id is bound as
- * `+?`, as sessions.ts binds a sid: Bun 1.4.5 prepares a bound join again on every run.
+ * The grant and its user and session, one prepared statement (building the SQL each time cost
+ * more than running it). The id is bound as `+?`, as sessions.ts binds a sid: Bun 1.4.5 prepares a
+ * bound join again on every run.
  */
-const grantRead = (db: Reader, columns: Record<string, unknown>) =>
-  db
-    .select(columns as typeof grantColumns)
-    .from(oauthGrants)
-    .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
+const grantRead = (db: Reader, columns: Record<string, unknown>, withClient: boolean) => {
+  const grants = db.select(columns as typeof grantColumns).from(oauthGrants);
+  return (withClient ? grants.innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId)) : grants)
     .leftJoin(users, eq(users.id, oauthGrants.userId))
     .leftJoin(sessions, eq(sessions.id, oauthGrants.sessionId))
     .where(eq(oauthGrants.id, sql`+${sql.placeholder("id")}`));
-const grantWithHolders = prepared((db: Reader) => grantRead(db, grantColumns).prepare());
-/** The same, and the user of GET /api/users/{id} in the same statement, as a session's read carries it (users.ts withUserById). */
-const grantWithHoldersWithUser = prepared((db: Reader) => withUserById(db, (columns) => grantRead(db, columns), Object.values(grantColumns)).prepare());
+};
+const grantWithClient = prepared((db: Reader) => grantRead(db, grantColumns, true).prepare());
+const grantHolder = prepared((db: Reader) => grantRead(db, holderColumns, false).prepare());
+/** The holder, and the user of GET /api/users/{id} in the same statement, as a session's read carries it (users.ts withUserById). */
+const grantHolderWithUser = prepared((db: Reader) => withUserById(db, (columns) => grantRead(db, columns, false), Object.values(holderColumns)).prepare());
 
+const holderAt = positionsOf(holderColumns);
 const grantAt = positionsOf(grantColumns);
-const instant = (value: unknown) => (value === null ? null : new Date(value as number));
-/** A row of grantColumns as raw values (instants as epoch milliseconds, flags as 0/1). */
+/** A row of holderColumns as raw values (flags as 0/1), its first columns the same in a row of grantColumns. */
+const holderOf = (v: ArrayLike<unknown>): GrantHolder => ({
+  userId: v[holderAt.userId] as number | null,
+  grantVersion: v[holderAt.grantVersion] as number | null,
+  revokedAt: v[holderAt.revokedAt] as number | null,
+  sessionId: v[holderAt.sessionId] as string | null,
+  email: v[holderAt.email] as string | null,
+  active: v[holderAt.active] === null ? null : Boolean(v[holderAt.active]),
+  userVersion: v[holderAt.userVersion] as number | null,
+  roles: v[holderAt.roles] as string | null,
+  sessionEndedAt: v[holderAt.sessionEndedAt] as number | null,
+  sessionExpiresAt: v[holderAt.sessionExpiresAt] as number | null,
+  sessionLastSeenAt: v[holderAt.sessionLastSeenAt] as number | null,
+  sessionVersion: v[holderAt.sessionVersion] as number | null,
+  keyRevoked: Boolean(v[holderAt.keyRevoked]),
+});
 const grantOf = (v: ArrayLike<unknown>): GrantState => ({
+  ...holderOf(v),
   id: v[grantAt.id] as string,
   clientPk: v[grantAt.clientPk] as number,
   clientId: v[grantAt.clientId] as string,
-  userId: v[grantAt.userId] as number | null,
   scopes: list(v[grantAt.scopes] as string),
-  grantVersion: v[grantAt.grantVersion] as number | null,
-  authTime: instant(v[grantAt.authTime]),
+  authTime: v[grantAt.authTime] === null ? null : new Date(v[grantAt.authTime] as number),
   amr: v[grantAt.amr] as string | null,
-  revokedAt: instant(v[grantAt.revokedAt]),
-  sessionId: v[grantAt.sessionId] as string | null,
-  email: v[grantAt.email] as string | null,
-  active: v[grantAt.active] === null ? null : Boolean(v[grantAt.active]),
-  userVersion: v[grantAt.userVersion] as number | null,
-  roles: v[grantAt.roles] as string | null,
-  sessionEndedAt: instant(v[grantAt.sessionEndedAt]),
-  sessionExpiresAt: instant(v[grantAt.sessionExpiresAt]),
-  sessionLastSeenAt: instant(v[grantAt.sessionLastSeenAt]),
-  sessionVersion: v[grantAt.sessionVersion] as number | null,
-  keyRevoked: Boolean(v[grantAt.keyRevoked]),
 });
 
+/** The grant with its client, user and session (the token endpoint, revocation, introspection), and whether the key `kid` of the token that names it was withdrawn. */
+export async function grantState(db: Reader, grantId: string, kid = ""): Promise<GrantState | undefined> {
+  const [row] = (await grantWithClient(db).values({ id: grantId, kid })) as ArrayLike<unknown>[];
+  return row && grantOf(row);
+}
+
 /**
- * The grant with its user and session, read as raw values (as the guard's other reads are), and
- * whether the key `kid` of the token that names it was withdrawn; with `also`, that user in the same statement.
+ * The guard's read of a client token's grant, as raw values (as the guard's other reads are), and
+ * whether the key `kid` of the token was withdrawn; with `also`, that user in the same statement.
  */
-export function grantState(db: Reader, grantId: string, kid = "", also?: AlsoUser): MaybePromise<GrantState | undefined> {
+export function grantHolderOf(db: Reader, grantId: string, kid: string, also?: AlsoUser): MaybePromise<GrantHolder | undefined> {
   return readCaller(
-    () => grantWithHolders(db).values({ id: grantId, kid }),
-    () => grantWithHoldersWithUser(db).values({ id: grantId, kid, userId: also?.id }),
+    () => grantHolder(db).values({ id: grantId, kid }),
+    () => grantHolderWithUser(db).values({ id: grantId, kid, userId: also?.id }),
     also,
-    grantOf,
+    holderOf,
   );
 }
 

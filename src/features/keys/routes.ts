@@ -1,23 +1,31 @@
 /** Feature folder keys/: the public keys other services verify our tokens with. */
 /**
- * GET /.well-known/jwks.json (open): the published public signing keys (TOKEN_SIGNING=EdDSA|ES256),
- * the next one included before it signs; an empty set under HS512, whose key is never published.
+ * GET /.well-known/jwks.json (open): the published public signing keys (TOKEN_SIGNING=EdDSA|ES256,
+ * and the OpenID Provider's RS256, ES256 and EdDSA keys when it is on), the next one included before
+ * it signs; an empty set under HS512 without the provider, HS512's key never published.
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { JWKS_MAX_AGE_S } from "../../security/signing-keys";
 
-const PublicJwk = t.Object(
-  {
-    kty: t.Union([t.Literal("OKP"), t.Literal("EC")]),
-    crv: t.Union([t.Literal("Ed25519"), t.Literal("P-256")]),
-    x: t.String(),
-    y: t.Optional(t.String({ description: "EC keys only" })),
-    kid: t.String(),
-    alg: t.Union([t.Literal("EdDSA"), t.Literal("ES256")]),
-    use: t.Literal("sig"),
-  },
-  { title: "PublicJwk", additionalProperties: false },
+const PublicJwk = t.Union(
+  [
+    t.Object(
+      {
+        kty: t.Union([t.Literal("OKP"), t.Literal("EC")]),
+        crv: t.Union([t.Literal("Ed25519"), t.Literal("P-256")]),
+        x: t.String(),
+        y: t.Optional(t.String({ description: "EC keys only" })),
+        kid: t.String(),
+        alg: t.Union([t.Literal("EdDSA"), t.Literal("ES256")]),
+        use: t.Literal("sig"),
+      },
+      { additionalProperties: false },
+    ),
+    // The OpenID Provider's RS256 keys (OAUTH_SERVER=on): its ID and access tokens.
+    t.Object({ kty: t.Literal("RSA"), n: t.String(), e: t.String(), kid: t.String(), alg: t.Literal("RS256"), use: t.Literal("sig") }, { additionalProperties: false }),
+  ],
+  { title: "PublicJwk" },
 );
 
 export const JsonWebKeySet = t.Object({ keys: t.Array(PublicJwk) }, { title: "JsonWebKeySet", additionalProperties: false });

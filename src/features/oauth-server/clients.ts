@@ -8,6 +8,7 @@ import { AppError } from "../../errors";
 import { allClients, type ClientRow, deleteClient, insertClient } from "../../store/oauth";
 import { GRANTABLE_SCOPES, OAuthError, OPEN_SCOPES } from "./service";
 import type { ClientBody, OAuthClient } from "./model";
+import { ID_TOKEN_ALGS, type IdTokenAlg } from "./tokens";
 
 const random = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
 
@@ -22,9 +23,14 @@ export const clientView = (row: ClientRow): OAuthClient => ({
   grantTypes: row.grantTypes,
   firstParty: row.firstParty,
   createdAt: row.createdAt.toISOString(),
+  idTokenSignedResponseAlg: row.idTokenSignedResponseAlg,
 });
 
 const invalid = (reason: string) => new AppError("OAUTH_CLIENT_INVALID", { reason });
+
+const isIdTokenAlg = (alg: unknown): alg is IdTokenAlg => (ID_TOKEN_ALGS as readonly unknown[]).includes(alg);
+/** The refusal of an algorithm not offered, in the words each door uses for the field. */
+const algRefusal = (field: string, alg: unknown) => `${field} must be ${ID_TOKEN_ALGS.join(", ")}, not ${JSON.stringify(alg)}`;
 
 function checkedUri(uri: string) {
   let url: URL;
@@ -45,6 +51,9 @@ export async function createClient(deps: { db: Database; now: () => number }, bo
   if (unknown.length > 0) throw invalid(`unknown scope ${unknown.join(", ")}`);
   if (isPublic && grantTypes.includes("client_credentials")) throw invalid("a public client cannot use client_credentials");
   if (grantTypes.includes("authorization_code") && body.redirectUris.length === 0) throw invalid("redirectUris is empty");
+  // The API's schema refuses it first; the command line comes here unchecked.
+  const idTokenAlg = body.idTokenSignedResponseAlg ?? "RS256";
+  if (!isIdTokenAlg(idTokenAlg)) throw invalid(algRefusal("idTokenSignedResponseAlg", idTokenAlg));
   const secret = isPublic ? undefined : random(32);
   const row = await insertClient(deps.db, {
     clientId: random(16),
@@ -57,6 +66,7 @@ export async function createClient(deps: { db: Database; now: () => number }, bo
     firstParty: body.firstParty === true,
     dynamic,
     createdAt: new Date(deps.now()),
+    idTokenSignedResponseAlg: idTokenAlg,
   });
   return { ...clientView(row), ...(secret !== undefined && { clientSecret: secret }) };
 }
@@ -69,6 +79,7 @@ export interface ClientMetadata {
   grant_types?: unknown;
   response_types?: unknown;
   scope?: unknown;
+  id_token_signed_response_alg?: unknown;
 }
 
 /** A dynamically registered app's redirect: https, or http on loopback (a native app, RFC 8252). */
@@ -102,9 +113,11 @@ export async function registerClient(deps: { db: Database; now: () => number }, 
   const scopes = typeof metadata.scope === "string" ? metadata.scope.split(" ").filter(Boolean) : OPEN_SCOPES;
   if (metadata.scope !== undefined && (typeof metadata.scope !== "string" || scopes.some((scope) => !OPEN_SCOPES.includes(scope))))
     throw refuse("invalid_client_metadata", "scope may only name openid, profile and email");
+  const idTokenAlg = metadata.id_token_signed_response_alg ?? "RS256";
+  if (!isIdTokenAlg(idTokenAlg)) throw refuse("invalid_client_metadata", algRefusal("id_token_signed_response_alg", idTokenAlg));
   let client: OAuthClient;
   try {
-    client = await createClient(deps, { name: name.trim(), redirectUris: uris, public: true, grantTypes: ["authorization_code"] }, true);
+    client = await createClient(deps, { name: name.trim(), redirectUris: uris, public: true, grantTypes: ["authorization_code"], idTokenSignedResponseAlg: idTokenAlg }, true);
   } catch (error) {
     if (error instanceof AppError) throw refuse("invalid_redirect_uri", String(error.params.reason ?? error.code));
     throw error;
@@ -118,6 +131,7 @@ export async function registerClient(deps: { db: Database; now: () => number }, 
     grant_types: client.grantTypes,
     response_types: ["code"],
     scope: OPEN_SCOPES.join(" "),
+    id_token_signed_response_alg: client.idTokenSignedResponseAlg,
   };
 }
 

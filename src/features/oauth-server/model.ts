@@ -3,6 +3,10 @@ import { t } from "elysia";
 
 const Uri = t.String({ minLength: 1, maxLength: 2000 });
 const GRANT_TYPES = ["authorization_code", "refresh_token", "client_credentials"] as const;
+/** As tokens.ts ID_TOKEN_ALGS (OIDC Registration's id_token_signed_response_alg). */
+const IdTokenAlg = t.Union([t.Literal("RS256"), t.Literal("ES256"), t.Literal("EdDSA")], {
+  description: "What the client's ID tokens are signed with: RS256 (the default), ES256 or EdDSA (Ed25519); keys of each are in the JWKS",
+});
 
 export const ClientBody = t.Object({
   name: t.String({ minLength: 1, maxLength: 200 }),
@@ -12,6 +16,7 @@ export const ClientBody = t.Object({
   grantTypes: t.Optional(t.Array(t.Union(GRANT_TYPES.map((g) => t.Literal(g))), { minItems: 1, maxItems: 3 })),
   firstParty: t.Optional(t.Boolean()),
   postLogoutRedirectUris: t.Optional(t.Array(Uri, { maxItems: 20 })),
+  idTokenSignedResponseAlg: t.Optional(IdTokenAlg),
 });
 export type ClientBody = typeof ClientBody.static;
 
@@ -26,6 +31,7 @@ export const OAuthClient = t.Object({
   grantTypes: t.Array(t.String()),
   firstParty: t.Boolean(),
   createdAt: t.String({ format: "date-time" }),
+  idTokenSignedResponseAlg: IdTokenAlg,
 });
 export type OAuthClient = typeof OAuthClient.static;
 
@@ -84,6 +90,7 @@ export const RegisteredClient = t.Object(
     grant_types: Strings,
     response_types: Strings,
     scope: t.String(),
+    id_token_signed_response_alg: t.String(),
   },
   { title: "OAuthRegisteredClient" },
 );

@@ -48,7 +48,7 @@ import {
   tokenRequest,
   userinfo,
 } from "./service";
-import type { ProviderTokens } from "./tokens";
+import { ID_TOKEN_ALGS, type ProviderTokens } from "./tokens";
 
 /** The routes that read their own (form) body: the body parser leaves them alone. */
 export const FORM_ROUTES = ["/oauth2/token", "/oauth2/revoke", "/oauth2/introspect", "/oauth2/end-session"];
@@ -148,7 +148,7 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
     response_modes_supported: ["query"],
     grant_types_supported: ["authorization_code", "refresh_token", "client_credentials"],
     subject_types_supported: ["public"],
-    id_token_signing_alg_values_supported: ["RS256"],
+    id_token_signing_alg_values_supported: [...ID_TOKEN_ALGS],
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
     code_challenge_methods_supported: ["S256"],
     scopes_supported: [
@@ -188,7 +188,10 @@ export function oauthServerRoutes(ctx: AppContext, tokens: ProviderTokens) {
   const protocol = new Elysia({ tags: ["OpenID Provider"] })
     .get("/.well-known/openid-configuration", () => json(discovery), {
       response: { 200: DiscoveryDocument },
-      detail: { summary: "OpenID Provider discovery", description: "OpenID Connect Discovery 1.0: the endpoints below, the scopes, RS256 ID tokens, PKCE S256." },
+      detail: {
+        summary: "OpenID Provider discovery",
+        description: "OpenID Connect Discovery 1.0: the endpoints below, the scopes, ID tokens signed RS256, ES256 or EdDSA as each client registered, PKCE S256.",
+      },
     })
     .get(
       "/oauth2/authorize",

@@ -259,6 +259,7 @@ async function tokensOf(deps: ProviderDeps, client: ClientRow, grantId: string, 
         ...(nonce && { nonce }),
         ...(grant.sessionId && { sid: grant.sessionId }),
       },
+      client.idTokenSignedResponseAlg,
       access.token,
     );
   }
