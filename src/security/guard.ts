@@ -21,6 +21,7 @@ import { keyHolder } from "../store/api-keys";
 import { clientAddress } from "../http/client-address";
 import { authorizationOf } from "../http/authorization";
 import { requestPath } from "../http/request-url";
+import { routeSamples } from "../http/route-sample";
 import type { Metrics } from "../metrics";
 import type { TokenClaims, Tokens } from "./bearer-tokens";
 import type { SessionActivity } from "./session-activity";
@@ -268,7 +269,7 @@ const idOf = (segment: string | undefined) => {
  * and leaves the caller on the context for the handler.
  */
 export const authPlugin = (authenticator: Authenticator, keys: KeyRules, basePath = "") =>
-  new Elysia({ name: "auth" }).macro({
+  new Elysia({ name: "auth" }).use(routeSamples).macro({
     // Called once per route, when it is registered: the request below reads only what this closes over.
     access: (access: Access) => {
       const { allow, readsUser } = access;

@@ -5,7 +5,7 @@
  * other content types). Every answer must be a 2xx or a 4xx envelope within the timeout, a 4xx
  * must leave every domain row as it was, and Object.prototype must stay clean.
  * FUZZ_SEED and FUZZ_RUNS (cases per route) reproduce or widen a run. A route with no target of
- * its own below is fuzzed from its route-walk sample (test/support/route-walk.ts).
+ * its own below is fuzzed from its walk sample (the route's `sample:`, sent by test/support/route-walk.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "../legs";
 import { spawnSync } from "node:child_process";

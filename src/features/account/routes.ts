@@ -21,6 +21,7 @@ import { assetAnswer } from "../../http/page-bundle";
 import { accountAssets } from "./bundle";
 import { ACCOUNT_PAGE_POLICY, renderAccountPage, renderAppShell, renderSetupUnavailable, script, styles, type AccountPage, type AppPage } from "./page";
 import { confirmPasswordReset, confirmVerification, requestPasswordReset, requestVerification, setupLinkState } from "./service";
+import { routeSamples } from "../../http/route-sample";
 
 const langOf = (request: Request) => languageOf(request.headers.get("accept-language"));
 // Every route here writes: a busy database answers 503 with Retry-After.
@@ -36,6 +37,7 @@ const apiRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: () => ({ path: "/api/auth/verify-email/request", status: 200 }),
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(401, 503) },
         detail: {
           summary: "Send the caller a verification e-mail",
@@ -44,6 +46,8 @@ const apiRoutes = (ctx: AppContext) =>
       },
     )
     .post("/verify-email/confirm", async ({ body, request }) => ctx.ok(await confirmVerification(ctx, body.token), translate("account.verified", langOf(request))), {
+      // A token only a mail carries: the refusal is what can be read here.
+      sample: () => ({ path: "/api/auth/verify-email/confirm", body: { token: "a".repeat(43) }, token: undefined, status: 400 }),
       body: TokenBody,
       response: { 200: EnvelopeOf(User), ...errorResponses(400, 503) },
       detail: {
@@ -58,6 +62,7 @@ const apiRoutes = (ctx: AppContext) =>
         return ctx.ok(null, translate("account.resetRequested", langOf(request)));
       },
       {
+        sample: () => ({ path: "/api/auth/password-reset/request", body: { email: "mei.lin@example.com" }, token: undefined, status: 200 }),
         body: ResetRequestBody,
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 429, 503) },
         detail: {
@@ -74,6 +79,12 @@ const apiRoutes = (ctx: AppContext) =>
         return ctx.ok(null, translate("account.passwordReset", langOf(request)));
       },
       {
+        sample: () => ({
+          path: "/api/auth/password-reset/confirm",
+          body: { token: "a".repeat(43), newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" },
+          token: undefined,
+          status: 400,
+        }),
         body: withPasswordPolicy(ResetConfirmBody, ctx.config.passwordPolicy),
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errorResponses(400, 503) },
         detail: {
@@ -106,14 +117,23 @@ const pageRoutes = (ctx: AppContext) => {
   };
   return (
     new Elysia({ prefix: "/account", tags: ["Account e-mail"] })
-      .get("", ({ request }) => appPage("sign-in", request), shown("Sign in (password, passkey or another provider), then on to /account/security"))
-      .get("/verify-email", page("verify-email"), shown("The page a verification mail links to (?token=…)"))
-      .get("/reset-password", page("reset-password"), shown("The page a password-reset mail links to (?token=…)"))
-      .get(
-        "/security",
-        ({ request }) => appPage("security", request),
-        shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys, API keys and apps with access"),
-      )
+      .use(routeSamples)
+      .get("", ({ request }) => appPage("sign-in", request), {
+        ...shown("Sign in (password, passkey or another provider), then on to /account/security"),
+        sample: () => ({ path: "/account", token: undefined, status: 200 }),
+      })
+      .get("/verify-email", page("verify-email"), {
+        ...shown("The page a verification mail links to (?token=…)"),
+        sample: () => ({ path: "/account/verify-email", token: undefined, status: 200 }),
+      })
+      .get("/reset-password", page("reset-password"), {
+        ...shown("The page a password-reset mail links to (?token=…)"),
+        sample: () => ({ path: "/account/reset-password", token: undefined, status: 200 }),
+      })
+      .get("/security", ({ request }) => appPage("security", request), {
+        ...shown("Sign in and manage sessions, the authenticator app, recovery codes, passkeys, API keys and apps with access"),
+        sample: () => ({ path: "/account/security", token: undefined, status: 200 }),
+      })
       // OAUTH_SERVER=on: where /oauth2/authorize sends the browser to sign in and consent (its query carries the request).
       .use((app) =>
         ctx.config.oauthServer
@@ -121,6 +141,8 @@ const pageRoutes = (ctx: AppContext) => {
           : app,
       )
       .get("/setup", ({ request }) => setupPage(request), {
+        // An ADMIN exists in the walk: the page says setup is complete (410).
+        sample: () => ({ path: "/account/setup", token: undefined, status: 410 }),
         response: { 200: html, 404: html, 410: html, ...errorResponses(503) },
         detail: {
           summary: "The first-run page the setup link opens (?token=…): it makes the first ADMIN",
@@ -128,8 +150,11 @@ const pageRoutes = (ctx: AppContext) => {
             "200 the setup page while the token is the live one and no ADMIN exists (looking spends nothing); 410 a page saying why not (used, expired or replaced: run `usersvc setup-link`; an ADMIN exists: sign in at /admin); 404 without a token while no ADMIN exists.",
         },
       })
-      .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), hidden)
-      .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), hidden)
+      .get("/assets/account.js", asset(script, "text/javascript; charset=utf-8"), {
+        ...hidden,
+        sample: () => ({ path: "/account/assets/account.js", token: undefined, status: 200 }),
+      })
+      .get("/assets/account.css", asset(styles, "text/css; charset=utf-8"), { ...hidden, sample: () => ({ path: "/account/assets/account.css", token: undefined, status: 200 }) })
       .get(
         "/assets/:name",
         async ({ params, request }) => {
@@ -137,7 +162,16 @@ const pageRoutes = (ctx: AppContext) => {
           if (!answer) throw new AppError("NOT_FOUND");
           return answer;
         },
-        { params: t.Object({ name: t.String({ maxLength: 20 }) }), ...hidden },
+        {
+          params: t.Object({ name: t.String({ maxLength: 20 }) }),
+          ...hidden,
+          sample: () => ({
+            path: "/account/assets/app.js",
+            token: undefined,
+            status: 200,
+            holdsPrivateData: "the page's script names WebAuthn's publicKey option: code, not a stored key",
+          }),
+        },
       )
   );
 };

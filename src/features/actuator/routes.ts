@@ -33,6 +33,7 @@ import {
 } from "./model";
 import { countActiveUsers } from "../../store/users";
 import { audit, health, metricNames, metricView, primaryReachable, threadDump } from "./service";
+import { routeSamples } from "../../http/route-sample";
 
 const adminErrors = errorResponses(401, 403);
 
@@ -83,6 +84,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         return report;
       },
       {
+        sample: () => ({ path: "/actuator/health", status: 200 }),
         response: { 200: Health, 503: Health },
         detail: {
           summary: "Overall health",
@@ -92,6 +94,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
       },
     )
     .get("/health/liveness", () => ({ status: "UP" as const }), {
+      sample: () => ({ path: "/actuator/health/liveness", status: 200 }),
       response: { 200: ProbeHealth },
       detail: { summary: "Liveness probe", description: "UP while the process serves requests." },
     })
@@ -103,6 +106,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         return { status: "DOWN" as const };
       },
       {
+        sample: () => ({ path: "/actuator/health/readiness", status: 200 }),
         response: { 200: ProbeHealth, 503: ProbeHealth },
         detail: {
           summary: "Readiness probe",
@@ -118,7 +122,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         git: { commit: { id: VERSION.commit } },
         runtime: { name: "bun", version: Bun.version, platform: process.platform, arch: process.arch },
       }),
-      { response: { 200: Info }, detail: { summary: "Build information" } },
+      { sample: () => ({ path: "/actuator/info", status: 200 }), response: { 200: Info }, detail: { summary: "Build information" } },
     )
     .get(
       "/prometheus",
@@ -127,6 +131,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
         return (await ctx.metrics.current()).metrics();
       },
       {
+        sample: () => ({ path: "/actuator/prometheus", status: 200 }),
         beforeHandle: adminOrMetricsToken,
         response: { 200: t.String({ description: "Prometheus text format 0.0.4" }), ...adminErrors },
         detail: { summary: "Metrics in Prometheus text format", description: "ADMIN, or the METRICS_TOKEN bearer when one is configured.", security: [{ bearerAuth: [] }] },
@@ -135,10 +140,12 @@ export const actuatorRoutes = (ctx: AppContext) => {
     .guard({ access: { allow: "ADMIN" } }, (admin) =>
       admin
         .get("/metrics", () => ({ names: metricNames() }), {
+          sample: () => ({ path: "/actuator/metrics", status: 200 }),
           response: { 200: MetricNames, ...adminErrors },
           detail: { summary: "Metric names" },
         })
         .get("/metrics/:name", ({ params }) => metricView(ctx.metrics, params.name), {
+          sample: () => ({ path: "/actuator/metrics/http.server.requests", status: 200 }),
           params: MetricNameParams,
           response: { 200: MetricView, 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope },
           detail: { summary: "One metric's measurements and tags" },
@@ -151,7 +158,7 @@ export const actuatorRoutes = (ctx: AppContext) => {
               ctx.logging.list().map((l) => [l.name, { configuredLevel: l.configuredLevel && toSpring(l.configuredLevel), effectiveLevel: toSpring(l.effectiveLevel) }]),
             ),
           }),
-          { response: { 200: Loggers, ...adminErrors }, detail: { summary: "Loggers and their levels" } },
+          { sample: () => ({ path: "/actuator/loggers", status: 200 }), response: { 200: Loggers, ...adminErrors }, detail: { summary: "Loggers and their levels" } },
         )
         .get(
           "/loggers/:name",
@@ -160,7 +167,12 @@ export const actuatorRoutes = (ctx: AppContext) => {
             if (!found) throw new AppError("LOGGER_NOT_FOUND", { name: params.name });
             return { configuredLevel: found.configuredLevel && toSpring(found.configuredLevel), effectiveLevel: toSpring(found.effectiveLevel) };
           },
-          { params: LoggerNameParams, response: { 200: LoggerLevels, 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope }, detail: { summary: "One logger's level" } },
+          {
+            sample: () => ({ path: "/actuator/loggers/http", status: 200 }),
+            params: LoggerNameParams,
+            response: { 200: LoggerLevels, 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope },
+            detail: { summary: "One logger's level" },
+          },
         )
         .post(
           "/loggers/:name",
@@ -178,12 +190,14 @@ export const actuatorRoutes = (ctx: AppContext) => {
           },
           {
             params: LoggerNameParams,
+            sample: () => ({ path: "/actuator/loggers/http", body: { configuredLevel: null }, status: 204 }),
             body: LoggerLevelBody,
             response: { 204: t.Void({ description: "Level changed" }), 400: ErrorEnvelope, ...adminErrors, 404: ErrorEnvelope },
             detail: { summary: "Change a logger's level at run time", description: "configuredLevel null resets a named logger to the root level." },
           },
         )
         .get("/threaddump", ({ server }) => threadDump(ctx.config, server), {
+          sample: () => ({ path: "/actuator/threaddump", status: 200 }),
           response: { 200: ThreadDump, ...adminErrors },
           detail: { summary: "Event loop, pending work and memory", description: "The runtime's counterpart of a JVM thread dump." },
         })
@@ -203,13 +217,17 @@ export const actuatorRoutes = (ctx: AppContext) => {
             });
           },
           {
+            // A snapshot of the process's memory holds every string the program knows, these names included:
+            // it is the ADMIN's debugging download, not an answer about data.
+            sample: () => ({ path: "/actuator/heapdump", status: 200, holdsPrivateData: "a heap snapshot is the process's memory" }),
             response: { 200: t.File({ description: "V8 heap snapshot (opens in Chrome DevTools)" }), ...adminErrors },
             detail: { summary: "Heap snapshot download", ...documentedHeaders({ 200: ["Content-Disposition"] }) },
           },
         ),
     );
 
-  const version = new Elysia({ prefix: "/api", tags: ["Operations"] }).get("/version", () => VERSION, {
+  const version = new Elysia({ prefix: "/api", tags: ["Operations"] }).use(routeSamples).get("/version", () => VERSION, {
+    sample: () => ({ path: "/api/version", status: 200 }),
     response: { 200: Version },
     detail: { summary: "Version information" },
   });

@@ -5,6 +5,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { errorResponses } from "../../http/route-docs";
 import { UserIdParams, userId } from "../../models/user";
 import { queryInteger } from "../../validation";
@@ -22,6 +23,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: "/api/account/api-keys", body: { name: "walk key", scopes: ["users:read"] }, token: walk.adminSignedIn, status: 201 }),
         body: CreateApiKeyBody,
         response: { 201: CreatedApiKey, ...errorResponses(400, 401, 403, 409, 503) },
         detail: {
@@ -33,6 +35,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
     )
     .get("/api/account/api-keys", ({ caller }) => listKeys(ctx, caller.id), {
       access: { allow: "authenticated" },
+      sample: () => ({ path: "/api/account/api-keys", status: 200 }),
       response: { 200: t.Array(ApiKey), ...errorResponses(401, 403, 503) },
       detail: { summary: "The caller's API keys", description: "Oldest first; never a key or its hash." },
     })
@@ -44,6 +47,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: `/api/account/api-keys/${walk.apiKeys.ownKeyId}`, status: 204 }),
         params: ApiKeyIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "Revoke one of the caller's API keys", description: "Refused at once. 404 API_KEY_NOT_FOUND for another user's or an unknown key." },
@@ -51,6 +55,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
     )
     .get("/api/users/:id/api-keys", ({ params }) => listUserKeys(ctx, userId(params)), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.sessions.ownerId}/api-keys`, status: 200 }),
       params: UserIdParams,
       response: { 200: t.Array(ApiKey), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's API keys" },
@@ -63,6 +68,7 @@ export const apiKeysRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN" },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.sessions.ownerId}/api-keys/${walk.apiKeys.ownersKeyId}`, status: 204 }),
         params: UserApiKeyParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "Revoke one of a user's API keys" },

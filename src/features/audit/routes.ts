@@ -16,6 +16,7 @@ export const auditRoutes = (ctx: AppContext) =>
     },
     {
       access: { allow: "ADMIN" },
+      sample: () => ({ path: "/api/audit", status: 200 }),
       query: AuditQuery,
       response: { 200: t.Array(AuditEntry), ...errorResponses(400, 401, 403) },
       detail: {

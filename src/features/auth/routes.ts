@@ -5,6 +5,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import { routeSamples, type Walk } from "../../http/route-sample";
 import { EnvelopeOf } from "../../envelope";
 import { errorResponses } from "../../http/route-docs";
 import { translate } from "../../catalogue";
@@ -65,6 +66,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         return ctx.ok(user, translate("auth.registered", langOf(request)));
       },
       {
+        sample: (walk: Walk) => ({ path: "/api/auth/register", body: walk.registration("second@example.com"), token: undefined, status: 201 }),
         body: withPasswordPolicy(RegistrationBody, ctx.config.passwordPolicy),
         transform: ({ body }) => dropNulls(body),
         response: { 201: EnvelopeOf(User), ...errors },
@@ -82,6 +84,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         return ctx.ok(free, translate(free ? "auth.emailAvailable" : "auth.emailTaken", langOf(request)));
       },
       {
+        sample: (walk: Walk) => ({ path: `/api/auth/validate-email?email=${walk.registered.email}`, status: 200 }),
         query: ValidateEmailQuery,
         response: { 200: EnvelopeOf(t.Boolean(), "Boolean"), ...errorResponses(400, 429, 503) },
         detail: {
@@ -97,6 +100,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         return ctx.ok(answer, translate("mfaRequired" in answer ? "auth.mfaRequired" : "auth.loggedIn", langOf(request)));
       },
       {
+        sample: (walk: Walk) => ({ path: "/api/auth/login", body: { email: walk.registered.email, password: "Passw0rd!" }, token: undefined, status: 200 }),
         body: LoginBody,
         response: { 200: EnvelopeOf(LoginAnswer), ...errors },
         detail: {
@@ -110,6 +114,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
       "/login/mfa",
       async ({ body, request, server }) => ctx.ok(await completeSecondStep(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))),
       {
+        sample: (walk: Walk) => ({ path: "/api/auth/login/mfa", token: undefined, body: { mfaToken: walk.mfa.totp.mfaToken, code: walk.mfa.totp.recoveryCode }, status: 200 }),
         body: LoginMfaBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
@@ -126,6 +131,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         return ctx.ok(await passkeySignInOptions(ctx), translate("auth.passkeyOptions", langOf(request)));
       },
       {
+        sample: () => ({ path: "/api/auth/passkey/options", token: undefined, status: 200 }),
         response: { 200: EnvelopeOf(PasskeyRequestOptions), ...errors },
         detail: {
           summary: "Start a passwordless sign-in with a passkey",
@@ -138,6 +144,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
       "/passkey",
       async ({ body, request, server }) => ctx.ok(await passkeySignIn(ctx, body, await signInClient(request, server)), translate("auth.loggedIn", langOf(request))),
       {
+        sample: (walk: Walk) => ({ path: "/api/auth/passkey", token: undefined, body: { response: walk.mfa.passkeyAssertion }, status: 200 }),
         body: PasskeySignInBody,
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
@@ -157,6 +164,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         return ctx.ok(await refresh(ctx, caller), translate("auth.refreshed", langOf(request)));
       },
       {
+        sample: () => ({ path: "/api/auth/refresh", status: 200 }),
         body: t.Optional(RefreshBody),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
@@ -176,6 +184,7 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: "/api/auth/logout", token: walk.leaving, status: 200 }),
         query: LogoutQuery,
         response: { 200: EnvelopeOf(t.Null(), "Empty"), ...errors },
         detail: {
@@ -190,6 +199,12 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
         ctx.ok(await changePassword(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), translate("auth.passwordChanged", langOf(request))),
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({
+          path: "/api/auth/change-password",
+          body: { currentPassword: "Passw0rd!", newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" },
+          token: walk.changing,
+          status: 200,
+        }),
         body: withPasswordPolicy(ChangePasswordBody, ctx.config.passwordPolicy),
         response: { 200: EnvelopeOf(TokenResponse), ...errors },
         detail: {
@@ -202,7 +217,9 @@ export const authRoutes = (ctx: AppContext, signInClient = signInClientOf(ctx.co
 /** First run (open): whether the first ADMIN is still to be made, and making it with the one-time setup token. */
 export const firstRunRoutes = (ctx: AppContext) =>
   new Elysia({ prefix: "/api/account/setup", tags: ["Authentication"] })
+    .use(routeSamples)
     .get("", async () => ({ setupRequired: await setupPending(ctx.db, ctx.config) }), {
+      sample: () => ({ path: "/api/account/setup", token: undefined, status: 200 }),
       response: { 200: SetupStatus, ...errorResponses(503) },
       detail: {
         summary: "Whether the first ADMIN is still to be made",
@@ -218,6 +235,13 @@ export const firstRunRoutes = (ctx: AppContext) =>
         return ctx.ok(answer, translate("auth.loggedIn", langOf(request)));
       },
       {
+        // An ADMIN exists in the walk, so every setup token is void: the refusal is what can be read.
+        sample: () => ({
+          path: "/api/account/setup",
+          body: { token: "a".repeat(43), name: "Too Late", email: "late@example.com", password: "Passw0rd!" },
+          token: undefined,
+          status: 400,
+        }),
         body: withPasswordPolicy(SetupBody, ctx.config.passwordPolicy),
         response: { 201: EnvelopeOf(TokenResponse), ...errorResponses(400, 409, 503) },
         detail: {

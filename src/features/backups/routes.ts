@@ -2,6 +2,7 @@
 /** /api/admin/backups: list, create, download (streamed) and delete archives; ADMIN only. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { ErrorEnvelope } from "../../envelope";
 import { errorResponses } from "../../http/route-docs";
 import { Backup, BackupNameParams } from "./model";
@@ -16,6 +17,7 @@ export const backupsRoutes = (ctx: AppContext) => {
   return new Elysia({ prefix: "/api/admin/backups", tags: ["Backups"] }).use(ctx.auth).guard({ access: { allow: "ADMIN" } }, (admin) =>
     admin
       .get("", () => listBackups(ctx.config), {
+        sample: () => ({ path: "/api/admin/backups", status: 200 }),
         response: { 200: t.Array(Backup), ...errorResponses(401, 403) },
         detail: { summary: "List backups", description: "Every archive in BACKUP_DIR, newest first." },
       })
@@ -29,6 +31,8 @@ export const backupsRoutes = (ctx: AppContext) => {
           return created;
         },
         {
+          // A remote database is backed up by its server: the answer there is 400 BACKUP_UNSUPPORTED (a replica backs up its copy).
+          sample: (walk: Walk) => ({ path: "/api/admin/backups", status: walk.backup ? 201 : 400 }),
           response: { 201: Backup, 400: ErrorEnvelope, ...errorResponses(401, 403), 409: ErrorEnvelope },
           detail: {
             summary: "Take a backup now",
@@ -39,6 +43,12 @@ export const backupsRoutes = (ctx: AppContext) => {
         },
       )
       .get("/:name", ({ params, caller }) => downloadBackup(deps, params.name, caller.email), {
+        sample: (walk: Walk) => ({
+          path: `/api/admin/backups/${walk.backup ?? "usersvc-20260101T000000Z.tar.gz"}`,
+          status: walk.backup ? 200 : 404,
+          // A backup archive is the database itself, password hashes included, by design (docs/operations.md, "Backups and restore": archives hold secrets).
+          holdsPrivateData: "a backup archive holds the database, by design",
+        }),
         params: BackupNameParams,
         response: { 200: t.File({ description: "The archive (application/gzip; an encrypted …tar.gz.enc: application/octet-stream)" }), ...errors },
         detail: { summary: "Download a backup", description: "Streamed as an attachment. It holds password hashes (and, encrypted, the keys): keep it safe." },
@@ -50,6 +60,7 @@ export const backupsRoutes = (ctx: AppContext) => {
           set.status = 204;
         },
         {
+          sample: () => ({ path: "/api/admin/backups/usersvc-20260101T000000Z.tar.gz", status: 404 }),
           params: BackupNameParams,
           response: { 204: t.Void({ description: "Deleted" }), ...errors },
           detail: { summary: "Delete a backup" },

@@ -10,6 +10,7 @@ import { AppError } from "../../errors";
 import { pageHeaders, pagePolicy } from "../../http/security-headers";
 import { assetAnswer, type PageAssets } from "../../http/page-bundle";
 import { consoleAssets } from "./bundle";
+import { routeSamples } from "../../http/route-sample";
 
 /** Script, styles and API calls from this origin only; data: and blob: images (the favicon, downloads). */
 export const CONSOLE_POLICY = pagePolicy({ script: ["'self'"], style: ["'self'"], img: ["'self'", "data:", "blob:"], connect: ["'self'"] });
@@ -39,7 +40,9 @@ const shell = (basePath: string, assets: PageAssets) => {
 
 export const consoleRoutes = (basePath: string) =>
   new Elysia({ tags: ["Console"] })
+    .use(routeSamples)
     .get("/admin", async () => new Response(shell(basePath, await consoleAssets()), { headers: SHELL_HEADERS }), {
+      sample: () => ({ path: "/admin", token: undefined, status: 200 }),
       response: { 200: t.String({ description: "The console's page; sign in with an ADMIN's e-mail and password", contentMediaType: "text/html" }) },
       detail: { summary: "The admin console", description: "A single-page web console for ADMINs over this API. Its script and styles are served beside it." },
     })
@@ -50,5 +53,5 @@ export const consoleRoutes = (basePath: string) =>
         if (!answer) throw new AppError("NOT_FOUND");
         return answer;
       },
-      { params: t.Object({ name: t.String({ maxLength: 20 }) }), detail: { hide: true } },
+      { params: t.Object({ name: t.String({ maxLength: 20 }) }), detail: { hide: true }, sample: () => ({ path: "/admin/assets/app.js", token: undefined, status: 200 }) },
     );

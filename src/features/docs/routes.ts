@@ -12,6 +12,7 @@ import initScript from "./swagger-init.js" with { type: "file" };
 import { pageHeaders, pagePolicy } from "../../http/security-headers";
 import { VERSION } from "../../version";
 import type { buildSpec } from "./spec";
+import { routeSamples } from "../../http/route-sample";
 
 /**
  * The page's own complete policy: scripts and styles only from its embedded assets; the CSS
@@ -67,19 +68,32 @@ export const docsRoutes = (basePath: string, app: () => AnyElysia) => {
     console: `${basePath}/admin`,
   });
   return new Elysia({ tags: ["Documentation"] })
+    .use(routeSamples)
     .get("/", () => index, {
+      sample: () => ({ path: "/", status: 200 }),
       response: { 200: ServiceIndex },
       detail: { summary: "Service index: links to the docs, health and the console" },
     })
     .get("/swagger", served(page(basePath), pageHeaders(SWAGGER_POLICY)), {
+      sample: () => ({ path: "/swagger", status: 200 }),
       response: { 200: t.String({ description: "The Swagger UI page", contentMediaType: "text/html" }) },
       detail: { summary: "Interactive API documentation" },
     })
     .get("/swagger/json", () => (spec ??= import("./spec").then(({ buildSpec }) => buildSpec(app()))), {
+      sample: () => ({ path: "/swagger/json", status: 200 }),
       response: { 200: t.Record(t.String(), t.Unknown(), { description: "This OpenAPI 3.1 document" }) },
       detail: { summary: "OpenAPI document" },
     })
-    .get("/swagger/assets/swagger-ui-bundle.js", servedFile(uiScript, asset("text/javascript; charset=utf-8")), hidden)
-    .get("/swagger/assets/swagger-init.js", servedFile(initScript, asset("text/javascript; charset=utf-8")), hidden)
-    .get("/swagger/assets/swagger-ui.css", servedFile(uiStyles, asset("text/css; charset=utf-8")), hidden);
+    .get("/swagger/assets/swagger-ui-bundle.js", servedFile(uiScript, asset("text/javascript; charset=utf-8")), {
+      ...hidden,
+      sample: () => ({ path: "/swagger/assets/swagger-ui-bundle.js", status: 200 }),
+    })
+    .get("/swagger/assets/swagger-init.js", servedFile(initScript, asset("text/javascript; charset=utf-8")), {
+      ...hidden,
+      sample: () => ({ path: "/swagger/assets/swagger-init.js", status: 200 }),
+    })
+    .get("/swagger/assets/swagger-ui.css", servedFile(uiStyles, asset("text/css; charset=utf-8")), {
+      ...hidden,
+      sample: () => ({ path: "/swagger/assets/swagger-ui.css", status: 200 }),
+    });
 };

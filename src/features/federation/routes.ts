@@ -6,6 +6,7 @@
 import { Elysia, t, type TSchema } from "elysia";
 import { translate } from "../../catalogue";
 import type { AppContext } from "../../context";
+import { routeSamples, type Walk } from "../../http/route-sample";
 import { EnvelopeOf } from "../../envelope";
 import { clientAddress } from "../../http/client-address";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
@@ -43,7 +44,9 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
   const addressOf = (request: Request, server: Parameters<typeof clientAddress>[0]) => clientAddress(server, request, ctx.config.trustProxy);
 
   const auth = new Elysia({ prefix: "/api/auth/oidc", tags: ["Sign-in with other providers"] })
+    .use(routeSamples)
     .get("/providers", () => providers.map(({ name, label, kind }) => ({ name, label, stepUp: kind === "oidc" })), {
+      sample: () => ({ path: "/api/auth/oidc/providers", token: undefined, status: 200 }),
       response: { 200: t.Array(ProviderButton) },
       detail: {
         summary: "The providers a sign-in page offers",
@@ -57,6 +60,8 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         set.headers.location = await startFlow(deps, params.provider, query, request, addressOf(request, server));
       },
       {
+        // No provider is configured in the walk: the flow's routes refuse or send the browser back (test/federation.test.ts walks them).
+        sample: () => ({ path: `/api/auth/oidc/corp/start?returnTo=%2Faccount&codeChallenge=${"c".repeat(43)}`, token: undefined, status: 404 }),
         params: ProviderParams,
         query: StartQuery,
         response: { ...redirect, ...errorResponses(400, 404, 429, 503) },
@@ -74,6 +79,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         set.headers.location = await completeCallback(deps, params.provider, request, addressOf(request, server));
       },
       {
+        sample: () => ({ path: "/api/auth/oidc/corp/callback?state=unknown", token: undefined, status: 302 }),
         params: ProviderParams,
         response: { ...redirect, ...errorResponses(400, 404, 503) },
         detail: {
@@ -91,6 +97,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
         return ctx.ok(answer, translate(typeof answer === "object" && answer && "mfaRequired" in answer ? "auth.mfaRequired" : "auth.loggedIn", langOf(request)));
       },
       {
+        sample: () => ({ path: "/api/auth/oidc/exchange", token: undefined, body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 }),
         body: CodeExchangeBody,
         response: { 200: EnvelopeOf(signIn.answer), ...errorResponses(400, 401, 403, 429, 503) },
         detail: {
@@ -105,6 +112,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
     .use(ctx.auth)
     .get("/api/account/identities", ({ caller }) => listIdentities(ctx.db, caller.id, labels), {
       access: { allow: "authenticated" },
+      sample: () => ({ path: "/api/account/identities", status: 200 }),
       response: { 200: t.Array(Identity), ...errorResponses(401, 503) },
       detail: { summary: "The caller's linked sign-ins", description: "Oldest first: provider, the e-mail it gave, linked at, last used." },
     })
@@ -117,6 +125,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
       },
       {
         access: { allow: "authenticated" },
+        sample: () => ({ path: "/api/account/identities/corp/start", body: { returnTo: "/account/security", codeChallenge: "c".repeat(43), stepUpToken: "not-one" }, status: 404 }),
         params: ProviderParams,
         body: LinkStartBody,
         response: { 200: Redirect, ...errorResponses(400, 401, 403, 404, 429, 503) },
@@ -137,6 +146,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
       },
       {
         access: { allow: "authenticated" },
+        sample: () => ({ path: "/api/account/identities/link", body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 }),
         body: CodeExchangeBody,
         response: { 201: Identity, ...errorResponses(400, 401, 409, 503) },
         detail: { summary: "Complete a link with the fragment's code and the page's verifier", description: "Mails IDENTITY_LINKED. 401 INVALID_OIDC_CODE; 409 IDENTITY_IN_USE." },
@@ -150,6 +160,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
       },
       {
         access: { allow: "authenticated" },
+        sample: () => ({ path: "/api/account/identities/999999", status: 404 }),
         params: UserIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 404, 409, 503) },
         detail: {
@@ -163,6 +174,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
       async ({ caller, params, body, request, server }) => ({ url: await startStepUp(deps, caller, params.provider, body, request, addressOf(request, server)) }),
       {
         access: { allow: "authenticated" },
+        sample: () => ({ path: "/api/account/step-up/corp/start", body: { returnTo: "/account/security", codeChallenge: "c".repeat(43) }, status: 404 }),
         params: ProviderParams,
         body: StepUpStartBody,
         response: { 200: Redirect, ...errorResponses(400, 401, 403, 404, 429, 503) },
@@ -175,6 +187,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
     )
     .post("/api/account/step-up/exchange", ({ caller, body }) => completeStepUp(deps, caller, body), {
       access: { allow: "authenticated" },
+      sample: () => ({ path: "/api/account/step-up/exchange", body: { code: "c".repeat(43), codeVerifier: "v".repeat(43) }, status: 401 }),
       body: CodeExchangeBody,
       response: { 200: StepUp, ...errorResponses(400, 401, 403, 503) },
       detail: {
@@ -184,6 +197,7 @@ export function federationRoutes(ctx: AppContext, signIn: SignInPort & { answer:
     })
     .get("/api/users/:id/identities", ({ params }) => identitiesOfUser(ctx.db, userId(params), labels), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.admin.id}/identities`, status: 200 }),
       params: UserIdParams,
       response: { 200: t.Array(Identity), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's linked sign-ins" },

@@ -2,6 +2,7 @@
 /** /api/files: streamed upload and download, and file info, for any authenticated caller; the list of every file, for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { ErrorEnvelope } from "../../envelope";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { FileIdParams, FileInfo, FileListQuery, FileNameParams, FileUploadResponse, UploadBody } from "./model";
@@ -25,6 +26,7 @@ export const filesRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN", scope: "files:read" },
+        sample: () => ({ path: "/api/files", status: 200 }),
         query: FileListQuery,
         response: { 200: t.Array(FileInfo), ...errorResponses(400, 401, 403, 503) },
         detail: {
@@ -43,6 +45,7 @@ export const filesRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated", scope: "files:write" },
+        sample: (walk: Walk) => ({ path: "/api/files/upload", raw: walk.upload(), status: 201 }),
         response: { 201: FileUploadResponse, ...errorResponses(400, 401, 413, 503) },
         detail: {
           summary: "Upload a file",
@@ -53,6 +56,7 @@ export const filesRoutes = (ctx: AppContext) =>
     )
     .get("/download/:fileName", ({ params, request }) => downloadFile(ctx, params.fileName, request.headers.get("range")), {
       access: { allow: "authenticated", scope: "files:read", withoutUser: true },
+      sample: (walk: Walk) => ({ path: `/api/files/download/${walk.file.fileName}`, status: 200 }),
       params: FileNameParams,
       response: { 200: t.File({ description: "The bytes" }), 206: t.File({ description: "One byte range (Content-Range)" }), 416: ErrorEnvelope, ...errors },
       detail: {
@@ -73,6 +77,7 @@ export const filesRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated", scope: "files:read", withoutUser: true },
+        sample: (walk: Walk) => ({ path: `/api/files/info/${walk.file.id}`, status: 200 }),
         params: FileIdParams,
         response: { 200: FileInfo, ...errors },
         detail: {

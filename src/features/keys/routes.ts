@@ -7,6 +7,7 @@
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
 import { JWKS_MAX_AGE_S } from "../../security/signing-keys";
+import { routeSamples } from "../../http/route-sample";
 
 const PublicJwk = t.Union(
   [
@@ -31,13 +32,14 @@ const PublicJwk = t.Union(
 export const JsonWebKeySet = t.Object({ keys: t.Array(PublicJwk) }, { title: "JsonWebKeySet", additionalProperties: false });
 
 export const keysRoutes = (ctx: AppContext) =>
-  new Elysia({ tags: ["Authentication"] }).get(
+  new Elysia({ tags: ["Authentication"] }).use(routeSamples).get(
     "/.well-known/jwks.json",
     async ({ set }) => {
       set.headers["cache-control"] = `public, max-age=${JWKS_MAX_AGE_S}`;
       return (await ctx.tokens.jwks()) as typeof JsonWebKeySet.static;
     },
     {
+      sample: () => ({ path: "/.well-known/jwks.json", token: undefined, status: 200 }),
       response: { 200: JsonWebKeySet },
       detail: {
         summary: "The public keys that verify our tokens (JWKS)",

@@ -8,6 +8,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { clientAddress } from "../../http/client-address";
 import { errorResponses } from "../../http/route-docs";
 import { userId } from "../../models/user";
@@ -47,11 +48,13 @@ export const mfaRoutes = (ctx: AppContext) =>
     .use(ctx.auth)
     .get("/api/account/mfa", ({ caller }) => mfaStatus(ctx, caller), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/mfa", token: walk.mfa.totp.token, status: 200 }),
       response: { 200: MfaStatus, ...errorResponses(401, 503) },
       detail: { summary: "The caller's second factors", description: "Whether TOTP is on, how many passkeys, how many unused recovery codes." },
     })
     .post("/api/account/mfa/totp", ({ caller }) => startTotp(ctx, caller), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/mfa/totp", token: walk.mfa.enrolling, status: 200 }),
       response: { 200: TotpEnrolment, ...errorResponses(401, 403, 409, 503) },
       detail: {
         summary: "Start setting up an authenticator app",
@@ -60,6 +63,8 @@ export const mfaRoutes = (ctx: AppContext) =>
     })
     .post("/api/account/mfa/totp/confirm", ({ caller, body, request, server }) => confirmTotp(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), {
       access: { allow: "authenticated" },
+      // The code is computed when sent: the walk takes longer than a step.
+      sample: (walk: Walk) => ({ path: "/api/account/mfa/totp/confirm", token: walk.mfa.confirming.token, body: () => ({ code: walk.mfa.confirming.code() }), status: 200 }),
       body: TotpConfirmBody,
       response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
       detail: {
@@ -75,6 +80,8 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        // Without MFA_REQUIRED_ROLES no account needs an enrolment code: the route's own 409 (test/mfa.test.ts mails one).
+        sample: (walk: Walk) => ({ path: "/api/account/mfa/enrol-code", token: walk.mfa.enrolling, status: 409 }),
         response: { 204: t.Void(), ...errorResponses(401, 403, 409, 429, 503) },
         detail: {
           summary: "Mail the code that confirms a first second factor",
@@ -90,6 +97,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: "/api/account/mfa/totp", token: walk.mfa.removing.token, body: { password: "Passw0rd!" }, status: 204 }),
         body: FactorRemoveBody,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
         detail: {
@@ -103,6 +111,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       ({ caller, body, request, server }) => regenerateRecoveryCodes(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)),
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: "/api/account/mfa/recovery-codes", token: walk.mfa.totp.token, body: { password: "Passw0rd!" }, status: 200 }),
         body: RecoveryCodesBody,
         response: { 200: RecoveryCodes, ...errorResponses(400, 401, 403, 409, 429, 503) },
         detail: {
@@ -113,6 +122,7 @@ export const mfaRoutes = (ctx: AppContext) =>
     )
     .post("/api/account/passkeys/options", ({ caller }) => registrationOptions(ctx, caller), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/passkeys/options", token: walk.mfa.keyed.token, status: 200 }),
       response: { 200: PasskeyCreationOptions, ...errorResponses(400, 401, 403, 503) },
       detail: {
         summary: "Start registering a passkey",
@@ -128,6 +138,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: "/api/account/passkeys", token: walk.mfa.keyed.token, body: { name: "Walk key 3", response: walk.mfa.keyed.registration }, status: 201 }),
         body: NewPasskeyBody,
         response: { 201: NewPasskey, ...errorResponses(400, 401, 403, 409, 429, 503) },
         detail: {
@@ -138,11 +149,13 @@ export const mfaRoutes = (ctx: AppContext) =>
     )
     .get("/api/account/passkeys", ({ caller }) => listPasskeys(ctx, caller), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/passkeys", token: walk.mfa.keyed.token, status: 200 }),
       response: { 200: t.Array(Passkey), ...errorResponses(401, 503) },
       detail: { summary: "The caller's passkeys", description: "Oldest first." },
     })
     .patch("/api/account/passkeys/:id", ({ caller, params, body }) => renamePasskey(ctx, caller, params.id, body.name), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: `/api/account/passkeys/${walk.mfa.keyed.renamed}`, token: walk.mfa.keyed.token, body: { name: "Renamed" }, status: 200 }),
       params: PasskeyIdParams,
       body: RenamePasskeyBody,
       response: { 200: Passkey, ...errorResponses(400, 401, 404, 503) },
@@ -156,6 +169,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: `/api/account/passkeys/${walk.mfa.keyed.removed}`, token: walk.mfa.keyed.token, body: { password: "Passw0rd!" }, status: 204 }),
         params: PasskeyIdParams,
         body: FactorRemoveBody,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 503) },
@@ -167,6 +181,7 @@ export const mfaRoutes = (ctx: AppContext) =>
     )
     .post("/api/account/step-up/passkey-options", ({ caller }) => stepUpPasskeyOptions(ctx, caller), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/step-up/passkey-options", token: walk.mfa.enrolling, status: 200 }),
       response: { 200: PasskeyRequestOptions, ...errorResponses(400, 401, 403, 503) },
       detail: {
         summary: "Start a step-up with a passkey",
@@ -176,6 +191,7 @@ export const mfaRoutes = (ctx: AppContext) =>
     })
     .post("/api/account/step-up", ({ caller, body, request, server }) => stepUp(ctx, caller, body, clientAddress(server, request, ctx.config.trustProxy)), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/step-up", token: walk.mfa.enrolling, body: { password: "Passw0rd!" }, status: 200 }),
       body: StepUpBody,
       response: { 200: StepUp, ...errorResponses(400, 401, 403, 429, 503) },
       detail: {
@@ -186,6 +202,7 @@ export const mfaRoutes = (ctx: AppContext) =>
     })
     .get("/api/users/:id/mfa", ({ params }) => userFactors(ctx, userId(params)), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.mfa.totp.id}/mfa`, status: 200 }),
       params: UserIdParams,
       response: { 200: t.Array(Factor), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's second factors", description: "Kind, name, when added and last used; never a secret or a key." },
@@ -198,6 +215,7 @@ export const mfaRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN" },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.mfa.removing.id}/mfa`, status: 204 }),
         params: UserIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: {

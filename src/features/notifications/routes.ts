@@ -79,6 +79,7 @@ export const outboxRoutes = (ctx: AppContext) =>
     },
     {
       access: { allow: "ADMIN" },
+      sample: () => ({ path: "/api/admin/outbox", status: 200 }),
       query: OutboxQuery,
       response: { 200: t.Array(OutboxEntry), ...errorResponses(400, 401, 403) },
       detail: {

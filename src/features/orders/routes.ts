@@ -2,6 +2,7 @@
 /** /api/orders: thin HTTP over the order workflow; every caller sees and pays only their own orders unless ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { CreateOrderRequest, Order, OrderIdParams, OrderListQuery, PaymentRequest } from "./model";
 import { createOrder, findOrder, listOrders, ordersDeps, payOrder } from "./service";
@@ -21,6 +22,7 @@ export const ordersRoutes = (ctx: AppContext) => {
       },
       {
         access: { allow: "authenticated", scope: "orders:write" },
+        sample: (walk: Walk) => ({ path: "/api/orders", body: { userId: walk.registered.id, items: [{ productId: walk.productId, quantity: 1 }] }, status: 201 }),
         body: CreateOrderRequest,
         response: { 201: Order, ...errors },
         detail: {
@@ -39,6 +41,7 @@ export const ordersRoutes = (ctx: AppContext) => {
       },
       {
         access: { allow: "authenticated", scope: "orders:read" },
+        sample: () => ({ path: "/api/orders", status: 200 }),
         query: OrderListQuery,
         response: { 200: t.Array(Order), ...errors },
         detail: {
@@ -50,12 +53,14 @@ export const ordersRoutes = (ctx: AppContext) => {
     )
     .get("/:id", ({ params, caller }) => findOrder(ctx.db, caller, params.id), {
       access: { allow: "authenticated", scope: "orders:read" },
+      sample: (walk: Walk) => ({ path: `/api/orders/${walk.orderId}`, status: 200 }),
       params: OrderIdParams,
       response: { 200: Order, ...errors },
       detail: { summary: "Get an order", description: "Another user's order is 404 ORDER_NOT_FOUND to a USER." },
     })
     .post("/:id/pay", ({ params, body, caller }) => payOrder(deps, caller, params.id, body), {
       access: { allow: "authenticated", scope: "orders:write" },
+      sample: (walk: Walk) => ({ path: `/api/orders/${walk.orderId}/pay`, body: { method: "CARD", cardNumber: "4111111111111111" }, status: 200 }),
       params: OrderIdParams,
       body: PaymentRequest,
       response: { 200: Order, ...errors },

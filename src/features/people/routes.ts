@@ -6,6 +6,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { errorResponses } from "../../http/route-docs";
 import { User, UserIdParams, userId } from "../../models/user";
 import { parseInstant } from "../../validation";
@@ -19,6 +20,7 @@ export const peopleRoutes = (ctx: AppContext) =>
     .use(ctx.auth)
     .get("/departments", () => listDepartments(ctx.db), {
       access: { allow: "authenticated", scope: "users:read", withoutUser: true },
+      sample: () => ({ path: "/api/departments", status: 200 }),
       response: { 200: t.Array(Department), ...errors },
       detail: { summary: "List departments", tags: ["Departments"], description: "By name, each with its number of users." },
     })
@@ -30,6 +32,7 @@ export const peopleRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN", scope: "users:write" },
+        sample: () => ({ path: "/api/departments", body: { name: "Walk Department" }, status: 201 }),
         body: DepartmentBody,
         response: { 201: Department, ...errors },
         detail: {
@@ -43,12 +46,14 @@ export const peopleRoutes = (ctx: AppContext) =>
     )
     .get("/roles", () => listRoles(ctx.db), {
       access: { allow: "authenticated", scope: "users:read", withoutUser: true },
+      sample: () => ({ path: "/api/roles", status: 200 }),
       response: { 200: t.Array(Role), ...errors },
       detail: { summary: "List roles", tags: ["Roles"] },
     })
     // No API key sets roles or deactivates (no area: 403 API_KEY_NOT_ALLOWED), whatever its scopes.
     .put("/users/:id/roles", ({ params, body, caller }) => setRoles(ctx.db, userId(params), body, caller.email, new Date(ctx.now())), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/roles`, body: { roles: ["USER"] }, status: 200 }),
       params: UserIdParams,
       body: RolesBody,
       response: { 200: User, ...errors },
@@ -60,12 +65,14 @@ export const peopleRoutes = (ctx: AppContext) =>
     })
     .get("/users/:id/profile", ({ params }) => getProfile(ctx.db, userId(params)), {
       access: { allow: "SELF_OR_ADMIN", scope: "users:read" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/profile`, status: 200 }),
       params: UserIdParams,
       response: { 200: UserProfile, ...errors },
       detail: { summary: "Get a user's profile", tags: ["Profiles"], description: "The user themself or an ADMIN. A user without a profile gets an empty one." },
     })
     .put("/users/:id/profile", ({ params, body }) => putProfile(ctx.db, userId(params), body, new Date(ctx.now()).toISOString().slice(0, 10)), {
       access: { allow: "SELF_OR_ADMIN", scope: "users:write" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/profile`, body: { bio: "walks", birthDate: "1990-01-01" }, status: 200 }),
       params: UserIdParams,
       body: ProfileBody,
       response: { 200: UserProfile, ...errors },
@@ -77,6 +84,7 @@ export const peopleRoutes = (ctx: AppContext) =>
     })
     .post("/users/deactivate-inactive", ({ query, caller }) => deactivateInactive(ctx.db, parseInstant(query.before, "before"), caller.email, new Date(ctx.now())), {
       access: { allow: "ADMIN" },
+      sample: () => ({ path: "/api/users/deactivate-inactive?before=2000-01-01", status: 200 }),
       query: DeactivateQuery,
       response: { 200: DeactivateResult, ...errors },
       detail: {

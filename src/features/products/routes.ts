@@ -2,6 +2,7 @@
 /** /api/products: reads for any authenticated caller, writes for ADMIN. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { Product, ProductBody, ProductIdParams, ProductListQuery } from "./model";
 import { createProduct, findProduct, listProducts, replaceProduct } from "./service";
@@ -20,6 +21,7 @@ export const productsRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated", scope: "products:read", withoutUser: true },
+        sample: () => ({ path: "/api/products", status: 200 }),
         query: ProductListQuery,
         response: { 200: t.Array(Product), ...errors },
         detail: {
@@ -31,6 +33,7 @@ export const productsRoutes = (ctx: AppContext) =>
     )
     .get("/:id", ({ params }) => findProduct(ctx.db, params.id), {
       access: { allow: "authenticated", scope: "products:read", withoutUser: true },
+      sample: (walk: Walk) => ({ path: `/api/products/${walk.productId}`, status: 200 }),
       params: ProductIdParams,
       response: { 200: Product, ...errors },
       detail: { summary: "Get a product" },
@@ -44,6 +47,7 @@ export const productsRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN", scope: "products:write" },
+        sample: () => ({ path: "/api/products", body: { name: "Walk Item 2", code: "WALK-2", price: 3, stock: 1 }, status: 201 }),
         body: ProductBody,
         response: { 201: Product, ...errors },
         detail: { summary: "Create a product", description: "A taken code gives 409 DUPLICATE_PRODUCT_CODE; a price with more than 2 fraction digits is refused, never rounded." },
@@ -51,6 +55,7 @@ export const productsRoutes = (ctx: AppContext) =>
     )
     .put("/:id", ({ params, body, caller }) => replaceProduct(ctx.db, params.id, body, caller.email, new Date(ctx.now())), {
       access: { allow: "ADMIN", scope: "products:write" },
+      sample: (walk: Walk) => ({ path: `/api/products/${walk.productId}`, body: { name: "Walk Item", code: "WALK-1", price: 11, stock: 5 }, status: 200 }),
       params: ProductIdParams,
       body: ProductBody,
       response: { 200: Product, ...errors },

@@ -28,6 +28,7 @@ export const searchRoutes = (ctx: AppContext) =>
     .use(ctx.auth)
     .get("/users", ({ query }) => searchByQuery(ctx.db, query), {
       access: { allow: "authenticated", scope: "users:read", withoutUser: true },
+      sample: () => ({ path: "/api/search/users?name=Mei", status: 200 }),
       query: UserSearchQuery,
       transform: dropEmptyQuery,
       response: { 200: t.Array(User), ...errors },
@@ -41,6 +42,7 @@ export const searchRoutes = (ctx: AppContext) =>
     })
     .get("/users/department/:dept/role/:role", ({ params, query }) => matches(ctx.db, { department: params.dept, role: params.role }, pageIfAsked(query)), {
       access: { allow: "authenticated", scope: "users:read", withoutUser: true },
+      sample: () => ({ path: "/api/search/users/department/Walkers/role/USER", status: 200 }),
       params: DepartmentRoleParams,
       query: OptionalPage,
       response: { 200: t.Array(User), ...errors },
@@ -51,6 +53,7 @@ export const searchRoutes = (ctx: AppContext) =>
     })
     .get("/by-skills", ({ query }) => matches(ctx.db, { skills: notBlank(query.skills) }, pageIfAsked(query)), {
       access: { allow: "authenticated", scope: "users:read", withoutUser: true },
+      sample: () => ({ path: "/api/search/by-skills?skills=SQL", status: 200 }),
       query: SkillsQuery,
       response: { 200: t.Array(User), ...errors },
       detail: {
@@ -71,6 +74,7 @@ export const profileRoutes = (ctx: AppContext) =>
     },
     {
       access: { allow: "authenticated", scope: "users:read" },
+      sample: () => ({ path: "/api/search/profile", status: 200 }),
       headers: ProfileHeaders,
       response: { 200: User, ...errorResponses(400, 401, 404) },
       detail: { summary: "The caller's own User", description: "X-Client-Version (default 1.0) is echoed back.", ...documentedHeaders({ 200: ["X-Client-Version"] }) },

@@ -5,6 +5,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { errorResponses } from "../../http/route-docs";
 import { UserIdParams, userId } from "../../models/user";
 import { Session, SessionIdParams, UserSessionParams } from "./model";
@@ -15,6 +16,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
     .use(ctx.auth)
     .get("/api/account/sessions", ({ caller }) => listSessions(ctx, caller.id, caller), {
       access: { allow: "authenticated" },
+      sample: (walk: Walk) => ({ path: "/api/account/sessions", token: walk.sessions.device, status: 200 }),
       response: { 200: t.Array(Session), ...errorResponses(401, 503) },
       detail: { summary: "The caller's open sessions", description: "Most recent activity first." },
     })
@@ -26,6 +28,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: "/api/account/sessions/revoke-others", token: walk.sessions.another, status: 204 }),
         response: { 204: t.Void(), ...errorResponses(401, 503) },
         detail: { summary: "End the caller's other sessions" },
       },
@@ -38,6 +41,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated" },
+        sample: (walk: Walk) => ({ path: `/api/account/sessions/${walk.sessions.endedSid}`, token: walk.sessions.device, status: 204 }),
         params: SessionIdParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 404, 503) },
         detail: { summary: "End one of the caller's sessions", description: "Its tokens are refused at once." },
@@ -45,6 +49,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
     )
     .get("/api/users/:id/sessions", ({ caller, params }) => listUserSessions(ctx, userId(params), caller), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.sessions.ownerId}/sessions`, status: 200 }),
       params: UserIdParams,
       response: { 200: t.Array(Session), ...errorResponses(400, 401, 403, 404, 503) },
       detail: { summary: "A user's open sessions" },
@@ -57,6 +62,7 @@ export const sessionsRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN" },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.sessions.ownerId}/sessions/${walk.sessions.endedByAdminSid}`, status: 204 }),
         params: UserSessionParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 503) },
         detail: { summary: "End one of a user's sessions" },

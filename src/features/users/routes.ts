@@ -2,6 +2,7 @@
 /** /api/users: thin HTTP over the users service, with the interface's access rules. */
 import { Elysia, t } from "elysia";
 import type { AppContext } from "../../context";
+import type { Walk } from "../../http/route-sample";
 import { clientAddress } from "../../http/client-address";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { User, UserIdParams, userId } from "../../models/user";
@@ -84,6 +85,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "USER", scope: "users:read", withoutUser: true },
+        sample: () => ({ path: "/api/users", status: 200 }),
         query: UserListQuery,
         response: { 200: t.Array(User), ...errors },
         detail: {
@@ -110,6 +112,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "authenticated", scope: "users:read", readsUser: true, withoutUser: true },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}`, status: 200 }),
         params: UserIdParams,
         response: { 200: User, ...errors },
         detail: { summary: "Get a user", description: 'Sends ETag: "<version>" for If-Match.', ...documentedHeaders({ 200: ["ETag"] }) },
@@ -123,6 +126,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
+        sample: () => ({ path: "/api/users", body: { name: "Walk User", email: "walk@example.com", password: "Passw0rd!" }, status: 201 }),
         body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
         transform: normalizeBody,
         response: { 201: User, ...errors },
@@ -131,12 +135,14 @@ export const usersRoutes = (ctx: AppContext) =>
     )
     .put("/:id", changeUser(ctx, replaceUser), {
       access: { allow: "ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}`, body: { name: "Mei Lin", email: walk.registered.email, department: "Walkers" }, status: 200 }),
       body: withPasswordPolicy(UserBody, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: { summary: "Replace a user's name, email and department", description: OWN_EMAIL + PASSWORD_BY_ADMIN + BY_KEY, ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .patch("/:id", changeUser(ctx, patchUser), {
       access: { allow: "SELF_OR_ADMIN", scope: "users:write", keysMayNotSend: KEYS_MAY_NOT_SEND },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}`, body: { name: "Mei Lin" }, status: 200 }),
       body: withPasswordPolicy(UserPatch, ctx.config.passwordPolicy),
       ...changeRoute,
       detail: {
@@ -152,16 +158,24 @@ export const usersRoutes = (ctx: AppContext) =>
         set.status = 204;
       },
       // No API key deletes, activates or deactivates an account (no area: 403 API_KEY_NOT_ALLOWED).
-      { access: { allow: "ADMIN" }, params: UserIdParams, response: { 204: t.Void(), ...errors }, detail: { summary: "Delete a user" } },
+      {
+        access: { allow: "ADMIN" },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.doomedUserId}`, status: 204 }),
+        params: UserIdParams,
+        response: { 204: t.Void(), ...errors },
+        detail: { summary: "Delete a user" },
+      },
     )
     .post("/:id/activate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), true, caller.email)), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/activate`, status: 200 }),
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: { summary: "Activate a user", description: "The user may log in again (version +1). Already active: unchanged.", ...documentedHeaders({ 200: ["ETag"] }) },
     })
     .post("/:id/deactivate", async ({ params, caller, set }) => tagged(set, await setActive(ctx, userId(params), false, caller.email)), {
       access: { allow: "ADMIN" },
+      sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/deactivate`, status: 200 }),
       params: UserIdParams,
       response: { 200: User, ...errors },
       detail: {
@@ -180,6 +194,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN", scope: "users:write" },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/revoke-tokens`, status: 204 }),
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: { summary: "Revoke a user's tokens", description: "Every token issued to the user so far stops working (401); they may log in again." },
@@ -193,6 +208,7 @@ export const usersRoutes = (ctx: AppContext) =>
       },
       {
         access: { allow: "ADMIN" },
+        sample: (walk: Walk) => ({ path: `/api/users/${walk.registered.id}/unlock`, status: 204 }),
         params: UserIdParams,
         response: { 204: t.Void(), ...errors },
         detail: {
