@@ -82,7 +82,13 @@ export async function openLibsql({ url, authToken, onRoundTrip }: DatabaseOption
   // The embedded engine is synchronous: a second writer of this process would wait for the lock
   // in SQLite's busy handler ON the event loop, where the unit holding it can never finish.
   // So units of one process take turns on a file, as on the native driver.
-  const inTurn = local ? createTurns() : <T>(work: () => Promise<T>) => work();
+  // At a remote primary they take turns too, and one whose turn comes after the busy timeout
+  // answers 503 without being sent: the primary runs writes one at a time whatever is sent, and
+  // sent all at once they wait in line there, where a client's deadline does not take them out
+  // (a unit given up here still runs there later) and where sqld 0.24 can stall for good: 20
+  // sign-ups at once through three instances (test:multi) left every writer parked in its
+  // connection manager behind a WAL checkpoint, and no write of any instance went through again.
+  const inTurn = createTurns(local ? undefined : busyTimeoutMs);
   // A statement that failed SQLITE_BUSY stays un-reset in the addon until it is garbage-collected,
   // and meanwhile its connection fails every later COMMIT with "SQL statements in progress";
   // collecting at once finalizes it. Only after a busy failure, only on a file.

@@ -53,11 +53,20 @@ export async function eachInOrder(statements: () => readonly Statement[]): Promi
   return results;
 }
 
-/** An async mutex: one unit at a time, in arrival order. */
-export function createTurns() {
+/**
+ * An async mutex: one unit at a time, in arrival order. With `maxWaitMs`, a unit whose turn comes
+ * later than that after it arrived is not run: it fails with a DatabaseBusyError (503), so a queue
+ * longer than the busy timeout drains at once instead of serving answers nobody waits for.
+ */
+export function createTurns(maxWaitMs = Number.POSITIVE_INFINITY) {
   let tail: Promise<unknown> = Promise.resolve();
   return function inTurn<T>(work: () => Promise<T>): Promise<T> {
-    const run = tail.then(work, work);
+    const arrived = performance.now();
+    const start = () => {
+      const waited = performance.now() - arrived;
+      return waited > maxWaitMs ? Promise.reject(new DatabaseBusyError(Math.round(waited))) : work();
+    };
+    const run = tail.then(start, start);
     tail = run.catch(() => undefined);
     return run;
   };
