@@ -53,22 +53,48 @@ export async function eachInOrder(statements: () => readonly Statement[]): Promi
   return results;
 }
 
-/**
- * An async mutex: one unit at a time, in arrival order. With `maxWaitMs`, a unit whose turn comes
- * later than that after it arrived is not run: it fails with a DatabaseBusyError (503), so a queue
- * longer than the busy timeout drains at once instead of serving answers nobody waits for.
- */
-export function createTurns(maxWaitMs = Number.POSITIVE_INFINITY) {
+/** An async mutex: one unit at a time, in arrival order. */
+export function createTurns() {
   let tail: Promise<unknown> = Promise.resolve();
   return function inTurn<T>(work: () => Promise<T>): Promise<T> {
-    const arrived = performance.now();
-    const start = () => {
-      const waited = performance.now() - arrived;
-      return waited > maxWaitMs ? Promise.reject(new DatabaseBusyError(Math.round(waited))) : work();
-    };
-    const run = tail.then(start, start);
+    const run = tail.then(work, work);
     tail = run.catch(() => undefined);
     return run;
+  };
+}
+
+/**
+ * Like createTurns, but `atOnce` units at a time; a unit whose turn comes more than `maxWaitMs`
+ * after it arrived is not run: it fails with a DatabaseBusyError (503), so a line longer than the
+ * busy timeout drains at once instead of serving answers nobody waits for.
+ */
+export function createLimit(atOnce: number, maxWaitMs: number) {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const acquire = () => {
+    if (running < atOnce) {
+      running++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => waiting.push(resolve));
+  };
+  // A freed place goes straight to the next in line, so no newcomer slips in between.
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  };
+  return function inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const arrived = performance.now();
+    return acquire().then(async () => {
+      try {
+        const waited = performance.now() - arrived;
+        if (waited > maxWaitMs) throw new DatabaseBusyError(Math.round(waited));
+        return await work();
+      } finally {
+        release();
+      }
+    });
   };
 }
 
