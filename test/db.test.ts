@@ -193,6 +193,14 @@ describe("the error table", () => {
     expect(classifyDatabaseError({ code: "SQLITE_BUSY", message: "database is locked" })).toBe("busy");
     expect(classifyDatabaseError(new Error("unrelated"))).toBeUndefined();
   });
+
+  // What an embedded replica's sync throws when its primary is gone (the texts @libsql/client gave
+  // with sqld killed: mid-pull, and on the next pull): the pull after a unit must answer 503, not 500.
+  test("an embedded replica's pull cut off from its primary is unreachable", () => {
+    const killedMidPull = 'Replication(Client(Status { code: Unknown, message: "connection closed before message completed", source: Some(hyper::Error(IncompleteMessage)) }))';
+    expect(classifyDatabaseError(Object.assign(new Error(killedMidPull), { code: "" }))).toBe("unreachable");
+    expect(classifyDatabaseError(Object.assign(new Error("Replication(PrimaryHandshakeTimeout)"), { code: "" }))).toBe("unreachable");
+  });
 });
 
 test("every writing connection gets synchronous=NORMAL and the measured checkpoint policy", async () => {

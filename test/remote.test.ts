@@ -201,5 +201,68 @@ describe.skipIf(!onSqld)("a remote primary", () => {
       },
       20_000,
     );
+
+    // A unit given up here is not given up at sqld: it waits there for the lock and commits once it
+    // gets it. So a process sends a few units at a time (8, libsql.ts), and those whose turn comes
+    // after DATABASE_BUSY_TIMEOUT_MS are never sent: their 503 means nothing was written, and the
+    // primary never holds a long line of writers nobody waits for.
+    test.skipIf(leg === "remote-ws")(
+      "20 list units at once behind a lock held past DATABASE_BUSY_TIMEOUT_MS: twenty 503s, and at most the eight sent commit later at the primary",
+      async () => {
+        const lock = await holdLock();
+        const names = Array.from({ length: 20 }, (_, n) => `QUEUED_${n}_${crypto.randomUUID().slice(0, 8)}`);
+        let failures: unknown[];
+        try {
+          failures = await Promise.all(
+            names.map((name) =>
+              t.database
+                .writeAll((tx) => [tx.insert(roles).values({ name })])
+                .then(
+                  () => undefined,
+                  (error) => error,
+                ),
+            ),
+          );
+        } finally {
+          await lock.release();
+        }
+        expect(failures.map((error) => isUnavailable(error))).toEqual(Array(20).fill(true));
+        // Long enough for anything still waiting at sqld to have committed.
+        await Bun.sleep(1500);
+        const written = await Promise.all(names.map((name) => t.database.$count(roles, eq(roles.name, name))));
+        expect(written.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(8);
+      },
+      30_000,
+    );
+
+    // A unit that waited for its turn behind hung round trips (eight in flight) has that much less
+    // left of its DATABASE_BUSY_TIMEOUT_MS: it answers within the busy timeout from its arrival, not twice that.
+    test.skipIf(leg === "remote-ws")(
+      "a unit queued behind a hung primary answers 503 within DATABASE_BUSY_TIMEOUT_MS of its arrival",
+      async () => {
+        await t.primary!.hang();
+        try {
+          const unitAt = async (afterMs: number) => {
+            await Bun.sleep(afterMs);
+            const started = performance.now();
+            const error = await t.database
+              .writeAll((tx) => [tx.insert(roles).values({ name: `HUNG_${crypto.randomUUID().slice(0, 8)}` })])
+              .then(
+                () => undefined,
+                (e) => e,
+              );
+            return { unavailable: isUnavailable(error), ms: performance.now() - started };
+          };
+          const answers = await Promise.all([...Array.from({ length: 8 }, () => unitAt(0)), unitAt(300)]);
+          expect(answers.map((a) => a.unavailable)).toEqual(Array(9).fill(true));
+          const queued = answers[8];
+          // 3000 ms is the busy timeout; the rest is a loaded machine's slack (twice it would be 5700).
+          expect(queued.ms).toBeLessThan(3000 + 1500);
+        } finally {
+          await t.primary!.restore();
+        }
+      },
+      30_000,
+    );
   });
 });

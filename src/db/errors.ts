@@ -11,7 +11,7 @@
  *
  * drizzle wraps each in a DrizzleQueryError (the driver's error is its cause), so the chain is walked.
  * A remote primary that cannot be reached (refused, reset, a proxy's 5xx, a stream it forgot in a
- * restart, no answer within DATABASE_BUSY_TIMEOUT_MS) is "unreachable": answered 503 like "busy", but never retried, since a write whose
+ * restart, no answer within DATABASE_BUSY_TIMEOUT_MS, a replica's pull cut off) is "unreachable": answered 503 like "busy", but never retried, since a write whose
  * answer was lost may have committed.
  */
 
@@ -52,6 +52,9 @@ const BY_TEXT: [RegExp, Failure][] = [
   [/UNIQUE constraint failed/, "duplicate"],
   [/FOREIGN KEY constraint failed/, "foreignKey"],
   [/database is locked|SQLITE_BUSY/, "busy"],
+  // An embedded replica's pull that could not reach its primary (no code, only this text): after
+  // a unit, the write may have committed but the copy cannot show it yet.
+  [/^Replication\(/, "unreachable"],
 ];
 
 /** A write an embedded replica forwarded to its primary (`unguarded`), refused there: the primary and extended codes are in the text. */

@@ -4,16 +4,19 @@
  * through this). A closure unit is an interactive transaction (BEGIN IMMEDIATE on a file), a
  * list unit one batch in write mode.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { createClient, type Client, type InArgs, type ResultSet, type TransactionMode } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import type { Database, DatabaseOptions, Db } from "./database";
 import { tuneEmbeddedConnections } from "./embedded-tuning";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
-import { createTurns, retryWhileBusy, runUnit } from "./units";
+import { createLimit, createTurns, retryWhileBusy, runUnit } from "./units";
 
 /** SQLite's own wait for a lock on a file: it blocks the event loop, so it stays short (see units.ts). */
 const SQLITE_BUSY_TIMEOUT_MS = 20;
+/** Units of one process at a remote primary at once (openLibsql). */
+const REMOTE_UNITS_AT_ONCE = 8;
 
 /**
  * Statements built by drizzle, run as one client.batch in `mode` and answered as drizzle would:
@@ -55,16 +58,23 @@ function counted(client: Client, onRoundTrip: () => void): Client {
   return observe(client);
 }
 
+/** When the unit of work a round trip belongs to must have answered (performance.now()): its arrival plus the busy timeout. */
+const unitDeadline = new AsyncLocalStorage<number>();
+
 /**
  * Bun's fetch with a deadline per round trip: @libsql/client's HTTP transport has no timeout of
  * its own, so a primary that takes the connection and never answers (stopped, hung, a black-holed
- * proxy) would hold the request forever. Aborted at `ms`, the round trip fails with a TimeoutError,
- * which errors.ts counts as "unreachable" (503 with Retry-After, never retried).
+ * proxy) would hold the request forever. Aborted at `ms`, or at its unit's deadline when that comes
+ * first (a unit that waited for its turn has that much less), the round trip fails with a
+ * TimeoutError, which errors.ts counts as "unreachable" (503 with Retry-After, never retried).
  */
 const fetchWithin =
   (ms: number) =>
-  (request: Request): Promise<Response> =>
-    fetch(request, { signal: AbortSignal.timeout(ms) });
+  (request: Request): Promise<Response> => {
+    const until = unitDeadline.getStore();
+    const left = until === undefined ? ms : Math.max(1, Math.min(ms, until - performance.now()));
+    return fetch(request, { signal: AbortSignal.timeout(left) });
+  };
 
 export async function openLibsql({ url, authToken, onRoundTrip }: DatabaseOptions, busyTimeoutMs: number): Promise<Database> {
   const local = url.startsWith("file:");
@@ -82,12 +92,22 @@ export async function openLibsql({ url, authToken, onRoundTrip }: DatabaseOption
   // The embedded engine is synchronous: a second writer of this process would wait for the lock
   // in SQLite's busy handler ON the event loop, where the unit holding it can never finish.
   // So units of one process take turns on a file, as on the native driver.
-  const inTurn = local ? createTurns() : <T>(work: () => Promise<T>) => work();
+  // At a remote primary at most REMOTE_UNITS_AT_ONCE are sent at a time, and one whose turn comes
+  // after the busy timeout answers 503 without being sent: the primary runs writes one at a time
+  // whatever is sent, and sent all at once they wait in line there, where a client's deadline does
+  // not take them out (a unit given up here still runs there later) and where sqld 0.24 can stall
+  // for good: 20 sign-ups at once through three instances (test:multi) left every writer parked in
+  // its connection manager behind a WAL checkpoint, and no write of any instance went through again.
+  // A few at once still hide the round trip of one behind another's.
+  const inTurn = local ? createTurns() : createLimit(REMOTE_UNITS_AT_ONCE, busyTimeoutMs);
   // A statement that failed SQLITE_BUSY stays un-reset in the addon until it is garbage-collected,
   // and meanwhile its connection fails every later COMMIT with "SQL statements in progress";
   // collecting at once finalizes it. Only after a busy failure, only on a file.
   const afterBusy = local ? () => Bun.gc(true) : undefined;
-  const unit = <T>(work: () => Promise<T>) => inTurn(() => retryWhileBusy(work, busyTimeoutMs, afterBusy));
+  const unit = <T>(work: () => Promise<T>) => {
+    const until = performance.now() + busyTimeoutMs;
+    return inTurn(() => unitDeadline.run(until, () => retryWhileBusy(work, busyTimeoutMs, afterBusy)));
+  };
 
   return {
     ...readSurface(handle),

@@ -41,11 +41,37 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
   }
   const db: Db = drizzle(local, { schema });
   const freshness = watchPrimary(primary, syncIntervalMs, maxStalenessMs);
+  // One pull at a time: a unit that asks while one runs gets the next, which starts after its write
+  // and is shared by every unit asking meanwhile (each pull holds the event loop for its round
+  // trip, and 50 sign-ups at once made 50 of them; remote.test.ts).
+  let pulling: Promise<unknown> | undefined;
+  let nextPull: Promise<unknown> | undefined;
+  const pull = (): Promise<unknown> => {
+    if (!pulling) {
+      const current = local.sync();
+      pulling = current;
+      const done = () => {
+        if (pulling === current) pulling = undefined;
+      };
+      current.then(done, done);
+      return current;
+    }
+    nextPull ??= pulling
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        nextPull = undefined;
+        return pull();
+      });
+    return nextPull;
+  };
   /** The unit's answer once the copy holds what it wrote. */
   const pulled = async <T>(unit: Promise<T>): Promise<T> => {
     const started = performance.now();
     const answer = await unit;
-    await local.sync();
+    await pull();
     freshness.reached(started);
     return answer;
   };

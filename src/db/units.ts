@@ -63,6 +63,41 @@ export function createTurns() {
   };
 }
 
+/**
+ * Like createTurns, but `atOnce` units at a time; a unit whose turn comes more than `maxWaitMs`
+ * after it arrived is not run: it fails with a DatabaseBusyError (503), so a line longer than the
+ * busy timeout drains at once instead of serving answers nobody waits for.
+ */
+export function createLimit(atOnce: number, maxWaitMs: number) {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const acquire = () => {
+    if (running < atOnce) {
+      running++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => waiting.push(resolve));
+  };
+  // A freed place goes straight to the next in line, so no newcomer slips in between.
+  const release = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  };
+  return function inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const arrived = performance.now();
+    return acquire().then(async () => {
+      try {
+        const waited = performance.now() - arrived;
+        if (waited > maxWaitMs) throw new DatabaseBusyError(Math.round(waited));
+        return await work();
+      } finally {
+        release();
+      }
+    });
+  };
+}
+
 const FIRST_PAUSE_MS = 2;
 const LONGEST_PAUSE_MS = 100;
 

@@ -4,7 +4,8 @@
  *
  * - the primary: sqld over HTTP (test/support/sqld.ts) with JWT auth on, on its own folder and
  *   port, so it can be killed and started again where it was;
- * - three instances of dist/usersvc, each with its own data folder and log file (LOG_LEVEL=info:
+ * - three instances of dist/usersvc (`mode`: each a remote client of the primary, or an embedded
+ *   replica of it with its copy in its own folder), each with its own data folder and log file (LOG_LEVEL=info:
  *   one line per request with its X-Request-Id), TRUST_PROXY=1, their webhooks to one receiver at
  *   a path of their own and their mail from a sender name of their own (so a delivery names its
  *   instance), to one receiver and one real SMTP mailbox;
@@ -34,6 +35,14 @@ export const WEBHOOK_SECRET = `whsec_${Buffer.from("multi-instance-webhook-secre
  * loaded 2-core machine one Hrana round trip took over 2 s (load average 28).
  */
 export const BUSY_TIMEOUT_MS = 5000;
+/** The instances' DATABASE_SYNC_INTERVAL in replica mode (the production default, stated). */
+export const SYNC_INTERVAL_MS = 1000;
+/**
+ * How the instances reach the primary: `remote`, every read and write a round trip to it
+ * (DATABASE_URL=<sqld>); `replica`, each an embedded replica with its copy in its own folder
+ * (DATABASE_URL=file:…, DATABASE_SYNC_URL=<sqld>), the edge deployment of docs/edge.md.
+ */
+export type Mode = "remote" | "replica";
 const JWT_SECRET = "multi-instance-secret-".padEnd(80, "m");
 /** One key for every instance, as README's configuration table asks (each would generate its own into its data folder). */
 const DATA_ENCRYPTION_KEY = Buffer.from("multi-instance-data-key-".padEnd(32, "k")).toString("base64");
@@ -217,6 +226,7 @@ ${upstreams.map((p) => `    server 127.0.0.1:${p};`).join("\n")}
 }
 
 export interface Cluster {
+  mode: Mode;
   /** nginx's address: every journey's requests go here unless they name an instance. */
   url: string;
   instances: Instance[];
@@ -253,7 +263,7 @@ const readLines = (files: string[]) =>
       : [],
   );
 
-export async function startCluster(): Promise<Cluster> {
+export async function startCluster(mode: Mode): Promise<Cluster> {
   const root = mkdtempSync(join(tmpdir(), "usersvc-multi-"));
   reaper.addDir(root);
   const binary = ensureBinary();
@@ -278,7 +288,9 @@ export async function startCluster(): Promise<Cluster> {
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       DATA_DIR: dir,
-      DATABASE_URL: sqld.url,
+      ...(mode === "replica"
+        ? { DATABASE_URL: `file:${join(dir, "usersvc.db")}`, DATABASE_SYNC_URL: sqld.url, DATABASE_SYNC_INTERVAL: `${SYNC_INTERVAL_MS}ms` }
+        : { DATABASE_URL: sqld.url }),
       DATABASE_AUTH_TOKEN: sqld.authToken,
       DATABASE_BUSY_TIMEOUT_MS: String(BUSY_TIMEOUT_MS),
       JWT_SECRET,
@@ -404,6 +416,7 @@ export async function startCluster(): Promise<Cluster> {
     },
   };
   return {
+    mode,
     url: nginx.url,
     instances,
     primary,

@@ -39,18 +39,23 @@ export function sqldBinary(): string {
   return BINARY;
 }
 
-/** One Ed25519 key per test process: sqld checks every token against its public half. */
-let jwt: { keyFile: string; token: string } | undefined;
-function jwtAuth() {
-  if (jwt) return jwt;
+/** A fresh Ed25519 key: its public half written to `dir`/jwt.pem for --auth-jwt-key-file, and a token signed with it. */
+export function newJwtAuth(dir: string): { keyFile: string; token: string } {
   const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const dir = mkdtempSync(join(tmpdir(), "usersvc-sqld-key-"));
-  reaper.addDir(dir);
   const keyFile = join(dir, "jwt.pem");
   writeFileSync(keyFile, publicKey.export({ type: "spki", format: "pem" }));
   const part = (o: object) => Buffer.from(JSON.stringify(o)).toString("base64url");
   const unsigned = `${part({ alg: "EdDSA", typ: "JWT" })}.${part({ iat: Math.floor(Date.now() / 1000) })}`;
-  jwt = { keyFile, token: `${unsigned}.${sign(null, Buffer.from(unsigned), privateKey).toString("base64url")}` };
+  return { keyFile, token: `${unsigned}.${sign(null, Buffer.from(unsigned), privateKey).toString("base64url")}` };
+}
+
+/** One key per test process: sqld checks every token against its public half. */
+let jwt: { keyFile: string; token: string } | undefined;
+function jwtAuth() {
+  if (jwt) return jwt;
+  const dir = mkdtempSync(join(tmpdir(), "usersvc-sqld-key-"));
+  reaper.addDir(dir);
+  jwt = newJwtAuth(dir);
   return jwt;
 }
 
@@ -182,4 +187,19 @@ export async function startSqld(options: SqldOptions = {}): Promise<Sqld> {
       }
     },
   };
+}
+
+/**
+ * For scripts/smoke-binary.sh (bash, no test kit): `bun test/support/sqld.ts auth <dir>` installs
+ * sqld if needed, writes <dir>/jwt.pem and prints two lines: the sqld binary's path, then a token
+ * it accepts.
+ */
+if (import.meta.main) {
+  const [command, dir] = process.argv.slice(2);
+  if (command !== "auth" || !dir) {
+    console.error("usage: bun test/support/sqld.ts auth <dir>");
+    process.exit(2);
+  }
+  const binary = sqldBinary();
+  console.log(`${binary}\n${newJwtAuth(dir).token}`);
 }
