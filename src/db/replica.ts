@@ -44,9 +44,10 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
   // One pull at a time: a unit that asks while one runs gets the next, which starts after its write
   // and is shared by every unit asking meanwhile (each pull holds the event loop for its round
   // trip, and 50 sign-ups at once made 50 of them; remote.test.ts).
-  let pulling: Promise<unknown> | undefined;
-  let nextPull: Promise<unknown> | undefined;
-  const pull = (): Promise<unknown> => {
+  type Pulled = Awaited<ReturnType<Client["sync"]>>;
+  let pulling: Promise<Pulled> | undefined;
+  let nextPull: Promise<Pulled> | undefined;
+  const pull = (): Promise<Pulled> => {
     if (!pulling) {
       const current = local.sync();
       pulling = current;
@@ -92,7 +93,7 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
     freshness,
     async pull() {
       const started = performance.now();
-      const pulled = await local.sync();
+      const pulled = await pull();
       freshness.reached(started);
       return { frameNo: pulled?.frame_no };
     },
