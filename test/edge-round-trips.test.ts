@@ -15,19 +15,25 @@ import { startSqld, type Sqld } from "./support/sqld";
 
 let primary: Sqld;
 let edge: TestApp;
+let other: TestApp;
 
-beforeAll(async () => {
-  primary = await startSqld();
-  edge = await makeTestApp({
+const replicaEdge = () =>
+  makeTestApp({
     DATABASE_URL: `file:${mkdtempSync(join(tmpdir(), "usersvc-edge-"))}/usersvc.db`,
     DATABASE_SYNC_URL: primary.url,
     DATABASE_AUTH_TOKEN: primary.authToken,
     DATABASE_SYNC_INTERVAL: "1h",
     DATABASE_MAX_STALENESS: "2h",
   });
+
+beforeAll(async () => {
+  primary = await startSqld();
+  edge = await replicaEdge();
+  other = await replicaEdge();
 }, 60_000);
 afterAll(async () => {
   edge?.close();
+  other?.close();
   await primary?.stop();
 }, 60_000);
 
@@ -122,3 +128,21 @@ test("each main write at a replica edge costs its primary at most its bound in r
   const over = Object.entries(seen).flatMap(([route, c]) => (c.requests > BOUNDS[route] ? [`${route}: ${c.requests} > ${BOUNDS[route]}`] : []));
   expect(over).toEqual([]);
 }, 60_000);
+
+test("a change of a user made from a copy that lags another edge's change is judged at the primary", async () => {
+  const { token } = await edge.admin();
+  const made = await edge.request("POST", "/api/users", { token, body: { name: "Two Edges", email: uniqueEmail("two"), department: "First" } });
+  expect(made.status).toBe(201);
+  // The other edge's copy holds the user at version 0, then the first edge changes it.
+  expect((await other.request("GET", `/api/users/${made.body.id}`, { token })).body.version).toBe(0);
+  expect((await edge.request("PATCH", `/api/users/${made.body.id}`, { token, body: { name: "Renamed First" } })).body.version).toBe(1);
+
+  // Without a version the last change wins, on top of the first edge's.
+  const last = await other.request("PATCH", `/api/users/${made.body.id}`, { token, body: { department: "Second" } });
+  expect(last.body).toMatchObject({ name: "Renamed First", department: "Second", version: 2 });
+  // A version the copy did not know yet, but the primary does, is the current one; an old one is a conflict.
+  const current = await edge.request("PATCH", `/api/users/${made.body.id}`, { token, body: { name: "At Version Two", version: 2 } });
+  expect([current.status, current.body.version]).toEqual([200, 3]);
+  const stale = await other.request("PATCH", `/api/users/${made.body.id}`, { token, body: { name: "Too Late", version: 2 } });
+  expect([stale.status, stale.body.errorCode]).toEqual([409, "OPTIMISTIC_LOCK_CONFLICT"]);
+}, 30_000);
