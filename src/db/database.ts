@@ -69,6 +69,12 @@ export type UnitAnswers<U extends Unit> = U extends readonly Statement[] ? Answe
  */
 export interface WriteAllOptions {
   failsMidway?: boolean;
+  /**
+   * Nothing reads what the unit writes but the unit itself (its answers): a counter judged on the
+   * row its upsert answers. An embedded replica then answers without pulling it into its copy (two
+   * requests fewer); the next pull brings it.
+   */
+  unread?: boolean;
 }
 
 export type DatabaseDriver = "native" | "libsql";

@@ -6,7 +6,8 @@
  * - Units of work and migrations run at the primary over a Hrana connection of their own (the
  *   remote Database of libsql.ts: one batch per list unit, retried on contention, a deadline per
  *   round trip), then one sync pulls them into the copy before the unit answers, so the edge that
- *   wrote reads its write at once. The replica's own write forwarding would cost ~3 round trips
+ *   wrote reads its write at once (but for a unit whose rows nothing reads from the copy, `unread`:
+ *   an address counter). The replica's own write forwarding would cost ~3 round trips
  *   per statement and block the event loop for each (the embedded engine is synchronous).
  *
  * - A read that missed on the copy (an unknown user, session, key, device) is read again at the
@@ -68,11 +69,11 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
       });
     return nextPull;
   };
-  /** The unit's answer once the copy holds what it wrote. */
-  const pulled = async <T>(unit: Promise<T>): Promise<T> => {
+  /** The unit's answer once the copy holds what it wrote (unless `needed` is false: nothing reads it there). */
+  const pulled = async <T>(unit: Promise<T>, needed = true): Promise<T> => {
     const started = performance.now();
     const answer = await unit;
-    await pull();
+    if (needed) await pull();
     freshness.reached(started);
     return answer;
   };
@@ -82,7 +83,7 @@ export async function openReplica(options: DatabaseOptions & { syncUrl: string }
     driver: "libsql",
     unguarded: db,
     write: (work) => pulled(primary.write(work)),
-    writeAll: (build, writeOptions) => pulled(primary.writeAll(build, writeOptions)),
+    writeAll: (build, writeOptions) => pulled(primary.writeAll(build, writeOptions), !writeOptions?.unread),
     // One by one, as on the native driver: a replica hands any transaction, BEGIN READONLY too, to
     // its primary (a round trip, and a failure while the primary is away).
     readAll: (build) => runUnit(db, build, eachInOrder),

@@ -3,11 +3,13 @@
  * its SHA-256 (security/api-keys.ts makes and checks both); the guard reads a key with its owner
  * in one statement, as it reads a session.
  */
-import { and, asc, count, eq, sql } from "drizzle-orm";
+import { and, asc, eq, sql } from "drizzle-orm";
 import type { Db, Reader } from "../db/database";
-import { prepared } from "../db/prepared";
+import { bound, placeholder, prepared } from "../db/prepared";
 import { positionsOf } from "../db/reads";
-import { apiKeys, users } from "../db/schema";
+import { apiKeys, auditLog, outbox, users } from "../db/schema";
+import { auditSelection } from "./audit";
+import { notificationSelection, traced } from "./outbox";
 import { type AlsoUser, readCaller, withUserById } from "./users";
 import type { MaybePromise } from "../maybe-promise";
 
@@ -98,16 +100,85 @@ const listedColumns = {
 };
 export type ListedKey = { id: number; name: string; prefix: string; scopes: string; createdAt: Date; expiresAt: Date | null; lastUsedAt: Date | null; lastUsedFrom: string | null };
 
-/** How many keys the user holds (expired ones included: they still count until revoked). */
-export const keyCountOf = async (tx: Reader, userId: number) => (await tx.select({ n: count() }).from(apiKeys).where(eq(apiKeys.userId, userId)))[0].n;
+/** The user's keys, fewer than `max` (the placeholders userId, max): the new key's condition. */
+const roomForKey = sql`(select count(*) from ${apiKeys} where ${apiKeys.userId} = ${sql.placeholder("userId")}) < ${sql.placeholder("max")}`;
+/** The new key, found by its prefix (unique): there only if the statement before inserted it. */
+const isNewKey = eq(apiKeys.prefix, sql.placeholder("prefix"));
+/** What its audit row and its mail say of a new key (never the key or its hash). */
+const described = sql`'keyId', ${apiKeys.id}, 'name', ${apiKeys.name}, 'prefix', ${apiKeys.prefix}, 'scopes', json(${sql.placeholder("scopesJson")})`;
 
-/** Inserts the key; answers its listed row. */
-export async function insertKey(tx: Db, key: NewApiKey): Promise<ListedKey> {
-  const [row] = await tx
+const insertKeyIfRoom = prepared((tx: Db) =>
+  tx
     .insert(apiKeys)
-    .values({ ...key, scopes: key.scopes.join(",") })
-    .returning(listedColumns);
-  return row;
+    .select(
+      tx
+        .select({
+          id: sql<null>`null`.as("id"),
+          userId: sql<number>`${sql.placeholder("userId")}`.as("user_id"),
+          name: sql<string>`${sql.placeholder("name")}`.as("name"),
+          prefix: sql<string>`${sql.placeholder("prefix")}`.as("prefix"),
+          secretHash: sql<string>`${sql.placeholder("secretHash")}`.as("secret_hash"),
+          scopes: sql<string>`${sql.placeholder("scopes")}`.as("scopes"),
+          createdAt: sql<number>`${sql.placeholder("createdAt")}`.as("created_at"),
+          expiresAt: sql<number | null>`${sql.placeholder("expiresAt")}`.as("expires_at"),
+          lastUsedAt: sql<null>`null`.as("last_used_at"),
+          lastUsedFrom: sql<null>`null`.as("last_used_from"),
+        })
+        .from(sql`(select 1)`)
+        .where(roomForKey),
+    )
+    .returning(listedColumns)
+    .prepare(),
+);
+const newKeyAudit = prepared((tx: Db) =>
+  tx
+    .insert(auditLog)
+    .select(
+      tx
+        .select(
+          auditSelection({
+            action: sql`'API_KEY_CREATED'`,
+            actor: sql`${sql.placeholder("actor")}`,
+            subjectType: "User",
+            subjectId: sql`${sql.placeholder("subjectId")}`,
+            details: sql`json_object(${described})`,
+            at: sql`${sql.placeholder("createdAt")}`,
+          }),
+        )
+        .from(apiKeys)
+        .where(isNewKey),
+    )
+    .prepare(),
+);
+const newKeyMail = prepared((tx: Db) =>
+  tx
+    .insert(outbox)
+    .select(
+      tx
+        .select(notificationSelection("API_KEY_CREATED", placeholder<string>("actor"), sql`json_object('userId', ${apiKeys.userId}, ${described})`, placeholder<Date>("createdAt")))
+        .from(apiKeys)
+        .where(isNewKey),
+    )
+    .prepare(),
+);
+
+/**
+ * A new key of the user, unless they hold `max` already, with its audit row and API_KEY_CREATED
+ * to `email`: statements for one list unit (one round trip to a remote primary), the first
+ * answering the key's listed row, or no row when the user had no room (nothing was written).
+ */
+export function newKeyRows(tx: Db, key: NewApiKey, max: number, email: string) {
+  const values = {
+    ...key,
+    scopes: key.scopes.join(","),
+    scopesJson: JSON.stringify(key.scopes),
+    createdAt: key.createdAt.getTime(),
+    expiresAt: key.expiresAt?.getTime() ?? null,
+    max,
+    actor: email,
+    subjectId: String(key.userId),
+  };
+  return { key: bound(insertKeyIfRoom(tx), values), audit: bound(newKeyAudit(tx), values), mail: bound(newKeyMail(tx), traced(values)) };
 }
 
 const keysOf = prepared((db: Reader) =>

@@ -3,7 +3,7 @@
  * the change they describe (so the row commits or rolls back with it); the audit feature reads
  * them back, and backups keep their bookkeeping in them (store/backups.ts).
  */
-import { count, desc, eq, sql } from "drizzle-orm";
+import { count, desc, eq, type SQL, sql } from "drizzle-orm";
 import type { Database, Db, Reader } from "../db/database";
 import { bound, prepared } from "../db/prepared";
 import { auditLog } from "../db/schema";
@@ -36,6 +36,21 @@ const insertAudit = prepared((tx: Db) =>
 /** An audit row as a statement of a unit (`tx` the unit's); `now` from the app's clock, never defaulted. */
 export const auditStatement = (tx: Db, entry: AuditRecord, now: Date) =>
   bound(insertAudit(tx), { ...entry, subjectId: String(entry.subjectId), details: entry.details ?? null, at: now });
+
+/**
+ * An audit row as a selection for INSERT … SELECT, so a list unit can write it only where a
+ * condition holds (the statement before wrote what it describes); its values SQL (placeholders,
+ * in the stored form: `at` in ms, `details` JSON text). Every column, in the table's order.
+ */
+export const auditSelection = (row: { action: SQL; actor: SQL; subjectType: string; subjectId: SQL; details: SQL; at: SQL }) => ({
+  id: sql<null>`null`.as("id"),
+  action: sql<string>`${row.action}`.as("action"),
+  actor: sql<string>`${row.actor}`.as("actor"),
+  subjectType: sql<string>`${row.subjectType}`.as("subject_type"),
+  subjectId: sql<string>`${row.subjectId}`.as("subject_id"),
+  details: sql<string>`${row.details}`.as("details"),
+  createdAt: sql<number>`${row.at}`.as("created_at"),
+});
 
 export async function writeAudit(tx: Db, entry: AuditRecord, now: Date) {
   await auditStatement(tx, entry, now);

@@ -60,6 +60,10 @@ export async function enqueueNotification(tx: Db, kind: NotificationKind, recipi
   await insertNotification(tx).run(notificationValues(kind, recipient, payload, now, options));
 }
 
+/** The same, as a statement of a list unit. */
+export const enqueuedNotification = (tx: Db, kind: NotificationKind, recipient: string | null, payload: Record<string, unknown>, now: Date) =>
+  bound(insertNotification(tx), notificationValues(kind, recipient, payload, now, {}));
+
 /** One outbox row's values: every channel starts pending (or resolving) and due at once. */
 const notificationValues = <P>(kind: NotificationKind, recipient: string | null, payload: P, at: Date, options: EnqueueOptions) => ({
   kind,

@@ -11,10 +11,11 @@ import { secondFactorsOf } from "./mfa";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { foundOrAgain } from "../db/miss";
 import { positionsOf } from "../db/reads";
-import { auditLog, departments, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
+import { accountTokens, auditLog, departments, outbox, roles, userProfiles, userRoles, userSkills, users } from "../db/schema";
 import type { SORTABLE_FIELDS, User } from "../models/user";
 import { limitOffset, withPlaceholderPage, type Page } from "../paging";
-import { notificationStatement, traced } from "./outbox";
+import { auditSelection } from "./audit";
+import { type NotificationKind, notificationSelection, notificationStatement, traced } from "./outbox";
 import { keyRevoked } from "./signing-keys";
 import { andThen, type MaybePromise } from "../maybe-promise";
 
@@ -423,27 +424,156 @@ export async function emailTaken(db: Reader, email: string) {
 }
 
 /** The user's version and e-mail, for a change that checks the version it expects. */
-export async function versionAndEmail(tx: Db, id: number): Promise<{ version: number; email: string } | undefined> {
-  const [current] = await tx.select({ version: users.version, email: users.email }).from(users).where(eq(users.id, id));
+export async function versionAndEmail(db: Reader, id: number): Promise<UserAt | undefined> {
+  const [current] = await db.select({ id: users.id, version: users.version, email: users.email }).from(users).where(eq(users.id, id));
   return current;
 }
 
-/** A change of a user's columns; `endBearerTokens`: every bearer token issued to them so far stops working. */
-export type UserChanges = Partial<
-  Pick<typeof users.$inferInsert, "name" | "email" | "emailVerified" | "emailChangedAt" | "passwordHash" | "departmentId" | "updatedAt" | "version">
-> & {
+/** A user as a change found them: the change's statements write only while the user still is. */
+export interface UserAt {
+  id: number;
+  version: number;
+  email: string;
+}
+
+/** A change of a user's columns; `endBearerTokens`: every bearer token issued to them so far stops working; a `department` by name (null: none). */
+export type UserChanges = Partial<Pick<typeof users.$inferInsert, "name" | "email" | "passwordHash">> & {
+  department?: string | null;
   endBearerTokens?: boolean;
 };
 
-/** Writes the changes if the user is still at `version` (the check and the write are one step): false when it is not. */
-export async function updateAtVersion(tx: Db, id: number, version: number, changes: UserChanges): Promise<boolean> {
-  const { endBearerTokens, ...set } = changes;
-  const updated = await tx
+/** The user is still as the change found them (the placeholders atId, atVersion, atEmail): the condition of each of the change's statements. */
+const stillAt = sql`exists (select 1 from ${users} where ${users.id} = ${sql.placeholder("atId")} and ${users.version} = ${sql.placeholder("atVersion")} and ${users.email} = ${sql.placeholder("atEmail")})`;
+const atValues = (at: UserAt) => ({ atId: at.id, atVersion: at.version, atEmail: at.email });
+
+/** The change's shape: which columns it sets (a bounded set, one prepared statement each). */
+const shapeOf = (changes: UserChanges) =>
+  [
+    changes.name !== undefined && "name",
+    changes.email !== undefined && "email",
+    changes.passwordHash !== undefined && "password",
+    changes.department === null ? "no-department" : changes.department !== undefined && "department",
+    changes.endBearerTokens && "end-tokens",
+  ]
+    .filter(Boolean)
+    .join(",");
+
+const updateStillAt = prepared((tx: Db, shape: string) => {
+  const has = new Set(shape.split(","));
+  const set: Record<string, unknown> = { updatedAt: placeholder<Date>("now"), version: sql`${users.version} + 1` };
+  if (has.has("name")) set.name = sql.placeholder("name");
+  // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
+  if (has.has("email")) Object.assign(set, { email: sql.placeholder("email"), emailVerified: false, emailChangedAt: placeholder<Date>("now") });
+  if (has.has("password")) set.passwordHash = sql.placeholder("passwordHash");
+  if (has.has("no-department")) set.departmentId = null;
+  if (has.has("department")) set.departmentId = sql`(select ${departments.id} from ${departments} where ${departments.name} = ${sql.placeholder("department")})`;
+  if (has.has("end-tokens")) set.tokenVersion = sql`${users.tokenVersion} + 1`;
+  return tx
     .update(users)
-    .set(endBearerTokens ? { ...set, tokenVersion: sql`${users.tokenVersion} + 1` } : set)
-    .where(and(eq(users.id, id), eq(users.version, version)))
-    .returning({ id: users.id });
-  return updated.length > 0;
+    .set(set)
+    .where(and(eq(users.id, sql.placeholder("atId")), eq(users.version, sql.placeholder("atVersion")), eq(users.email, sql.placeholder("atEmail"))))
+    .returning({ id: users.id })
+    .prepare();
+});
+
+/** The named department, created on first use, while the user is still as the change found them. */
+const departmentStillAt = prepared((tx: Db) =>
+  tx
+    .insert(departments)
+    .select(
+      tx
+        .select({
+          id: sql<null>`null`.as("id"),
+          name: sql<string>`${sql.placeholder("department")}`.as("name"),
+          description: sql<null>`null`.as("description"),
+          createdAt: sql<number>`${sql.placeholder("createdAt")}`.as("created_at"),
+        })
+        .from(sql`(select 1)`)
+        .where(stillAt),
+    )
+    .onConflictDoNothing()
+    .prepare(),
+);
+
+/** Every account token of the user void (an e-mail change: no earlier link works any more), while the user is still as the change found them. */
+const accountTokensStillAt = prepared((tx: Db) =>
+  tx
+    .delete(accountTokens)
+    .where(and(eq(accountTokens.userId, sql.placeholder("atId")), stillAt))
+    .prepare(),
+);
+
+/** A notification about the user (its payload JSON text) to `recipient`, while the user is still as the change found them. */
+const mailStillAt = prepared((tx: Db, kind) =>
+  tx
+    .insert(outbox)
+    .select(
+      tx
+        .select(notificationSelection(kind as NotificationKind, placeholder<string>("recipient"), sql`${sql.placeholder("payload")}`, placeholder<Date>("at")))
+        .from(sql`(select 1)`)
+        .where(stillAt),
+    )
+    .prepare(),
+);
+
+/** An audit row about the user, while the user is still as the change found them. */
+const auditStillAt = prepared((tx: Db) =>
+  tx
+    .insert(auditLog)
+    .select(
+      tx
+        .select(
+          auditSelection({
+            action: sql`${sql.placeholder("action")}`,
+            actor: sql`${sql.placeholder("actor")}`,
+            subjectType: "User",
+            subjectId: sql`${sql.placeholder("subjectId")}`,
+            details: sql`${sql.placeholder("details")}`,
+            at: sql`${sql.placeholder("at")}`,
+          }),
+        )
+        .from(sql`(select 1)`)
+        .where(stillAt),
+    )
+    .prepare(),
+);
+
+/** What a change of a user writes beside its columns, each only while the user is still as the change found them. */
+export interface ChangeSideRows {
+  /** Every account token void (an e-mail change). */
+  revokeAccountTokens?: boolean;
+  mails?: { kind: NotificationKind; recipient: string }[];
+  audit?: { action: string; actor: string; details: Record<string, unknown> };
+}
+
+/**
+ * A change of a user as statements of one list unit (one round trip to a remote primary), every
+ * one of them conditioned on the user being still as `at` says (id, version, e-mail): its
+ * department (created on first use), the side rows, then the columns with the version +1. The last
+ * statement answers the user's id, or no row when the user was not as `at` says: nothing was written.
+ */
+export function changeStillAt(tx: Db, at: UserAt, changes: UserChanges, side: ChangeSideRows, now: Date) {
+  const where = atValues(at);
+  const department = changes.department?.trim() || (changes.department === undefined ? undefined : null);
+  const set = { ...changes, department };
+  return {
+    department: department ? bound(departmentStillAt(tx), { ...where, department, createdAt: now.getTime() }) : undefined,
+    accountTokens: side.revokeAccountTokens ? bound(accountTokensStillAt(tx), where) : undefined,
+    mails: (side.mails ?? []).map(({ kind, recipient }) =>
+      bound(mailStillAt(tx, kind), traced({ ...where, recipient, payload: JSON.stringify({ userId: at.id }), at: now.getTime() })),
+    ),
+    audit: side.audit
+      ? bound(auditStillAt(tx), {
+          ...where,
+          action: side.audit.action,
+          actor: side.audit.actor,
+          subjectId: String(at.id),
+          details: JSON.stringify(side.audit.details),
+          at: now.getTime(),
+        })
+      : undefined,
+    updated: bound(updateStillAt(tx, shapeOf(set)), { ...where, ...set, now }),
+  };
 }
 
 /**

@@ -9,9 +9,8 @@ import { AppError } from "../../errors";
 import { newKey } from "../../security/api-keys";
 import type { Caller } from "../../security/caller";
 import { requireRecentAuth } from "../../security/recent-auth";
-import { deleteKeyStatement, insertKey, keyCountOf, keysOfUser, type ListedKey } from "../../store/api-keys";
+import { deleteKeyStatement, keysOfUser, type ListedKey, newKeyRows } from "../../store/api-keys";
 import { auditStatement } from "../../store/audit";
-import { enqueueNotification } from "../../store/outbox";
 import { userExists } from "../../store/users";
 import { parseInstant, Violations } from "../../validation";
 import type { ApiKey, CreateApiKeyBody, CreatedApiKey } from "./model";
@@ -44,14 +43,13 @@ export async function createKey(deps: ApiKeysDeps, caller: Caller, body: CreateA
   const scopes = [...new Set(body.scopes)];
   const made = newKey();
   const now = new Date(at);
-  const row = await deps.db.write(async (tx) => {
-    if ((await keyCountOf(tx, caller.id)) >= deps.config.apiKeyMaxPerUser) throw new AppError("TOO_MANY_API_KEYS", { max: deps.config.apiKeyMaxPerUser });
-    const created = await insertKey(tx, { userId: caller.id, name: body.name, prefix: made.prefix, secretHash: made.secretHash, scopes, createdAt: now, expiresAt });
-    const described = { keyId: created.id, name: created.name, prefix: created.prefix, scopes };
-    await auditStatement(tx, { action: "API_KEY_CREATED", actor: caller.email, subjectType: "User", subjectId: caller.id, details: described }, now);
-    await enqueueNotification(tx, "API_KEY_CREATED", caller.email, { userId: caller.id, ...described }, now);
-    return created;
-  });
+  const max = deps.config.apiKeyMaxPerUser;
+  // One list unit: the key, only while the caller holds fewer than the most, with its audit row and mail.
+  const { key } = await deps.db.writeAll((tx) =>
+    newKeyRows(tx, { userId: caller.id, name: body.name, prefix: made.prefix, secretHash: made.secretHash, scopes, createdAt: now, expiresAt }, max, caller.email),
+  );
+  const [row] = key;
+  if (!row) throw new AppError("TOO_MANY_API_KEYS", { max });
   const { lastUsedAt: _at, lastUsedFrom: _from, ...shown } = listed(row);
   return { ...shown, key: made.key };
 }

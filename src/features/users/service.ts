@@ -5,6 +5,7 @@
  */
 import { checkedStepUp, type StepUpDeps } from "../../security/step-up";
 import type { Database, Reader } from "../../db/database";
+import { readAgainAtPrimary } from "../../db/miss";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { listAnswer } from "../../http/list-answer";
 import type { Metrics } from "../../metrics";
@@ -15,15 +16,13 @@ import { type Caller, isAdmin } from "../../security/caller";
 import { confirmPassword, type PasswordCheckDeps } from "../../security/password-check";
 import { assertPasswordAllowed, type PasswordPolicyDeps } from "../../security/password-policy";
 import { hashPassword } from "../../security/passwords";
-import { revokeAccountTokens } from "../../store/account-tokens";
 import { auditStatement, writeAudit } from "../../store/audit";
-import { enqueueNotification } from "../../store/outbox";
+import { enqueuedNotification } from "../../store/outbox";
 import { unlockStatements } from "../../store/throttle";
 import { countMatches, searchUsers, userChunks, type UserSearchCriteria } from "../../store/user-search";
 import {
   createdUserRows,
   deleteUserRow,
-  departmentId,
   emailOfUser,
   emailTaken,
   findUser,
@@ -32,9 +31,12 @@ import {
   normalizeEmail,
   setActiveFlag,
   tokenVersionBump,
-  updateAtVersion,
+  type ChangeSideRows,
+  changeStillAt,
+  type UserAt,
   type UserChanges,
   userByEmail,
+  userById,
   userOf,
   versionAndEmail,
 } from "../../store/users";
@@ -152,12 +154,21 @@ export function expectedVersion(bodyVersion: number | undefined, ifMatch: string
 /** Who changes a user: their e-mail (the audit's actor), and whether they came by API key. */
 export type Actor = Pick<Caller, "email" | "apiKey">;
 
+/** Changes that conflict with the user while the unit runs are tried again, reading the user at the primary, this many times at most. */
+const CHANGE_TRIES = 5;
+
 /**
  * An e-mail change ends every token issued so far (the address may pass to another account,
  * and a token must not follow it), tells the old address and is audited EMAIL_CHANGED (by
  * `actor`, with both addresses, as USER_CREATED and USER_DELETED keep theirs); a password set by
  * an ADMIN ends them too. Whether the caller may make the change (their password, their role) is the route's,
  * but for the one thing only the unit knows: whether the address moves, which no API key may make it do.
+ *
+ * One list unit (one round trip to a remote primary, where an interactive transaction paid one per
+ * statement): the user is read first, on an embedded replica from its copy (a refusal read again at
+ * the primary: the copy may lag), and every statement of the unit writes only while the user is
+ * still as read; if they are not, the unit wrote nothing and the change is judged again on the
+ * primary's answer. USER_UPDATED follows in a unit of its own (test/outbox.test.ts: it never undoes the update).
  */
 async function applyUpdate(
   deps: UsersDeps & PasswordPolicyDeps,
@@ -173,39 +184,55 @@ async function applyUpdate(
     if (changes.password !== undefined) await assertPasswordAllowed(deps, changes.password, async () => email ?? (await findUser(deps.db, id).then(existing(id))).email);
     // Hashed before the unit, which awaits nothing but the database.
     const passwordHash = changes.password === undefined ? undefined : await hashPassword(changes.password);
+    const read = async (source: Reader) => {
+      const current = await versionAndEmail(source, id);
+      // The address the user moves to, if the change moves it.
+      const to = current && email !== undefined && email !== current.email ? email : undefined;
+      return { current, to, taken: to !== undefined && (await emailTaken(source, to)) };
+    };
+    /** Why the change is refused as the user was read, if it is. */
+    const refusal = ({ current, to, taken }: Awaited<ReturnType<typeof read>>) => {
+      if (!current) return new AppError("USER_NOT_FOUND", { id });
+      if (expected !== undefined && expected !== current.version) return new AppError("OPTIMISTIC_LOCK_CONFLICT");
+      if (taken && to) return new AppError("DUPLICATE_EMAIL", { email: to });
+      if (to && actor.apiKey) return new AppError("API_KEY_NOT_ALLOWED");
+    };
+    let user: User | undefined;
     try {
-      await deps.db.write(async (tx) => {
-        const current = await versionAndEmail(tx, id);
-        if (!current) throw new AppError("USER_NOT_FOUND", { id });
-        if (expected !== undefined && expected !== current.version) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
-        if (email !== undefined && email !== current.email && (await emailTaken(tx, email))) throw new AppError("DUPLICATE_EMAIL", { email });
+      for (let tries = 1; !user; tries++) {
+        const seen = await (tries === 1 ? readAgainAtPrimary(deps.db, read, (answer) => refusal(answer) !== undefined) : read(deps.db.primary ?? deps.db));
+        const refused = refusal(seen);
+        if (refused) throw refused;
+        const { current, to } = seen as { current: UserAt; to?: string };
         const at = new Date(deps.now());
-        const set: UserChanges = { updatedAt: at, version: current.version + 1 };
-        if (changes.name !== undefined) set.name = changes.name.trim();
-        const emailChanges = email !== undefined && email !== current.email;
-        if (emailChanges && actor.apiKey) throw new AppError("API_KEY_NOT_ALLOWED");
-        if (emailChanges) {
-          // A new address is unconfirmed, and a link mailed to the old one must not confirm it.
-          Object.assign(set, { email, emailVerified: false, emailChangedAt: at });
-          await revokeAccountTokens(tx, id);
-          await enqueueNotification(tx, "EMAIL_CHANGED", current.email, { userId: id }, at);
-          await writeAudit(tx, { action: "EMAIL_CHANGED", actor: actor.email, subjectType: "User", subjectId: id, details: { oldEmail: current.email, newEmail: email } }, at);
-        }
-        if (passwordHash !== undefined) {
-          set.passwordHash = passwordHash;
-          await enqueueNotification(tx, "PASSWORD_CHANGED", email ?? current.email, { userId: id }, at);
-        }
-        if (emailChanges || passwordHash !== undefined) set.endBearerTokens = true;
-        if (changes.department !== undefined) set.departmentId = await departmentId(tx, changes.department ?? undefined, at);
-        if (!(await updateAtVersion(tx, id, current.version, set))) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
-      });
+        const side: ChangeSideRows = {
+          revokeAccountTokens: to !== undefined,
+          mails: [
+            ...(to ? [{ kind: "EMAIL_CHANGED" as const, recipient: current.email }] : []),
+            ...(passwordHash === undefined ? [] : [{ kind: "PASSWORD_CHANGED" as const, recipient: to ?? current.email }]),
+          ],
+          audit: to ? { action: "EMAIL_CHANGED", actor: actor.email, details: { oldEmail: current.email, newEmail: to } } : undefined,
+        };
+        const set: UserChanges = {
+          name: changes.name?.trim(),
+          email: to,
+          passwordHash,
+          department: changes.department,
+          endBearerTokens: to !== undefined || passwordHash !== undefined,
+        };
+        // Only a unit that moves the address can fail midway (the unique index on e-mail).
+        const answers = await deps.db.writeAll((tx) => ({ ...changeStillAt(tx, current, set, side, at), user: userById(tx, id) }), { failsMidway: to !== undefined });
+        if (answers.updated.length > 0) user = userOf(answers.user);
+        // Else the user changed between the read and the unit: nothing was written.
+        else if (tries === CHANGE_TRIES) throw new AppError("OPTIMISTIC_LOCK_CONFLICT");
+      }
     } catch (error) {
       throw email ? duplicateEmail(error, email) : error;
     }
-    const user = await findUser(deps.db, id).then(existing(id));
+    const { email: recipient } = user;
     // The update notification is not part of the update: failing to queue it never undoes it.
     try {
-      await deps.db.write((tx) => enqueueNotification(tx, "USER_UPDATED", user.email, { userId: id }, new Date(deps.now())));
+      await deps.db.writeAll((tx) => [enqueuedNotification(tx, "USER_UPDATED", recipient, { userId: id }, new Date(deps.now()))]);
     } catch (error) {
       deps.logger.warn({ err: error, userId: id }, "user-updated notification not queued");
     }
