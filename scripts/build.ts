@@ -15,8 +15,13 @@ const target = process.env.USERSVC_TARGET ?? "bun-linux-x64";
 const libsqlAddon = { "bun-linux-x64": "@libsql/linux-x64-gnu", "bun-linux-arm64": "@libsql/linux-arm64-gnu" }[target];
 if (!libsqlAddon) throw new Error(`no libSQL addon known for ${target}`);
 
-/** Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) (its first answer to anything but a health probe). */
-const STARTUP_JIT_POLICY = 100;
+/**
+ * Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) (its first answer to
+ * anything but a health probe). It keeps an idle server's background work (the outbox sender's
+ * pass every second, the name index's upkeep) out of the optimizing JIT too: at 100 that work
+ * reached the DFG and FTL after ~100 s of idling, whose compilers' code pages took ~4 MiB of RSS.
+ */
+const STARTUP_JIT_POLICY = 10_000;
 
 const commit = (await $`git rev-parse --short HEAD`.nothrow().quiet().text()).trim() || "unknown";
 mkdirSync("dist", { recursive: true });
@@ -33,8 +38,9 @@ const build = (bytecodeOrder: string | null) =>
       outfile: "dist/usersvc",
       autoloadDotenv: false,
       autoloadBunfig: false,
-      // Start-up code (migrations, route compilation) runs once: kept out of the JIT until main.ts
-      // serves real traffic and sets the normal policy again, so an idle process holds no JIT code for it.
+      // Start-up code (migrations, route compilation) runs once, and an idle server's background work
+      // is little: kept out of the JIT until main.ts serves real traffic and sets the normal policy
+      // again, so an idle process holds no JIT code (nor the compilers' pages) for it.
       jitPolicy: STARTUP_JIT_POLICY,
       bytecodeOrder,
     },
