@@ -819,10 +819,9 @@ async function main() {
   results.idleRssMiB = idle.median;
   results.idleRssSamplesMiB = idle.all;
   results.idleRss1sMiB = idle.atFirstSecond;
-  const after = IDLE_SETTLE_S === null ? "1 s" : `${IDLE_SETTLE_S} s`;
-  log(
-    `idle RSS after ${after}: median ${idle.median} MiB of ${idle.all.length} (${idle.all.join(", ")}); after 1 s ${idle.atFirstSecond.median} (${idle.atFirstSecond.all.join(", ")}); binary ${results.binaryMiB} MiB`,
-  );
+  const atFirstSecond = `after 1 s ${idle.atFirstSecond.median} MiB (${idle.atFirstSecond.all.join(", ")})`;
+  const settled = IDLE_SETTLE_S === null ? "" : `after ${IDLE_SETTLE_S} s median ${idle.median} MiB of ${idle.all.length} (${idle.all.join(", ")}); `;
+  log(`idle RSS ${settled}${atFirstSecond}; binary ${results.binaryMiB} MiB`);
   if (idleOnly !== null) {
     await quiet.stop();
     rmSync(home, { recursive: true, force: true });
