@@ -22,15 +22,15 @@
  *     --only api-keys only the API-key rows (apiKeyRows: key vs session token with CPU per request, tampered vs right key), about 40 s
  *     --reads       only the user read against the floors (about a minute): for iterating on the read path
  *     --no-extras   skip the optional sub-benches (bench/search-scale.ts, files.ts, orders.ts, password-reset.ts, password-policy.ts, second-factors.ts, federation.ts, oauth-server.ts, backup.ts, remote.ts)
- *     --idle N      only the idle RSS: N fresh servers on the seeded folder, their median and each sample (seconds, no load)
+ *     --idle N      only the idle RSS: N fresh servers on copies of the seeded folder, each read 1 s and 60 s after its readiness probe; the medians and each sample (about 70 s, no load)
  *     --multi       only bench/multi.ts: 1 and 3 instances behind nginx on a remote primary, 20 ms per round trip (about two minutes; never in a plain run)
  *     --edge        only bench/edge.ts: embedded-replica edges against a remote edge, the primary 50 ms away (about two minutes; never in a plain run)
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
- * Writes bench/results/latest.json. The whole run stays under six minutes.
+ * Writes bench/results/latest.json. The whole run stays under seven minutes.
  */
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -43,6 +43,12 @@ const idleOnly = flags.has("--idle") ? Number(process.argv[process.argv.indexOf(
 if (idleOnly !== null && !(Number.isInteger(idleOnly) && idleOnly > 0)) throw new Error("--idle takes a sample count, e.g. --idle 9");
 /** Fresh servers whose idle RSS the full run takes the median of (RSS varies a few MiB from start to start). */
 const IDLE_SAMPLES = 3;
+/**
+ * The idle figure is read this long after a server's readiness probe (and at 1 s, as before): a
+ * server idles for minutes, and its background work (the outbox sender's pass every second, the
+ * name index's upkeep every 10 s) can grow it meanwhile. --reads reads only the 1-second figure.
+ */
+const IDLE_SETTLE_S = readsOnly ? null : 60;
 const DURATION_S = flags.has("--quick") ? 3 : Number(process.env.BENCH_DURATION ?? 8);
 const WARMUP_S = flags.has("--quick") ? 1 : 2;
 /** Alternating rounds of the side-by-side comparisons (lean floor, search, log level, workers). */
@@ -50,7 +56,8 @@ const ROUNDS = 3;
 const ROUND_S = flags.has("--quick") ? 2 : 3;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SEEDED_USERS = 10_000;
-const BUDGET_MS = 5 * 60_000;
+/** Five minutes for the run, and the idle minute (IDLE_SETTLE_S). */
+const BUDGET_MS = 6 * 60_000;
 const ADMIN = { email: "admin@bench.example.com", password: "Bench-Admin-1!" };
 const startedAt = Date.now();
 const log = (message: string) => process.stderr.write(`[bench ${((Date.now() - startedAt) / 1000).toFixed(0).padStart(3)}s] ${message}\n`);
@@ -363,18 +370,35 @@ async function coldStartMs(dir: string): Promise<number> {
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 /**
- * Idle RSS: `samples` fresh servers on the seeded folder, each measured 1 s after it answered
- * its readiness probe and nothing else. The last one is returned still running, for the loads.
+ * Idle RSS: `samples` fresh servers, each measured 1 s after it answered its readiness probe and
+ * nothing else, then (with `settleS`) again once it has idled that long. They idle side by side,
+ * each on a copy of the seeded folder but the last, which runs on `home` and is returned still
+ * running, for the loads. The figure is the later reading's median when there is one.
  */
-async function idleRss(home: string, samples: number): Promise<{ median: number; all: number[]; server: Server }> {
-  const all: number[] = [];
-  for (let i = 0; ; i++) {
-    const server = await usersvc(home, { LOG_LEVEL: "warn" });
+async function idleRss(home: string, samples: number, settleS: number | null) {
+  const idling: { server: Server; readyAt: number; copy?: string }[] = [];
+  const atFirstSecond: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const copy = i < samples - 1 ? mkdtempSync(join(tmpdir(), "usersvc-bench-idle-")) : undefined;
+    if (copy) cpSync(home, copy, { recursive: true });
+    const server = await usersvc(copy ?? home, { LOG_LEVEL: "warn" });
+    idling.push({ server, readyAt: Date.now(), copy });
     await Bun.sleep(1000);
-    all.push(rssMiB(server.proc.pid));
-    if (i === samples - 1) return { median: median(all), all, server };
-    await server.stop();
+    atFirstSecond.push(rssMiB(server.proc.pid));
   }
+  const settled: number[] = [];
+  if (settleS !== null) {
+    for (const { server, readyAt } of idling) {
+      await Bun.sleep(Math.max(0, readyAt + settleS * 1000 - Date.now()));
+      settled.push(rssMiB(server.proc.pid));
+    }
+  }
+  for (const { server, copy } of idling.slice(0, -1)) {
+    await server.stop();
+    rmSync(copy!, { recursive: true, force: true });
+  }
+  const all = settleS === null ? atFirstSecond : settled;
+  return { median: median(all), all, atFirstSecond: { median: median(atFirstSecond), all: atFirstSecond }, server: idling[idling.length - 1].server };
 }
 
 /**
@@ -791,15 +815,27 @@ async function main() {
   }
 
   // Idle RSS: fresh servers that have answered nothing but their readiness probe.
-  const idle = await idleRss(home, idleOnly ?? (readsOnly ? 1 : IDLE_SAMPLES));
+  const idle = await idleRss(home, idleOnly ?? (readsOnly ? 1 : IDLE_SAMPLES), IDLE_SETTLE_S);
   const quiet = idle.server;
   results.idleRssMiB = idle.median;
   results.idleRssSamplesMiB = idle.all;
-  log(`idle RSS median ${idle.median} MiB of ${idle.all.length} (${idle.all.join(", ")}); binary ${results.binaryMiB} MiB`);
+  results.idleRss1sMiB = idle.atFirstSecond;
+  const atFirstSecond = `after 1 s ${idle.atFirstSecond.median} MiB (${idle.atFirstSecond.all.join(", ")})`;
+  const settled = IDLE_SETTLE_S === null ? "" : `after ${IDLE_SETTLE_S} s median ${idle.median} MiB of ${idle.all.length} (${idle.all.join(", ")}); `;
+  log(`idle RSS ${settled}${atFirstSecond}; binary ${results.binaryMiB} MiB`);
   if (idleOnly !== null) {
     await quiet.stop();
     rmSync(home, { recursive: true, force: true });
-    console.log(JSON.stringify({ idleRssMiB: idle.median, samplesMiB: idle.all, binaryMiB: results.binaryMiB }));
+    console.log(
+      JSON.stringify({
+        idleRssMiB: idle.median,
+        afterSeconds: IDLE_SETTLE_S,
+        samplesMiB: idle.all,
+        at1sMiB: idle.atFirstSecond.median,
+        samples1sMiB: idle.atFirstSecond.all,
+        binaryMiB: results.binaryMiB,
+      }),
+    );
     return;
   }
   const token = cli(["token", "--email", ADMIN.email], home);
@@ -885,7 +921,8 @@ async function main() {
     "GET /api/search/users?name=Ann vs GET user": target(searchRatio !== null && searchRatio >= 0.5, searchRatio === null ? "n/a" : searchRatio.toFixed(2), "≥ 0.5"),
     "POST /api/users": target(create.rps >= 3000, `${create.rps}/s`, "≥ 3,000/s"),
     // Issue 25's goal; issue 13's was < 60 MiB.
-    "idle RSS": target(results.idleRssMiB < 55, `${results.idleRssMiB} MiB`, "< 55 MiB"),
+    // Issue 41: after 60 s of idling, not 1 s.
+    "idle RSS after 60 s": target(results.idleRssMiB < 55, `${results.idleRssMiB} MiB (1 s: ${results.idleRss1sMiB.median})`, "< 55 MiB"),
     "--workers 2 vs 1, user read": target(null, `${two.ratio.toFixed(2)}×`, "report only"),
     "concurrent creates across workers correct": target(creates.correct, creates.correct ? "yes" : "no", "exactly one 201 per e-mail"),
     ...writes.targets,
@@ -945,7 +982,7 @@ async function startCeiling(script: string, mode: string): Promise<Server> {
   }
 }
 
-/** Sub-benches other capabilities add; each gets what is left of the five-minute budget. */
+/** Sub-benches other capabilities add; each gets what is left of the budget (BUDGET_MS). */
 async function runExtras() {
   const ran: { file: string; exitCode: number | null; seconds: number }[] = [];
   for (const file of [
@@ -964,7 +1001,7 @@ async function runExtras() {
     if (!existsSync(path)) continue;
     const left = BUDGET_MS - (Date.now() - startedAt) - 20_000;
     if (left < 15_000) {
-      log(`skipping bench/${file}: the five-minute budget is spent`);
+      log(`skipping bench/${file}: the budget is spent`);
       continue;
     }
     log(`running bench/${file} (at most ${Math.round(left / 1000)} s)`);
@@ -989,8 +1026,10 @@ async function runExtras() {
 /** The run's own figures, beside the scenarios' rows (bench/results/latest.json). */
 interface Figures {
   binaryMiB: number;
+  /** After IDLE_SETTLE_S of idling. */
   idleRssMiB: number;
   idleRssSamplesMiB: number[];
+  idleRss1sMiB: { median: number; all: number[] };
   leanFloor: string;
   loadRssMiB: number;
   serverExit: number;
@@ -1023,7 +1062,7 @@ function printTable(rows: Row[], results: Figures, targets: Record<string, { met
   const pad = (s: string, n: number) => s.padEnd(n);
   out.push("");
   out.push(
-    `idle RSS ${results.idleRssMiB} MiB, under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`,
+    `idle RSS ${results.idleRssMiB} MiB after ${IDLE_SETTLE_S} s (${results.idleRss1sMiB.median} after 1 s), under load ${results.loadRssMiB} MiB; workers=2: idle ${results.workers2.idleRssMiB} MiB, under load ${results.workers2.loadRssMiB} MiB (all processes)`,
   );
   out.push(
     `binary ${results.binaryMiB} MiB; cold start to first 200: restart median ${results.coldStartMs.median} ms (${results.coldStartMs.all.join(", ")}), first start in an empty folder median ${results.coldStartMs.firstStartMedian} ms (${results.coldStartMs.firstStartAll.join(", ")})`,

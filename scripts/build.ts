@@ -10,13 +10,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bundleConsole } from "../src/features/console/bundle";
 import { bundleAccountPages } from "../src/features/account/bundle";
+import { MERGE_EVERY_MS } from "../src/features/search/index-upkeep";
 
 const target = process.env.USERSVC_TARGET ?? "bun-linux-x64";
 const libsqlAddon = { "bun-linux-x64": "@libsql/linux-x64-gnu", "bun-linux-arm64": "@libsql/linux-arm64-gnu" }[target];
 if (!libsqlAddon) throw new Error(`no libSQL addon known for ${target}`);
 
-/** Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) (its first answer to anything but a health probe). */
-const STARTUP_JIT_POLICY = 100;
+/**
+ * Tier-up thresholds × this until main.ts calls Bun.unsafe.setJITPolicy(1) (its first answer to
+ * anything but a health probe). It keeps an idle server's background work (the outbox sender's
+ * pass every second, the name index's upkeep) out of the optimizing JIT too: at 100 that work
+ * reached the DFG and FTL after ~100 s of idling, whose compilers' code pages took ~4 MiB of RSS.
+ */
+const STARTUP_JIT_POLICY = 10_000;
 
 const commit = (await $`git rev-parse --short HEAD`.nothrow().quiet().text()).trim() || "unknown";
 mkdirSync("dist", { recursive: true });
@@ -33,8 +39,9 @@ const build = (bytecodeOrder: string | null) =>
       outfile: "dist/usersvc",
       autoloadDotenv: false,
       autoloadBunfig: false,
-      // Start-up code (migrations, route compilation) runs once: kept out of the JIT until main.ts
-      // serves real traffic and sets the normal policy again, so an idle process holds no JIT code for it.
+      // Start-up code (migrations, route compilation) runs once, and an idle server's background work
+      // is little: kept out of the JIT until main.ts serves real traffic and sets the normal policy
+      // again, so an idle process holds no JIT code (nor the compilers' pages) for it.
       jitPolicy: STARTUP_JIT_POLICY,
       bytecodeOrder,
     },
@@ -73,9 +80,12 @@ const build = (bytecodeOrder: string | null) =>
 
 /**
  * Profile-guided bytecode layout: the executable is run once (start, health, a refused read,
- * SIGTERM) with BUN_BYTECODE_ORDER_OUT, then built again with what that run used laid out
- * together, so a process touches fewer pages of its bytecode (~2.5 MiB less idle RSS, npm run
- * bench). Skipped when this machine cannot run the target (cross builds).
+ * idling until the name index's first upkeep step has run, SIGTERM) with BUN_BYTECODE_ORDER_OUT,
+ * then built again with what that run used laid out together, so a process touches fewer pages
+ * of its bytecode (~2.5 MiB less idle RSS, npm run bench). The idling is part of it: code first
+ * run by an idle server's background work, laid out among cold code, faulted in a 128 KiB window
+ * of the executable per function (~1 MiB by 60 s). Skipped when this machine cannot run the
+ * target (cross builds).
  */
 async function recordStartOrder(): Promise<{ dir: string; file: string } | null> {
   const dir = mkdtempSync(join(tmpdir(), "usersvc-order-"));
@@ -108,6 +118,7 @@ async function recordStartOrder(): Promise<{ dir: string; file: string } | null>
       const health = await fetch(`${base}/actuator/health`).catch(() => undefined);
       if (health?.status === 200) {
         await fetch(`${base}/api/users/1`);
+        await Bun.sleep(MERGE_EVERY_MS + 2000);
         break;
       }
       await Bun.sleep(25);

@@ -1,13 +1,14 @@
 /**
  * The name-search index upkeep (src/features/search/index-upkeep.ts): users written one by one
  * leave users_name_fts in many segments; merge steps bring it to one, every search answers as
- * before, the index still matches users, and a step on a whole index changes nothing.
+ * before, the index still matches users, and a step on a whole index changes nothing (nor waits
+ * for the write lock).
  */
 import { afterAll, beforeAll, describe, expect, test } from "./legs";
 import { sql } from "drizzle-orm";
 import { mergeNameIndex, startNameIndexUpkeep } from "../src/features/search/index-upkeep";
 import { seedUsers } from "./fixtures/users-dataset";
-import { makeTestApp, type TestApp } from "./helpers";
+import { holdDatabaseLock, makeTestApp, type TestApp } from "./helpers";
 
 let t: TestApp;
 let token: string;
@@ -45,6 +46,16 @@ describe("name index upkeep", () => {
     const pages = await indexPages();
     expect(await mergeNameIndex(t.database)).toBe(0);
     expect(await indexPages()).toEqual(pages);
+  });
+
+  test("a step on an index in one piece takes no write unit: it answers while another connection holds the write lock", async () => {
+    expect(await segments()).toBe(1);
+    const other = await holdDatabaseLock(t.config);
+    try {
+      expect(await mergeNameIndex(t.database)).toBe(0);
+    } finally {
+      await other.release();
+    }
   });
 
   test("a write after the merge is found at once, and the next step folds it in", async () => {

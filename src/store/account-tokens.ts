@@ -110,8 +110,15 @@ export async function enqueueVerification(tx: Db, userId: number, email: string,
   for (const statement of verificationRows(tx, userId, email, now)) await statement;
 }
 
+const expiredTokens = prepared((tx: Db) =>
+  tx
+    .delete(accountTokens)
+    .where(lte(accountTokens.expiresAt, sql.placeholder("now")))
+    .prepare(),
+);
+
 /** Expired token hashes go: a statement of the outbox sender's housekeeping unit. */
-export const forgetExpiredTokens = (tx: Db, now: number) => tx.delete(accountTokens).where(lte(accountTokens.expiresAt, new Date(now)));
+export const forgetExpiredTokens = (tx: Db, now: number) => bound(expiredTokens(tx), { now });
 
 const tokensToErase = prepared((tx: Db) => {
   // Created before a placeholder's time, in the column's stored form (ms): a placeholder in a comparison skips the column's encoder.

@@ -143,8 +143,18 @@ export function knownDeviceRows(tx: Db, signIn: SignInDevice, now: Date, quiet: 
   return [mail, noted];
 }
 
+const endedDeviceTokens = prepared((tx: Db) =>
+  tx
+    .delete(deviceTokens)
+    .where(lte(deviceTokens.expiresAt, sql.placeholder("now")))
+    .prepare(),
+);
+const unusedDevices = prepared((tx: Db) =>
+  tx
+    .delete(knownDevices)
+    .where(lte(knownDevices.lastUsedAt, sql.placeholder("before")))
+    .prepare(),
+);
+
 /** Ended deviceTokens and devices unused for 90 days go: statements of the outbox sender's housekeeping. */
-export const forgetStaleDevices = (tx: Db, now: number) => [
-  tx.delete(deviceTokens).where(lte(deviceTokens.expiresAt, new Date(now))),
-  tx.delete(knownDevices).where(lte(knownDevices.lastUsedAt, new Date(now - KNOWN_DEVICE_KEPT_MS))),
-];
+export const forgetStaleDevices = (tx: Db, now: number) => [bound(endedDeviceTokens(tx), { now }), bound(unusedDevices(tx), { before: now - KNOWN_DEVICE_KEPT_MS })];

@@ -240,12 +240,17 @@ export async function recordAttempt(db: Database, channel: ChannelName, id: numb
   await db.writeAll((tx) => [tx.update(outbox).set(values).where(eq(outbox.id, id))]);
 }
 
+const pendingMailSkipped = prepared((tx: Db) => tx.update(outbox).set({ mailStatus: "skipped" }).where(eq(outbox.mailStatus, "pending")).prepare());
+
 /** Without SMTP there is no e-mail: every pending mail is skipped (a statement of the housekeeping's unit). */
-export const skipPendingMail = (tx: Db) => tx.update(outbox).set({ mailStatus: "skipped" }).where(eq(outbox.mailStatus, "pending"));
+export const skipPendingMail = (tx: Db) => bound(pendingMailSkipped(tx), {});
+
+const resolving = prepared((db: Reader) =>
+  db.select({ id: outbox.id, recipient: outbox.recipient }).from(outbox).where(eq(outbox.webhookStatus, "resolving")).limit(sql.placeholder("limit")).prepare(),
+);
 
 /** Password-reset requests that wait for their address to be looked up (the oldest first, by id). */
-export const resolvingRows = (db: Reader, limit: number) =>
-  db.select({ id: outbox.id, recipient: outbox.recipient }).from(outbox).where(eq(outbox.webhookStatus, "resolving")).limit(limit);
+export const resolvingRows = async (db: Reader, limit: number) => await resolving(db).all({ limit });
 
 /** Whether a reset request still waits to be resolved (read inside the unit that resolves it). */
 export const stillResolving = async (tx: Db, id: number) =>

@@ -198,8 +198,15 @@ export function unlockStatements(tx: Db, email: string) {
   ];
 }
 
+const oldLockouts = prepared((tx: Db) =>
+  tx
+    .delete(loginLockouts)
+    .where(lte(loginLockouts.lockedUntil, sql.placeholder("before")))
+    .prepare(),
+);
+
 /** Lockouts that ended a day ago no longer double the next: a statement of the outbox sender's housekeeping. */
-export const forgetOldLockouts = (tx: Db, now: number) => tx.delete(loginLockouts).where(lte(loginLockouts.lockedUntil, new Date(now - DAY_MS)));
+export const forgetOldLockouts = (tx: Db, now: number) => bound(oldLockouts(tx), { before: now - DAY_MS });
 
 const countRequestOn = windowCounter(resetThrottle, "requests", RESET_WINDOW_MS);
 
@@ -209,8 +216,15 @@ export async function countResetRequest(tx: Db, key: string, now: number) {
   return { requests: row.requests, endsAt: row.windowStartedAt.getTime() + RESET_WINDOW_MS };
 }
 
+const endedResetWindows = prepared((tx: Db) =>
+  tx
+    .delete(resetThrottle)
+    .where(lte(resetThrottle.windowStartedAt, sql.placeholder("before")))
+    .prepare(),
+);
+
 /** Ended reset windows go: a statement of the outbox sender's housekeeping unit. */
-export const forgetEndedResetWindows = (tx: Db, now: number) => tx.delete(resetThrottle).where(lte(resetThrottle.windowStartedAt, new Date(now - RESET_WINDOW_MS)));
+export const forgetEndedResetWindows = (tx: Db, now: number) => bound(endedResetWindows(tx), { before: now - RESET_WINDOW_MS });
 
 /**
  * A counter of requests per client address in fixed windows of `windowMs`, in reset_throttle under

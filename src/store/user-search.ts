@@ -6,7 +6,7 @@
 import { and, asc, count, countDistinct, desc, eq, inArray, sql } from "drizzle-orm";
 import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { Database, Db, Reader } from "../db/database";
-import { prepared } from "../db/prepared";
+import { bound, placeholder, prepared } from "../db/prepared";
 import { departments, roles, userRoles, userSkills, users } from "../db/schema";
 import type { SORTABLE_FIELDS, User } from "../models/user";
 import { limitOffset, type Page } from "../paging";
@@ -285,19 +285,34 @@ export async function countMatches(db: Reader, criteria: UserSearchCriteria): Pr
 /** FTS5's own tables of users_name_fts, as far as the upkeep uses them: its leaf-page index (one row per leaf page of each segment, so its distinct segids are the segments), and its command column. */
 const usersNameFtsIdx = sqliteTable("users_name_fts_idx", { segid: integer("segid").notNull() });
 const usersNameFtsCommands = sqliteTable("users_name_fts", { command: text("users_name_fts").notNull(), rank: integer("rank").notNull() });
+const indexSegments = prepared((db: Reader) =>
+  db
+    .select({ n: countDistinct(usersNameFtsIdx.segid) })
+    .from(usersNameFtsIdx)
+    .prepare(),
+);
+const mergeSegments = prepared((tx: Db) =>
+  tx
+    .insert(usersNameFtsCommands)
+    .values({ command: "merge", rank: placeholder<number>("rank") })
+    .prepare(),
+);
 
 /**
  * One step of the name index's upkeep, a unit of its own (one round trip to a remote primary):
  * up to `pages` pages of its segments merged towards one (FTS5's 'merge' command; a negative
  * count merges segments of every level). Answers the segments it folded away, counted inside
- * the unit (0 on an index in one piece).
+ * the unit. An index in one piece, the usual state between bursts of writes, is seen by a read
+ * and takes no unit at all: an idle server's step every 10 s holds no write lock (nor, on an
+ * embedded replica, writes to the primary), and runs none of the write path's code.
  */
 export async function mergeNameIndexSegments(db: Database, pages: number): Promise<number> {
-  const segments = (tx: Db) => tx.select({ n: countDistinct(usersNameFtsIdx.segid) }).from(usersNameFtsIdx);
+  const [{ n }] = await indexSegments(db).all();
+  if (n <= 1) return 0;
   const { before, after } = await db.writeAll((tx) => ({
-    before: segments(tx),
-    merge: tx.insert(usersNameFtsCommands).values({ command: "merge", rank: -pages }),
-    after: segments(tx),
+    before: bound(indexSegments(tx), {}),
+    merge: bound(mergeSegments(tx), { rank: -pages }),
+    after: bound(indexSegments(tx), {}),
   }));
   return before[0].n - after[0].n;
 }

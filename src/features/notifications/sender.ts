@@ -168,7 +168,11 @@ export function startOutboxSender(options: OutboxSenderOptions): OutboxSender {
     return claimed.length;
   }
 
-  /** Resolving reset requests, skipping mail without SMTP, erasing tokens: before and beside the channels. */
+  /**
+   * Resolving reset requests, skipping mail without SMTP, erasing tokens: before and beside the channels.
+   * Each statement of it is prepared once: built by drizzle's query builder every second, an idle
+   * server ran enough of the builder for the JIT to compile it (to FTL) within 30 s, ~4 MiB of RSS.
+   */
   async function housekeeping() {
     await resolvePasswordResets(db, batchSize, now);
     await db.writeAll((tx) => ({
