@@ -66,7 +66,9 @@ const BOUNDS: Record<string, number> = {
   // The per-address limit counts at the primary before the password is hashed (a unit of its own,
   // which the copy need not pull), then the registration's unit and its pull.
   "POST /api/auth/register": 4,
-  "POST /api/auth/login": 3,
+  // The login counters (throttle, lockout) are read at the primary before the password is checked,
+  // so failures split across edges add up (test/replica-miss.test.ts); then the session's unit and its pull.
+  "POST /api/auth/login": 4,
   "POST /api/auth/refresh": 3,
   "POST /api/auth/logout": 3,
   // The change, then USER_UPDATED in a unit of its own, each pulled: a notification that cannot be
@@ -74,7 +76,8 @@ const BOUNDS: Record<string, number> = {
   "PATCH /api/users/{id}": 6,
   "POST /api/users": 3,
   "POST /api/orders": 3,
-  "POST /api/auth/change-password": 3,
+  // The current password is checked as a sign-in is: the counters at the primary first.
+  "POST /api/auth/change-password": 4,
   "POST /api/account/api-keys": 3,
 };
 

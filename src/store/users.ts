@@ -418,8 +418,14 @@ const idByEmail = prepared((db: Reader) =>
     .prepare(),
 );
 
-export async function emailTaken(db: Reader, email: string) {
-  const [row] = await foundOrAgain(db, (source) => idByEmail(source).all({ email: normalizeEmail(email) }));
+/**
+ * Whether an account holds `email`. `spares: true` for a check that only spares work before a
+ * write whose unique index decides anyway (a sign-up's argon2): a replica answers it from its copy,
+ * without the miss's round trip to the primary.
+ */
+export async function emailTaken(db: Reader, email: string, { spares = false } = {}) {
+  const read = (source: Reader) => idByEmail(source).all({ email: normalizeEmail(email) });
+  const [row] = await (spares ? read(db) : foundOrAgain(db, read));
   return row !== undefined;
 }
 

@@ -71,7 +71,7 @@ export async function completeSetup(deps: SessionDeps, input: SetupBody, client:
   const tokenHash = setupTokenHash(input.token);
   // A dead token costs no argon2 (the unit checks again: it may be spent meanwhile).
   if ((await setupTokenState(deps.db, input.token, at)) !== "live") throw new AppError("INVALID_TOKEN");
-  if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
+  if (await emailTaken(deps.db, email, { spares: true })) throw new AppError("DUPLICATE_EMAIL", { email });
   // Hashed before the unit: the write lock is never held through argon2.
   const passwordHash = await hashPassword(input.password);
   // A sign-in now: enrolling a passkey or an app right after needs no second one (recent authentication).

@@ -46,7 +46,7 @@ export async function register(deps: RegisterDeps, input: RegistrationBody, lang
   return timed(deps.metrics, "register", async () => {
     const email = normalizeEmail(input.email);
     await assertPasswordAllowed(deps, input.password, email);
-    if (await emailTaken(deps.db, email)) throw new AppError("DUPLICATE_EMAIL", { email });
+    if (await emailTaken(deps.db, email, { spares: true })) throw new AppError("DUPLICATE_EMAIL", { email });
     // Hash before the transaction: the write lock is never held through ~tens of ms of argon2.
     const passwordHash = await hashPassword(input.password);
     const now = new Date(deps.now());
