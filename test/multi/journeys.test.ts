@@ -222,38 +222,32 @@ for (const { mode, title } of MODES)
     );
 
     describe("throttles count across instances", () => {
-      remoteOnly(
-        "a known gap: the counters are at the primary, but the sign-in judges them from the edge's copy (src/security/password-check.ts reads them with db.readAll), so an edge that has not pulled the 5th failure yet lets the 6th in",
-      )(
-        "login: the 6th failure for one e-mail from one network is refused (429) whichever instance gets it; the owner elsewhere gets in",
-        async () => {
-          const J = "login throttle (LOGIN_MAX_FAILURES=5, per e-mail and client network)";
-          const email = unique("guessed");
-          expect((await c.call("register", "POST", "/api/auth/register", { body: registration(email) })).status).toBe(201);
-          for (let n = 1; n <= 5; n++) {
-            const failed = await c.callFrom("wrong password", "127.0.1.9", "POST", "/api/auth/login", { email, password: "Wrong-Pass-1!" });
-            note(J, `failure ${n}`, failed);
-            expect(failed.status).toBe(401);
-          }
-          // The 6th attempt from the guesser's network (another address of its /24), with the right password
-          // even: on each instance directly (the address in X-Forwarded-For, as nginx would send it) and through nginx.
-          const sameNetwork = { "x-forwarded-for": "127.0.1.77" };
-          const sixth = await Promise.all([
-            ...direct().map((i) => c.call("6th attempt", "POST", "/api/auth/login", { via: i, headers: sameNetwork, body: { email, password: PASSWORD } })),
-            c.callFrom("6th attempt", "127.0.1.77", "POST", "/api/auth/login", { email, password: PASSWORD }),
-          ]);
-          for (const a of sixth) note(J, "6th attempt (right password, same network)", a);
-          for (const a of sixth) {
-            expect(a.status).toBe(429);
-            expect(a.headers.get("retry-after")).toMatch(/^\d+$/);
-          }
-          // A guesser never locks the owner out: from another network the right password gets in.
-          const owner = await c.callFrom("the owner, another network", "127.0.2.9", "POST", "/api/auth/login", { email, password: PASSWORD });
-          note(J, "the owner from another network (right password)", owner);
-          expect(owner.status).toBe(200);
-        },
-        60_000,
-      );
+      test("login: the 6th failure for one e-mail from one network is refused (429) whichever instance gets it; the owner elsewhere gets in", async () => {
+        const J = "login throttle (LOGIN_MAX_FAILURES=5, per e-mail and client network)";
+        const email = unique("guessed");
+        expect((await c.call("register", "POST", "/api/auth/register", { body: registration(email) })).status).toBe(201);
+        for (let n = 1; n <= 5; n++) {
+          const failed = await c.callFrom("wrong password", "127.0.1.9", "POST", "/api/auth/login", { email, password: "Wrong-Pass-1!" });
+          note(J, `failure ${n}`, failed);
+          expect(failed.status).toBe(401);
+        }
+        // The 6th attempt from the guesser's network (another address of its /24), with the right password
+        // even: on each instance directly (the address in X-Forwarded-For, as nginx would send it) and through nginx.
+        const sameNetwork = { "x-forwarded-for": "127.0.1.77" };
+        const sixth = await Promise.all([
+          ...direct().map((i) => c.call("6th attempt", "POST", "/api/auth/login", { via: i, headers: sameNetwork, body: { email, password: PASSWORD } })),
+          c.callFrom("6th attempt", "127.0.1.77", "POST", "/api/auth/login", { email, password: PASSWORD }),
+        ]);
+        for (const a of sixth) note(J, "6th attempt (right password, same network)", a);
+        for (const a of sixth) {
+          expect(a.status).toBe(429);
+          expect(a.headers.get("retry-after")).toMatch(/^\d+$/);
+        }
+        // A guesser never locks the owner out: from another network the right password gets in.
+        const owner = await c.callFrom("the owner, another network", "127.0.2.9", "POST", "/api/auth/login", { email, password: PASSWORD });
+        note(J, "the owner from another network (right password)", owner);
+        expect(owner.status).toBe(200);
+      }, 60_000);
 
       test("login per client address: taken from X-Forwarded-For (nginx's), counted across instances", async () => {
         const J = "login throttle per address (LOGIN_MAX_FAILURES_PER_IP=8, address from X-Forwarded-For)";
