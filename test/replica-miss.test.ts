@@ -124,6 +124,18 @@ test("a handler's own read of something made at the other edge a moment ago: the
   expect((await second.request("GET", `/api/auth/validate-email?email=${user.email}`)).body.data).toBe(false);
 });
 
+test("an order at one edge of a product made at the other a moment ago, by a buyer who registered there", async () => {
+  const { token: adminToken } = await first.admin();
+  const product = await first.request("POST", "/api/products", {
+    token: adminToken,
+    body: { name: "Fresh item", code: `F-${crypto.randomUUID().slice(0, 8)}`, price: 4, stock: 3 },
+  });
+  expect(product.status).toBe(201);
+  const buyer = await signedIn(first);
+  const order = await second.request("POST", "/api/orders", { token: buyer.token, body: { items: [{ productId: product.body.id, quantity: 2 }] } });
+  expect({ status: order.status, total: order.body.totalAmount }).toEqual({ status: 201, total: 8 });
+});
+
 test("a refresh token issued at one edge is exchanged at the next at once", async () => {
   const user = await signedIn(first);
   const refreshed = await second.request("POST", "/api/auth/refresh", { body: { refreshToken: user.refreshToken } });

@@ -218,11 +218,17 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
       found,
       owner: [owner],
       pending,
-    } = await deps.db.readAll((db) => ({
-      found: productsWithIds(db, wanted),
-      owner: emailOfUser(db, userId),
-      pending: cap ? pendingOrderCount(db, userId, cap.expiredBefore) : undefined,
-    }));
+    } = await foundOrAgain(
+      deps.db,
+      (source) =>
+        source.readAll((db) => ({
+          found: productsWithIds(db, wanted),
+          owner: emailOfUser(db, userId),
+          pending: cap ? pendingOrderCount(db, userId, cap.expiredBefore) : undefined,
+        })),
+      // A product or buyer made at another edge a moment ago: an edge's copy may not hold it yet.
+      (read) => read.owner.length === 0 || read.found.length < wanted.length,
+    );
     if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
     if (cap && pending![0].n >= cap.maxPending) throw new AppError("TOO_MANY_PENDING_ORDERS", { max: cap.maxPending });
     const lines = priceLines(input.items, found);
