@@ -84,14 +84,16 @@ async function runLeg(leg: Leg, lanes: number): Promise<{ ok: boolean; report?: 
   if (leg !== "native" && files.length === 0) return { ok: true };
   const report = outfile && `${outfile}.${leg}.xml`;
   const legArgs = passed.map((a) => (report && a.startsWith(OUTFILE) ? OUTFILE + report : a)).filter((a) => a.startsWith("-"));
-  // Every statement of a remote leg crosses HTTP or a WebSocket to another process: the fuzzer
-  // runs 150 cases a route there (250 on the file legs), about the least its own 2,000-case floor
-  // accepts, unless FUZZ_RUNS says otherwise.
+  // The fuzzer's full depth (250 cases a route) runs on the native leg and again in test:resilience
+  // against the binary; what the other legs add is their data layer under odd input, which 60 cases
+  // a route show, unless FUZZ_RUNS says otherwise (it is the leg that costs most: every statement of
+  // a sqld leg crosses HTTP or a WebSocket to another process).
+  const fuzzRuns = { FUZZ_RUNS: process.env.FUZZ_RUNS ?? (leg === "native" ? "250" : "60") };
   // RUST_LOG=off on every leg (the native one runs the replica suites that are not leg files): a
   // closed replica's puller lives on until the statements holding its connection are collected,
   // and prints each failed pull from its stopped sqld to stdout.
   const quiet = { RUST_LOG: process.env.RUST_LOG ?? "off" };
-  const env = onSqld ? { ...process.env, ...quiet, TEST_LEG: leg, FUZZ_RUNS: process.env.FUZZ_RUNS ?? "150" } : { ...process.env, ...quiet, TEST_LEG: "", DATABASE_DRIVER: leg };
+  const env = onSqld ? { ...process.env, ...quiet, ...fuzzRuns, TEST_LEG: leg } : { ...process.env, ...quiet, ...fuzzRuns, TEST_LEG: "", DATABASE_DRIVER: leg };
   // A timeout is a net for a hung test, not a speed check: bun's 5 s default failed sound tests on
   // a loaded machine (bunfig.toml's [test] timeout is not read by this bun).
   if (!legArgs.some((a) => a.startsWith("--timeout"))) legArgs.push("--timeout=60000");
