@@ -7,14 +7,13 @@
  * first refusal is printed per kind and written to test-artifacts/edge/revocation.txt.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { eq } from "drizzle-orm";
 import { decodeJwt, decodeProtectedHeader } from "jose";
 import { accountTokens, apiKeys, sessions } from "../src/db/schema";
 import { configuredTokens } from "../src/security/bearer-tokens";
-import { makeTestApp, TEST_SECRET, type TestApp, uniqueEmail } from "./helpers";
+import { replicaEdge, TEST_SECRET, type TestApp, uniqueEmail } from "./helpers";
 import { startSqld, type Sqld } from "./support/sqld";
 
 setDefaultTimeout(120_000);
@@ -35,10 +34,7 @@ let a: TestApp;
 let b: TestApp;
 
 const edge = () =>
-  makeTestApp({
-    DATABASE_URL: `file:${mkdtempSync(join(tmpdir(), "usersvc-edge-"))}/usersvc.db`,
-    DATABASE_SYNC_URL: primary.url,
-    DATABASE_AUTH_TOKEN: primary.authToken,
+  replicaEdge(primary, {
     DATABASE_SYNC_INTERVAL: `${SYNC_INTERVAL_MS}ms`,
     // Asymmetric keys, so one of them can be withdrawn; the same sealing key on every edge.
     TOKEN_SIGNING: "EdDSA",

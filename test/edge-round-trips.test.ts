@@ -7,29 +7,19 @@
  * long: every request the proxy sees during a route is that route's.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { makeTestApp, type TestApp, uniqueEmail, validRegistration } from "./helpers";
+import { replicaEdge, type TestApp, uniqueEmail, validRegistration } from "./helpers";
 import { startSqld, type Sqld } from "./support/sqld";
 
 let primary: Sqld;
 let edge: TestApp;
 let other: TestApp;
 
-const replicaEdge = () =>
-  makeTestApp({
-    DATABASE_URL: `file:${mkdtempSync(join(tmpdir(), "usersvc-edge-"))}/usersvc.db`,
-    DATABASE_SYNC_URL: primary.url,
-    DATABASE_AUTH_TOKEN: primary.authToken,
-    DATABASE_SYNC_INTERVAL: "1h",
-    DATABASE_MAX_STALENESS: "2h",
-  });
+const edgeOfPrimary = () => replicaEdge(primary, { DATABASE_SYNC_INTERVAL: "1h", DATABASE_MAX_STALENESS: "2h" });
 
 beforeAll(async () => {
   primary = await startSqld();
-  edge = await replicaEdge();
-  other = await replicaEdge();
+  edge = await edgeOfPrimary();
+  other = await edgeOfPrimary();
 }, 60_000);
 afterAll(async () => {
   edge?.close();

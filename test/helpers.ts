@@ -15,6 +15,7 @@ import type { Lifecycle } from "../src/context";
 import { openDatabase } from "../src/db/open";
 import { driver, onSqld } from "./legs";
 import { holdRemoteWriteLock, openRemoteTestDatabase } from "./support/remote-db";
+import type { Sqld } from "./support/sqld";
 import { migrate } from "../src/db/migrate";
 import { roles, userRoles, users } from "../src/db/schema";
 import { configuredTokens } from "../src/security/bearer-tokens";
@@ -232,6 +233,10 @@ export async function makeTestApp(env: Env = {}, options: { now?: () => number; 
 }
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>;
+
+/** An embedded replica edge of `primary` (a sqld of the kit's), its copy in a folder of its own, with `env` on top. */
+export const replicaEdge = (primary: Pick<Sqld, "url" | "authToken">, env: Env = {}) =>
+  makeTestApp({ DATABASE_URL: `file:${mkdtempSync(join(tmpdir(), "usersvc-edge-"))}/usersvc.db`, DATABASE_SYNC_URL: primary.url, DATABASE_AUTH_TOKEN: primary.authToken, ...env });
 
 /**
  * Another process holding the database's write lock (as a --workers sibling would) until

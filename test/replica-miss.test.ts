@@ -5,14 +5,11 @@
  * The edges pull only once an hour here: whatever the second edge knows, it learnt on the miss.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { outbox } from "../src/db/schema";
 import { resolvePasswordResets } from "../src/store/account-tokens";
-import { makeTestApp, type TestApp, uniqueEmail, validRegistration } from "./helpers";
+import { replicaEdge, type TestApp, uniqueEmail, validRegistration } from "./helpers";
 import { startSqld, type Sqld } from "./support/sqld";
 import { totpAt } from "./support/totp";
 
@@ -22,10 +19,7 @@ let second: TestApp;
 
 const SHARED_KEY = Buffer.alloc(32, 7).toString("base64");
 const edge = () =>
-  makeTestApp({
-    DATABASE_URL: `file:${mkdtempSync(join(tmpdir(), "usersvc-edge-"))}/usersvc.db`,
-    DATABASE_SYNC_URL: primary.url,
-    DATABASE_AUTH_TOKEN: primary.authToken,
+  replicaEdge(primary, {
     DATABASE_SYNC_INTERVAL: "1h",
     DATABASE_MAX_STALENESS: "2h",
     // The same on every edge (docs/edge.md): an mfaToken sealed at one is opened at the next.
