@@ -262,34 +262,38 @@ function newUserRows(tx: Db, email: string, name: string, audit: { actor: string
   return newUserStatements(tx).map((statement) => bound(statement, traced(values)));
 }
 
-/**
- * A new user's department, created on first use while the e-mail is free: a create that then
- * fails on its e-mail has changed no row, so the group commit it shares with other creates has
- * nothing of it to undo (src/db/native.ts).
- */
-const addDepartmentIfEmailFree = prepared((tx: Db) =>
+/** The department named by the `department` placeholder, created on first use while `condition` holds. */
+const departmentWhen = (tx: Db, condition: SQL) =>
   tx
     .insert(departments)
     .select(
       tx
         .select({
           id: sql<null>`null`.as("id"),
-          name: sql<string>`${sql.placeholder("name")}`.as("name"),
+          name: sql<string>`${sql.placeholder("department")}`.as("name"),
           description: sql<null>`null`.as("description"),
           createdAt: sql<number>`${sql.placeholder("createdAt")}`.as("created_at"),
         })
         .from(sql`(select 1)`)
-        .where(
-          notExists(
-            tx
-              .select({ id: users.id })
-              .from(users)
-              .where(eq(users.email, sql.placeholder("email"))),
-          ),
-        ),
+        .where(condition),
     )
-    .onConflictDoNothing()
-    .prepare(),
+    .onConflictDoNothing();
+
+/**
+ * A new user's department, created on first use while the e-mail is free: a create that then
+ * fails on its e-mail has changed no row, so the group commit it shares with other creates has
+ * nothing of it to undo (src/db/native.ts).
+ */
+const addDepartmentIfEmailFree = prepared((tx: Db) =>
+  departmentWhen(
+    tx,
+    notExists(
+      tx
+        .select({ id: users.id })
+        .from(users)
+        .where(eq(users.email, sql.placeholder("email"))),
+    ),
+  ).prepare(),
 );
 
 /** A user's row as POST /api/users writes it, with or without a department (one shape each). */
@@ -324,7 +328,7 @@ export interface NewUser {
 export function createdUserRows(tx: Db, user: NewUser, audit: { actor: string; details: Record<string, unknown> }, now: Date) {
   const { department } = user;
   return [
-    ...(department ? [bound(addDepartmentIfEmailFree(tx), { name: department, email: user.email, createdAt: now.getTime() })] : []),
+    ...(department ? [bound(addDepartmentIfEmailFree(tx), { department, email: user.email, createdAt: now.getTime() })] : []),
     bound(insertNewUser(tx, department ? "department" : ""), { ...user, now }),
     ...newUserRows(tx, user.email, user.name, audit, now),
   ];
@@ -483,23 +487,7 @@ const updateStillAt = prepared((tx: Db, shape: string) => {
 });
 
 /** The named department, created on first use, while the user is still as the change found them. */
-const departmentStillAt = prepared((tx: Db) =>
-  tx
-    .insert(departments)
-    .select(
-      tx
-        .select({
-          id: sql<null>`null`.as("id"),
-          name: sql<string>`${sql.placeholder("department")}`.as("name"),
-          description: sql<null>`null`.as("description"),
-          createdAt: sql<number>`${sql.placeholder("createdAt")}`.as("created_at"),
-        })
-        .from(sql`(select 1)`)
-        .where(stillAt),
-    )
-    .onConflictDoNothing()
-    .prepare(),
-);
+const departmentStillAt = prepared((tx: Db) => departmentWhen(tx, stillAt).prepare());
 
 /** Every account token of the user void (an e-mail change: no earlier link works any more), while the user is still as the change found them. */
 const accountTokensStillAt = prepared((tx: Db) =>
