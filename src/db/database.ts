@@ -30,9 +30,8 @@
  * Constraint failures and busy errors of every driver are classified in one table: errors.ts.
  * Hot paths prepare their statements once per handle and shape: prepared.ts.
  *
- * On an embedded replica a miss is never final: readAgainAtPrimary (the guard's caller read) and
- * foundOrAgain (the stores' reads by id, token or key) read again at `primary` what the local copy
- * did not find (db/miss.ts).
+ * On an embedded replica a miss is never final: foundOrAgain (the guard's caller read, the stores'
+ * reads by id, token or key) reads again at `primary` what the local copy did not find (db/miss.ts).
  */
 import type { RunnableQuery } from "drizzle-orm/runnable-query";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
@@ -93,7 +92,7 @@ export interface Database extends Reader {
   /**
    * An embedded replica's primary, read over its own Hrana connection (a round trip, with the
    * same deadline as a unit's): where a read that missed on the copy is read again, since the copy
-   * may not hold yet what another edge has just written (readAgainAtPrimary). Undefined elsewhere.
+   * may not hold yet what another edge has just written (foundOrAgain). Undefined elsewhere.
    */
   readonly primary?: Pick<Database, "readAll" | keyof Reader>;
   /** An embedded replica's distance from its primary (undefined elsewhere). */

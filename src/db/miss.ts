@@ -5,22 +5,11 @@
  * miss only: a hit costs what it did). Without its primary that read fails as any unreachable
  * primary does (503 with Retry-After), never a 401 that would make a client drop a good token.
  */
-import { andThen, type MaybePromise } from "../maybe-promise";
+import type { MaybePromise } from "../maybe-promise";
 import type { Database, Reader } from "./database";
 
 /** What a read needs of a Database: its read surface, or its primary's. */
 export type ReadSource = Pick<Database, "readAll" | keyof Reader>;
-
-/**
- * `read` on `db`, and, when its answer `missed` and `db` is an embedded replica, `read` again on
- * its primary. Elsewhere (no primary) `read(db)` itself, at once when it answers at once.
- */
-export function readAgainAtPrimary<T>(db: ReadSource & Pick<Database, "primary">, read: (source: ReadSource) => MaybePromise<T>, missed: (answer: T) => boolean): MaybePromise<T> {
-  const { primary } = db;
-  const first = read(db);
-  if (!primary) return first;
-  return andThen(first, (answer) => (missed(answer) ? read(primary) : answer));
-}
 
 /** What a read answers when it found nothing: no row, no rows, no. */
 const isMiss = (answer: unknown) => answer === undefined || answer === false || (Array.isArray(answer) && answer.length === 0);
@@ -34,12 +23,13 @@ const isMiss = (answer: unknown) => answer === undefined || answer === false || 
  */
 export function foundOrAgain<S extends Reader | Pick<Database, "readAll">, T>(
   db: S,
-  read: (source: S | ReadSource) => T | PromiseLike<T>,
+  read: (source: S | ReadSource) => MaybePromise<T> | PromiseLike<T>,
   missed: (answer: T) => boolean = isMiss,
-): T | PromiseLike<T> {
+): MaybePromise<T> {
   const first = read(db);
   const { primary } = db as Partial<Pick<Database, "primary">>;
-  if (!primary) return first;
+  // Elsewhere the read itself: at once when it answers at once (the guard's hot path), awaited as it is otherwise.
+  if (!primary) return first as MaybePromise<T>;
   // Promise.resolve: a drizzle query or a bound statement is a thenable, not a Promise.
   return Promise.resolve(first).then((answer) => (missed(answer) ? read(primary) : answer));
 }

@@ -12,7 +12,7 @@
  */
 import { Elysia } from "elysia";
 import type { Database, Reader } from "../db/database";
-import { readAgainAtPrimary, type ReadSource } from "../db/miss";
+import { foundOrAgain, type ReadSource } from "../db/miss";
 import { AppError } from "../errors";
 import { type AlsoUser, type TokenHolder, tokenHolder } from "../store/users";
 import { andThen, type MaybePromise } from "../maybe-promise";
@@ -96,7 +96,7 @@ export function createAuthenticator(db: ReadSource & Pick<Database, "primary" | 
    */
   const readOrAgain = db.primary
     ? (read: (source: Reader) => MaybePromise<Caller | undefined>, also?: AlsoUser) =>
-        readAgainAtPrimary(db, read, (caller) => caller === undefined || (also !== undefined && also.user === undefined))
+        foundOrAgain(db, read, (caller) => caller === undefined || (also !== undefined && also.user === undefined))
     : (read: (source: Reader) => MaybePromise<Caller | undefined>) => read(db);
   const counted = (kind: "session" | "token" | "api_key", caller: Caller | undefined) => {
     if (caller) sessions.metrics?.authenticated(kind);

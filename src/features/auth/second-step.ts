@@ -17,7 +17,7 @@
 import { randomBytes } from "node:crypto";
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Db, Reader, UnitAnswers } from "../../db/database";
-import { readAgainAtPrimary } from "../../db/miss";
+import { foundOrAgain } from "../../db/miss";
 import { AppError } from "../../errors";
 import { assertLoginAllowed, attemptTurn, countFailure } from "../../security/password-check";
 import { completeSignIn } from "../../security/sign-in-completion";
@@ -256,7 +256,7 @@ export async function passkeySignIn(deps: SecondStepDeps, body: PasskeySignInBod
   if (!challenge || !expiresAt) throw invalidPasskey();
   // Whether it was answered before (a replay is refused as such, not as a clone's counter) and the credential: one read unit.
   // A passkey registered at another edge a moment ago: read again at the primary (db/miss.ts).
-  const [[used], [found]] = await readAgainAtPrimary(
+  const [[used], [found]] = await foundOrAgain(
     deps.db,
     (source) => source.readAll((db) => [liveChallengeRows(db, "passkey-used", challenge, now), passkeyByCredentialRows(db, body.response.id)]),
     ([, rows]) => rows.length === 0,
