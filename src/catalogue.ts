@@ -54,12 +54,15 @@ const serviceErrors = defineErrors({
     en: "Confirm it is you again: the confirmation is wrong, used, expired or from another session",
     "zh-TW": "請再次確認您的身分：此確認錯誤、已使用、已過期或來自其他工作階段",
   },
+  /** Also a per-user resource's unknown id, or another user's (whose existence does not show). */
   NOT_FOUND: { status: 404, en: "No resource at this path", "zh-TW": "找不到此路徑的資源" },
   METHOD_NOT_ALLOWED: { status: 405, en: "Method not allowed on this path", "zh-TW": "此路徑不支援此方法" },
   PAYLOAD_TOO_LARGE: { status: 413, en: "Request body is too large", "zh-TW": "請求內容過大" },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, en: "Unsupported content type", "zh-TW": "不支援的內容類型" },
   TOO_MANY_REQUESTS: { status: 429, en: "Too many requests, try again later", "zh-TW": "請求過於頻繁，請稍後再試" },
   SERVICE_UNAVAILABLE: { status: 503, en: "The service is busy, please try again shortly", "zh-TW": "服務忙碌中，請稍後再試" },
+  /** A per-user resource's cap (docs/contributing.md, "A per-user resource with a table"): `{max}` of them per user. */
+  LIMIT_REACHED: { status: 409, en: (p) => `At most ${p.max} of these per user: delete one first`, "zh-TW": (p) => `每位使用者最多 ${p.max} 筆，請先刪除一筆` },
   DATA_INTEGRITY_VIOLATION: { status: 409, en: "Data operation failed", "zh-TW": "資料操作失敗" },
   INTERNAL_ERROR: { status: 500, en: "Internal server error, please try again later", "zh-TW": "系統內部錯誤，請稍後再試" },
 });
