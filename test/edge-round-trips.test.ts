@@ -56,9 +56,9 @@ const BOUNDS: Record<string, number> = {
   // The per-address limit counts at the primary before the password is hashed (a unit of its own,
   // which the copy need not pull), then the registration's unit and its pull.
   "POST /api/auth/register": 4,
-  // The login counters (throttle, lockout) are read at the primary before the password is checked,
-  // so failures split across edges add up (test/replica-miss.test.ts); then the session's unit and its pull.
-  "POST /api/auth/login": 4,
+  // The counters are read on the copy before the password is hashed; the session's unit confirms them
+  // at the primary (its gate), so failures split across edges add up (test/replica-miss.test.ts).
+  "POST /api/auth/login": 3,
   "POST /api/auth/refresh": 3,
   "POST /api/auth/logout": 3,
   // The change, then USER_UPDATED in a unit of its own, each pulled: a notification that cannot be
@@ -66,8 +66,8 @@ const BOUNDS: Record<string, number> = {
   "PATCH /api/users/{id}": 6,
   "POST /api/users": 3,
   "POST /api/orders": 3,
-  // The current password is checked as a sign-in is: the counters at the primary first.
-  "POST /api/auth/change-password": 4,
+  // The current password is checked as a sign-in is: on the copy, confirmed by the change's unit.
+  "POST /api/auth/change-password": 3,
   "POST /api/account/api-keys": 3,
 };
 
