@@ -235,6 +235,16 @@ test("an edge whose copy has not pulled another edge's failures refuses the righ
   expect([guessed.status, guessed.body.errorCode]).toEqual([429, "TOO_MANY_REQUESTS"]);
 });
 
+test("a sign-in unlocked at one edge gets in at the next at once, though that edge's copy still holds the failures", async () => {
+  const user = await signedIn(first);
+  const { token: adminToken } = await second.admin();
+  const wrong = { email: user.email, password: "Wr0ng-Passw0rd!" };
+  // The failures at the first edge, whose copy pulls each; the unlock at the second, which the first has not pulled.
+  for (let i = 0; i < 5; i++) expect((await first.request("POST", "/api/auth/login", { body: wrong })).status).toBe(401);
+  expect((await second.request("POST", `/api/users/${user.id}/unlock`, { token: adminToken })).status).toBe(204);
+  expect((await first.request("POST", "/api/auth/login", { body: credentials(user.email) })).status).toBe(200);
+});
+
 test("a password changed at one edge is the password at the next at once: the old one is refused there", async () => {
   const user = await signedIn(first);
   const change = { currentPassword: "Passw0rd!", newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" };
