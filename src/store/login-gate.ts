@@ -1,10 +1,11 @@
 /**
  * A password attempt judged on an embedded replica's copy, confirmed at the primary inside the
- * attempt's own unit (docs/edge.md, "What a write costs"): the copy may lag failures counted at
- * other edges, a lockout, a password or second factor changed there, a deviceToken's failures. So
- * the unit's first statement is the gate: it fails the whole unit (nothing of it is written) when
- * the primary would judge the attempt otherwise than the copy did, and the attempt is judged again
- * on the primary's state. A batch has no way to stop midway but a failing statement, so the gate
+ * attempt's own unit (docs/edge.md, "The counters that protect accounts decide at the primary"):
+ * the copy may lag failures counted at other edges, a lockout, a password or second factor changed
+ * there, a deviceToken's failures. So the unit holds the gate, before anything in it that changes
+ * the account or the counters: it fails the whole unit (nothing of it is written) when the primary
+ * would judge the attempt otherwise than the copy did, and the attempt is judged again on the
+ * primary's state. A batch has no way to stop midway but a failing statement, so the gate
  * fails on purpose: a row with no count, which login_throttle refuses (NOT NULL).
  */
 import { type SQL, sql } from "drizzle-orm";
@@ -43,7 +44,7 @@ const refusedAtPrimary = ({ origin, limits, now }: CopyJudgement): SQL => sql`(
     and ((key = ${pairKey(origin.email, origin.network)} and failures >= ${limits.pair}) or (key = ${addressKey(origin.address)} and failures >= ${limits.address})))
   or exists(select 1 from login_lockouts where email = ${origin.email} and locked_until > ${now}))`;
 
-/** The gate: the unit's first statement, failing it when the primary's state is not the copy's, or its counters refuse the attempt. */
+/** The gate: a statement of the attempt's unit, failing it when the primary's state is not the copy's, or its counters refuse the attempt. */
 export function primaryAgrees(tx: Db, judged: CopyJudgement): Statement {
   const differs = sql`${stateOf(judged.origin.email, judged.deviceToken)} is not ${judged.state}`;
   const refused = judged.throttled ? sql` or ${refusedAtPrimary(judged)}` : sql``;
