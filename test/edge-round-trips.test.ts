@@ -56,9 +56,11 @@ const BOUNDS: Record<string, number> = {
   // The per-address limit counts at the primary before the password is hashed (a unit of its own,
   // which the copy need not pull), then the registration's unit and its pull.
   "POST /api/auth/register": 4,
-  // The login counters (throttle, lockout) are read at the primary before the password is checked,
-  // so failures split across edges add up (test/replica-miss.test.ts); then the session's unit and its pull.
-  "POST /api/auth/login": 4,
+  // The counters are read on the copy before the password is hashed; the session's unit confirms them
+  // at the primary (its gate), so failures split across edges add up (test/replica-miss.test.ts).
+  "POST /api/auth/login": 3,
+  // The failure's unit (its gate inside) and its pull; an unknown e-mail takes the same path.
+  "POST /api/auth/login (wrong password)": 3,
   "POST /api/auth/refresh": 3,
   "POST /api/auth/logout": 3,
   // The change, then USER_UPDATED in a unit of its own, each pulled: a notification that cannot be
@@ -66,8 +68,8 @@ const BOUNDS: Record<string, number> = {
   "PATCH /api/users/{id}": 6,
   "POST /api/users": 3,
   "POST /api/orders": 3,
-  // The current password is checked as a sign-in is: the counters at the primary first.
-  "POST /api/auth/change-password": 4,
+  // The current password is checked as a sign-in is: on the copy, confirmed by the change's unit.
+  "POST /api/auth/change-password": 3,
   "POST /api/account/api-keys": 3,
 };
 
@@ -94,6 +96,7 @@ test("each main write at a replica edge costs its primary at most its bound in r
   const email = uniqueEmail("edge");
   const registered = await measure("POST /api/auth/register", 201, () => edge.request("POST", "/api/auth/register", { body: validRegistration(email) }));
   const id = registered.body.data.id as number;
+  await measure("POST /api/auth/login (wrong password)", 401, () => edge.request("POST", "/api/auth/login", { body: { email, password: "Wr0ng-Passw0rd!" } }));
   const login = await measure("POST /api/auth/login", 200, () => edge.request("POST", "/api/auth/login", { body: { email, password } }));
   const { token, refreshToken } = login.body.data as { token: string; refreshToken: string };
   await measure("GET /api/users/{id}", 200, () => edge.request("GET", `/api/users/${id}`, { token }));
@@ -112,9 +115,9 @@ test("each main write at a replica edge costs its primary at most its bound in r
 
   console.log(
     [
-      "route                           requests  Hrana  pulls  bound",
+      "route                                   requests  Hrana  pulls  bound",
       ...Object.entries(seen).map(
-        ([route, c]) => `${route.padEnd(32)}${String(c.requests).padStart(8)}${String(c.hrana).padStart(7)}${String(c.pulls).padStart(7)}${String(BOUNDS[route]).padStart(7)}`,
+        ([route, c]) => `${route.padEnd(40)}${String(c.requests).padStart(8)}${String(c.hrana).padStart(7)}${String(c.pulls).padStart(7)}${String(BOUNDS[route]).padStart(7)}`,
       ),
     ].join("\n"),
   );

@@ -224,6 +224,36 @@ test("failed sign-ins split across two edges add up: the e-mail is throttled at 
   expect([refused.status, refused.body.errorCode]).toEqual([429, "TOO_MANY_REQUESTS"]);
 });
 
+test("an edge whose copy has not pulled another edge's failures refuses the right password once the primary's count is at the limit", async () => {
+  const user = await signedIn(first);
+  const wrong = { email: user.email, password: "Wr0ng-Passw0rd!" };
+  // Every failure at the second edge: the first's copy, pulled when it signed the user in, knows of none.
+  for (let i = 0; i < 5; i++) expect((await second.request("POST", "/api/auth/login", { body: wrong })).status).toBe(401);
+  const refused = await first.request("POST", "/api/auth/login", { body: credentials(user.email) });
+  expect([refused.status, refused.body.errorCode, Number(refused.headers.get("retry-after")) > 0]).toEqual([429, "TOO_MANY_REQUESTS", true]);
+  const guessed = await first.request("POST", "/api/auth/login", { body: wrong });
+  expect([guessed.status, guessed.body.errorCode]).toEqual([429, "TOO_MANY_REQUESTS"]);
+});
+
+test("a sign-in unlocked at one edge gets in at the next at once, though that edge's copy still holds the failures", async () => {
+  const user = await signedIn(first);
+  const { token: adminToken } = await second.admin();
+  const wrong = { email: user.email, password: "Wr0ng-Passw0rd!" };
+  // The failures at the first edge, whose copy pulls each; the unlock at the second, which the first has not pulled.
+  for (let i = 0; i < 5; i++) expect((await first.request("POST", "/api/auth/login", { body: wrong })).status).toBe(401);
+  expect((await second.request("POST", `/api/users/${user.id}/unlock`, { token: adminToken })).status).toBe(204);
+  expect((await first.request("POST", "/api/auth/login", { body: credentials(user.email) })).status).toBe(200);
+});
+
+test("a password changed at one edge is the password at the next at once: the old one is refused there", async () => {
+  const user = await signedIn(first);
+  const change = { currentPassword: "Passw0rd!", newPassword: "N3wPassw0rd!", confirmNewPassword: "N3wPassw0rd!" };
+  expect((await second.request("POST", "/api/auth/change-password", { token: user.token, body: change })).status).toBe(200);
+  const old = await first.request("POST", "/api/auth/login", { body: credentials(user.email) });
+  expect([old.status, old.body.errorCode]).toEqual([401, "INVALID_CREDENTIALS"]);
+  expect((await first.request("POST", "/api/auth/login", { body: { email: user.email, password: "N3wPassw0rd!" } })).status).toBe(200);
+});
+
 describe("the provider's authorization codes and refresh tokens", () => {
   const REDIRECT = "https://app.example.test/callback";
   const verifier = "v".repeat(43);

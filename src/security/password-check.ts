@@ -21,9 +21,11 @@
  * of C concurrent guesses can overrun the per-address limit by at most C - 1.
  */
 import type { Database, Db, Reader, Statement, UnitAnswers } from "../db/database";
+import type { ReadSource } from "../db/miss";
 import { AppError, Violations } from "../errors";
 import { clientNetwork } from "../http/client-network";
 import { auditStatement, type AuditRecord } from "../store/audit";
+import { attemptStateRows, type CopyJudgement, primaryAgrees, primaryDisagreed } from "../store/login-gate";
 import { DEVICE_TOKEN_MAX_FAILURES, deviceFailureStatement, deviceSuccessStatement, deviceTokenRows, type DeviceTokenRow } from "../store/devices";
 import {
   addressKey,
@@ -76,10 +78,9 @@ export async function attemptTurn(email: string): Promise<Disposable> {
 }
 
 /**
- * Where an attempt reads the counters that protect the account: an embedded replica's primary,
- * where every edge counts its failures (its own copy would not know yet of the failures counted
- * at other edges since its last pull, nor of an account or device made there). One round trip per
- * attempt on a replica, the read unit's own elsewhere.
+ * Where the second step reads the counters that protect the account: an embedded replica's
+ * primary, where every edge counts its failures (its own copy would not know yet of the failures
+ * counted at other edges since its last pull, nor of a device made there).
  */
 const countersAt = (db: Database) => db.primary ?? db;
 
@@ -135,11 +136,12 @@ export async function assertLoginAllowed<const A extends Record<string, Statemen
  * deviceToken's own failure when the attempt presented a good one, else for the e-mail from its
  * network, the e-mail everywhere (with the lockout it may reach) and the address; one unit.
  */
-export async function countFailure(deps: PasswordCheckDeps, attempt: Pick<FailuresToClear, "origin" | "device">, audit: AuditRecord, userId?: number) {
-  const { origin, device } = attempt;
+export async function countFailure(deps: PasswordCheckDeps, attempt: Pick<FailuresToClear, "origin" | "device" | "judged">, audit: AuditRecord, userId?: number) {
+  const { origin, device, judged } = attempt;
   const now = deps.now();
-  if (device) await deps.db.writeAll((tx) => [deviceFailureStatement(tx, device.token), auditStatement(tx, audit, new Date(now))]);
-  else await countLoginFailure(deps.db, { ...origin, now, audit, globalLimit: deps.config.loginMaxFailuresGlobal, userId });
+  const gate = (tx: Db) => (judged ? [primaryAgrees(tx, judged)] : []);
+  if (device) await deps.db.writeAll((tx) => [...gate(tx), deviceFailureStatement(tx, device.token), auditStatement(tx, audit, new Date(now))]);
+  else await countLoginFailure(deps.db, { ...origin, now, audit, globalLimit: deps.config.loginMaxFailuresGlobal, userId }, gate);
 }
 
 /** 429 TOO_MANY_REQUESTS with Retry-After (whole seconds, at least one) while `blockedUntil` is ahead. */
@@ -161,6 +163,8 @@ export interface CheckedPassword {
   pairHasFailures: boolean;
   /** The account's own deviceToken, when the attempt presented one that is still good. */
   device?: { token: string; failures: number };
+  /** What an embedded replica's copy judged the attempt on, for the gate of its unit at the primary (store/login-gate.ts). */
+  judged?: CopyJudgement;
 }
 
 /** The presented deviceToken, if it is the account's, not expired and not void by its own failures. */
@@ -175,40 +179,97 @@ function trustedDevice(token: string | undefined, row: DeviceTokenRow | undefine
  * counted and audited as `failure` (never with the password). Refused with 429 while the e-mail
  * from this network, the address or the e-mail everywhere is throttled, unless the attempt
  * presents the account's deviceToken: then only that token's own failures count. The throttle
- * rows, the lockout, the deviceToken and the account are one read unit (one round trip to a
- * remote primary). Wrong e-mail and wrong password take the same path and the same time: an
- * unknown account is checked against a dummy argon2id hash. Run it in the e-mail's turn
- * (attemptTurn), so parallel guesses see each other's failures.
+ * rows, the lockout, the deviceToken and the account are one read unit. Wrong e-mail and wrong
+ * password take the same path and the same time: an unknown account is checked against a dummy
+ * argon2id hash. Run it in the e-mail's turn (attemptTurn), so parallel guesses see each other's
+ * failures; use the answer through withPassword, which judges the attempt again at the primary
+ * when the copy misjudged it.
+ *
+ * On an embedded replica that read is the local copy's (no round trip): it only spares the hash of
+ * an attempt the copy already knows to refuse, and a refusal is read again at the primary before
+ * it answers 429 (the copy may not know yet of an unlock, or of a success that cleared a count).
+ * What decides is the gate at the head of the attempt's unit (store/login-gate.ts): the
+ * failure's unit, or the caller's unit of a right password, fails at the primary when the
+ * primary's counters refuse the attempt or its account or deviceToken is not as the copy had it.
  */
-export async function checkPassword(deps: PasswordCheckDeps, email: string, password: string, client: AttemptClient, failure: AuditRecord): Promise<CheckedPassword | undefined> {
+async function checkPassword(
+  deps: PasswordCheckDeps,
+  email: string,
+  password: string,
+  client: AttemptClient,
+  failure: AuditRecord,
+  source: ReadSource = deps.db,
+): Promise<CheckedPassword | undefined> {
   const origin = { email, address: client.address, network: clientNetwork(client.address) };
   const now = deps.now();
-  const read = await countersAt(deps.db).readAll((db) => ({
+  // Set when `source` is an embedded replica's copy: where the attempt is judged again when the copy misjudged it.
+  const primary = source === deps.db ? deps.db.primary : undefined;
+  const read = await source.readAll((db) => ({
     throttle: loginThrottleRows(db, origin, now),
     lockout: loginLockoutRows(db, email),
     account: loginAccount(db, email),
     device: client.deviceToken === undefined ? undefined : deviceTokenRows(db, client.deviceToken),
+    state: primary ? attemptStateRows(db, email, client.deviceToken) : undefined,
   }));
   const [account] = read.account;
   const device = trustedDevice(client.deviceToken, read.device?.[0], account, now);
-  if (!device) assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);
+  try {
+    if (!device) assertNotThrottled(deps, origin, read.throttle, read.lockout[0]?.lockedUntil.getTime() ?? 0);
+  } catch (refused) {
+    if (!primary) throw refused;
+    return checkPassword(deps, email, password, client, failure, primary);
+  }
+  const limits = { pair: deps.config.loginMaxFailures, address: deps.config.loginMaxFailuresPerIp };
+  const judged = read.state && { origin, deviceToken: client.deviceToken, state: read.state[0].state, throttled: !device, limits, now };
   const stored = account?.passwordHash;
   const matches = await verifyPassword(stored ?? (await dummy()), password);
   if (!account || !stored || !matches) {
-    await countFailure(deps, { origin, device }, failure, account?.id);
+    try {
+      await countFailure(deps, { origin, device, judged }, failure, account?.id);
+    } catch (error) {
+      if (!primary || !primaryDisagreed(error)) throw error;
+      return checkPassword(deps, email, password, client, failure, primary);
+    }
     return undefined;
   }
-  const pairHasFailures = read.throttle.some((row) => row.key === pairKey(email, origin.network));
-  return { account: { ...account, passwordHash: stored }, origin, pairHasFailures, device };
+  // A copy cannot tell whether another edge counted failures from this network since its last pull: cleared anyway.
+  const pairHasFailures = primary !== undefined || read.throttle.some((row) => row.key === pairKey(email, origin.network));
+  return { account: { ...account, passwordHash: stored }, origin, pairHasFailures, device, judged };
+}
+
+/**
+ * `use` of a password check (undefined: the password was wrong, its failure counted). When the
+ * check read an embedded replica's copy and the gate in the unit `use` writes refused it there
+ * (the primary judges the attempt otherwise), the attempt is checked again at the primary and
+ * `use` runs on that check; elsewhere this is `use(checkPassword(…))`.
+ */
+export async function withPassword<T>(
+  deps: PasswordCheckDeps,
+  attempt: { email: string; password: string; client: AttemptClient; failure: AuditRecord },
+  use: (checked: CheckedPassword | undefined) => Promise<T>,
+): Promise<T> {
+  const { email, password, client, failure } = attempt;
+  const checked = await checkPassword(deps, email, password, client, failure);
+  try {
+    return await use(checked);
+  } catch (error) {
+    if (!checked?.judged || !deps.db.primary || !primaryDisagreed(error)) throw error;
+    return use(await checkPassword(deps, email, password, client, failure, deps.db.primary));
+  }
 }
 
 /** What a sign-in's success clears: its origin's count (when it has failures) and the deviceToken's. */
-export type FailuresToClear = Pick<CheckedPassword, "origin" | "pairHasFailures" | "device">;
+export type FailuresToClear = Pick<CheckedPassword, "origin" | "pairHasFailures" | "device" | "judged">;
 
-/** What a right password clears, as statements of the unit its caller writes: the e-mail's count from that network, and the deviceToken's failures. */
+/**
+ * What a right password clears, as statements of the unit its caller writes: the e-mail's count
+ * from that network, and the deviceToken's failures; after a copy's check, led by its gate (which
+ * must come before anything in the unit that changes the account).
+ */
 export function failuresCleared(tx: Db, checked: FailuresToClear) {
   const { origin, device } = checked;
   return [
+    ...(checked.judged ? [primaryAgrees(tx, checked.judged)] : []),
     ...(checked.pairHasFailures ? [clearLoginFailures(tx, origin.email, origin.network)] : []),
     ...(device && device.failures > 0 ? [deviceSuccessStatement(tx, device.token)] : []),
   ];
@@ -225,7 +286,8 @@ export const wrongCurrentPassword = () => new Violations("body", [{ path: "curre
 export async function confirmPassword(deps: PasswordCheckDeps, caller: Caller, password: string, address: string) {
   using _turn = await attemptTurn(caller.email);
   const failure = { action: "PASSWORD_CHECK_FAILED", actor: caller.email, subjectType: "User", subjectId: caller.id, details: { address } };
-  const checked = await checkPassword(deps, caller.email, password, { address }, failure);
-  if (!checked) throw wrongCurrentPassword();
-  if (checked.pairHasFailures) await deps.db.writeAll((tx) => failuresCleared(tx, checked));
+  await withPassword(deps, { email: caller.email, password, client: { address }, failure }, async (checked) => {
+    if (!checked) throw wrongCurrentPassword();
+    if (checked.pairHasFailures) await deps.db.writeAll((tx) => failuresCleared(tx, checked));
+  });
 }

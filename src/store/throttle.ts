@@ -11,7 +11,7 @@
  * count again, all in the failure's one unit.
  */
 import { and, eq, getTableColumns, gt, gte, inArray, lte, or, sql, type AnyColumn } from "drizzle-orm";
-import type { Database, Db, Reader } from "../db/database";
+import type { Database, Db, Reader, Statement } from "../db/database";
 import { bound, placeholder, prepared } from "../db/prepared";
 import { loginLockouts, loginThrottle, outbox, resetThrottle } from "../db/schema";
 import { auditStatement, type AuditRecord } from "./audit";
@@ -160,12 +160,14 @@ export interface LoginFailure extends AttemptOrigin {
 /**
  * One more login failure for the e-mail from its network, for the e-mail everywhere and for the
  * address, each in its own window, the lockout the global count may reach, and the audit row, in
- * the one unit (a batch: no more round trips than the counters alone).
+ * the one unit (a batch: no more round trips than the counters alone), after `before`'s statements
+ * (an embedded replica's gate: store/login-gate.ts).
  */
-export async function countLoginFailure(db: Database, failure: LoginFailure) {
+export async function countLoginFailure(db: Database, failure: LoginFailure, before: (tx: Db) => Statement[] = () => []) {
   const { email, now, globalLimit: limit } = failure;
   const global = { key: emailKey(email), limit };
   await db.writeAll((tx) => [
+    ...before(tx),
     countFailure(tx, pairKey(email, failure.network), now),
     countFailure(tx, emailKey(email), now),
     countFailure(tx, addressKey(failure.address), now),

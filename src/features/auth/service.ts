@@ -13,7 +13,7 @@ import { AppError } from "../../errors";
 import { existing } from "../../models/user";
 import type { Caller } from "../../security/caller";
 import { unauthorized } from "../../security/guard";
-import { attemptTurn, checkPassword, failuresCleared, wrongCurrentPassword } from "../../security/password-check";
+import { attemptTurn, type CheckedPassword, failuresCleared, withPassword, wrongCurrentPassword } from "../../security/password-check";
 import { assertPasswordAllowed } from "../../security/password-policy";
 import { hashPassword, needsRehash } from "../../security/passwords";
 import { completeSignIn } from "../../security/sign-in-completion";
@@ -45,8 +45,15 @@ async function signIn(deps: SessionDeps & ChallengeDeps, email: string, password
     details: { email, address, ...(reason && { reason }) },
   });
   using _turn = await attemptTurn(email);
-  const checked = await checkPassword(deps, email, password, { address, deviceToken }, failed());
-  if (!checked) throw new AppError("INVALID_CREDENTIALS");
+  // Awaited here: the turn ends when this function returns.
+  return await withPassword(deps, { email, password, client: { address, deviceToken }, failure: failed() }, async (checked) => {
+    if (!checked) throw new AppError("INVALID_CREDENTIALS");
+    return rightPassword(deps, checked, password, client, failed);
+  });
+}
+
+/** A right password's sign-in (signIn), in the e-mail's turn: refused, a second step's challenge, or the session's unit. */
+async function rightPassword(deps: SessionDeps & ChallengeDeps, checked: CheckedPassword, password: string, client: SignInClient, failed: (reason?: string) => AuditRecord) {
   const { account } = checked;
   const refused = !account.active ? "ACCOUNT_DISABLED" : deps.config.requireEmailVerification && !account.emailVerified ? "EMAIL_NOT_VERIFIED" : undefined;
   if (refused) {
@@ -62,6 +69,7 @@ async function signIn(deps: SessionDeps & ChallengeDeps, email: string, password
   const lastLogin = new Date(deps.now());
   const rehash = needsRehash(account.passwordHash) ? await hashPassword(password) : undefined;
   const session = newSession(deps, lastLogin, ["pwd"]);
+  const { email } = checked.origin;
   const signedIn = { id: account.id, email, tokenVersion: account.tokenVersion };
   const completed = completeSignIn({ userId: account.id, email, firstSignIn: account.lastLogin === null, ...client, deviceToken: checked.device?.token }, lastLogin);
   const { user } = await deps.db.writeAll((tx) => ({
@@ -165,17 +173,24 @@ export async function logout(deps: SessionDeps, caller: Caller, all: boolean) {
 async function storeNewPassword(deps: SessionDeps, caller: Caller, input: ChangePasswordBody, address: string, refreshToken: string): Promise<number> {
   const subject = { actor: caller.email, subjectType: "User", subjectId: caller.id };
   using _turn = await attemptTurn(caller.email);
-  const checked = await checkPassword(deps, caller.email, input.currentPassword, { address }, { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } });
-  if (!checked) throw wrongCurrentPassword();
-  const passwordHash = await hashPassword(input.newPassword);
-  const now = new Date(deps.now());
-  const { updated } = await deps.db.writeAll((tx) => ({
-    cleared: failuresCleared(tx, checked),
-    audited: auditStatement(tx, { ...subject, action: "PASSWORD_CHANGED" }, now),
-    updated: newPasswordStatement(tx, checked.account.id, passwordHash, now),
-    kept: caller.session ? keptSessionRows(tx, caller.session.id, refreshToken, now) : undefined,
-  }));
-  return updated[0].tokenVersion;
+  const failure = { ...subject, action: "PASSWORD_CHANGE_FAILED", details: { address } };
+  // Hashed once, even when the current password is checked again at the primary (withPassword).
+  let passwordHash: Promise<string> | undefined;
+  // Awaited here: the turn ends when this function returns.
+  return await withPassword(deps, { email: caller.email, password: input.currentPassword, client: { address }, failure }, async (checked) => {
+    if (!checked) throw wrongCurrentPassword();
+    passwordHash ??= hashPassword(input.newPassword);
+    const hash = await passwordHash;
+    const now = new Date(deps.now());
+    // The gate (in cleared) before the new password: it compares the account as the check read it.
+    const { updated } = await deps.db.writeAll((tx) => ({
+      cleared: failuresCleared(tx, checked),
+      audited: auditStatement(tx, { ...subject, action: "PASSWORD_CHANGED" }, now),
+      updated: newPasswordStatement(tx, checked.account.id, hash, now),
+      kept: caller.session ? keptSessionRows(tx, caller.session.id, refreshToken, now) : undefined,
+    }));
+    return updated[0].tokenVersion;
+  });
 }
 
 /**
