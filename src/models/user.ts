@@ -58,6 +58,13 @@ export const User = t.Object(
 );
 export type User = Static<typeof User>;
 
+/**
+ * A list of User answers, as Users are: cleaned, not checked. The array's own check walked every
+ * user again, each instant through the "date-time" format: ~4 µs of a 10-user search page
+ * (in-process, main-thread CPU), a twentieth of it. The document is the same.
+ */
+export const UserList = t.Array(User, { noValidate: true });
+
 export const SORTABLE_FIELDS = ["id", "name", "email", "createdAt", "updatedAt", "lastLogin", "active"] as const;
 
 /** confirmNewPassword repeats newPassword (change-password and password-reset bodies). */

@@ -1,10 +1,10 @@
 /** Feature folder search/: user search (/api/search), the caller's own profile, and the upkeep of the name index. */
 /** /api/search: thin HTTP over the user search (service.ts); any authenticated caller. Bare JSON arrays of User, and the caller's own User. */
-import { Elysia, t } from "elysia";
+import { Elysia } from "elysia";
 import type { AppContext } from "../../context";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
 import { Violations } from "../../errors";
-import { User } from "../../models/user";
+import { User, UserList } from "../../models/user";
 import { pageIfAsked } from "../../paging";
 import { DepartmentRoleParams, OptionalPage, ProfileHeaders, SkillsQuery, UserSearchQuery } from "./model";
 import { matches, profileOf, searchByQuery } from "./service";
@@ -31,7 +31,7 @@ export const searchRoutes = (ctx: AppContext) =>
       sample: () => ({ path: "/api/search/users?name=Mei", status: 200 }),
       query: UserSearchQuery,
       transform: dropEmptyQuery,
-      response: { 200: t.Array(User), ...errors },
+      response: { 200: UserList, ...errors },
       detail: {
         summary: "Search users",
         description:
@@ -45,7 +45,7 @@ export const searchRoutes = (ctx: AppContext) =>
       sample: () => ({ path: "/api/search/users/department/Walkers/role/USER", status: 200 }),
       params: DepartmentRoleParams,
       query: OptionalPage,
-      response: { 200: t.Array(User), ...errors },
+      response: { 200: UserList, ...errors },
       detail: {
         summary: "Users of a department holding a role",
         description: "Department name and role name, both case-insensitive; by id. Every match, or one page when page or size is given.",
@@ -55,7 +55,7 @@ export const searchRoutes = (ctx: AppContext) =>
       access: { allow: "authenticated", scope: "users:read", withoutUser: true },
       sample: () => ({ path: "/api/search/by-skills?skills=SQL", status: 200 }),
       query: SkillsQuery,
-      response: { 200: t.Array(User), ...errors },
+      response: { 200: UserList, ...errors },
       detail: {
         summary: "Users holding any of the skills",
         description: "`skills` repeats (`?skills=a&skills=b`); matching ignores case; each user once, by id. Every match, or one page when page or size is given.",

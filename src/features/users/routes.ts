@@ -5,7 +5,7 @@ import type { AppContext } from "../../context";
 import type { Walk } from "../../http/route-sample";
 import { clientAddress } from "../../http/client-address";
 import { documentedHeaders, errorResponses } from "../../http/route-docs";
-import { User, UserIdParams, userId } from "../../models/user";
+import { User, UserIdParams, UserList, userId } from "../../models/user";
 import type { MaybePromise } from "../../maybe-promise";
 import type { Caller } from "../../security/caller";
 import { withPasswordPolicy } from "../../security/password-policy";
@@ -87,7 +87,7 @@ export const usersRoutes = (ctx: AppContext) =>
         access: { allow: "USER", scope: "users:read", withoutUser: true },
         sample: () => ({ path: "/api/users", status: 200 }),
         query: UserListQuery,
-        response: { 200: t.Array(User), ...errors },
+        response: { 200: UserList, ...errors },
         detail: {
           summary: "List users",
           description:
