@@ -12,7 +12,9 @@ describe("date-time format", () => {
   test.each([
     ["2026-11-23T17:49:27.483Z", "toISOString's form"],
     ["1970-01-01T00:00:00.000Z", "the epoch"],
-    ["2025-01-31T23:59:59.999Z", "a 31st (Elysia's check decides days past 28)"],
+    ["2025-01-31T23:59:59.999Z", "a 31st of a long month"],
+    ["2025-11-30T08:00:00.000Z", "a 30th"],
+    ["2026-11-29T10:00:00.000Z", "a 29th outside February"],
     ["2024-02-29T12:00:00.000Z", "a leap day"],
     ["2025-01-01T00:00:00Z", "no fraction"],
     ["2025-01-01T02:00:00.000+02:00", "an offset"],
