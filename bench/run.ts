@@ -1199,7 +1199,8 @@ async function buildAt(rev: string): Promise<{ binary: string; commit: string; b
 async function againstRows(rev: string) {
   await ensureBinary();
   const other = await buildAt(rev);
-  const commit = git(["rev-parse", "--short", "HEAD"]);
+  // USERSVC_BINARY may be some other build: then it is named by that, not by this checkout's commit.
+  const commit = process.env.USERSVC_BINARY ? "USERSVC_BINARY" : git(["rev-parse", "--short", "HEAD"]);
   const note = `${other.commit}'s build: its own build script on Bun ${other.bun}, with today's node_modules (this checkout's, not the packages it pinned)`;
   log(note);
   const copies = mkdtempSync(join(tmpdir(), "usersvc-bench-against-"));
