@@ -30,7 +30,7 @@
  *                   ~/.cache/usersvc-bench/against/<commit>, with THIS checkout's node_modules linked in (today's packages, which
  *                   the output says); each binary makes and migrates its own database, then the same 10,000 users are seeded into
  *                   each (columns every build has); idle RSS after 60 s (median of 3 fresh servers a side, as --idle), then
- *                   GET /api/users/{id} and POST /api/users with a department in 6 alternating rounds each on the same cores,
+ *                   GET /api/users/{id} and POST /api/users with a department, each side warmed up 10 s, in 6 alternating rounds each on the same cores,
  *                   every answer checked (200, 201): req/s ratio (median of the rounds') and CPU per request, this build to REV's
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
@@ -78,6 +78,13 @@ const ROUNDS = 3;
 const ROUND_S = flags.has("--quick") ? 2 : 3;
 /** --against's rounds of each route, more than ROUNDS: two builds' ratio is its whole answer. */
 const AGAINST_ROUNDS = flags.has("--quick") ? 4 : 6;
+/**
+ * --against's warm-up of each build on each route, longer than WARMUP_S: a server's JIT threads
+ * still compile for ~20 s of POST load (server CPU per create, by thread, with 2 s: this build's
+ * JIT worker 26 µs against 5e9c738's 15 on the same Bun; from ~40 s on, 3-4 µs each), so short
+ * rounds compare how much code each build has to compile rather than what a create costs.
+ */
+const AGAINST_WARMUP_S = flags.has("--quick") ? WARMUP_S : 10;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SEEDED_USERS = 10_000;
 /** Five minutes for the run, and the idle minute (IDLE_SETTLE_S). */
@@ -510,8 +517,8 @@ type CpuRun = Measured & { cpuUs: number };
  * neighbours' load favours neither, and any others come after both, so what a round leaves behind
  * (a 401's garbage) falls on each of the two alike.
  */
-async function alternateWithCpu(pairs: [Server, Load][], rounds: number, seconds: number): Promise<CpuRun[][]> {
-  for (const [server, load] of pairs) await generate(server.url, load, WARMUP_S);
+async function alternateWithCpu(pairs: [Server, Load][], rounds: number, seconds: number, warmupS = WARMUP_S): Promise<CpuRun[][]> {
+  for (const [server, load] of pairs) await generate(server.url, load, warmupS);
   const runs: CpuRun[][] = pairs.map(() => []);
   const others = pairs.slice(2).map((_, i) => i + 2);
   for (let round = 0; round < rounds; round++) {
@@ -1225,6 +1232,7 @@ async function againstRows(rev: string) {
         ],
         AGAINST_ROUNDS,
         ROUND_S,
+        AGAINST_WARMUP_S,
       );
     const reads = await compare((token) => ({ path: "/api/users/{id}", token, maxId: SEEDED_USERS, expect: 200 }));
     const creates = await compare((token) => ({ ...departmentCreates(token), expect: 201 }));
