@@ -81,7 +81,7 @@ const AGAINST_ROUNDS = flags.has("--quick") ? 4 : 6;
 /**
  * --against's warm-up of each build on each route, longer than WARMUP_S: a server's JIT threads
  * still compile for ~20 s of POST load (server CPU per create, by thread, with 2 s: this build's
- * JIT worker 26 µs against 5e9c738's 15 on the same Bun; from ~40 s on, 3-4 µs each), so short
+ * JIT worker 26 µs against 5e9c738's 15 on the same Bun; from ~20 s on, 3-4 µs each), so short
  * rounds compare how much code each build has to compile rather than what a create costs.
  */
 const AGAINST_WARMUP_S = flags.has("--quick") ? WARMUP_S : 10;
