@@ -15,7 +15,7 @@
  *   written straight into its database file before start.
  * - The fixed-JSON ceiling (bench/ceiling.ts) is context: what a bare Bun.serve does here now.
  *
- *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|sessions|api-keys] [--reads] [--multi] [--edge]
+ *   bun bench/run.ts [--quick] [--no-extras] [--idle N] [--only writes|sessions|api-keys] [--reads] [--multi] [--edge] [--against <rev>]
  *     --quick       short rounds (about a minute and a half in all)
  *     --only writes only the creates-with-a-department rows (writeRows), about half a minute
  *     --only sessions only issue 26's rows (sessionRows): session vs bearer read, EdDSA vs HS512, refresh/s
@@ -25,13 +25,35 @@
  *     --idle N      only the idle RSS: N fresh servers on copies of the seeded folder, each read 1 s and 60 s after its readiness probe; the medians and each sample (about 70 s, no load)
  *     --multi       only bench/multi.ts: 1 and 3 instances behind nginx on a remote primary, 20 ms per round trip (about two minutes; never in a plain run)
  *     --edge        only bench/edge.ts: embedded-replica edges against a remote edge, the primary 50 ms away (about two minutes; never in a plain run)
+ *     --against REV only this build against REV's, in one run (about three minutes, and the first time REV's build): REV's binary is built once
+ *                   from `git archive REV` by its own build script (on the Bun it pins, when installed as "bun-<version>") into
+ *                   ~/.cache/usersvc-bench/against/<commit>, with THIS checkout's node_modules linked in (today's packages, which
+ *                   the output says); each binary makes and migrates its own database, then the same 10,000 users are seeded into
+ *                   each (columns every build has); idle RSS after 60 s (median of 3 fresh servers a side, as --idle), then
+ *                   GET /api/users/{id} and POST /api/users with a department, each side warmed up 10 s, in 6 alternating rounds each on the same cores,
+ *                   every answer checked (200, 201): req/s ratio (median of the rounds') and CPU per request, this build to REV's
  *
  * Load generator: Debian's wrk with bench/wrk.lua; autocannon (devDependency) when wrk is missing.
  * Writes bench/results/latest.json. The whole run stays under seven minutes.
  */
+import { $ } from "bun";
 import { Database } from "bun:sqlite";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -54,6 +76,15 @@ const WARMUP_S = flags.has("--quick") ? 1 : 2;
 /** Alternating rounds of the side-by-side comparisons (lean floor, search, log level, workers). */
 const ROUNDS = 3;
 const ROUND_S = flags.has("--quick") ? 2 : 3;
+/** --against's rounds of each route, more than ROUNDS: two builds' ratio is its whole answer. */
+const AGAINST_ROUNDS = flags.has("--quick") ? 4 : 6;
+/**
+ * --against's warm-up of each build on each route, longer than WARMUP_S: a server's JIT threads
+ * still compile for ~20 s of POST load (server CPU per create, by thread, with 2 s: this build's
+ * JIT worker 26 µs against 5e9c738's 15 on the same Bun; from ~20 s on, 3-4 µs each), so short
+ * rounds compare how much code each build has to compile rather than what a create costs.
+ */
+const AGAINST_WARMUP_S = flags.has("--quick") ? WARMUP_S : 10;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SEEDED_USERS = 10_000;
 /** Five minutes for the run, and the idle minute (IDLE_SETTLE_S). */
@@ -326,7 +357,11 @@ async function alternate(pairs: [Server, Load][]): Promise<(Measured & { rssMiB:
 const FIRST = ["Ann", "Ben", "Chen", "Dara", "Eve", "Femi", "Gus", "Hana", "Ivan", "Jun", "Kai", "Lea", "Mei", "Nia", "Omar", "Pia"];
 const LAST = ["Lin", "Wang", "Smith", "Garcia", "Kim", "Okafor", "Novak", "Rossi", "Tan", "Silva"];
 
-/** 10,000 users in one transaction straight into the migrated database file (seconds → milliseconds). */
+/**
+ * 10,000 users in one transaction straight into the migrated database file (seconds → milliseconds).
+ * It writes only columns every build since the bench began has: --against seeds an older build's
+ * own schema with it.
+ */
 function seed(dbFile: string) {
   const db = new Database(dbFile);
   db.exec("PRAGMA busy_timeout = 5000");
@@ -344,14 +379,14 @@ function seed(dbFile: string) {
   db.close();
 }
 
-function cli(args: string[], cwd: string): string {
-  const run = Bun.spawnSync([BINARY, ...args], { cwd, env: { ...process.env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
+function cli(args: string[], cwd: string, binary = BINARY): string {
+  const run = Bun.spawnSync([binary, ...args], { cwd, env: { ...process.env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });
   if (run.exitCode !== 0) throw new Error(`usersvc ${args.join(" ")}: ${run.stderr.toString()}`);
   return run.stdout.toString().trim();
 }
 
-async function usersvc(cwd: string, env: Record<string, string> = {}, args: string[] = []): Promise<Server> {
-  return start(() => [BINARY, "serve", ...args], { HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, ...env }, cwd, "/actuator/health");
+async function usersvc(cwd: string, env: Record<string, string> = {}, args: string[] = [], binary = BINARY): Promise<Server> {
+  return start(() => [binary, "serve", ...args], { HOST: "127.0.0.1", ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, ...env }, cwd, "/actuator/health");
 }
 
 /** Process start to the first 200 from /actuator/health, in `dir` (an empty one: first start, migrations included). */
@@ -369,36 +404,50 @@ async function coldStartMs(dir: string): Promise<number> {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
+/** A seeded data folder and the build that serves it. */
+interface Side {
+  home: string;
+  binary: string;
+}
+
 /**
- * Idle RSS: `samples` fresh servers, each measured 1 s after it answered its readiness probe and
- * nothing else, then (with `settleS`) again once it has idled that long. They idle side by side,
- * each on a copy of the seeded folder but the last, which runs on `home` and is returned still
- * running, for the loads. The figure is the later reading's median when there is one.
+ * Idle RSS: `samples` fresh servers per side, each measured 1 s after it answered its readiness
+ * probe and nothing else, then (with `settleS`) again once it has idled that long. They idle side
+ * by side (the sides' servers started in turn), each on a copy of its side's seeded folder but the
+ * last, which runs on `home` and is returned still running, for the loads. The figure is the
+ * later reading's median when there is one.
  */
-async function idleRss(home: string, samples: number, settleS: number | null) {
-  const idling: { server: Server; readyAt: number; copy?: string }[] = [];
-  const atFirstSecond: number[] = [];
+async function idleRss(sides: Side[], samples: number, settleS: number | null) {
+  const idling = sides.map(() => [] as { server: Server; readyAt: number; copy?: string }[]);
+  const atFirstSecond = sides.map(() => [] as number[]);
   for (let i = 0; i < samples; i++) {
-    const copy = i < samples - 1 ? mkdtempSync(join(tmpdir(), "usersvc-bench-idle-")) : undefined;
-    if (copy) cpSync(home, copy, { recursive: true });
-    const server = await usersvc(copy ?? home, { LOG_LEVEL: "warn" });
-    idling.push({ server, readyAt: Date.now(), copy });
-    await Bun.sleep(1000);
-    atFirstSecond.push(rssMiB(server.proc.pid));
-  }
-  const settled: number[] = [];
-  if (settleS !== null) {
-    for (const { server, readyAt } of idling) {
-      await Bun.sleep(Math.max(0, readyAt + settleS * 1000 - Date.now()));
-      settled.push(rssMiB(server.proc.pid));
+    for (const [s, { home, binary }] of sides.entries()) {
+      const copy = i < samples - 1 ? mkdtempSync(join(tmpdir(), "usersvc-bench-idle-")) : undefined;
+      if (copy) cpSync(home, copy, { recursive: true });
+      const server = await usersvc(copy ?? home, { LOG_LEVEL: "warn" }, [], binary);
+      idling[s].push({ server, readyAt: Date.now(), copy });
+      await Bun.sleep(1000);
+      atFirstSecond[s].push(rssMiB(server.proc.pid));
     }
   }
-  for (const { server, copy } of idling.slice(0, -1)) {
+  const settled = sides.map(() => [] as number[]);
+  if (settleS !== null) {
+    for (let i = 0; i < samples; i++) {
+      for (const s of sides.keys()) {
+        const { server, readyAt } = idling[s][i];
+        await Bun.sleep(Math.max(0, readyAt + settleS * 1000 - Date.now()));
+        settled[s].push(rssMiB(server.proc.pid));
+      }
+    }
+  }
+  for (const { server, copy } of idling.flatMap((servers) => servers.slice(0, -1))) {
     await server.stop();
     rmSync(copy!, { recursive: true, force: true });
   }
-  const all = settleS === null ? atFirstSecond : settled;
-  return { median: median(all), all, atFirstSecond: { median: median(atFirstSecond), all: atFirstSecond }, server: idling[idling.length - 1].server };
+  return sides.map((_, s) => {
+    const all = settleS === null ? atFirstSecond[s] : settled[s];
+    return { median: median(all), all, atFirstSecond: { median: median(atFirstSecond[s]), all: atFirstSecond[s] }, server: idling[s][samples - 1].server };
+  });
 }
 
 /**
@@ -462,20 +511,21 @@ function cpuSeconds(pid: number): number {
 type CpuRun = Measured & { cpuUs: number };
 
 /**
- * Loads on one server measured in turn, `rounds` times after a warm-up each: per load its rounds,
+ * (server, load) pairs measured in turn, `rounds` times after a warm-up each: per pair its rounds,
  * with the server's CPU per request beside req/s (the neighbours on shared cores move it far
- * less). The two compared loads, the first two, swap places each round, so a drift in the
+ * less). The two compared pairs, the first two, swap places each round, so a drift in the
  * neighbours' load favours neither, and any others come after both, so what a round leaves behind
  * (a 401's garbage) falls on each of the two alike.
  */
-async function alternateWithCpu(server: Server, loads: Load[], rounds: number, seconds: number): Promise<CpuRun[][]> {
-  for (const load of loads) await generate(server.url, load, WARMUP_S);
-  const runs: CpuRun[][] = loads.map(() => []);
-  const others = loads.slice(2).map((_, i) => i + 2);
+async function alternateWithCpu(pairs: [Server, Load][], rounds: number, seconds: number, warmupS = WARMUP_S): Promise<CpuRun[][]> {
+  for (const [server, load] of pairs) await generate(server.url, load, warmupS);
+  const runs: CpuRun[][] = pairs.map(() => []);
+  const others = pairs.slice(2).map((_, i) => i + 2);
   for (let round = 0; round < rounds; round++) {
     for (const i of round % 2 === 0 ? [0, 1, ...others] : [1, 0, ...others]) {
+      const [server, load] = pairs[i];
       const cpu = cpuSeconds(server.proc.pid);
-      const measured = await generate(server.url, loads[i], seconds);
+      const measured = await generate(server.url, load, seconds);
       runs[i].push({ ...measured, cpuUs: ((cpuSeconds(server.proc.pid) - cpu) * 1e6) / measured.requests });
     }
   }
@@ -489,16 +539,32 @@ const ratiosOf = (of: CpuRun[], to: CpuRun[]) => ({
   cpu: median(of.map((r, round) => to[round].cpuUs / r.cpuUs)),
 });
 
+/** POST /api/users with a department (its upsert comes before the user's row), wrk -t2 -c64, each e-mail unique. */
+const departmentCreates = (token: string): Load => ({
+  method: "POST",
+  path: "/api/users",
+  token,
+  body: '{"name":"Bench User","email":"{email}","department":"Bench"}',
+  countStatuses: true,
+  threads: 2,
+  connections: 64,
+});
+
 /**
- * POST /api/users with a department (its upsert comes before the user's row), wrk -t2 -c64:
- * all-unique e-mails against every fourth one a duplicate (409), alternated on one server, so
+ * departmentCreates, all-unique e-mails against every fourth one a duplicate (409), alternated on one server, so
  * what failing creates cost the group commit shows as a ratio from the same rounds: of req/s,
  * and of the server's CPU per request.
  */
 async function writeRows(server: Server, token: string) {
-  const body = '{"name":"Bench User","email":"{email}","department":"Bench"}';
-  const unique: Load = { method: "POST", path: "/api/users", token, body, countStatuses: true, threads: 2, connections: 64 };
-  const runs = await alternateWithCpu(server, [unique, { ...unique, duplicateEvery: 4 }], ROUNDS, ROUND_S);
+  const unique = departmentCreates(token);
+  const runs = await alternateWithCpu(
+    [
+      [server, unique],
+      [server, { ...unique, duplicateEvery: 4 }],
+    ],
+    ROUNDS,
+    ROUND_S,
+  );
   const [all, duplicates] = runs.map(medianRun);
   const { rps: ratio, cpu: cpuRatio } = ratiosOf(runs[1], runs[0]);
   const cpu = (m: { cpuUs: number }) => `server CPU ${Math.round(m.cpuUs)} µs/request`;
@@ -591,12 +657,23 @@ async function sessionRows(home: string, server: Server, bearerToken: string) {
   return { rows, targets };
 }
 
+/**
+ * A data folder for `binary`: made and migrated by the binary itself (each build has its own
+ * schema), with the ADMIN made as an operator would once (the started servers then find it, so
+ * the idle figure is of a server at rest, not one that has just hashed a password at first
+ * start), then seeded.
+ */
+function seededHome(binary = BINARY): string {
+  const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
+  cli(["admin", "create", "--email", ADMIN.email, "--password", ADMIN.password], home, binary);
+  seed(join(home, "data/usersvc.db"));
+  return home;
+}
+
 /** `--only writes` or `--only sessions`: the data folder and server as the full run makes them, then only those rows. */
 async function onlyRows(which: "writes" | "sessions" | "api-keys") {
   await ensureBinary();
-  const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
-  cli(["admin", "create", "--email", ADMIN.email, "--password", ADMIN.password], home);
-  seed(join(home, "data/usersvc.db"));
+  const home = seededHome();
   const measure = async () => {
     // The API-key rows start a server of their own (with the per-key limit lifted).
     if (which === "api-keys") return apiKeyRows(home);
@@ -610,6 +687,11 @@ async function onlyRows(which: "writes" | "sessions" | "api-keys") {
   };
   const { rows, targets } = await measure();
   rmSync(home, { recursive: true, force: true });
+  printOnly(rows, targets);
+}
+
+/** The rows and targets of a run of some rows only, and the machine's load. */
+function printOnly(rows: [string, Measured, string?][], targets: Record<string, ReturnType<typeof target>>) {
   const status = (m: Measured) =>
     Object.entries(m.statuses ?? {})
       .map(([k, v]) => `${k}×${v}`)
@@ -651,11 +733,10 @@ async function apiKeyRows(home: string) {
     const tampered = key.slice(0, -1) + (key.endsWith("A") ? "B" : "A");
     const read = { path: "/api/users/{id}", maxId: SEEDED_USERS };
     const runs = await alternateWithCpu(
-      server,
       [
-        { ...read, token: session, expect: 200 },
-        { ...read, token: key, expect: 200 },
-        { ...read, token: tampered, expect: 401 },
+        [server, { ...read, token: session, expect: 200 }],
+        [server, { ...read, token: key, expect: 200 }],
+        [server, { ...read, token: tampered, expect: 401 }],
       ],
       KEY_ROUNDS,
       KEY_ROUND_S,
@@ -800,12 +881,8 @@ async function main() {
   const results = { binaryMiB: Math.round(statSync(BINARY).size / 1024 / 102.4) / 10 } as Figures;
 
   // usersvc's data folder: migrate, seed, then start.
-  const home = mkdtempSync(join(tmpdir(), "usersvc-bench-"));
+  const home = seededHome();
   const dbFile = join(home, "data/usersvc.db");
-  // The admin is made here, as an operator would once: the started servers then find it, so the
-  // idle figure is of a server at rest, not one that has just hashed a password at first start.
-  cli(["admin", "create", "--email", ADMIN.email, "--password", ADMIN.password], home);
-  seed(dbFile);
   log(`seeded ${SEEDED_USERS} users into ${dbFile}`);
 
   if (idleOnly === null && !readsOnly) {
@@ -815,7 +892,7 @@ async function main() {
   }
 
   // Idle RSS: fresh servers that have answered nothing but their readiness probe.
-  const idle = await idleRss(home, idleOnly ?? (readsOnly ? 1 : IDLE_SAMPLES), IDLE_SETTLE_S);
+  const [idle] = await idleRss([{ home, binary: BINARY }], idleOnly ?? (readsOnly ? 1 : IDLE_SAMPLES), IDLE_SETTLE_S);
   const quiet = idle.server;
   results.idleRssMiB = idle.median;
   results.idleRssSamplesMiB = idle.all;
@@ -1076,6 +1153,122 @@ function printTable(rows: Row[], results: Figures, targets: Record<string, { met
   console.log(out.join("\n"));
 }
 
+// ---------------------------------------------------------------- another commit's build (--against)
+
+/** Builds of other commits, a folder each by full commit id, outside any repository (a build script names its commit by `git rev-parse`). */
+const AGAINST_CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "usersvc-bench/against");
+
+const git = (args: string[]) => {
+  const run = Bun.spawnSync(["git", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  if (run.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${run.stderr.toString()}`);
+  return run.stdout.toString().trim();
+};
+
+/**
+ * `rev`'s binary, built once into AGAINST_CACHE: its tree from `git archive`, with this
+ * checkout's node_modules linked in (today's packages, not the ones it pinned), by its own
+ * package.json build script, run on the Bun it pins when that one is installed here (floorBuns:
+ * 5e9c738 pinned 1.4.5), else on this one. A `.git` holding only HEAD (its objects this
+ * repository's) lets the script name the commit it builds.
+ */
+async function buildAt(rev: string): Promise<{ binary: string; commit: string; bun: string }> {
+  const commit = git(["rev-parse", "--verify", `${rev}^{commit}`]);
+  const pkg = JSON.parse(git(["show", `${commit}:package.json`])) as { scripts: { build: string }; dependencies: Record<string, string> };
+  const bun = floorBuns().find((b) => b.version === pkg.dependencies.bun) ?? floorBuns()[0];
+  const [command, ...args] = pkg.scripts.build.split(" ");
+  if (command !== "bun") throw new Error(`${rev}'s build script is not "bun …": ${pkg.scripts.build}`);
+  const dir = join(AGAINST_CACHE, commit);
+  const binary = join(dir, "dist/usersvc");
+  if (!existsSync(binary)) {
+    const work = `${dir}.${process.pid}`;
+    rmSync(work, { recursive: true, force: true });
+    mkdirSync(join(work, ".git/objects/info"), { recursive: true });
+    mkdirSync(join(work, ".git/refs"));
+    writeFileSync(join(work, ".git/HEAD"), `${commit}\n`);
+    writeFileSync(join(work, ".git/objects/info/alternates"), `${resolve(ROOT, git(["rev-parse", "--git-common-dir"]), "objects")}\n`);
+    await $`git archive ${commit} | tar -x -C ${work}`.cwd(ROOT).quiet();
+    symlinkSync(realpathSync(join(ROOT, "node_modules")), join(work, "node_modules"));
+    log(`building ${commit.slice(0, 7)} in ${work}: ${pkg.scripts.build} on Bun ${bun.version}`);
+    const build = Bun.spawnSync([bun.path, ...args], { cwd: work, stdout: "pipe", stderr: "pipe" });
+    if (build.exitCode !== 0) throw new Error(`building ${rev} failed:\n${build.stdout}${build.stderr}`);
+    renameSync(work, dir);
+  }
+  return { binary, commit: commit.slice(0, 7), bun: bun.version };
+}
+
+/**
+ * --against <rev>: this build against `rev`'s (buildAt), each on its own seeded folder (each
+ * binary makes and migrates its own database, then the same users are seeded), both from fresh
+ * copies (a binary's page-cache history moves its idle RSS by up to 1 MiB, docs/performance.md):
+ * idle RSS of IDLE_SAMPLES fresh servers a side, then GET /api/users/{id} and POST /api/users with
+ * a department alternated on the same cores, AGAINST_ROUNDS each, every answer checked.
+ */
+async function againstRows(rev: string) {
+  await ensureBinary();
+  const other = await buildAt(rev);
+  // USERSVC_BINARY may be some other build: then it is named by that, not by this checkout's commit.
+  const commit = process.env.USERSVC_BINARY ? "USERSVC_BINARY" : git(["rev-parse", "--short", "HEAD"]);
+  const note = `${other.commit}'s build: its own build script on Bun ${other.bun}, with today's node_modules (this checkout's, not the packages it pinned)`;
+  log(note);
+  const copies = mkdtempSync(join(tmpdir(), "usersvc-bench-against-"));
+  const sides = [
+    [BINARY, "this"],
+    [other.binary, other.commit],
+  ].map(([binary, name]) => {
+    const copy = join(copies, name);
+    cpSync(binary, copy);
+    return { home: seededHome(copy), binary: copy };
+  });
+  log(`seeded ${SEEDED_USERS} users into each build's own database`);
+  const idle = await idleRss(sides, IDLE_SAMPLES, IDLE_SETTLE_S);
+  const servers = idle.map((side) => side.server);
+  try {
+    const tokens = sides.map(({ home, binary }) => cli(["token", "--email", ADMIN.email], home, binary));
+    const compare = (load: (token: string) => Load) =>
+      alternateWithCpu(
+        [
+          [servers[0], load(tokens[0])],
+          [servers[1], load(tokens[1])],
+        ],
+        AGAINST_ROUNDS,
+        ROUND_S,
+        AGAINST_WARMUP_S,
+      );
+    const reads = await compare((token) => ({ path: "/api/users/{id}", token, maxId: SEEDED_USERS, expect: 200 }));
+    const creates = await compare((token) => ({ ...departmentCreates(token), expect: 201 }));
+    const read = ratiosOf(reads[0], reads[1]);
+    const create = ratiosOf(creates[0], creates[1]);
+    const cpu = (runs: CpuRun[]) => `server CPU ${Math.round(median(runs.map((r) => r.cpuUs)))} µs/request`;
+    const against = (ratio: { rps: number; cpu: number }) => `${ratio.rps.toFixed(2)}× ${other.commit}'s (by CPU per request ${ratio.cpu.toFixed(2)}×)`;
+    const rows: [string, Measured, string?][] = [
+      [`GET /api/users/{id}, ${commit} (this build)`, medianRun(reads[0]), `${against(read)}; ${cpu(reads[0])}`],
+      [`GET /api/users/{id}, ${other.commit}`, medianRun(reads[1]), cpu(reads[1])],
+      [`POST /api/users + department, ${commit} (this build)`, medianRun(creates[0]), `${against(create)}; ${cpu(creates[0])}`],
+      [`POST /api/users + department, ${other.commit}`, medianRun(creates[1]), cpu(creates[1])],
+    ];
+    const growth = idle[0].median - idle[1].median;
+    const targets = {
+      [`GET user vs ${other.commit}'s build`]: target(read.rps >= 0.97, `${read.rps.toFixed(2)} (CPU/request ${read.cpu.toFixed(2)})`, "≥ 0.97"),
+      [`POST + department vs ${other.commit}'s build`]: target(create.rps >= 1, `${create.rps.toFixed(2)} (CPU/request ${create.cpu.toFixed(2)})`, "≥ 1"),
+      [`idle RSS after ${IDLE_SETTLE_S} s vs ${other.commit}'s build`]: target(
+        growth <= 1,
+        `${growth >= 0 ? "+" : ""}${growth.toFixed(1)} MiB (${idle[0].median} vs ${idle[1].median})`,
+        "≤ +1 MiB",
+      ),
+    };
+    console.log(note);
+    for (const [i, name] of [commit, other.commit].entries()) {
+      const { median: settled, all, atFirstSecond } = idle[i];
+      console.log(`idle RSS ${name}: after ${IDLE_SETTLE_S} s median ${settled} MiB (${all.join(", ")}), after 1 s ${atFirstSecond.median} (${atFirstSecond.all.join(", ")})`);
+    }
+    printOnly(rows, targets);
+  } finally {
+    for (const server of servers) await server.stop();
+    for (const { home } of sides) rmSync(home, { recursive: true, force: true });
+    rmSync(copies, { recursive: true, force: true });
+  }
+}
+
 /** --multi: the compiled binary behind nginx on a remote primary (bench/multi.ts), alone. */
 async function onlyMulti() {
   await ensureBinary();
@@ -1097,7 +1290,17 @@ async function onlyEdge() {
 const only = flags.has("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
 const ONLY = ["writes", "sessions", "api-keys"] as const;
 if (only !== undefined && !ONLY.includes(only as (typeof ONLY)[number])) throw new Error(`--only takes ${ONLY.join(", ")}`);
-const run = flags.has("--multi") ? onlyMulti : flags.has("--edge") ? onlyEdge : only ? () => onlyRows(only as (typeof ONLY)[number]) : main;
+const againstRev = flags.has("--against") ? process.argv[process.argv.indexOf("--against") + 1] : undefined;
+if (flags.has("--against") && (!againstRev || againstRev.startsWith("--"))) throw new Error("--against takes a commit, e.g. --against 12b3443");
+const run = againstRev
+  ? () => againstRows(againstRev)
+  : flags.has("--multi")
+    ? onlyMulti
+    : flags.has("--edge")
+      ? onlyEdge
+      : only
+        ? () => onlyRows(only as (typeof ONLY)[number])
+        : main;
 await run().catch((error) => {
   console.error(error);
   process.exit(1);
