@@ -55,6 +55,7 @@ import {
 } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { seedUsers } from "./seed-users";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BINARY = process.env.USERSVC_BINARY ? resolve(process.env.USERSVC_BINARY) : join(ROOT, "dist/usersvc");
@@ -354,30 +355,8 @@ async function alternate(pairs: [Server, Load][]): Promise<(Measured & { rssMiB:
 
 // ---------------------------------------------------------------- usersvc set-up
 
-const FIRST = ["Ann", "Ben", "Chen", "Dara", "Eve", "Femi", "Gus", "Hana", "Ivan", "Jun", "Kai", "Lea", "Mei", "Nia", "Omar", "Pia"];
-const LAST = ["Lin", "Wang", "Smith", "Garcia", "Kim", "Okafor", "Novak", "Rossi", "Tan", "Silva"];
-
-/**
- * 10,000 users in one transaction straight into the migrated database file (seconds → milliseconds).
- * It writes only columns every build since the bench began has: --against seeds an older build's
- * own schema with it.
- */
-function seed(dbFile: string) {
-  const db = new Database(dbFile);
-  db.exec("PRAGMA busy_timeout = 5000");
-  const { id: userRole } = db.query("select id from roles where name = 'USER'").get() as { id: number };
-  const insertUser = db.query("insert into users (name, email, active, age, created_at, updated_at) values (?, ?, 1, ?, ?, ?) returning id");
-  const insertRole = db.query("insert into user_roles (user_id, role_id) values (?, ?)");
-  const now = Date.now();
-  db.transaction(() => {
-    for (let i = 0; i < SEEDED_USERS; i++) {
-      const name = `${FIRST[i % FIRST.length]} ${LAST[Math.floor(i / FIRST.length) % LAST.length]} ${i}`;
-      const { id } = insertUser.get(name, `seed-${i}@bench.example.com`, 18 + (i % 60), now - i * 1000, now - i * 1000) as { id: number };
-      insertRole.run(id, userRole);
-    }
-  })();
-  db.close();
-}
+/** SEEDED_USERS users straight into the migrated database file (bench/seed-users.ts). */
+const seed = (dbFile: string) => seedUsers(dbFile, SEEDED_USERS).close();
 
 function cli(args: string[], cwd: string, binary = BINARY): string {
   const run = Bun.spawnSync([binary, ...args], { cwd, env: { ...process.env, LOG_LEVEL: "warn" }, stdout: "pipe", stderr: "pipe" });

@@ -15,7 +15,7 @@
  * move by scheduler ticks on this kernel, too coarse for blocks of a few milliseconds.
  * SEARCH_PATH overrides the search request (default the one `npm run bench` measures).
  */
-import { Database } from "bun:sqlite";
+import { seedUsers } from "./seed-users";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { makeTestApp } from "../test/helpers";
 
@@ -34,25 +34,10 @@ function threadCpu() {
   return Number(timespec[0]) * 1e6 + Number(timespec[1]) / 1000;
 }
 
-// The seed of bench/run.ts: the same names, e-mails, ages and instants.
-const FIRST = ["Ann", "Ben", "Chen", "Dara", "Eve", "Femi", "Gus", "Hana", "Ivan", "Jun", "Kai", "Lea", "Mei", "Nia", "Omar", "Pia"];
-const LAST = ["Lin", "Wang", "Smith", "Garcia", "Kim", "Okafor", "Novak", "Rossi", "Tan", "Silva"];
-
 const t = await makeTestApp({ LOG_LEVEL: "warn" });
 const { token } = await t.admin();
-const file = new Database(t.config.databaseUrl.slice("file:".length));
-file.exec("PRAGMA busy_timeout = 5000");
-const { id: userRole } = file.query("select id from roles where name = 'USER'").get() as { id: number };
-const insertUser = file.query("insert into users (name, email, active, age, created_at, updated_at) values (?, ?, 1, ?, ?, ?) returning id");
-const insertRole = file.query("insert into user_roles (user_id, role_id) values (?, ?)");
-const now = Date.now();
-file.transaction(() => {
-  for (let i = 0; i < USERS; i++) {
-    const name = `${FIRST[i % FIRST.length]} ${LAST[Math.floor(i / FIRST.length) % LAST.length]} ${i}`;
-    const { id } = insertUser.get(name, `seed-${i}@bench.example.com`, 18 + (i % 60), now - i * 1000, now - i * 1000) as { id: number };
-    insertRole.run(id, userRole);
-  }
-})();
+// The seed of npm run bench: the same names, e-mails, ages and instants.
+const file = seedUsers(t.config.databaseUrl.slice("file:".length), USERS);
 // The index in one segment, as the server's upkeep leaves it (src/features/search/index-upkeep.ts),
 // and the pages in the database file, as the bench's seeding leaves them.
 file.exec("insert into users_name_fts (users_name_fts, rank) values ('merge', -100000)");
