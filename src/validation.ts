@@ -94,8 +94,7 @@ export function parseInstant(value: string, param: string): Date {
  * depend on the date). 29 February and every other string go to Elysia's check, so the set of
  * accepted strings is exactly Elysia's.
  */
-const CANONICAL_INSTANT =
-  /^\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z$/;
+const CANONICAL_INSTANT = /^\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z$/;
 const elysiaDateTime = FormatRegistry.Get("date-time");
 if (elysiaDateTime) FormatRegistry.Set("date-time", (value) => CANONICAL_INSTANT.test(value) || elysiaDateTime(value));
 
