@@ -84,8 +84,9 @@ const AGAINST_ROUNDS = flags.has("--quick") ? 4 : 6;
  * still compile for ~20 s of POST load (server CPU per create, by thread, with 2 s: this build's
  * JIT worker 26 µs against 5e9c738's 15 on the same Bun; from ~20 s on, 3-4 µs each), so short
  * rounds compare how much code each build has to compile rather than what a create costs.
+ * BENCH_AGAINST_WARMUP (seconds) sets it, to see the builds past their JIT's compiling.
  */
-const AGAINST_WARMUP_S = flags.has("--quick") ? WARMUP_S : 10;
+const AGAINST_WARMUP_S = Number(process.env.BENCH_AGAINST_WARMUP ?? (flags.has("--quick") ? WARMUP_S : 10));
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SEEDED_USERS = 10_000;
 /** Five minutes for the run, and the idle minute (IDLE_SETTLE_S). */
