@@ -25,7 +25,7 @@ import type { ReadSource } from "../db/miss";
 import { AppError, Violations } from "../errors";
 import { clientNetwork } from "../http/client-network";
 import { auditStatement, type AuditRecord } from "../store/audit";
-import { attemptStateRows, type CopyJudgement, primaryAgrees, primaryDisagreed } from "../store/login-gate";
+import { attemptStateRows, type CopyJudgement, gateOf, primaryDisagreed } from "../store/login-gate";
 import { DEVICE_TOKEN_MAX_FAILURES, deviceFailureStatement, deviceSuccessStatement, deviceTokenRows, type DeviceTokenRow } from "../store/devices";
 import {
   addressKey,
@@ -139,7 +139,7 @@ export async function assertLoginAllowed<const A extends Record<string, Statemen
 export async function countFailure(deps: PasswordCheckDeps, attempt: Pick<FailuresToClear, "origin" | "device" | "judged">, audit: AuditRecord, userId?: number) {
   const { origin, device, judged } = attempt;
   const now = deps.now();
-  const gate = (tx: Db) => (judged ? [primaryAgrees(tx, judged)] : []);
+  const gate = (tx: Db) => gateOf(tx, judged);
   if (device) await deps.db.writeAll((tx) => [...gate(tx), deviceFailureStatement(tx, device.token), auditStatement(tx, audit, new Date(now))]);
   else await countLoginFailure(deps.db, { ...origin, now, audit, globalLimit: deps.config.loginMaxFailuresGlobal, userId }, gate);
 }
@@ -269,7 +269,7 @@ export type FailuresToClear = Pick<CheckedPassword, "origin" | "pairHasFailures"
 export function failuresCleared(tx: Db, checked: FailuresToClear) {
   const { origin, device } = checked;
   return [
-    ...(checked.judged ? [primaryAgrees(tx, checked.judged)] : []),
+    ...gateOf(tx, checked.judged),
     ...(checked.pairHasFailures ? [clearLoginFailures(tx, origin.email, origin.network)] : []),
     ...(device && device.failures > 0 ? [deviceSuccessStatement(tx, device.token)] : []),
   ];

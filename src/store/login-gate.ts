@@ -45,12 +45,15 @@ const refusedAtPrimary = ({ origin, limits, now }: CopyJudgement): SQL => sql`(
   or exists(select 1 from login_lockouts where email = ${origin.email} and locked_until > ${now}))`;
 
 /** The gate: a statement of the attempt's unit, failing it when the primary's state is not the copy's, or its counters refuse the attempt. */
-export function primaryAgrees(tx: Db, judged: CopyJudgement): Statement {
+function primaryAgrees(tx: Db, judged: CopyJudgement): Statement {
   const differs = sql`${stateOf(judged.origin.email, judged.deviceToken)} is not ${judged.state}`;
   const refused = judged.throttled ? sql` or ${refusedAtPrimary(judged)}` : sql``;
   // Cast: Db is a union of drivers, whose raw statements drizzle types apart.
   return tx.run(sql`insert into login_throttle (key, failures, window_started_at) select 'gate', null, 0 where ${differs}${refused}`) as Statement;
 }
+
+/** The gate's statement when the attempt was judged on a copy (`judged`), else none: what a unit puts first among its changes. */
+export const gateOf = (tx: Db, judged: CopyJudgement | undefined): Statement[] => (judged ? [primaryAgrees(tx, judged)] : []);
 
 /** The gate failed its unit: the primary judges the attempt otherwise than the copy did. */
 export function primaryDisagreed(error: unknown): boolean {
