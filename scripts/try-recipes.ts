@@ -52,15 +52,16 @@ const preamble = (patch: string) => patch.slice(0, Math.max(0, patch.indexOf("di
 
 /**
  * Applies the patch in `copy`: exactly (`git apply`), or else with moved context (`patch --fuzz`,
- * no reject files). The copy is a git repository of HEAD first, so the example as it now stands
- * can be read back (`refreshed`).
+ * no reject files). With --refresh the copy is made a git repository of HEAD first, so the example
+ * as it now stands can be read back (`refreshed`); a plain run spares committing the whole tree.
  */
 async function applyPatch(text: string, copy: string): Promise<{ fuzzy: boolean } | { output: string }> {
-  for (const argv of [
+  const asRepository = [
     ["git", "init", "-q"],
     ["git", "add", "-A"],
     ["git", "-c", "user.name=recipe", "-c", "user.email=recipe@localhost", "commit", "-qm", "HEAD"],
-  ]) {
+  ];
+  for (const argv of refresh ? asRepository : []) {
     const step = await run(argv, copy);
     if (step.code !== 0) return { output: step.output };
   }
