@@ -24,7 +24,7 @@
 import type { Logger } from "pino";
 import type { AppDeps } from "../../context";
 import type { Database, Db } from "../../db/database";
-import { foundOrAgain } from "../../db/miss";
+import { foundOrAgain, type ReadSource } from "../../db/miss";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { fromCents } from "../../money";
 import { pageIfAsked, type Page } from "../../paging";
@@ -47,6 +47,7 @@ import {
   releaseOrderStock,
   type ItemRow,
   type OrderRow,
+  type PricedLine,
   type ProductRow,
 } from "../../store/orders";
 import { enqueueNotification } from "../../store/outbox";
@@ -181,21 +182,23 @@ export function listOrders(db: Pick<Database, "readAll">, caller: Caller, query:
  * interface's order: any product missing, then not ACTIVE, then stock (what earlier lines of
  * this order leave).
  */
-function priceLines(items: CreateOrderRequest["items"], found: ProductRow[]) {
+function priceLines(items: CreateOrderRequest["items"], found: ProductRow[]): PricedLine[] | AppError {
   const byId = new Map(found.map((p) => [p.id, p]));
   for (const productId of new Set(items.map((item) => item.productId))) {
     const product = byId.get(productId);
-    if (!product) throw new AppError("PRODUCT_NOT_FOUND", { id: productId });
-    if (product.status !== "ACTIVE") throw new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
+    if (!product) return new AppError("PRODUCT_NOT_FOUND", { id: productId });
+    if (product.status !== "ACTIVE") return new AppError("PRODUCT_NOT_AVAILABLE", { id: productId, status: product.status });
   }
   const left = new Map(found.map((p) => [p.id, p.stock]));
-  return items.map((item) => {
+  const lines: PricedLine[] = [];
+  for (const item of items) {
     const product = byId.get(item.productId)!;
     const available = left.get(item.productId)!;
-    if (available < item.quantity) throw new AppError("INSUFFICIENT_INVENTORY", { id: item.productId, requested: item.quantity, available });
+    if (available < item.quantity) return new AppError("INSUFFICIENT_INVENTORY", { id: item.productId, requested: item.quantity, available });
     left.set(item.productId, available - item.quantity);
-    return { ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity };
-  });
+    lines.push({ ...item, productName: product.name, unitPriceCents: product.priceCents, totalPriceCents: product.priceCents * item.quantity });
+  }
+  return lines;
 }
 
 /** Reads between the read and the write that moved stock, status or a price: each costs a new read. */
@@ -206,6 +209,10 @@ const ORDER_ATTEMPTS = 5;
  * items and the ORDER_CREATED notification): with the guard, three round trips to a remote
  * primary. The reservations' CHECK makes concurrent orders never oversell; a refused unit
  * reads again, and then answers the refusal.
+ *
+ * On an embedded replica the copy may lag either way (stock taken, or restocked, at another
+ * edge): a refusal read on the copy is read again at the primary before it is answered, and a
+ * unit refused since the read reads again at the primary.
  */
 export async function createOrder(deps: OrdersDeps, caller: Caller, input: CreateOrderRequest): Promise<Order> {
   const userId = input.userId ?? caller.id;
@@ -214,24 +221,25 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
   for (let attempt = 1; ; attempt++) {
     const now = new Date(deps.now());
     const cap = deps.orderMaxPending === undefined ? undefined : { maxPending: deps.orderMaxPending, expiredBefore: expiredBefore(deps, now) };
-    const {
-      found,
-      owner: [owner],
-      pending,
-    } = await foundOrAgain(
-      deps.db,
-      (source) =>
-        source.readAll((db) => ({
-          found: productsWithIds(db, wanted),
-          owner: emailOfUser(db, userId),
-          pending: cap ? pendingOrderCount(db, userId, cap.expiredBefore) : undefined,
-        })),
-      // A product or buyer made at another edge a moment ago: an edge's copy may not hold it yet.
-      (read) => read.owner.length === 0 || read.found.length < wanted.length,
-    );
-    if (!owner) throw new AppError("USER_NOT_FOUND", { id: userId });
-    if (cap && pending![0].n >= cap.maxPending) throw new AppError("TOO_MANY_PENDING_ORDERS", { max: cap.maxPending });
-    const lines = priceLines(input.items, found);
+    /** The buyer and the priced lines as `source` holds them, or the refusal. */
+    const judge = async (source: ReadSource) => {
+      const {
+        found,
+        owner: [owner],
+        pending,
+      } = await source.readAll((db) => ({
+        found: productsWithIds(db, wanted),
+        owner: emailOfUser(db, userId),
+        pending: cap ? pendingOrderCount(db, userId, cap.expiredBefore) : undefined,
+      }));
+      if (!owner) return new AppError("USER_NOT_FOUND", { id: userId });
+      if (cap && pending![0].n >= cap.maxPending) return new AppError("TOO_MANY_PENDING_ORDERS", { max: cap.maxPending });
+      const lines = priceLines(input.items, found);
+      return lines instanceof AppError ? lines : { owner, lines };
+    };
+    const judged = await (attempt === 1 ? foundOrAgain(deps.db, judge, (answer) => answer instanceof AppError) : judge(deps.db.primary ?? deps.db));
+    if (judged instanceof AppError) throw judged;
+    const { owner, lines } = judged;
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);
     if (!Number.isSafeInteger(totalCents)) throw new Violations("body", [{ path: "items", key: "field.order.total" }]);
     try {
