@@ -12,7 +12,7 @@
  * drizzle wraps each in a DrizzleQueryError (the driver's error is its cause), so the chain is walked.
  * A remote primary that cannot be reached (refused, reset, a proxy's 5xx, a stream it forgot in a
  * restart, no answer within DATABASE_BUSY_TIMEOUT_MS, a replica's pull cut off) is "unreachable": answered 503 like "busy", but never retried, since a write whose
- * answer was lost may have committed.
+ * answer was lost may have committed (only a read that met a refused frame is read again, once: isRefusedFrame, libsql.ts).
  */
 
 export type IntegrityKind = "duplicate" | "foreignKey" | "other";
@@ -86,9 +86,24 @@ function classifyOne(e: DriverError): Failure | undefined {
   return undefined;
 }
 
+/**
+ * @libsql/client over ws:// whose WebSocket refused one of the server's frames ("Protocol error -
+ * RSV2 and RSV3 must be clear"): Bun's client (1.4.4 and 1.4.5) does that now and then to frames
+ * sqld sent well-formed, and fails the connection; the client opens a new one for the next request.
+ */
+export const isRefusedFrame = (error: unknown) =>
+  causes(error).some((e) => e.code === "HRANA_WEBSOCKET_ERROR" && typeof e.message === "string" && e.message.includes("Protocol error"));
+
+/** `error` and its cause chain (drizzle's DrizzleQueryError wraps the driver's), at most five deep. */
+function causes(error: unknown): DriverError[] {
+  const chain: DriverError[] = [];
+  for (let e = error as DriverError | undefined; e && typeof e === "object" && chain.length < 5; e = e.cause as DriverError | undefined) chain.push(e);
+  return chain;
+}
+
 /** The failure kind of `error` or anything in its cause chain; undefined for anything else. */
 export function classifyDatabaseError(error: unknown): Failure | undefined {
-  for (let e = error as DriverError | undefined, depth = 0; e && typeof e === "object" && depth < 5; e = e.cause as DriverError | undefined, depth++) {
+  for (const e of causes(error)) {
     if (e instanceof DatabaseBusyError) return "busy";
     const kind = classifyOne(e);
     if (kind) return kind;

@@ -5,10 +5,11 @@
  * list unit one batch in write mode.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { createClient, type Client, type InArgs, type ResultSet, type TransactionMode } from "@libsql/client";
+import { createClient, type Client, type InArgs, type InStatement, type ResultSet, type TransactionMode } from "@libsql/client";
 import { drizzle } from "drizzle-orm/libsql";
 import type { Database, DatabaseOptions, Db } from "./database";
 import { tuneEmbeddedConnections } from "./embedded-tuning";
+import { isRefusedFrame } from "./errors";
 import { readSurface } from "./reads";
 import * as schema from "./schema";
 import { createLimit, createTurns, retryWhileBusy, runUnit } from "./units";
@@ -58,6 +59,40 @@ function counted(client: Client, onRoundTrip: () => void): Client {
   return observe(client);
 }
 
+/** A statement that can only read: drizzle's selects (a `with …` may insert, update or delete). */
+const READ_ONLY = /^\s*select\b/i;
+
+/**
+ * The client, with a read that met a refused frame (isRefusedFrame) sent once more: the client
+ * has dropped that connection, and the read goes out on a new one. Only reads: a SELECT run
+ * outside a transaction, or a batch in read mode (READONLY at the server); a write's answer lost
+ * this way may still have committed, so it fails as it is (503).
+ */
+function readsAgainAfterRefusedFrame(client: Client): Client {
+  const again = async <T>(read: () => Promise<T>): Promise<T> => {
+    try {
+      return await read();
+    } catch (error) {
+      if (!isRefusedFrame(error)) throw error;
+      return read();
+    }
+  };
+  const execute = client.execute.bind(client) as (statement: InStatement, args?: InArgs) => Promise<ResultSet>;
+  const batch = client.batch.bind(client);
+  const instead: Partial<Client> = {
+    execute: ((statement: InStatement, args?: InArgs) =>
+      READ_ONLY.test(typeof statement === "string" ? statement : statement.sql) ? again(() => execute(statement, args)) : execute(statement, args)) as Client["execute"],
+    batch: (statements, mode) => (mode === "read" ? again(() => batch(statements, mode)) : batch(statements, mode)),
+  };
+  return new Proxy(client, {
+    get(object, key) {
+      if (key in instead) return instead[key as keyof Client];
+      const value = Reflect.get(object, key);
+      return typeof value === "function" ? value.bind(object) : value;
+    },
+  });
+}
+
 /** When the unit of work a round trip belongs to must have answered (performance.now()): its arrival plus the busy timeout. */
 const unitDeadline = new AsyncLocalStorage<number>();
 
@@ -84,7 +119,8 @@ export async function openLibsql({ url, authToken, onRoundTrip }: DatabaseOption
     authToken,
     ...(local ? { timeout: SQLITE_BUSY_TIMEOUT_MS } : { fetch: fetchWithin(busyTimeoutMs) }),
   } as Parameters<typeof createClient>[0]);
-  const client = onRoundTrip && !local ? counted(created, onRoundTrip) : created;
+  const sent = onRoundTrip && !local ? counted(created, onRoundTrip) : created;
+  const client = local ? sent : readsAgainAfterRefusedFrame(sent);
   // WAL lets readers run beside the writer and several worker processes share the file.
   if (local) await client.execute("PRAGMA journal_mode = WAL");
   const db = drizzle(client, { schema });

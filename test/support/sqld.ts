@@ -103,6 +103,8 @@ export interface Sqld {
   reset(): Promise<void>;
   /** Each direction of every later chunk waits this long. */
   setDelay(ms: number): Promise<void>;
+  /** The next chunk sqld sends to a client comes after a WebSocket frame the client refuses (over ws:// only: it would garble an HTTP answer). */
+  garbleNextFrame(): Promise<void>;
   /** The proxy refuses connections and drops the open ones (a vanished primary) … */
   vanish(): Promise<void>;
   /** … takes connections and answers nothing (a hung primary) … */
@@ -173,6 +175,7 @@ export async function startSqld(options: SqldOptions = {}): Promise<Sqld> {
     pulls: async () => (await control(`${at}/stats`, "GET")).pulls as number,
     reset: async () => void (await control(`${at}/reset`)),
     setDelay: async (ms) => void (await control(`${at}/delay?ms=${ms}`)),
+    garbleNextFrame: async () => void (await control(`${at}/garble`)),
     vanish: async () => void (await control(`${at}/state?to=down`)),
     hang: async () => void (await control(`${at}/state?to=hung`)),
     restore: async () => void (await control(`${at}/state?to=up`)),

@@ -9,6 +9,9 @@
  *                                      primary); hung (takes connections, passes nothing on: a
  *                                      stopped primary); back up, the hung connections are dropped
  *   POST   /proxies/PORT/delay?ms=N    every chunk waits N ms, each direction (a primary far away)
+ *   POST   /proxies/PORT/garble        the next chunk to a client comes after a WebSocket frame with RSV2
+ *                                      set, which a client refuses, dropping its connection (what Bun's
+ *                                      client does now and then to sqld's well-formed frames; libsql.ts)
  *   GET    /proxies/PORT/stats         {"roundTrips": Hrana requests and replica write delegations, "pulls": an
  *                                      embedded replica's syncs, since the last reset}
  *   POST   /proxies/PORT/reset
@@ -23,6 +26,8 @@ interface Proxy {
   server: Server;
   state: State;
   delayMs: number;
+  /** The next chunk to a client is preceded by a frame it refuses (POST garble). */
+  garble: boolean;
   roundTrips: number;
   pulls: number;
   sockets: Set<Socket>;
@@ -82,18 +87,26 @@ function accept(proxy: Proxy, client: Socket) {
     // A request line split between two chunks is counted with the second.
     tail = text.slice(Math.max(end, text.length - 40));
   });
-  pipe(proxy, upstream, client);
+  pipe(proxy, upstream, client, undefined, (chunk) => {
+    if (!proxy.garble) return chunk;
+    proxy.garble = false;
+    return Buffer.concat([REFUSED_FRAME, chunk]);
+  });
 }
 
+/** A final text frame, empty, with RSV2 set: no extension was negotiated, so a client must fail the connection (RFC 6455 5.2). */
+const REFUSED_FRAME = Buffer.from([0xa1, 0x00]);
+
 /** Passes `from`'s bytes on to `to`, after the delay; while hung, holds them back (they are dropped with the connection). */
-function pipe(proxy: Proxy, from: Socket, to: Socket, seen?: (chunk: Buffer) => void) {
+function pipe(proxy: Proxy, from: Socket, to: Socket, seen?: (chunk: Buffer) => void, change = (chunk: Buffer) => chunk) {
   from.on("data", (chunk: Buffer) => {
     if (proxy.state === "hung") {
       proxy.held.add(from);
       return;
     }
     seen?.(chunk);
-    const send = () => to.writable && to.write(chunk);
+    const sent = change(chunk);
+    const send = () => to.writable && to.write(sent);
     if (proxy.delayMs > 0) setTimeout(send, proxy.delayMs);
     else send();
   });
@@ -128,6 +141,7 @@ const control = Bun.serve({
         server: undefined as never,
         state: "up",
         delayMs: 0,
+        garble: false,
         roundTrips: 0,
         pulls: 0,
         sockets: new Set(),
@@ -147,6 +161,9 @@ const control = Bun.serve({
         break;
       case "POST delay":
         proxy.delayMs = Number(url.searchParams.get("ms"));
+        break;
+      case "POST garble":
+        proxy.garble = true;
         break;
       case "GET stats":
         return json({ roundTrips: proxy.roundTrips, pulls: proxy.pulls });
