@@ -1,7 +1,7 @@
 /**
  * Files: one suite, run on the local folder and on a real S3 server (Ceph radosgw on loopback,
  * see s3-server.ts). Round trips of every byte value, ranges, names that try to escape storage,
- * original names with unicode and quotes, limits that leave nothing behind, and a 50 MB upload
+ * original names with unicode and quotes, limits that leave nothing behind, and uploads of up to 144 MiB
  * to a real server process whose RSS is sampled while it streams.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "./legs";
@@ -368,7 +368,9 @@ function fileSuite(backend: Backend) {
 
   test("uploads to and downloads from a real server process stream: RSS grows with the file's size at under half its rate", async () => {
     const MiB = 1024 * 1024;
-    const [small, large] = [16 * MiB, 80 * MiB];
+    // 128 MiB between the sizes: a file held whole would add all of it, far above the tens of MiB a
+    // late collection or a busy S3 server (one radosgw serving CI's two lanes) adds to a peak.
+    const [small, large] = [16 * MiB, 144 * MiB];
     const server = await startServer({ ...backend.env(), MAX_UPLOAD_BYTES: String(large) });
     try {
       expect((await streamUpload(server, 10 * MiB)).status).toBe(201); // warm: the heap settles at its working size
@@ -382,17 +384,24 @@ function fileSuite(backend: Backend) {
         expect(download).toEqual({ status: 200, size, sha256: result.sha256 });
         return { upload: peak - before, download: downloadPeak - before };
       };
-      const baseline = await growth(small);
-      const measured = await growth(large);
+      // Two rounds, each size's smaller growth kept: noise adds to one round's peak, while a file held
+      // whole adds its bytes to every round (each is measured from the same `before`).
+      const rounds: Record<"small" | "large", { upload: number; download: number }>[] = [];
+      for (let round = 0; round < 2; round++) rounds.push({ small: await growth(small), large: await growth(large) });
+      const rate = (way: "upload" | "download") => {
+        const least = (size: "small" | "large") => Math.min(...rounds.map((r) => r[size][way]));
+        return (least("large") - least("small")) / (large - small);
+      };
       const mib = (bytes: number) => (bytes / MiB).toFixed(1);
+      const figures = (way: "upload" | "download") => rounds.map((r) => `${mib(r.small[way])} / ${mib(r.large[way])}`).join(", then ");
       console.log(
-        `through a real port: server RSS ${mib(before)} MiB, then up ${mib(baseline.upload)} / ${mib(measured.upload)} MiB uploading and ${mib(baseline.download)} / ${mib(measured.download)} MiB downloading ${mib(small)} / ${mib(large)} MiB`,
+        `through a real port: server RSS ${mib(before)} MiB, then up ${figures("upload")} MiB uploading and ${figures("download")} MiB downloading ${mib(small)} / ${mib(large)} MiB: rate ${rate("upload").toFixed(2)} up, ${rate("download").toFixed(2)} down`,
       );
       // Buffers and not-yet-collected chunks are a fixed cost (local ~10 MiB, S3 ~30 MiB with its 5 MiB
       // parts, more on a loaded machine), paid by the baseline upload too; holding the file would make
       // the extra growth follow the extra bytes one for one. (The figure itself: bench/files.ts.)
-      expect((measured.upload - baseline.upload) / (large - small)).toBeLessThan(0.5);
-      expect((measured.download - baseline.download) / (large - small)).toBeLessThan(0.5);
+      expect(rate("upload")).toBeLessThan(0.5);
+      expect(rate("download")).toBeLessThan(0.5);
     } finally {
       await server.stop();
     }
