@@ -63,12 +63,19 @@ export function createTurns() {
   };
 }
 
+/** The share of a unit's wait that must be left when its turn comes for it to be sent (createLimit). */
+const SEND_MARGIN = 0.1;
+
 /**
  * Like createTurns, but `atOnce` units at a time; a unit whose turn comes more than `maxWaitMs`
  * after it arrived is not run: it fails with a DatabaseBusyError (503), so a line longer than the
- * busy timeout drains at once instead of serving answers nobody waits for.
+ * busy timeout drains at once instead of serving answers nobody waits for. Nor is one whose turn
+ * leaves it less than SEND_MARGIN of that wait: the units ahead of it, which arrived a moment
+ * earlier, free their places at their own deadlines, and one sent with a sliver left could not
+ * get its answer in time, yet would still commit at the primary later.
  */
 export function createLimit(atOnce: number, maxWaitMs: number) {
+  const latestStart = maxWaitMs * (1 - SEND_MARGIN);
   let running = 0;
   const waiting: (() => void)[] = [];
   const acquire = () => {
@@ -89,7 +96,7 @@ export function createLimit(atOnce: number, maxWaitMs: number) {
     return acquire().then(async () => {
       try {
         const waited = performance.now() - arrived;
-        if (waited > maxWaitMs) throw new DatabaseBusyError(Math.round(waited));
+        if (waited > latestStart) throw new DatabaseBusyError(Math.round(waited));
         return await work();
       } finally {
         release();
