@@ -129,7 +129,7 @@ export async function openLibsql({ url, authToken, onRoundTrip }: DatabaseOption
   // in SQLite's busy handler ON the event loop, where the unit holding it can never finish.
   // So units of one process take turns on a file, as on the native driver.
   // At a remote primary at most REMOTE_UNITS_AT_ONCE are sent at a time, and one whose turn comes
-  // after the busy timeout answers 503 without being sent: the primary runs writes one at a time
+  // with less than a tenth of the busy timeout left answers 503 without being sent: the primary runs writes one at a time
   // whatever is sent, and sent all at once they wait in line there, where a client's deadline does
   // not take them out (a unit given up here still runs there later) and where sqld 0.24 can stall
   // for good: 20 sign-ups at once through three instances (test:multi) left every writer parked in
