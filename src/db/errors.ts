@@ -92,10 +92,10 @@ function classifyOne(e: DriverError): Failure | undefined {
  * sqld sent well-formed, and fails the connection; the client opens a new one for the next request.
  */
 export const isRefusedFrame = (error: unknown) =>
-  causes(error).some((e) => e.code === "HRANA_WEBSOCKET_ERROR" && typeof e.message === "string" && e.message.includes("Protocol error"));
+  causeChain(error).some((e) => e.code === "HRANA_WEBSOCKET_ERROR" && typeof e.message === "string" && e.message.includes("Protocol error"));
 
 /** `error` and its cause chain (drizzle's DrizzleQueryError wraps the driver's), at most five deep. */
-function causes(error: unknown): DriverError[] {
+export function causeChain(error: unknown): DriverError[] {
   const chain: DriverError[] = [];
   for (let e = error as DriverError | undefined; e && typeof e === "object" && chain.length < 5; e = e.cause as DriverError | undefined) chain.push(e);
   return chain;
@@ -103,7 +103,7 @@ function causes(error: unknown): DriverError[] {
 
 /** The failure kind of `error` or anything in its cause chain; undefined for anything else. */
 export function classifyDatabaseError(error: unknown): Failure | undefined {
-  for (const e of causes(error)) {
+  for (const e of causeChain(error)) {
     if (e instanceof DatabaseBusyError) return "busy";
     const kind = classifyOne(e);
     if (kind) return kind;

@@ -10,6 +10,7 @@
  */
 import { type SQL, sql } from "drizzle-orm";
 import type { Db, Reader, Statement } from "../db/database";
+import { causeChain } from "../db/errors";
 import { secondFactorsOf } from "./mfa";
 import { refreshHash } from "./sessions";
 import { addressKey, type AttemptOrigin, LOGIN_WINDOW_MS, pairKey } from "./throttle";
@@ -56,7 +57,5 @@ function primaryAgrees(tx: Db, judged: CopyJudgement): Statement {
 export const gateOf = (tx: Db, judged: CopyJudgement | undefined): Statement[] => (judged ? [primaryAgrees(tx, judged)] : []);
 
 /** The gate failed its unit: the primary judges the attempt otherwise than the copy did. */
-export function primaryDisagreed(error: unknown): boolean {
-  for (let cause = error; cause instanceof Error; cause = cause.cause) if (cause.message.includes("NOT NULL constraint failed: login_throttle.failures")) return true;
-  return false;
-}
+export const primaryDisagreed = (error: unknown): boolean =>
+  causeChain(error).some((cause) => typeof cause.message === "string" && cause.message.includes("NOT NULL constraint failed: login_throttle.failures"));
