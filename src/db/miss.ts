@@ -33,3 +33,12 @@ export function foundOrAgain<S extends Reader | Pick<Database, "readAll">, T>(
   // Promise.resolve: a drizzle query or a bound statement is a thenable, not a Promise.
   return Promise.resolve(first).then((answer) => (missed(answer) ? read(primary) : answer));
 }
+
+/**
+ * What a change is judged on at its `attempt`: the first reads `db` as foundOrAgain does (an
+ * answer `refused` says no to is read again at the primary: the copy may lag); a later one reads
+ * at the primary at once, since the unit before it found the primary otherwise than that read.
+ */
+export function readForAttempt<T>(db: Database, attempt: number, read: (source: ReadSource) => Promise<T>, refused: (answer: T) => boolean): MaybePromise<T> {
+  return attempt === 1 ? foundOrAgain(db, read, refused) : read(db.primary ?? db);
+}

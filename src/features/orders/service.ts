@@ -24,7 +24,7 @@
 import type { Logger } from "pino";
 import type { AppDeps } from "../../context";
 import type { Database, Db } from "../../db/database";
-import { foundOrAgain, type ReadSource } from "../../db/miss";
+import { foundOrAgain, type ReadSource, readForAttempt } from "../../db/miss";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { fromCents } from "../../money";
 import { pageIfAsked, type Page } from "../../paging";
@@ -237,7 +237,7 @@ export async function createOrder(deps: OrdersDeps, caller: Caller, input: Creat
       const lines = priceLines(input.items, found);
       return lines instanceof AppError ? lines : { owner, lines };
     };
-    const judged = await (attempt === 1 ? foundOrAgain(deps.db, judge, (answer) => answer instanceof AppError) : judge(deps.db.primary ?? deps.db));
+    const judged = await readForAttempt(deps.db, attempt, judge, (answer) => answer instanceof AppError);
     if (judged instanceof AppError) throw judged;
     const { owner, lines } = judged;
     const totalCents = lines.reduce((sum, line) => sum + line.totalPriceCents, 0);

@@ -5,7 +5,7 @@
  */
 import { checkedStepUp, type StepUpDeps } from "../../security/step-up";
 import type { Database, Reader } from "../../db/database";
-import { foundOrAgain } from "../../db/miss";
+import { readForAttempt } from "../../db/miss";
 import { AppError, integrityKind, Violations } from "../../errors";
 import { listAnswer } from "../../http/list-answer";
 import type { Metrics } from "../../metrics";
@@ -200,7 +200,7 @@ async function applyUpdate(
     let user: User | undefined;
     try {
       for (let tries = 1; !user; tries++) {
-        const seen = await (tries === 1 ? foundOrAgain(deps.db, read, (answer) => refusal(answer) !== undefined) : read(deps.db.primary ?? deps.db));
+        const seen = await readForAttempt(deps.db, tries, read, (answer) => refusal(answer) !== undefined);
         const refused = refusal(seen);
         if (refused) throw refused;
         const { current, to } = seen as { current: UserAt; to?: string };
