@@ -40,21 +40,31 @@ interface LibsqlPrepared {
   mapResult(result: ResultSet, isFromBatch: boolean): unknown;
 }
 
+type Method = (...args: never[]) => unknown;
+
+/** `target` with the methods `replace` hands a stand-in for (given the original, bound to it), every other member as it is. */
+function withMethods<T extends object>(target: T, replace: (key: PropertyKey, original: Method) => Method | undefined): T {
+  return new Proxy(target, {
+    get(object, key) {
+      const value = Reflect.get(object, key);
+      if (typeof value !== "function") return value;
+      const original = value.bind(object) as Method;
+      return replace(key, original) ?? original;
+    },
+  });
+}
+
 /** The client and its transactions, telling `onRoundTrip` of every call that goes to the server. */
 function counted(client: Client, onRoundTrip: () => void): Client {
   const sends = new Set<PropertyKey>(["execute", "batch", "migrate", "executeMultiple", "commit", "rollback"]);
   const observe = <T extends object>(target: T): T =>
-    new Proxy(target, {
-      get(object, key) {
-        const value = Reflect.get(object, key);
-        if (typeof value !== "function") return value;
-        if (key === "transaction") return async (...args: unknown[]) => observe(await value.apply(object, args));
-        if (!sends.has(key)) return value.bind(object);
-        return (...args: unknown[]) => {
-          onRoundTrip();
-          return value.apply(object, args);
-        };
-      },
+    withMethods(target, (key, original) => {
+      if (key === "transaction") return async (...args: never[]) => observe((await original(...args)) as object);
+      if (!sends.has(key)) return undefined;
+      return (...args: never[]) => {
+        onRoundTrip();
+        return original(...args);
+      };
     });
   return observe(client);
 }
@@ -77,19 +87,13 @@ function readsAgainAfterRefusedFrame(client: Client): Client {
       return read();
     }
   };
-  const execute = client.execute.bind(client) as (statement: InStatement, args?: InArgs) => Promise<ResultSet>;
-  const batch = client.batch.bind(client);
-  const instead: Partial<Client> = {
-    execute: ((statement: InStatement, args?: InArgs) =>
-      READ_ONLY.test(typeof statement === "string" ? statement : statement.sql) ? again(() => execute(statement, args)) : execute(statement, args)) as Client["execute"],
-    batch: (statements, mode) => (mode === "read" ? again(() => batch(statements, mode)) : batch(statements, mode)),
-  };
-  return new Proxy(client, {
-    get(object, key) {
-      if (key in instead) return instead[key as keyof Client];
-      const value = Reflect.get(object, key);
-      return typeof value === "function" ? value.bind(object) : value;
-    },
+  return withMethods(client, (key, original) => {
+    const send = original as (...args: unknown[]) => Promise<unknown>;
+    if (key === "execute")
+      return (statement: InStatement, args?: InArgs) =>
+        READ_ONLY.test(typeof statement === "string" ? statement : statement.sql) ? again(() => send(statement, args)) : send(statement, args);
+    if (key === "batch") return (statements: InStatement[], mode?: TransactionMode) => (mode === "read" ? again(() => send(statements, mode)) : send(statements, mode));
+    return undefined;
   });
 }
 
