@@ -25,14 +25,24 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const holdLock = () => holdDatabaseLock(t.config);
+/** `work`, run while another stream holds the primary's write lock (released however it ends). */
+async function whileLocked<T>(work: () => Promise<T>): Promise<T> {
+  const lock = await holdLock();
+  try {
+    return await work();
+  } finally {
+    await lock.release();
+  }
+}
+/** What `unit` failed with, or undefined. */
+const failureOf = (unit: (db: Database) => Promise<unknown>) =>
+  unit(t.database).then(
+    () => undefined,
+    (error) => error as unknown,
+  );
 
 describe("the error table, on this leg's driver", () => {
   const now = new Date();
-  const failureOf = (unit: (db: Database) => Promise<unknown>) =>
-    unit(t.database).then(
-      () => undefined,
-      (error) => error,
-    );
   test.each([
     ["a unique index", "duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ name: "USER" })])],
     ["a primary key", "duplicate", (db: Database) => db.writeAll((tx) => [tx.insert(roles).values({ id: 1, name: "ANOTHER" })])],
@@ -60,18 +70,13 @@ describe("the error table, on this leg's driver", () => {
   test.skipIf(leg === "remote-ws")(
     "a lock held past DATABASE_BUSY_TIMEOUT_MS is busy on a file (DatabaseBusyError), past the round trip's deadline on sqld: 503 either way",
     async () => {
-      const lock = await holdLock();
-      try {
-        const error = await failureOf((db) => db.writeAll((tx) => [tx.insert(roles).values({ name: "LOCKED" })]));
-        if (onSqld) expect(classifyDatabaseError(error)).toBe("unreachable");
-        else {
-          expect(error).toBeInstanceOf(DatabaseBusyError);
-          expect(classifyDatabaseError(error)).toBe("busy");
-        }
-        expect(isUnavailable(error)).toBe(true);
-      } finally {
-        await lock.release();
+      const error = await whileLocked(() => failureOf((db) => db.writeAll((tx) => [tx.insert(roles).values({ name: "LOCKED" })])));
+      if (onSqld) expect(classifyDatabaseError(error)).toBe("unreachable");
+      else {
+        expect(error).toBeInstanceOf(DatabaseBusyError);
+        expect(classifyDatabaseError(error)).toBe("busy");
       }
+      expect(isUnavailable(error)).toBe(true);
     },
     20_000,
   );
@@ -212,16 +217,11 @@ describe.skipIf(!onSqld)("a remote primary", () => {
     test.skipIf(leg === "remote-ws")(
       "held past DATABASE_BUSY_TIMEOUT_MS: 503 envelope with Retry-After, nothing half-written",
       async () => {
-        const lock = await holdLock();
         const email = `late-${crypto.randomUUID().slice(0, 8)}@x.io`;
-        try {
-          const res = await t.request("POST", "/api/users", { token: admin.token, body: { name: "Too Late", email } });
-          expect(res.status).toBe(503);
-          expect(res.headers.get("retry-after")).toEqual(expect.stringMatching(/^\d+$/));
-          expect(res.body).toMatchObject({ success: false, errorCode: "SERVICE_UNAVAILABLE" });
-        } finally {
-          await lock.release();
-        }
+        const res = await whileLocked(() => t.request("POST", "/api/users", { token: admin.token, body: { name: "Too Late", email } }));
+        expect(res.status).toBe(503);
+        expect(res.headers.get("retry-after")).toEqual(expect.stringMatching(/^\d+$/));
+        expect(res.body).toMatchObject({ success: false, errorCode: "SERVICE_UNAVAILABLE" });
         expect(await t.database.$count(users, eq(users.email, email))).toBe(0);
       },
       20_000,
@@ -232,13 +232,7 @@ describe.skipIf(!onSqld)("a remote primary", () => {
     // after DATABASE_BUSY_TIMEOUT_MS are never sent: their 503 means nothing was written, and the
     // primary never holds a long line of writers nobody waits for.
     /** A role of this name inserted in a list unit of its own: undefined, or what it failed with. */
-    const insertRole = (name: string) =>
-      t.database
-        .writeAll((tx) => [tx.insert(roles).values({ name })])
-        .then(
-          () => undefined,
-          (error) => error as unknown,
-        );
+    const insertRole = (name: string) => failureOf((db) => db.writeAll((tx) => [tx.insert(roles).values({ name })]));
     const queuedNames = (n: number) => Array.from({ length: n }, (_, i) => `QUEUED_${i}_${crypto.randomUUID().slice(0, 8)}`);
     /** How many of `names` were written, once anything still waiting at sqld has had time to commit. */
     const committedLater = async (names: string[]) => {
@@ -250,14 +244,8 @@ describe.skipIf(!onSqld)("a remote primary", () => {
     test.skipIf(leg === "remote-ws")(
       "20 list units at once behind a lock held past DATABASE_BUSY_TIMEOUT_MS: twenty 503s, and at most the eight sent commit later at the primary",
       async () => {
-        const lock = await holdLock();
         const names = queuedNames(20);
-        let failures: unknown[];
-        try {
-          failures = await Promise.all(names.map(insertRole));
-        } finally {
-          await lock.release();
-        }
+        const failures = await whileLocked(() => Promise.all(names.map(insertRole)));
         expect(failures.map((error) => isUnavailable(error))).toEqual(Array(20).fill(true));
         expect(await committedLater(names)).toBeLessThanOrEqual(8);
       },
@@ -269,16 +257,12 @@ describe.skipIf(!onSqld)("a remote primary", () => {
     test.skipIf(leg === "remote-ws")(
       "a unit whose turn comes with a sliver of DATABASE_BUSY_TIMEOUT_MS left is not sent: 503, and only the eight ahead of it commit later",
       async () => {
-        const lock = await holdLock();
         const names = queuedNames(9);
-        let failures: unknown[];
-        try {
+        const failures = await whileLocked(async () => {
           const ahead = names.slice(0, 8).map(insertRole);
           await Bun.sleep(150);
-          failures = await Promise.all([...ahead, insertRole(names[8])]);
-        } finally {
-          await lock.release();
-        }
+          return Promise.all([...ahead, insertRole(names[8])]);
+        });
         expect(failures.map((error) => isUnavailable(error))).toEqual(Array(9).fill(true));
         expect(await committedLater([names[8]])).toBe(0);
       },
