@@ -56,14 +56,15 @@ const preamble = (patch: string) => patch.slice(0, Math.max(0, patch.indexOf("di
  * as it now stands can be read back (`refreshed`); a plain run spares committing the whole tree.
  */
 async function applyPatch(text: string, copy: string): Promise<{ fuzzy: boolean } | { output: string }> {
-  const asRepository = [
-    ["git", "init", "-q"],
-    ["git", "add", "-A"],
-    ["git", "-c", "user.name=recipe", "-c", "user.email=recipe@localhost", "commit", "-qm", "HEAD"],
-  ];
-  for (const argv of refresh ? asRepository : []) {
-    const step = await run(argv, copy);
-    if (step.code !== 0) return { output: step.output };
+  if (refresh) {
+    for (const argv of [
+      ["git", "init", "-q"],
+      ["git", "add", "-A"],
+      ["git", "-c", "user.name=recipe", "-c", "user.email=recipe@localhost", "commit", "-qm", "HEAD"],
+    ]) {
+      const step = await run(argv, copy);
+      if (step.code !== 0) return { output: step.output };
+    }
   }
   writeFileSync(join(copy, ".recipe.patch"), text);
   try {
